@@ -1,0 +1,149 @@
+//! A rate-limit counter in the keyspace: a plain string holding a decimal integer, with an expiry.
+//! Reading it, and applying a window decision to it with the expiry in the same step, the
+//! keyspace notifications of the equivalent core commands, and absolute-time effects for replicas
+//! and the AOF.
+//!
+//! The value is edited in place (`StringDMA`/`StringTruncate`), never with `RedisModule_StringSet`:
+//! that one deletes the key and its TTL before setting, the very leak this module exists to prevent.
+
+use std::ffi::CStr;
+use std::os::raw::c_int;
+
+use redis_module::raw::{
+    RedisModuleCtx, RedisModuleKey, RedisModuleString, REDISMODULE_KEYTYPE_EMPTY,
+    REDISMODULE_KEYTYPE_STRING, REDISMODULE_NOTIFY_GENERIC, REDISMODULE_NOTIFY_STRING,
+    REDISMODULE_NO_EXPIRE, REDISMODULE_OK, REDISMODULE_READ, REDISMODULE_WRITE,
+};
+
+use crate::command::api;
+use crate::decimal::{format_i64, parse_i64, MAX_LEN};
+use crate::window::{Counter, Outcome};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyError {
+    WrongType,
+    NotInteger,
+    /// A write the server refused; never expected, reported rather than ignored.
+    WriteFailed,
+}
+
+impl KeyError {
+    pub fn message(self) -> &'static CStr {
+        match self {
+            KeyError::WrongType => c"WRONGTYPE Operation against a key holding the wrong kind of value",
+            KeyError::NotInteger => c"ERR value is not an integer or out of range",
+            KeyError::WriteFailed => c"ERR ratelimit: the server refused to write the counter",
+        }
+    }
+}
+
+/// A counter key opened for reading and writing; closed when dropped.
+pub struct CounterKey {
+    ctx: *mut RedisModuleCtx,
+    name: *mut RedisModuleString,
+    key: *mut RedisModuleKey,
+}
+
+impl CounterKey {
+    /// Opens `name` in the caller's database. A logically expired key is deleted here, as any
+    /// core write command would, so it reads as missing.
+    ///
+    /// # Safety
+    /// `ctx` and `name` must be live for the whole command call.
+    pub unsafe fn open(ctx: *mut RedisModuleCtx, name: *mut RedisModuleString) -> Self {
+        let mode = (REDISMODULE_READ | REDISMODULE_WRITE) as c_int;
+        let key = unsafe { api!(RedisModule_OpenKey)(ctx, name, mode) }.cast::<RedisModuleKey>();
+        CounterKey { ctx, name, key }
+    }
+
+    pub fn read(&mut self) -> Result<Counter, KeyError> {
+        let key_type = unsafe { api!(RedisModule_KeyType)(self.key) } as isize;
+        if key_type == REDISMODULE_KEYTYPE_EMPTY {
+            return Ok(Counter::Missing);
+        }
+        if key_type != REDISMODULE_KEYTYPE_STRING {
+            return Err(KeyError::WrongType);
+        }
+        // ValueLength doesn't decode the value: long strings are refused without touching them.
+        if unsafe { api!(RedisModule_ValueLength)(self.key) } > MAX_LEN {
+            return Err(KeyError::NotInteger);
+        }
+        let mut len = 0;
+        let ptr = unsafe { api!(RedisModule_StringDMA)(self.key, &mut len, REDISMODULE_READ as c_int) };
+        if ptr.is_null() {
+            return Err(KeyError::WrongType);
+        }
+        let text = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
+        let count = parse_i64(text).ok_or(KeyError::NotInteger)?;
+        let expire = unsafe { api!(RedisModule_GetAbsExpire)(self.key) };
+        let expires_at = (expire != REDISMODULE_NO_EXPIRE as i64).then_some(expire);
+        Ok(Counter::Present { count, expires_at })
+    }
+
+    /// Makes the writes `outcome` asks for, value and expiry together, then tells the rest of
+    /// the server: keyspace notifications, WATCH, and absolute-time effects for replicas and AOF.
+    pub fn apply(&mut self, outcome: &Outcome) -> Result<(), KeyError> {
+        let mut result = Ok(());
+        if let Some(count) = outcome.write_count {
+            result = self.store(count);
+        }
+        // Even if storing failed, an expiry on whatever is there beats a key without one.
+        if let Some(at) = outcome.set_expiry {
+            if unsafe { api!(RedisModule_SetAbsExpire)(self.key, at) } != REDISMODULE_OK as c_int {
+                result = Err(KeyError::WriteFailed);
+            }
+        }
+        self.announce(outcome);
+        result
+    }
+
+    fn store(&mut self, count: i64) -> Result<(), KeyError> {
+        let mut buf = [0; MAX_LEN];
+        let digits = format_i64(count, &mut buf);
+        let write = REDISMODULE_WRITE as c_int;
+        let mut len = 0;
+        // A missing key reads as an empty string, so it always takes the truncate branch.
+        let mut ptr = unsafe { api!(RedisModule_StringDMA)(self.key, &mut len, write) };
+        if len != digits.len() {
+            if unsafe { api!(RedisModule_StringTruncate)(self.key, digits.len()) } != REDISMODULE_OK as c_int {
+                return Err(KeyError::WriteFailed);
+            }
+            ptr = unsafe { api!(RedisModule_StringDMA)(self.key, &mut len, write) };
+        }
+        if ptr.is_null() || len != digits.len() {
+            return Err(KeyError::WriteFailed);
+        }
+        unsafe { std::ptr::copy_nonoverlapping(digits.as_ptr(), ptr.cast::<u8>(), len) };
+        Ok(())
+    }
+
+    fn announce(&self, outcome: &Outcome) {
+        let (ctx, name) = (self.ctx, self.name);
+        let notify = |class: c_int, event: &CStr| unsafe {
+            api!(RedisModule_NotifyKeyspaceEvent)(ctx, class, event.as_ptr(), name);
+        };
+        match (outcome.write_count, outcome.set_expiry, outcome.expires_at) {
+            (Some(count), _, Some(at)) => unsafe {
+                // The whole state with an absolute expiry: a replica or AOF reload needs nothing else.
+                api!(RedisModule_Replicate)(ctx, c"SET".as_ptr(), c"slcl".as_ptr(), name, count, c"PXAT".as_ptr(), at);
+            },
+            (None, Some(at), _) => unsafe {
+                api!(RedisModule_Replicate)(ctx, c"PEXPIREAT".as_ptr(), c"sl".as_ptr(), name, at);
+            },
+            _ => return,
+        }
+        if outcome.write_count.is_some() {
+            notify(REDISMODULE_NOTIFY_STRING, c"incrby");
+        }
+        if outcome.set_expiry.is_some() {
+            notify(REDISMODULE_NOTIFY_GENERIC, c"expire");
+        }
+        unsafe { api!(RedisModule_SignalModifiedKey)(ctx, name) };
+    }
+}
+
+impl Drop for CounterKey {
+    fn drop(&mut self) {
+        unsafe { api!(RedisModule_CloseKey)(self.key) };
+    }
+}

@@ -1,0 +1,100 @@
+//! Decimal integers exactly as Redis reads and writes them, so that a counter written by
+//! `RATELIMIT.HIT` is one that `INCR` accepts, and the other way round.
+
+/// The longest decimal `i64`: `-9223372036854775808`.
+pub const MAX_LEN: usize = 20;
+
+/// Parses like Redis's `string2ll`: an optional `-`, then digits with no leading zero (except a
+/// lone `0`), fitting in an `i64`. No `+`, no spaces, no `-0`.
+pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
+    let (negative, digits) = match bytes {
+        [b'0'] => return Some(0),
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, bytes),
+    };
+    match digits.first() {
+        Some(b'1'..=b'9') if digits.len() < MAX_LEN => {}
+        _ => return None,
+    }
+    // Accumulate as a negative number: its range reaches i64::MIN, which the positive one doesn't.
+    let mut value: i64 = 0;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        value = value.checked_mul(10)?.checked_sub(i64::from(b - b'0'))?;
+    }
+    if negative {
+        Some(value)
+    } else {
+        value.checked_neg()
+    }
+}
+
+/// Writes `value` in decimal into `buf` and returns the digits (at the end of `buf`).
+pub fn format_i64(value: i64, buf: &mut [u8; MAX_LEN]) -> &[u8] {
+    let mut start = MAX_LEN;
+    let mut rest = value.unsigned_abs();
+    loop {
+        start -= 1;
+        buf[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if value < 0 {
+        start -= 1;
+        buf[start] = b'-';
+    }
+    &buf[start..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_what_redis_accepts() {
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"7"), Some(7));
+        assert_eq!(parse_i64(b"-7"), Some(-7));
+        assert_eq!(parse_i64(b"1234567890"), Some(1_234_567_890));
+        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+    }
+
+    #[test]
+    fn rejects_what_redis_rejects() {
+        for bad in [
+            &b""[..],
+            b"-",
+            b"+1",
+            b" 1",
+            b"1 ",
+            b"01",
+            b"-0",
+            b"00",
+            b"1.5",
+            b"1e3",
+            b"abc",
+            b"9223372036854775808",
+            b"-9223372036854775809",
+            b"99999999999999999999",
+            b"123456789012345678901",
+            b"\xff",
+        ] {
+            assert_eq!(parse_i64(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn formats_and_round_trips() {
+        let mut buf = [0; MAX_LEN];
+        for v in [0, 1, 9, 10, -1, -10, 12345, i64::MAX, i64::MIN, i64::MIN + 1] {
+            let text = format_i64(v, &mut buf);
+            assert_eq!(text, v.to_string().as_bytes());
+            assert_eq!(parse_i64(text), Some(v));
+        }
+    }
+}

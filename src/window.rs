@@ -1,0 +1,168 @@
+//! The fixed-window decision: the whole algorithm of `RATELIMIT.HIT`, with no Redis in it.
+//!
+//! The rules, from the TTL-leak story: a hit is admitted while `count + cost <= limit`; an admitted
+//! hit adds `cost`; a counter that has no expiry gets one (`window` from now) whether the hit is
+//! admitted or not, which both starts new windows and heals counters leaked by a bare `INCR`; a
+//! running window is never extended; a denied hit writes nothing else.
+
+use crate::args::HitArgs;
+
+/// What the key holds before the hit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counter {
+    /// No key (or one that has logically expired): counts as 0 and has no window yet.
+    Missing,
+    /// An integer string; `expires_at` is its absolute expiry in Unix ms, `None` if it has no TTL.
+    Present { count: i64, expires_at: Option<i64> },
+}
+
+/// The decision for one hit. `write_count` and `set_expiry` are the writes to make, in one step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    pub allowed: bool,
+    /// The counter after this hit.
+    pub count: i64,
+    /// `max(limit - count, 0)`.
+    pub remaining: i64,
+    /// Milliseconds until the window ends; 0 when no window runs (a missing key stays missing).
+    pub reset_ms: i64,
+    /// The new value to store, when the hit is admitted.
+    pub write_count: Option<i64>,
+    /// The absolute expiry (Unix ms) to set, when the key ends up with no TTL otherwise.
+    pub set_expiry: Option<i64>,
+    /// The key's absolute expiry after this hit, if it exists then.
+    pub expires_at: Option<i64>,
+}
+
+/// Decides one hit at `now_ms`. `now_ms + args.window_ms` must not overflow, which the argument
+/// parser's bound on the window guarantees for any real clock.
+pub fn decide(args: &HitArgs, counter: Counter, now_ms: i64) -> Outcome {
+    let (count, exists, expires_at) = match counter {
+        Counter::Missing => (0, false, None),
+        Counter::Present { count, expires_at } => (count, true, expires_at),
+    };
+    // checked: a counter near i64::MAX (set by hand) is simply over any limit.
+    let admitted_count = count.checked_add(args.cost).filter(|&c| c <= args.limit);
+    let allowed = admitted_count.is_some();
+    let final_count = admitted_count.unwrap_or(count);
+    let key_exists_after = exists || allowed;
+
+    let set_expiry = match expires_at {
+        None if key_exists_after => Some(now_ms.saturating_add(args.window_ms)),
+        _ => None,
+    };
+    let final_expiry = expires_at.or(set_expiry);
+    Outcome {
+        allowed,
+        count: final_count,
+        remaining: args.limit.saturating_sub(final_count).max(0),
+        reset_ms: final_expiry.map_or(0, |t| t.saturating_sub(now_ms).max(0)),
+        write_count: admitted_count,
+        set_expiry,
+        expires_at: final_expiry,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    fn args(limit: i64, window_ms: i64, cost: i64) -> HitArgs {
+        HitArgs { limit, window_ms, cost }
+    }
+
+    fn present(count: i64, expires_at: Option<i64>) -> Counter {
+        Counter::Present { count, expires_at }
+    }
+
+    #[test]
+    fn first_hit_creates_counter_with_window() {
+        let o = decide(&args(10, 60_000, 1), Counter::Missing, NOW);
+        assert_eq!(
+            o,
+            Outcome {
+                allowed: true,
+                count: 1,
+                remaining: 9,
+                reset_ms: 60_000,
+                write_count: Some(1),
+                set_expiry: Some(NOW + 60_000),
+                expires_at: Some(NOW + 60_000),
+            }
+        );
+    }
+
+    #[test]
+    fn admitted_hit_keeps_running_window() {
+        let o = decide(&args(10, 60_000, 1), present(4, Some(NOW + 1_500)), NOW);
+        assert!(o.allowed);
+        assert_eq!((o.count, o.remaining, o.reset_ms), (5, 5, 1_500));
+        assert_eq!(o.write_count, Some(5));
+        assert_eq!(o.set_expiry, None);
+    }
+
+    #[test]
+    fn last_admitted_hit_reaches_limit_exactly() {
+        let o = decide(&args(5, 1_000, 2), present(3, Some(NOW + 10)), NOW);
+        assert!(o.allowed);
+        assert_eq!((o.count, o.remaining), (5, 0));
+    }
+
+    #[test]
+    fn denied_hit_writes_nothing() {
+        let o = decide(&args(5, 1_000, 1), present(5, Some(NOW + 700)), NOW);
+        assert!(!o.allowed);
+        assert_eq!((o.count, o.remaining, o.reset_ms), (5, 0, 700));
+        assert_eq!((o.write_count, o.set_expiry), (None, None));
+    }
+
+    #[test]
+    fn leaked_counter_heals_when_admitted() {
+        let o = decide(&args(10, 30_000, 1), present(2, None), NOW);
+        assert!(o.allowed);
+        assert_eq!(o.write_count, Some(3));
+        assert_eq!(o.set_expiry, Some(NOW + 30_000));
+        assert_eq!(o.reset_ms, 30_000);
+    }
+
+    #[test]
+    fn leaked_counter_heals_when_denied() {
+        let o = decide(&args(10, 30_000, 1), present(5_000, None), NOW);
+        assert!(!o.allowed);
+        assert_eq!((o.count, o.remaining), (5_000, 0));
+        assert_eq!(o.write_count, None);
+        assert_eq!(o.set_expiry, Some(NOW + 30_000));
+        assert_eq!(o.reset_ms, 30_000);
+    }
+
+    #[test]
+    fn cost_above_limit_on_missing_key_creates_nothing() {
+        let o = decide(&args(3, 1_000, 4), Counter::Missing, NOW);
+        assert!(!o.allowed);
+        assert_eq!((o.count, o.remaining, o.reset_ms), (0, 3, 0));
+        assert_eq!((o.write_count, o.set_expiry, o.expires_at), (None, None, None));
+    }
+
+    #[test]
+    fn huge_values_do_not_wrap() {
+        let o = decide(&args(i64::MAX, 1_000, i64::MAX), present(i64::MAX, Some(NOW + 5)), NOW);
+        assert!(!o.allowed);
+        assert_eq!((o.count, o.remaining), (i64::MAX, 0));
+
+        let o = decide(&args(i64::MAX, 1_000, 1), present(-10, Some(NOW + 5)), NOW);
+        assert!(o.allowed);
+        assert_eq!((o.count, o.remaining), (-9, i64::MAX));
+
+        let o = decide(&args(i64::MAX, 1_000, i64::MAX), present(0, None), NOW);
+        assert!(o.allowed);
+        assert_eq!((o.count, o.remaining), (i64::MAX, 0));
+    }
+
+    #[test]
+    fn window_already_past_reports_zero_reset() {
+        let o = decide(&args(10, 1_000, 1), present(1, Some(NOW - 1)), NOW);
+        assert_eq!(o.reset_ms, 0);
+    }
+}
