@@ -1,0 +1,238 @@
+//! Test harness: real `redis-server` processes on free loopback ports, with the built module
+//! loaded (or not), and real clients. Every server is killed and its directory removed on drop,
+//! also when a test fails.
+//!
+//! `REDIS_SERVER` picks the server binary (default `redis-server` on PATH); `RATELIMIT_MODULE`
+//! overrides the module path (default: the cdylib cargo built next to this test binary).
+#![allow(dead_code)] // each test binary uses a different part of the harness
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use redis::{Connection, RedisResult, Value};
+
+pub fn module_path() -> PathBuf {
+    if let Some(path) = std::env::var_os("RATELIMIT_MODULE") {
+        return PathBuf::from(path);
+    }
+    // cargo builds the cdylib into the same deps/ folder as the test binaries it links for.
+    let exe = std::env::current_exe().expect("current_exe");
+    let deps = exe.parent().expect("test binary folder");
+    for candidate in [deps.join("libredis_ratelimit.so"), deps.join("../libredis_ratelimit.so")] {
+        if candidate.exists() {
+            return candidate;
+        }
+    }
+    panic!("libredis_ratelimit.so not found beside {}; run `make build` or set RATELIMIT_MODULE", exe.display());
+}
+
+pub fn server_binary() -> String {
+    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string())
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    listener.local_addr().unwrap().port()
+}
+
+fn new_dir() -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "ratelimit-test-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create test dir");
+    dir
+}
+
+pub struct Server {
+    child: Option<Child>,
+    pub port: u16,
+    pub dir: PathBuf,
+    keep_dir: bool,
+}
+
+/// What to start: with or without the module, in a fresh or a given directory, plus any
+/// `--option value` pairs (they override the defaults, which come first).
+pub struct Config<'a> {
+    pub module: bool,
+    pub dir: Option<&'a Path>,
+    pub args: &'a [&'a str],
+}
+
+impl Default for Config<'_> {
+    fn default() -> Self {
+        Config { module: true, dir: None, args: &[] }
+    }
+}
+
+impl Server {
+    /// A server with the module loaded and default settings.
+    pub fn start() -> Server {
+        Server::with(Config::default())
+    }
+
+    pub fn with(config: Config) -> Server {
+        let (dir, keep_dir) = match config.dir {
+            Some(d) => (d.to_path_buf(), true),
+            None => (new_dir(), false),
+        };
+        let mut last_log = String::new();
+        // A port picked free can be taken by another test before the server binds it: retry.
+        for _ in 0..5 {
+            let port = free_port();
+            let mut cmd = Command::new(server_binary());
+            cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--dir", dir.to_str().unwrap(), "--logfile", "redis.log"])
+                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+                .args(["--enable-debug-command", "yes"]);
+            if config.module {
+                cmd.args(["--loadmodule", module_path().to_str().unwrap()]);
+            }
+            cmd.args(config.args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+            let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {}: {e}", server_binary()));
+            let mut server = Server { child: Some(child), port, dir: dir.clone(), keep_dir };
+            if server.wait_ready() {
+                return server;
+            }
+            last_log = server.log();
+            server.kill();
+        }
+        panic!("redis-server did not start; its log:\n{last_log}");
+    }
+
+    fn wait_ready(&mut self) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Some(Ok(Some(_))) = self.child.as_mut().map(|c| c.try_wait()) {
+                return false; // exited: port taken, bad config, module refused...
+            }
+            if let Ok(mut con) = self.try_connect() {
+                // While an AOF or RDB loads, the server answers LOADING; wait for PONG.
+                if redis::cmd("PING").query::<String>(&mut con).is_ok() {
+                    return true;
+                }
+            }
+            sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    fn try_connect(&self) -> RedisResult<Connection> {
+        let client = redis::Client::open(self.url())?;
+        let con = client.get_connection_with_timeout(Duration::from_secs(5))?;
+        con.set_read_timeout(Some(Duration::from_secs(30)))?;
+        Ok(con)
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn connect(&self) -> Connection {
+        self.try_connect().expect("connect to test server")
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running server").id()
+    }
+
+    /// SIGKILL, as a crash would: no shutdown save, no AOF rewrite.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+        if !self.keep_dir {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// A directory that outlives the servers started in it (for restarts), removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new() -> TempDir {
+        TempDir(new_dir())
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `RATELIMIT.HIT key <args...>`, reply as `[allowed, count, remaining, reset_ms]`.
+pub fn hit(con: &mut Connection, key: &str, args: &[&str]) -> RedisResult<Vec<i64>> {
+    redis::cmd("RATELIMIT.HIT").arg(key).arg(args).query(con)
+}
+
+/// The error text of a command that must fail.
+pub fn error_of(result: RedisResult<impl std::fmt::Debug>) -> String {
+    match result {
+        Ok(v) => panic!("expected an error, got {v:?}"),
+        // The redis crate splits "CODE detail": put it back together as the server sent it.
+        Err(e) => match (e.code(), e.detail()) {
+            (Some(code), Some(detail)) => format!("{code} {detail}"),
+            (Some(code), None) => code.to_string(),
+            _ => e.to_string(),
+        },
+    }
+}
+
+/// Everything observable about a key: type, serialized value, absolute expiry (ms).
+pub fn snapshot(con: &mut Connection, key: &str) -> (String, Value, i64) {
+    let key_type: String = redis::cmd("TYPE").arg(key).query(con).unwrap();
+    let dump: Value = redis::cmd("DUMP").arg(key).query(con).unwrap();
+    let expiry: i64 = redis::cmd("PEXPIRETIME").arg(key).query(con).unwrap();
+    (key_type, dump, expiry)
+}
+
+pub fn pttl(con: &mut Connection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query(con).unwrap()
+}
+
+pub fn get(con: &mut Connection, key: &str) -> Option<String> {
+    redis::cmd("GET").arg(key).query(con).unwrap()
+}
+
+/// (value, absolute expiry in ms) for comparing a key across servers.
+pub fn value_and_expiry(con: &mut Connection, key: &str) -> (Option<String>, i64) {
+    let expiry: i64 = redis::cmd("PEXPIRETIME").arg(key).query(con).unwrap();
+    (get(con, key), expiry)
+}
+
+/// One field of `INFO <section>`.
+pub fn info_field(con: &mut Connection, section: &str, field: &str) -> Option<String> {
+    let info: String = redis::cmd("INFO").arg(section).query(con).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .map(|v| v.trim().to_string())
+}
+
+/// Waits (bounded) until `condition` holds; panics with `what` otherwise.
+pub fn wait_for(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        sleep(Duration::from_millis(20));
+    }
+}

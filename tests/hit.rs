@@ -1,0 +1,252 @@
+//! RATELIMIT.HIT against a real server: the window rules, the reply, options and every error.
+
+mod common;
+
+use std::thread::sleep;
+use std::time::Duration;
+
+use common::{error_of, get, hit, pttl, snapshot, Server};
+
+#[test]
+fn first_hit_creates_a_counter_with_the_window() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let reply = hit(&mut con, "user:1", &["10", "60"]).unwrap();
+    assert_eq!(reply[..3], [1, 1, 9]);
+    assert!((59_000..=60_000).contains(&reply[3]), "reset_ms {}", reply[3]);
+    assert_eq!(get(&mut con, "user:1").as_deref(), Some("1"));
+    assert!((59_000..=60_000).contains(&pttl(&mut con, "user:1")));
+}
+
+#[test]
+fn counts_up_to_the_limit_then_denies_without_counting() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let replies: Vec<Vec<i64>> = (0..5).map(|_| hit(&mut con, "k", &["3", "60"]).unwrap()).collect();
+    let summary: Vec<[i64; 3]> = replies.iter().map(|r| [r[0], r[1], r[2]]).collect();
+    assert_eq!(summary, [[1, 1, 2], [1, 2, 1], [1, 3, 0], [0, 3, 0], [0, 3, 0]]);
+    assert_eq!(get(&mut con, "k").as_deref(), Some("3"));
+    // reset_ms is the key's PTTL and only goes down.
+    for pair in replies.windows(2) {
+        assert!(pair[1][3] <= pair[0][3]);
+    }
+    assert!(replies[4][3] >= pttl(&mut con, "k") - 1);
+}
+
+#[test]
+fn a_running_window_is_never_extended() {
+    let server = Server::start();
+    let mut con = server.connect();
+    hit(&mut con, "k", &["100", "60"]).unwrap();
+    let (_, _, expiry) = snapshot(&mut con, "k");
+    for _ in 0..3 {
+        sleep(Duration::from_millis(15));
+        hit(&mut con, "k", &["100", "60"]).unwrap();
+        hit(&mut con, "k", &["1", "60"]).unwrap(); // denied
+        assert_eq!(snapshot(&mut con, "k").2, expiry);
+    }
+    assert_eq!(get(&mut con, "k").as_deref(), Some("4"));
+}
+
+#[test]
+fn cost_counts_as_several_hits() {
+    let server = Server::start();
+    let mut con = server.connect();
+    assert_eq!(hit(&mut con, "k", &["10", "60", "COST", "4"]).unwrap()[..3], [1, 4, 6]);
+    assert_eq!(hit(&mut con, "k", &["10", "60", "COST", "4"]).unwrap()[..3], [1, 8, 2]);
+    assert_eq!(hit(&mut con, "k", &["10", "60", "COST", "4"]).unwrap()[..3], [0, 8, 2]);
+    assert_eq!(hit(&mut con, "k", &["10", "60", "COST", "2"]).unwrap()[..3], [1, 10, 0]);
+}
+
+#[test]
+fn cost_above_the_limit_is_denied_and_creates_nothing() {
+    let server = Server::start();
+    let mut con = server.connect();
+    assert_eq!(hit(&mut con, "k", &["3", "60", "COST", "4"]).unwrap(), [0, 0, 3, 0]);
+    let exists: i64 = redis::cmd("EXISTS").arg("k").query(&mut con).unwrap();
+    assert_eq!(exists, 0);
+}
+
+#[test]
+fn ms_windows_end_and_a_new_window_starts() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let first = hit(&mut con, "k", &["2", "300", "MS"]).unwrap();
+    assert!((200..=300).contains(&first[3]), "reset_ms {}", first[3]);
+    assert!((200..=300).contains(&pttl(&mut con, "k")));
+    hit(&mut con, "k", &["2", "300", "MS"]).unwrap();
+    assert_eq!(hit(&mut con, "k", &["2", "300", "MS"]).unwrap()[0], 0);
+    sleep(Duration::from_millis(350));
+    assert_eq!(hit(&mut con, "k", &["2", "300", "MS"]).unwrap()[..3], [1, 1, 1]);
+}
+
+#[test]
+fn options_are_case_insensitive_in_any_order() {
+    let server = Server::start();
+    let mut con = server.connect();
+    for (key, args) in [
+        ("a", &["5", "500", "ms", "cost", "2"][..]),
+        ("b", &["5", "500", "CoSt", "2", "Ms"][..]),
+        ("c", &["5", "500", "MS", "COST", "2"][..]),
+    ] {
+        let reply = hit(&mut con, key, args).unwrap();
+        assert_eq!(reply[..3], [1, 2, 3], "{args:?}");
+        assert!(reply[3] <= 500, "{args:?}: window in ms");
+    }
+}
+
+/// What the old `GET; SET EX if missing; INCR` code leaves behind after its race: a counter
+/// with no TTL.
+fn leak(con: &mut redis::Connection, key: &str, count: i64) {
+    let _: () = redis::cmd("SET").arg(key).arg(count).query(con).unwrap();
+    assert_eq!(pttl(con, key), -1);
+}
+
+#[test]
+fn a_leaked_counter_heals_when_admitted() {
+    let server = Server::start();
+    let mut con = server.connect();
+    leak(&mut con, "k", 2);
+    let reply = hit(&mut con, "k", &["10", "30"]).unwrap();
+    assert_eq!(reply[..3], [1, 3, 7]);
+    assert!((29_000..=30_000).contains(&reply[3]));
+    assert!((29_000..=30_000).contains(&pttl(&mut con, "k")));
+}
+
+#[test]
+fn a_leaked_counter_heals_when_denied() {
+    let server = Server::start();
+    let mut con = server.connect();
+    leak(&mut con, "k", 5_000);
+    let reply = hit(&mut con, "k", &["10", "30"]).unwrap();
+    assert_eq!(reply[..3], [0, 5_000, 0]);
+    assert!((29_000..=30_000).contains(&reply[3]));
+    assert!((29_000..=30_000).contains(&pttl(&mut con, "k")));
+    assert_eq!(get(&mut con, "k").as_deref(), Some("5000"));
+}
+
+#[test]
+fn counters_made_by_incr_are_adopted() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let _: i64 = redis::cmd("INCR").arg("k").query(&mut con).unwrap();
+    let _: i64 = redis::cmd("EXPIRE").arg("k").arg(100).query(&mut con).unwrap();
+    let expiry = snapshot(&mut con, "k").2;
+    assert_eq!(hit(&mut con, "k", &["10", "60"]).unwrap()[..3], [1, 2, 8]);
+    assert_eq!(snapshot(&mut con, "k").2, expiry, "the INCR window keeps running");
+    let n: i64 = redis::cmd("INCR").arg("k").query(&mut con).unwrap();
+    assert_eq!(n, 3, "and INCR still reads what HIT wrote");
+}
+
+#[test]
+fn a_logically_expired_key_counts_as_missing() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let _: () = redis::cmd("DEBUG").arg("SET-ACTIVE-EXPIRE").arg(0).query(&mut con).unwrap();
+    for _ in 0..3 {
+        hit(&mut con, "k", &["3", "50", "MS"]).unwrap();
+    }
+    assert_eq!(hit(&mut con, "k", &["3", "50", "MS"]).unwrap()[0], 0);
+    sleep(Duration::from_millis(120));
+    let dbsize: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
+    assert_eq!(dbsize, 1, "the expired key is still stored, not yet reaped");
+    let reply = hit(&mut con, "k", &["3", "50", "MS"]).unwrap();
+    assert_eq!(reply[..3], [1, 1, 2]);
+    assert!((1..=50).contains(&reply[3]));
+}
+
+#[test]
+fn arithmetic_near_the_integer_limits_does_not_wrap() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let max = i64::MAX.to_string();
+    leak(&mut con, "full", i64::MAX);
+    assert_eq!(hit(&mut con, "full", &["10", "60"]).unwrap()[..3], [0, i64::MAX, 0]);
+    assert_eq!(hit(&mut con, "full", &[&max, "60", "COST", &max]).unwrap()[..3], [0, i64::MAX, 0]);
+
+    assert_eq!(hit(&mut con, "big", &[&max, "60", "COST", &max]).unwrap()[..3], [1, i64::MAX, 0]);
+    assert_eq!(hit(&mut con, "big", &[&max, "60"]).unwrap()[..3], [0, i64::MAX, 0]);
+
+    leak(&mut con, "negative", -5);
+    assert_eq!(hit(&mut con, "negative", &[&max, "60"]).unwrap()[..3], [1, -4, i64::MAX]);
+    assert_eq!(get(&mut con, "negative").as_deref(), Some("-4"));
+}
+
+#[test]
+fn wrong_types_and_non_integers_are_refused_and_left_alone() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let setup: &[&[&str]] = &[
+        &["RPUSH", "list", "a"],
+        &["HSET", "hash", "f", "1"],
+        &["SADD", "set", "1"],
+        &["ZADD", "zset", "1", "a"],
+        &["SET", "text", "abc"],
+        &["SET", "float", "1.5"],
+        &["SET", "empty", ""],
+        &["SET", "padded", "01"],
+        &["SET", "spaced", " 1"],
+        &["SET", "long", "123456789012345678901234567890"],
+        &["SET", "overflow", "9223372036854775808"],
+        &["SET", "with-ttl", "x", "EX", "100"],
+    ];
+    for cmd in setup {
+        let _: redis::Value = redis::cmd(cmd[0]).arg(&cmd[1..]).query(&mut con).unwrap();
+    }
+    for cmd in setup {
+        let key = cmd[1];
+        let before = snapshot(&mut con, key);
+        let error = error_of(hit(&mut con, key, &["10", "60"]));
+        let expected = if cmd[0] == "SET" {
+            "ERR value is not an integer or out of range"
+        } else {
+            "WRONGTYPE Operation against a key holding the wrong kind of value"
+        };
+        assert_eq!(error, expected, "{key}");
+        assert_eq!(snapshot(&mut con, key), before, "{key} changed");
+    }
+}
+
+#[test]
+fn bad_arguments_are_refused_and_change_nothing() {
+    let server = Server::start();
+    let mut con = server.connect();
+    hit(&mut con, "live", &["10", "60"]).unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&[], "wrong number of arguments"),
+        (&["10"], "wrong number of arguments"),
+        (&["0", "60"], "limit"),
+        (&["-1", "60"], "limit"),
+        (&["ten", "60"], "limit"),
+        (&["1.5", "60"], "limit"),
+        (&["", "60"], "limit"),
+        (&["+5", "60"], "limit"),
+        (&["99999999999999999999", "60"], "limit"),
+        (&["10", "0"], "window"),
+        (&["10", "-60"], "window"),
+        (&["10", "6e1"], "window"),
+        (&["10", "9223372036854775807"], "window is too large"),
+        (&["10", "9223372036854775"], "window is too large"),
+        (&["10", "9223372036854775807", "MS"], "window is too large"),
+        (&["10", "60", "COST"], "COST needs a value"),
+        (&["10", "60", "COST", "0"], "COST"),
+        (&["10", "60", "COST", "-3"], "COST"),
+        (&["10", "60", "COST", "x"], "COST"),
+        (&["10", "60", "COST", "1", "COST", "1"], "COST given more than once"),
+        (&["10", "60", "MS", "MS"], "MS given more than once"),
+        (&["10", "60", "SECONDS"], "unknown option"),
+        (&["10", "60", "MS", "extra"], "unknown option"),
+        (&["10", "60", "\u{0}\u{1}\r\n"], "unknown option"),
+    ];
+    for (args, needle) in cases {
+        for key in ["live", "absent"] {
+            let before = snapshot(&mut con, key);
+            let error = error_of(hit(&mut con, key, args));
+            assert!(error.starts_with("ERR "), "{args:?}: {error}");
+            assert!(error.contains(needle), "{args:?}: {error} lacks {needle:?}");
+            assert_eq!(snapshot(&mut con, key), before, "{args:?} changed {key}");
+        }
+    }
+    let dbsize: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
+    assert_eq!(dbsize, 1);
+}
