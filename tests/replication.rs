@@ -1,0 +1,96 @@
+//! What reaches replicas and the AOF: effects with absolute expiry times, which a server
+//! without the module reproduces exactly.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{hit, info_field, value_and_expiry, wait_for, Config, Server, TempDir};
+use redis::Connection;
+
+/// Hits that exercise every write path: create, increment, heal when admitted, heal when
+/// denied, denied without a write, COST, MS. Returns the keys to compare.
+fn every_write_path(con: &mut Connection) -> Vec<&'static str> {
+    let set = |con: &mut Connection, key: &str, value: i64| {
+        let _: () = redis::cmd("SET").arg(key).arg(value).query(con).unwrap();
+    };
+    hit(con, "rl:create", &["10", "3600"]).unwrap();
+    for _ in 0..3 {
+        hit(con, "rl:increment", &["10", "3600", "COST", "2"]).unwrap();
+    }
+    set(con, "rl:heal-admitted", 4);
+    assert_eq!(hit(con, "rl:heal-admitted", &["10", "3600"]).unwrap()[0], 1);
+    set(con, "rl:heal-denied", 99);
+    assert_eq!(hit(con, "rl:heal-denied", &["10", "3600"]).unwrap()[0], 0);
+    for _ in 0..3 {
+        hit(con, "rl:full", &["2", "3600000", "MS"]).unwrap();
+    }
+    vec!["rl:create", "rl:increment", "rl:heal-admitted", "rl:heal-denied", "rl:full"]
+}
+
+fn repl_offset(con: &mut Connection) -> i64 {
+    info_field(con, "replication", "master_repl_offset").unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_replica_without_the_module_gets_identical_counters() {
+    let primary = Server::with(Config { args: &["--repl-diskless-sync-delay", "0"], ..Config::default() });
+    let replica_of = primary.port.to_string();
+    let replica = Server::with(Config {
+        module: false,
+        args: &["--replicaof", "127.0.0.1", &replica_of],
+        ..Config::default()
+    });
+    let mut p = primary.connect();
+    let mut r = replica.connect();
+    wait_for("replica link", Duration::from_secs(20), || {
+        info_field(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    let modules: Vec<redis::Value> = redis::cmd("MODULE").arg("LIST").query(&mut r).unwrap();
+    assert!(modules.is_empty(), "the replica must not have the module");
+
+    let keys = every_write_path(&mut p);
+
+    // A denied hit that heals nothing sends nothing to the replicas.
+    let before = repl_offset(&mut p);
+    assert_eq!(hit(&mut p, "rl:full", &["2", "3600000", "MS"]).unwrap()[0], 0);
+    assert_eq!(repl_offset(&mut p), before);
+
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut p).unwrap();
+    assert_eq!(acked, 1);
+    for key in keys {
+        let on_primary = value_and_expiry(&mut p, key);
+        assert!(on_primary.1 > 0, "{key} has no expiry on the primary");
+        assert_eq!(value_and_expiry(&mut r, key), on_primary, "{key}");
+    }
+    // Errors the replica met while applying the primary's stream (client errors don't count).
+    let unexpected = info_field(&mut r, "stats", "unexpected_error_replies");
+    assert_eq!(unexpected.as_deref(), Some("0"), "the replica rejected part of the stream");
+}
+
+#[test]
+fn the_aof_reloads_on_a_server_without_the_module() {
+    let dir = TempDir::new();
+    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
+    let (keys, expected) = {
+        let mut primary = Server::with(Config { dir: Some(&dir.0), args: &aof, ..Config::default() });
+        let mut con = primary.connect();
+        let keys = every_write_path(&mut con);
+        let expected: Vec<_> = keys.iter().map(|k| value_and_expiry(&mut con, k)).collect();
+        primary.kill(); // a crash: only what was fsynced survives
+        (keys, expected)
+    };
+    let aof_text = std::fs::read_dir(dir.0.join("appendonlydir"))
+        .unwrap()
+        .map(|f| std::fs::read(f.unwrap().path()).unwrap())
+        .map(|bytes| String::from_utf8_lossy(&bytes).to_lowercase())
+        .collect::<String>();
+    assert!(!aof_text.contains("ratelimit"), "the AOF must hold effects, not RATELIMIT.HIT");
+    assert!(aof_text.contains("pxat"), "absolute expiry times in the AOF");
+
+    let restarted = Server::with(Config { module: false, dir: Some(&dir.0), args: &aof });
+    let mut con = restarted.connect();
+    for (key, want) in keys.iter().zip(expected) {
+        assert_eq!(value_and_expiry(&mut con, key), want, "{key}");
+    }
+}

@@ -1,0 +1,162 @@
+//! RATELIMIT.HIT as a citizen of the server: module metadata, MULTI, Lua, ACLs, key extraction,
+//! maxmemory, and many concurrent clients.
+
+mod common;
+
+use std::collections::HashMap;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{error_of, hit, pttl, Server};
+use redis::Value;
+
+#[test]
+fn the_module_is_listed_as_ratelimit_version_1() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let modules: Vec<HashMap<String, Value>> = redis::cmd("MODULE").arg("LIST").query(&mut con).unwrap();
+    assert_eq!(modules.len(), 1);
+    assert_eq!(modules[0]["name"], Value::BulkString(b"ratelimit".to_vec()));
+    assert_eq!(modules[0]["ver"], Value::Int(1));
+}
+
+#[test]
+fn command_metadata_gives_the_key_and_flags() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let keys: Vec<String> = redis::cmd("COMMAND")
+        .arg(&["GETKEYS", "RATELIMIT.HIT", "tenant:42", "10", "60", "COST", "2", "MS"])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(keys, ["tenant:42"]);
+    let info: Vec<Vec<Value>> = redis::cmd("COMMAND").arg("INFO").arg("ratelimit.hit").query(&mut con).unwrap();
+    let flags: Vec<String> = redis::from_redis_value(&info[0][2]).unwrap();
+    for flag in ["write", "denyoom", "fast"] {
+        assert!(flags.iter().any(|f| f == flag), "{flag} missing from {flags:?}");
+    }
+}
+
+#[test]
+fn works_inside_multi_exec() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let replies: (Vec<i64>, Vec<i64>, Vec<i64>, i64) = redis::pipe()
+        .atomic()
+        .cmd("RATELIMIT.HIT").arg(&["k", "2", "60"])
+        .cmd("RATELIMIT.HIT").arg(&["k", "2", "60"])
+        .cmd("RATELIMIT.HIT").arg(&["k", "2", "60"])
+        .cmd("INCR").arg("other")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!((replies.0[0], replies.1[0], replies.2[0], replies.3), (1, 1, 0, 1));
+    assert_eq!(replies.2[1], 2);
+    assert!(pttl(&mut con, "k") > 0);
+}
+
+#[test]
+fn works_from_lua() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let script = "return redis.call('RATELIMIT.HIT', KEYS[1], ARGV[1], ARGV[2])";
+    let mut allowed = Vec::new();
+    for _ in 0..3 {
+        let reply: Vec<i64> = redis::cmd("EVAL").arg(&[script, "1", "k", "2", "60"]).query(&mut con).unwrap();
+        allowed.push(reply[0]);
+    }
+    assert_eq!(allowed, [1, 1, 0]);
+    assert!(pttl(&mut con, "k") > 0);
+    // Errors reach the script as errors.
+    let error = error_of(redis::cmd("EVAL").arg(&[script, "1", "k", "0", "60"]).query::<Value>(&mut con));
+    assert!(error.contains("limit must be an integer >= 1"), "{error}");
+}
+
+#[test]
+fn acl_key_patterns_apply() {
+    let server = Server::start();
+    let mut admin = server.connect();
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "tenant1", "on", ">secret", "~tenant1:*", "+ratelimit.hit", "+get"])
+        .query(&mut admin)
+        .unwrap();
+    let mut con = server.connect();
+    let _: () = redis::cmd("AUTH").arg(&["tenant1", "secret"]).query(&mut con).unwrap();
+    assert_eq!(hit(&mut con, "tenant1:api", &["10", "60"]).unwrap()[..2], [1, 1]);
+    let error = error_of(hit(&mut con, "tenant2:api", &["10", "60"]));
+    assert!(error.starts_with("NOPERM"), "{error}");
+    let exists: i64 = redis::cmd("EXISTS").arg("tenant2:api").query(&mut admin).unwrap();
+    assert_eq!(exists, 0);
+}
+
+#[test]
+fn refused_with_oom_over_maxmemory() {
+    let server = Server::start();
+    let mut con = server.connect();
+    hit(&mut con, "k", &["10", "60"]).unwrap();
+    let _: () = redis::cmd("CONFIG").arg(&["SET", "maxmemory", "1"]).query(&mut con).unwrap();
+    let error = error_of(hit(&mut con, "new", &["10", "60"]));
+    assert!(error.starts_with("OOM"), "{error}");
+    let _: () = redis::cmd("CONFIG").arg(&["SET", "maxmemory", "0"]).query(&mut con).unwrap();
+    assert_eq!(hit(&mut con, "new", &["10", "60"]).unwrap()[..2], [1, 1]);
+}
+
+/// Many clients on a few hot keys with 50 ms windows, lazy expiry only or active expiry too:
+/// no key is ever left without a TTL, and no window admits more than the limit.
+fn hammer(active_expire: bool) {
+    const CLIENTS: usize = 8;
+    const KEYS: usize = 4;
+    const LIMIT: i64 = 5;
+    let server = Server::start();
+    let mut con = server.connect();
+    let flag = if active_expire { 1 } else { 0 };
+    let _: () = redis::cmd("DEBUG").arg("SET-ACTIVE-EXPIRE").arg(flag).query(&mut con).unwrap();
+
+    let deadline = Instant::now() + Duration::from_millis(1500);
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let mut con = server.connect();
+            thread::spawn(move || {
+                let mut admitted = vec![Vec::new(); KEYS];
+                let mut i = c;
+                while Instant::now() < deadline {
+                    let k = i % KEYS;
+                    let reply = hit(&mut con, &format!("hot:{k}"), &[&LIMIT.to_string(), "50", "MS"]).unwrap();
+                    assert!(reply[1] <= LIMIT && reply[2] == LIMIT - reply[1], "{reply:?}");
+                    assert!((0..=50).contains(&reply[3]), "{reply:?}");
+                    if reply[0] == 1 {
+                        admitted[k].push(reply[1]);
+                    }
+                    i += 1;
+                }
+                admitted
+            })
+        })
+        .collect();
+    let mut counts = vec![vec![0usize; LIMIT as usize + 1]; KEYS];
+    for worker in workers {
+        for (k, seen) in worker.join().unwrap().into_iter().enumerate() {
+            for count in seen {
+                counts[k][count as usize] += 1;
+            }
+        }
+    }
+    for (k, per_count) in counts.iter().enumerate() {
+        // Every window starts at count 1, so no count can be seen more often than windows began.
+        let windows = per_count[1];
+        assert!(windows > 3, "hot:{k} saw only {windows} windows");
+        assert!(per_count[2..].iter().all(|&n| n <= windows), "hot:{k}: {per_count:?}");
+    }
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+    for key in keys {
+        assert_ne!(pttl(&mut con, &key), -1, "{key} has no TTL");
+    }
+}
+
+#[test]
+fn concurrent_clients_with_lazy_expiry_leave_no_key_without_ttl() {
+    hammer(false);
+}
+
+#[test]
+fn concurrent_clients_with_active_expiry_leave_no_key_without_ttl() {
+    hammer(true);
+}
