@@ -160,3 +160,52 @@ fn concurrent_clients_with_lazy_expiry_leave_no_key_without_ttl() {
 fn concurrent_clients_with_active_expiry_leave_no_key_without_ttl() {
     hammer(true);
 }
+
+#[test]
+fn watch_is_invalidated_only_by_a_hit_that_wrote() {
+    let server = Server::start();
+    let mut watcher = server.connect();
+    let mut other = server.connect();
+    hit(&mut other, "k", &["1", "60"]).unwrap();
+
+    let exec_after = |watcher: &mut redis::Connection, other: &mut redis::Connection, args: &[&str]| {
+        let _: () = redis::cmd("WATCH").arg("k").query(watcher).unwrap();
+        hit(other, "k", args).unwrap();
+        let result: Option<(i64,)> = redis::pipe().atomic().cmd("INCR").arg("unrelated").query(watcher).unwrap();
+        result.is_some()
+    };
+    assert!(exec_after(&mut watcher, &mut other, &["1", "60"]), "a denied hit changed nothing");
+    assert!(!exec_after(&mut watcher, &mut other, &["5", "60"]), "an admitted hit must abort EXEC");
+    let _: () = redis::cmd("PERSIST").arg("k").query(&mut other).unwrap();
+    assert!(!exec_after(&mut watcher, &mut other, &["1", "60"]), "a heal must abort EXEC");
+}
+
+#[test]
+fn keyspace_notifications_match_the_core_commands() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let _: () = redis::cmd("CONFIG").arg(&["SET", "notify-keyspace-events", "KEA"]).query(&mut con).unwrap();
+    let mut listener = server.connect();
+    let mut pubsub = listener.as_pubsub();
+    pubsub.psubscribe("__keyevent@0__:*").unwrap();
+    pubsub.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+
+    hit(&mut con, "new", &["1", "60"]).unwrap(); // create: incrby + expire
+    hit(&mut con, "new", &["5", "60"]).unwrap(); // increment: incrby
+    hit(&mut con, "new", &["1", "60"]).unwrap(); // denied: nothing
+    let _: () = redis::cmd("SET").arg(&["leak", "9"]).query(&mut con).unwrap(); // set
+    hit(&mut con, "leak", &["1", "60"]).unwrap(); // denied heal: expire
+    let _: () = redis::cmd("SET").arg(&["end", "0"]).query(&mut con).unwrap(); // set: end marker
+
+    let mut events = Vec::new();
+    loop {
+        let message = pubsub.get_message().unwrap();
+        let event = message.get_channel_name().trim_start_matches("__keyevent@0__:").to_string();
+        let key: String = message.get_payload().unwrap();
+        if key == "end" {
+            break;
+        }
+        events.push(format!("{event} {key}"));
+    }
+    assert_eq!(events, ["incrby new", "expire new", "incrby new", "set leak", "expire leak"]);
+}
