@@ -50,10 +50,14 @@ impl CounterKey {
     ///
     /// # Safety
     /// `ctx` and `name` must be live for the whole command call.
-    pub unsafe fn open(ctx: *mut RedisModuleCtx, name: *mut RedisModuleString) -> Self {
+    pub unsafe fn open(ctx: *mut RedisModuleCtx, name: *mut RedisModuleString) -> Result<Self, KeyError> {
         let mode = (REDISMODULE_READ | REDISMODULE_WRITE) as c_int;
         let key = unsafe { api!(RedisModule_OpenKey)(ctx, name, mode) }.cast::<RedisModuleKey>();
-        CounterKey { ctx, name, key }
+        // Redis never returns NULL for a key opened for writing; every later call would crash on it.
+        if key.is_null() {
+            return Err(KeyError::WriteFailed);
+        }
+        Ok(CounterKey { ctx, name, key })
     }
 
     pub fn read(&mut self) -> Result<Counter, KeyError> {

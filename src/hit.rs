@@ -4,37 +4,37 @@ use std::os::raw::c_int;
 
 use redis_module::raw::{RedisModuleCtx, RedisModuleString};
 
-use crate::args::{parse_hit, ArgError};
+use crate::args::{parse_hit, ArgError, HitArgs};
 use crate::command::{api, bytes, reply_error, reply_integers};
-use crate::counter_key::CounterKey;
-use crate::window::decide;
+use crate::counter_key::{CounterKey, KeyError};
+use crate::window::{decide, Outcome};
 
 /// # Safety
 /// Called through `command::run` with the arguments Redis passed.
 pub unsafe fn hit(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -> c_int {
-    let parsed = parse_hit(argv.iter().skip(1).map(|&s| unsafe { bytes(s) }));
-    let args = match parsed {
+    let args = match parse_hit(argv.iter().skip(1).map(|&s| unsafe { bytes(s) })) {
         Ok(args) => args,
         Err(e) => return reply_error(ctx, e.message()),
     };
     let Some(&name) = argv.get(1) else {
         return reply_error(ctx, ArgError::Arity.message());
     };
+    match unsafe { hit_counter(ctx, name, &args) } {
+        Ok(o) => reply_integers(ctx, &[i64::from(o.allowed), o.count, o.remaining, o.reset_ms]),
+        Err(e) => reply_error(ctx, e.message()),
+    }
+}
+
+/// One hit on one counter, arguments already validated.
+unsafe fn hit_counter(
+    ctx: *mut RedisModuleCtx,
+    name: *mut RedisModuleString,
+    args: &HitArgs,
+) -> Result<Outcome, KeyError> {
     // Redis 7.0 has no module call for the command's cached time (CachedMicroseconds is 7.2+).
     let now_ms = unsafe { api!(RedisModule_Milliseconds)() };
-
-    let mut key = unsafe { CounterKey::open(ctx, name) };
-    let counter = match key.read() {
-        Ok(counter) => counter,
-        Err(e) => return reply_error(ctx, e.message()),
-    };
-    let outcome = decide(&args, counter, now_ms);
-    if let Err(e) = key.apply(&outcome) {
-        return reply_error(ctx, e.message());
-    }
-    drop(key);
-    reply_integers(
-        ctx,
-        &[i64::from(outcome.allowed), outcome.count, outcome.remaining, outcome.reset_ms],
-    )
+    let mut key = unsafe { CounterKey::open(ctx, name)? };
+    let outcome = decide(args, key.read()?, now_ms);
+    key.apply(&outcome)?;
+    Ok(outcome)
 }
