@@ -1,11 +1,9 @@
-//! Argument parsing for `RATELIMIT.HIT key limit window [COST cost] [MS]`, free of Redis types
-//! so that every rule is unit-tested here and the command glue only moves bytes in and errors out.
-
-use std::ffi::CStr;
+//! Argument parsing for every command, free of Redis types so that each rule is unit-tested here
+//! and the command glue only moves bytes in and errors out.
 
 use crate::decimal::parse_i64;
 
-/// A validated limit: everything the window decision needs besides the key's state.
+/// `RATELIMIT.HIT key limit window [COST cost] [MS]`, validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HitArgs {
     pub limit: i64,
@@ -13,95 +11,147 @@ pub struct HitArgs {
     pub cost: i64,
 }
 
+/// `RATELIMIT.AUDIT prefix [LIMIT n]` and `RATELIMIT.REPAIR prefix window [MS] [LIMIT n]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalkArgs<'a> {
+    pub prefix: &'a [u8],
+    /// How many key names the reply lists at most.
+    pub names: usize,
+    /// The TTL REPAIR gives each leaked counter; `None` for AUDIT.
+    pub repair_window_ms: Option<i64>,
+}
+
+/// How many key names AUDIT and REPAIR list when `LIMIT` is not given.
+pub const DEFAULT_NAMES: usize = 100;
+
+/// The largest window accepted, in milliseconds: about 146 million years, so that adding it to
+/// any current time stays far inside an `i64` of milliseconds.
+pub const MAX_WINDOW_MS: i64 = i64::MAX / 2;
+
 /// Why the arguments were refused; `message()` is the Redis error reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArgError {
-    /// Too few arguments: answered with Redis's standard arity error.
-    Arity,
-    BadLimit,
-    BadWindow,
+    /// Too few arguments, or a walk command's positional ones followed by no option name.
+    Arity(&'static str),
+    /// The named argument is not an integer >= 1.
+    NotPositive(&'static str),
+    /// The named argument is not an integer >= 0.
+    Negative(&'static str),
     WindowTooLarge,
-    BadCost,
-    CostMissing,
-    Repeated(Opt),
-    UnknownOption,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Opt {
-    Cost,
-    Ms,
+    MissingValue(&'static str),
+    Repeated(&'static str),
+    /// An extra argument that is no option of the command; holds the ones it has.
+    UnknownOption(&'static str),
 }
 
 impl ArgError {
-    pub fn message(self) -> &'static CStr {
+    pub fn message(self) -> String {
         match self {
-            ArgError::Arity => c"ERR wrong number of arguments for 'ratelimit.hit' command",
-            ArgError::BadLimit => c"ERR limit must be an integer >= 1",
-            ArgError::BadWindow => c"ERR window must be an integer >= 1",
-            ArgError::WindowTooLarge => c"ERR window is too large",
-            ArgError::BadCost => c"ERR COST must be an integer >= 1",
-            ArgError::CostMissing => c"ERR syntax error: COST needs a value",
-            ArgError::Repeated(Opt::Cost) => c"ERR syntax error: COST given more than once",
-            ArgError::Repeated(Opt::Ms) => c"ERR syntax error: MS given more than once",
-            ArgError::UnknownOption => c"ERR syntax error: unknown option (expected COST or MS)",
+            ArgError::Arity(command) => format!("ERR wrong number of arguments for '{command}' command"),
+            ArgError::NotPositive(name) => format!("ERR {name} must be an integer >= 1"),
+            ArgError::Negative(name) => format!("ERR {name} must be an integer >= 0"),
+            ArgError::WindowTooLarge => "ERR window is too large".to_string(),
+            ArgError::MissingValue(name) => format!("ERR syntax error: {name} needs a value"),
+            ArgError::Repeated(name) => format!("ERR syntax error: {name} given more than once"),
+            ArgError::UnknownOption(known) => format!("ERR syntax error: unknown option (expected {known})"),
         }
     }
 }
 
-/// The largest window accepted, in milliseconds: about 292 million years, so that adding it to
-/// any current time stays far inside an `i64` of milliseconds.
-pub const MAX_WINDOW_MS: i64 = i64::MAX / 2;
+/// An option word: `valued` ones take the next argument.
+struct Opt {
+    name: &'static str,
+    valued: bool,
+}
 
-fn positive(bytes: &[u8]) -> Option<i64> {
-    parse_i64(bytes).filter(|&v| v >= 1)
+/// Reads the options that follow the positional arguments: names case-insensitive, in any
+/// order, each at most once. Returns, per spec entry, the option's value (a flag's is its name).
+fn options<'a, const N: usize>(
+    args: impl Iterator<Item = &'a [u8]>,
+    spec: [Opt; N],
+    known: &'static str,
+) -> Result<[Option<&'a [u8]>; N], ArgError> {
+    let mut found = [None; N];
+    let mut args = args;
+    while let Some(word) = args.next() {
+        let i = spec
+            .iter()
+            .position(|opt| word.eq_ignore_ascii_case(opt.name.as_bytes()))
+            .ok_or(ArgError::UnknownOption(known))?;
+        if found[i].is_some() {
+            return Err(ArgError::Repeated(spec[i].name));
+        }
+        found[i] = Some(match spec[i].valued {
+            true => args.next().ok_or(ArgError::MissingValue(spec[i].name))?,
+            false => word,
+        });
+    }
+    Ok(found)
+}
+
+fn positive(bytes: &[u8], name: &'static str) -> Result<i64, ArgError> {
+    parse_i64(bytes).filter(|&v| v >= 1).ok_or(ArgError::NotPositive(name))
+}
+
+fn window_ms(window: &[u8], in_ms: bool) -> Result<i64, ArgError> {
+    let window = positive(window, "window")?;
+    let ms = if in_ms { Some(window) } else { window.checked_mul(1000) };
+    ms.filter(|&ms| ms <= MAX_WINDOW_MS).ok_or(ArgError::WindowTooLarge)
 }
 
 /// Parses the arguments after the command name: `key limit window [COST cost] [MS]`.
 /// The key itself is not inspected here; it is only counted.
-pub fn parse_hit<'a, I>(args: I) -> Result<HitArgs, ArgError>
-where
-    I: IntoIterator<Item = &'a [u8]>,
-{
+pub fn parse_hit<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitArgs, ArgError> {
     let mut args = args.into_iter();
     let (Some(_key), Some(limit), Some(window)) = (args.next(), args.next(), args.next()) else {
-        return Err(ArgError::Arity);
+        return Err(ArgError::Arity("ratelimit.hit"));
     };
-    let limit = positive(limit).ok_or(ArgError::BadLimit)?;
-    let window = positive(window).ok_or(ArgError::BadWindow)?;
+    let limit = positive(limit, "limit")?;
+    let spec = [Opt { name: "COST", valued: true }, Opt { name: "MS", valued: false }];
+    let [cost, ms] = options(args, spec, "COST or MS")?;
+    let window_ms = window_ms(window, ms.is_some())?;
+    let cost = cost.map_or(Ok(1), |c| positive(c, "COST"))?;
+    Ok(HitArgs { limit, window_ms, cost })
+}
 
-    let mut cost = None;
-    let mut in_ms = false;
-    while let Some(word) = args.next() {
-        if word.eq_ignore_ascii_case(b"COST") {
-            if cost.is_some() {
-                return Err(ArgError::Repeated(Opt::Cost));
-            }
-            let value = args.next().ok_or(ArgError::CostMissing)?;
-            cost = Some(positive(value).ok_or(ArgError::BadCost)?);
-        } else if word.eq_ignore_ascii_case(b"MS") {
-            if in_ms {
-                return Err(ArgError::Repeated(Opt::Ms));
-            }
-            in_ms = true;
-        } else {
-            return Err(ArgError::UnknownOption);
-        }
-    }
+fn names_limit(value: Option<&[u8]>) -> Result<usize, ArgError> {
+    let Some(value) = value else { return Ok(DEFAULT_NAMES) };
+    let n = parse_i64(value).filter(|&n| n >= 0).ok_or(ArgError::Negative("LIMIT"))?;
+    Ok(usize::try_from(n).unwrap_or(usize::MAX))
+}
 
-    let window_ms = if in_ms { Some(window) } else { window.checked_mul(1000) };
-    let window_ms = window_ms
-        .filter(|&ms| ms <= MAX_WINDOW_MS)
-        .ok_or(ArgError::WindowTooLarge)?;
-    Ok(HitArgs { limit, window_ms, cost: cost.unwrap_or(1) })
+/// `prefix [LIMIT n]`, after the command name.
+pub fn parse_audit<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<WalkArgs<'a>, ArgError> {
+    let mut args = args.into_iter();
+    let Some(prefix) = args.next() else {
+        return Err(ArgError::Arity("ratelimit.audit"));
+    };
+    let [limit] = options(args, [Opt { name: "LIMIT", valued: true }], "LIMIT")?;
+    Ok(WalkArgs { prefix, names: names_limit(limit)?, repair_window_ms: None })
+}
+
+/// `prefix window [MS] [LIMIT n]`, after the command name.
+pub fn parse_repair<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<WalkArgs<'a>, ArgError> {
+    let mut args = args.into_iter();
+    let (Some(prefix), Some(window)) = (args.next(), args.next()) else {
+        return Err(ArgError::Arity("ratelimit.repair"));
+    };
+    let spec = [Opt { name: "MS", valued: false }, Opt { name: "LIMIT", valued: true }];
+    let [ms, limit] = options(args, spec, "MS or LIMIT")?;
+    let window_ms = window_ms(window, ms.is_some())?;
+    Ok(WalkArgs { prefix, names: names_limit(limit)?, repair_window_ms: Some(window_ms) })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn parse(line: &str) -> Result<HitArgs, ArgError> {
-        parse_hit(line.split(' ').map(str::as_bytes))
+    fn words(line: &str) -> impl Iterator<Item = &[u8]> {
+        line.split(' ').map(str::as_bytes)
+    }
+
+    fn hit(line: &str) -> Result<HitArgs, ArgError> {
+        parse_hit(words(line))
     }
 
     fn ok(limit: i64, window_ms: i64, cost: i64) -> Result<HitArgs, ArgError> {
@@ -109,82 +159,117 @@ mod tests {
     }
 
     #[test]
-    fn positional_only() {
-        assert_eq!(parse("k 10 60"), ok(10, 60_000, 1));
+    fn hit_positional_only() {
+        assert_eq!(hit("k 10 60"), ok(10, 60_000, 1));
     }
 
     #[test]
-    fn options_any_order_any_case() {
-        assert_eq!(parse("k 10 60 COST 3"), ok(10, 60_000, 3));
-        assert_eq!(parse("k 10 250 MS"), ok(10, 250, 1));
-        assert_eq!(parse("k 10 250 ms cost 2"), ok(10, 250, 2));
-        assert_eq!(parse("k 10 250 CoSt 2 Ms"), ok(10, 250, 2));
+    fn hit_options_any_order_any_case() {
+        assert_eq!(hit("k 10 60 COST 3"), ok(10, 60_000, 3));
+        assert_eq!(hit("k 10 250 MS"), ok(10, 250, 1));
+        assert_eq!(hit("k 10 250 ms cost 2"), ok(10, 250, 2));
+        assert_eq!(hit("k 10 250 CoSt 2 Ms"), ok(10, 250, 2));
     }
 
     #[test]
-    fn cost_above_limit_is_accepted_here() {
-        assert_eq!(parse("k 1 1 COST 5"), ok(1, 1000, 5));
+    fn hit_cost_above_limit_is_accepted_here() {
+        assert_eq!(hit("k 1 1 COST 5"), ok(1, 1000, 5));
     }
 
     #[test]
-    fn arity() {
-        assert_eq!(parse_hit(std::iter::empty()), Err(ArgError::Arity));
-        assert_eq!(parse("k"), Err(ArgError::Arity));
-        assert_eq!(parse("k 10"), Err(ArgError::Arity));
+    fn hit_arity() {
+        let arity = Err(ArgError::Arity("ratelimit.hit"));
+        assert_eq!(parse_hit(std::iter::empty()), arity);
+        assert_eq!(hit("k"), arity);
+        assert_eq!(hit("k 10"), arity);
     }
 
     #[test]
-    fn bad_numbers() {
+    fn hit_bad_numbers() {
         for (line, err) in [
-            ("k 0 60", ArgError::BadLimit),
-            ("k -1 60", ArgError::BadLimit),
-            ("k x 60", ArgError::BadLimit),
-            ("k 1.5 60", ArgError::BadLimit),
-            ("k 99999999999999999999 60", ArgError::BadLimit),
-            ("k 10 0", ArgError::BadWindow),
-            ("k 10 -5", ArgError::BadWindow),
-            ("k 10 ten", ArgError::BadWindow),
-            ("k 10 60 COST 0", ArgError::BadCost),
-            ("k 10 60 COST -2", ArgError::BadCost),
-            ("k 10 60 COST MS", ArgError::BadCost),
-            ("k 10 60 COST", ArgError::CostMissing),
+            ("k 0 60", ArgError::NotPositive("limit")),
+            ("k -1 60", ArgError::NotPositive("limit")),
+            ("k x 60", ArgError::NotPositive("limit")),
+            ("k 1.5 60", ArgError::NotPositive("limit")),
+            ("k 99999999999999999999 60", ArgError::NotPositive("limit")),
+            ("k 10 0", ArgError::NotPositive("window")),
+            ("k 10 -5", ArgError::NotPositive("window")),
+            ("k 10 ten", ArgError::NotPositive("window")),
+            ("k 10 60 COST 0", ArgError::NotPositive("COST")),
+            ("k 10 60 COST -2", ArgError::NotPositive("COST")),
+            ("k 10 60 COST MS", ArgError::NotPositive("COST")),
+            ("k 10 60 COST", ArgError::MissingValue("COST")),
         ] {
-            assert_eq!(parse(line), Err(err), "{line}");
+            assert_eq!(hit(line), Err(err), "{line}");
         }
     }
 
     #[test]
     fn window_overflow() {
-        assert_eq!(parse("k 10 9223372036854775807"), Err(ArgError::WindowTooLarge));
-        assert_eq!(parse("k 10 9223372036854775"), Err(ArgError::WindowTooLarge));
-        assert_eq!(parse("k 10 4611686018427387"), ok(10, 4_611_686_018_427_387_000, 1));
-        assert_eq!(parse("k 10 9223372036854775807 MS"), Err(ArgError::WindowTooLarge));
-        assert_eq!(parse("k 10 4611686018427387903 MS"), ok(10, MAX_WINDOW_MS, 1));
+        assert_eq!(hit("k 10 9223372036854775807"), Err(ArgError::WindowTooLarge));
+        assert_eq!(hit("k 10 9223372036854775"), Err(ArgError::WindowTooLarge));
+        assert_eq!(hit("k 10 4611686018427387"), ok(10, 4_611_686_018_427_387_000, 1));
+        assert_eq!(hit("k 10 9223372036854775807 MS"), Err(ArgError::WindowTooLarge));
+        assert_eq!(hit("k 10 4611686018427387903 MS"), ok(10, MAX_WINDOW_MS, 1));
     }
 
     #[test]
-    fn syntax() {
-        assert_eq!(parse("k 10 60 COST 1 COST 2"), Err(ArgError::Repeated(Opt::Cost)));
-        assert_eq!(parse("k 10 60 MS MS"), Err(ArgError::Repeated(Opt::Ms)));
-        assert_eq!(parse("k 10 60 SECONDS"), Err(ArgError::UnknownOption));
-        assert_eq!(parse("k 10 60 MS extra"), Err(ArgError::UnknownOption));
-        assert_eq!(parse("k 10 60 "), Err(ArgError::UnknownOption));
+    fn hit_syntax() {
+        assert_eq!(hit("k 10 60 COST 1 COST 2"), Err(ArgError::Repeated("COST")));
+        assert_eq!(hit("k 10 60 MS MS"), Err(ArgError::Repeated("MS")));
+        assert_eq!(hit("k 10 60 SECONDS"), Err(ArgError::UnknownOption("COST or MS")));
+        assert_eq!(hit("k 10 60 MS extra"), Err(ArgError::UnknownOption("COST or MS")));
+        assert_eq!(hit("k 10 60 "), Err(ArgError::UnknownOption("COST or MS")));
+    }
+
+    fn walk(prefix: &[u8], names: usize, repair_window_ms: Option<i64>) -> Result<WalkArgs<'_>, ArgError> {
+        Ok(WalkArgs { prefix, names, repair_window_ms })
     }
 
     #[test]
-    fn every_message_is_a_redis_error() {
-        for e in [
-            ArgError::Arity,
-            ArgError::BadLimit,
-            ArgError::BadWindow,
-            ArgError::WindowTooLarge,
-            ArgError::BadCost,
-            ArgError::CostMissing,
-            ArgError::Repeated(Opt::Cost),
-            ArgError::Repeated(Opt::Ms),
-            ArgError::UnknownOption,
-        ] {
-            assert!(e.message().to_bytes().starts_with(b"ERR "), "{e:?}");
-        }
+    fn audit() {
+        assert_eq!(parse_audit(words("rl:")), walk(b"rl:", DEFAULT_NAMES, None));
+        assert_eq!(parse_audit([&b""[..]]), walk(b"", DEFAULT_NAMES, None));
+        assert_eq!(parse_audit(words("rl:* limit 0")), walk(b"rl:*", 0, None));
+        assert_eq!(parse_audit(words("rl: LIMIT 7")), walk(b"rl:", 7, None));
+        assert_eq!(parse_audit(std::iter::empty()), Err(ArgError::Arity("ratelimit.audit")));
+        assert_eq!(parse_audit(words("rl: LIMIT")), Err(ArgError::MissingValue("LIMIT")));
+        assert_eq!(parse_audit(words("rl: LIMIT -1")), Err(ArgError::Negative("LIMIT")));
+        assert_eq!(parse_audit(words("rl: LIMIT x")), Err(ArgError::Negative("LIMIT")));
+        assert_eq!(parse_audit(words("rl: LIMIT 1 LIMIT 2")), Err(ArgError::Repeated("LIMIT")));
+        assert_eq!(parse_audit(words("rl: 60")), Err(ArgError::UnknownOption("LIMIT")));
+        assert_eq!(parse_audit(words("rl: MS")), Err(ArgError::UnknownOption("LIMIT")));
+    }
+
+    #[test]
+    fn repair() {
+        assert_eq!(parse_repair(words("rl: 60")), walk(b"rl:", DEFAULT_NAMES, Some(60_000)));
+        assert_eq!(parse_repair(words("rl: 60 ms")), walk(b"rl:", DEFAULT_NAMES, Some(60)));
+        assert_eq!(parse_repair(words("rl: 60 LIMIT 3 MS")), walk(b"rl:", 3, Some(60)));
+        assert_eq!(parse_repair(words("rl:")), Err(ArgError::Arity("ratelimit.repair")));
+        assert_eq!(parse_repair(words("rl: 0")), Err(ArgError::NotPositive("window")));
+        assert_eq!(parse_repair(words("rl: -5")), Err(ArgError::NotPositive("window")));
+        assert_eq!(parse_repair(words("rl: LIMIT")), Err(ArgError::NotPositive("window")));
+        assert_eq!(parse_repair(words("rl: 60 LIMIT -2")), Err(ArgError::Negative("LIMIT")));
+        assert_eq!(parse_repair(words("rl: 60 MS MS")), Err(ArgError::Repeated("MS")));
+        assert_eq!(parse_repair(words("rl: 60 COST 1")), Err(ArgError::UnknownOption("MS or LIMIT")));
+        assert_eq!(parse_repair(words("rl: 9223372036854775")), Err(ArgError::WindowTooLarge));
+    }
+
+    #[test]
+    fn messages() {
+        assert_eq!(
+            ArgError::Arity("ratelimit.hit").message(),
+            "ERR wrong number of arguments for 'ratelimit.hit' command"
+        );
+        assert_eq!(ArgError::NotPositive("COST").message(), "ERR COST must be an integer >= 1");
+        assert_eq!(ArgError::Negative("LIMIT").message(), "ERR LIMIT must be an integer >= 0");
+        assert_eq!(ArgError::WindowTooLarge.message(), "ERR window is too large");
+        assert_eq!(ArgError::MissingValue("COST").message(), "ERR syntax error: COST needs a value");
+        assert_eq!(ArgError::Repeated("MS").message(), "ERR syntax error: MS given more than once");
+        assert_eq!(
+            ArgError::UnknownOption("COST or MS").message(),
+            "ERR syntax error: unknown option (expected COST or MS)"
+        );
     }
 }

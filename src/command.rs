@@ -1,7 +1,7 @@
 //! How Redis enters our commands: the panic guard, argument access and error replies.
 //! A panic must never unwind into Redis (it would abort the server), so every handler runs here.
 
-use std::ffi::CStr;
+use std::ffi::CString;
 use std::os::raw::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -38,7 +38,7 @@ pub unsafe fn run(
     };
     match catch_unwind(AssertUnwindSafe(|| unsafe { handler(ctx, args) })) {
         Ok(status) => status,
-        Err(_) => reply_error(ctx, c"ERR ratelimit: internal error, see the server log"),
+        Err(_) => reply_error(ctx, "ERR ratelimit: internal error, see the server log"),
     }
 }
 
@@ -55,7 +55,10 @@ pub unsafe fn bytes<'a>(s: *mut RedisModuleString) -> &'a [u8] {
     unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
 }
 
-pub fn reply_error(ctx: *mut RedisModuleCtx, message: &'static CStr) -> c_int {
+pub fn reply_error(ctx: *mut RedisModuleCtx, message: &str) -> c_int {
+    // Our messages hold no NUL; should one ever, the reply is cut there rather than lost.
+    let end = message.find('\0').unwrap_or(message.len());
+    let message = CString::new(&message[..end]).unwrap_or_default();
     unsafe { api!(RedisModule_ReplyWithError)(ctx, message.as_ptr()) }
 }
 

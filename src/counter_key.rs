@@ -17,7 +17,7 @@ use redis_module::raw::{
 
 use crate::command::api;
 use crate::decimal::{format_i64, parse_i64, MAX_LEN};
-use crate::window::{Counter, Outcome};
+use crate::window::{Counter, Effects};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyError {
@@ -28,11 +28,11 @@ pub enum KeyError {
 }
 
 impl KeyError {
-    pub fn message(self) -> &'static CStr {
+    pub fn message(self) -> &'static str {
         match self {
-            KeyError::WrongType => c"WRONGTYPE Operation against a key holding the wrong kind of value",
-            KeyError::NotInteger => c"ERR value is not an integer or out of range",
-            KeyError::WriteFailed => c"ERR ratelimit: the server refused to write the counter",
+            KeyError::WrongType => "WRONGTYPE Operation against a key holding the wrong kind of value",
+            KeyError::NotInteger => "ERR value is not an integer or out of range",
+            KeyError::WriteFailed => "ERR ratelimit: the server refused to write the counter",
         }
     }
 }
@@ -84,20 +84,20 @@ impl CounterKey {
         Ok(Counter::Present { count, expires_at })
     }
 
-    /// Makes the writes `outcome` asks for, value and expiry together, then tells the rest of
-    /// the server: keyspace notifications, WATCH, and absolute-time effects for replicas and AOF.
-    pub fn apply(&mut self, outcome: &Outcome) -> Result<(), KeyError> {
+    /// Makes the writes, value and expiry together, then tells the rest of the server:
+    /// keyspace notifications, WATCH, and absolute-time effects for replicas and the AOF.
+    pub fn apply(&mut self, effects: &Effects) -> Result<(), KeyError> {
         let mut result = Ok(());
-        if let Some(count) = outcome.write_count {
+        if let Some((count, _)) = effects.store {
             result = self.store(count);
         }
         // Even if storing failed, an expiry on whatever is there beats a key without one.
-        if let Some(at) = outcome.set_expiry {
+        if let Some(at) = effects.set_expiry {
             if unsafe { api!(RedisModule_SetAbsExpire)(self.key, at) } != REDISMODULE_OK as c_int {
                 result = Err(KeyError::WriteFailed);
             }
         }
-        self.announce(outcome);
+        self.announce(effects);
         result
     }
 
@@ -121,25 +121,23 @@ impl CounterKey {
         Ok(())
     }
 
-    fn announce(&self, outcome: &Outcome) {
+    fn announce(&self, effects: &Effects) {
         let (ctx, name) = (self.ctx, self.name);
         let notify = |class: c_int, event: &CStr| unsafe {
             api!(RedisModule_NotifyKeyspaceEvent)(ctx, class, event.as_ptr(), name);
         };
-        match (outcome.write_count, outcome.set_expiry, outcome.expires_at) {
-            (Some(count), _, Some(at)) => unsafe {
+        match (effects.store, effects.set_expiry) {
+            (Some((count, at)), _) => unsafe {
                 // The whole state with an absolute expiry: a replica or AOF reload needs nothing else.
                 api!(RedisModule_Replicate)(ctx, c"SET".as_ptr(), c"slcl".as_ptr(), name, count, c"PXAT".as_ptr(), at);
+                notify(REDISMODULE_NOTIFY_STRING, c"incrby");
             },
-            (None, Some(at), _) => unsafe {
+            (None, Some(at)) => unsafe {
                 api!(RedisModule_Replicate)(ctx, c"PEXPIREAT".as_ptr(), c"sl".as_ptr(), name, at);
             },
-            _ => return,
+            (None, None) => return,
         }
-        if outcome.write_count.is_some() {
-            notify(REDISMODULE_NOTIFY_STRING, c"incrby");
-        }
-        if outcome.set_expiry.is_some() {
+        if effects.set_expiry.is_some() {
             notify(REDISMODULE_NOTIFY_GENERIC, c"expire");
         }
         unsafe { api!(RedisModule_SignalModifiedKey)(ctx, name) };

@@ -14,10 +14,10 @@ use crate::window::{decide, Outcome};
 pub unsafe fn hit(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -> c_int {
     let args = match parse_hit(argv.iter().skip(1).map(|&s| unsafe { bytes(s) })) {
         Ok(args) => args,
-        Err(e) => return reply_error(ctx, e.message()),
+        Err(e) => return reply_error(ctx, &e.message()),
     };
     let Some(&name) = argv.get(1) else {
-        return reply_error(ctx, ArgError::Arity.message());
+        return reply_error(ctx, &ArgError::Arity("ratelimit.hit").message());
     };
     match unsafe { hit_counter(ctx, name, &args) } {
         Ok(o) => reply_integers(ctx, &[i64::from(o.allowed), o.count, o.remaining, o.reset_ms]),
@@ -35,6 +35,6 @@ unsafe fn hit_counter(
     let now_ms = unsafe { api!(RedisModule_Milliseconds)() };
     let mut key = unsafe { CounterKey::open(ctx, name)? };
     let outcome = decide(args, key.read()?, now_ms);
-    key.apply(&outcome)?;
+    key.apply(&outcome.effects)?;
     Ok(outcome)
 }

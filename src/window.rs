@@ -16,7 +16,7 @@ pub enum Counter {
     Present { count: i64, expires_at: Option<i64> },
 }
 
-/// The decision for one hit. `write_count` and `set_expiry` are the writes to make, in one step.
+/// The decision for one hit: the reply numbers and the writes to make, in one step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outcome {
     pub allowed: bool,
@@ -26,12 +26,23 @@ pub struct Outcome {
     pub remaining: i64,
     /// Milliseconds until the window ends; 0 when no window runs (a missing key stays missing).
     pub reset_ms: i64,
-    /// The new value to store, when the hit is admitted.
-    pub write_count: Option<i64>,
-    /// The absolute expiry (Unix ms) to set, when the key ends up with no TTL otherwise.
+    pub effects: Effects,
+}
+
+/// Writes to a counter. Whenever a value is stored the key also ends up with an expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Effects {
+    /// The value to store, and the key's absolute expiry (Unix ms) once this is applied.
+    pub store: Option<(i64, i64)>,
+    /// The absolute expiry (Unix ms) to give a key that has none.
     pub set_expiry: Option<i64>,
-    /// The key's absolute expiry after this hit, if it exists then.
-    pub expires_at: Option<i64>,
+}
+
+impl Effects {
+    /// Only an expiry, for a counter that has none: the heal.
+    pub fn heal(expires_at: i64) -> Effects {
+        Effects { store: None, set_expiry: Some(expires_at) }
+    }
 }
 
 /// Decides one hit at `now_ms`. `now_ms + args.window_ms` must not overflow, which the argument
@@ -57,9 +68,7 @@ pub fn decide(args: &HitArgs, counter: Counter, now_ms: i64) -> Outcome {
         count: final_count,
         remaining: args.limit.saturating_sub(final_count).max(0),
         reset_ms: final_expiry.map_or(0, |t| t.saturating_sub(now_ms).max(0)),
-        write_count: admitted_count,
-        set_expiry,
-        expires_at: final_expiry,
+        effects: Effects { store: admitted_count.zip(final_expiry), set_expiry },
     }
 }
 
@@ -87,9 +96,7 @@ mod tests {
                 count: 1,
                 remaining: 9,
                 reset_ms: 60_000,
-                write_count: Some(1),
-                set_expiry: Some(NOW + 60_000),
-                expires_at: Some(NOW + 60_000),
+                effects: Effects { store: Some((1, NOW + 60_000)), set_expiry: Some(NOW + 60_000) },
             }
         );
     }
@@ -99,8 +106,7 @@ mod tests {
         let o = decide(&args(10, 60_000, 1), present(4, Some(NOW + 1_500)), NOW);
         assert!(o.allowed);
         assert_eq!((o.count, o.remaining, o.reset_ms), (5, 5, 1_500));
-        assert_eq!(o.write_count, Some(5));
-        assert_eq!(o.set_expiry, None);
+        assert_eq!(o.effects, Effects { store: Some((5, NOW + 1_500)), set_expiry: None });
     }
 
     #[test]
@@ -115,15 +121,14 @@ mod tests {
         let o = decide(&args(5, 1_000, 1), present(5, Some(NOW + 700)), NOW);
         assert!(!o.allowed);
         assert_eq!((o.count, o.remaining, o.reset_ms), (5, 0, 700));
-        assert_eq!((o.write_count, o.set_expiry), (None, None));
+        assert_eq!(o.effects, Effects::default());
     }
 
     #[test]
     fn leaked_counter_heals_when_admitted() {
         let o = decide(&args(10, 30_000, 1), present(2, None), NOW);
         assert!(o.allowed);
-        assert_eq!(o.write_count, Some(3));
-        assert_eq!(o.set_expiry, Some(NOW + 30_000));
+        assert_eq!(o.effects, Effects { store: Some((3, NOW + 30_000)), set_expiry: Some(NOW + 30_000) });
         assert_eq!(o.reset_ms, 30_000);
     }
 
@@ -132,8 +137,7 @@ mod tests {
         let o = decide(&args(10, 30_000, 1), present(5_000, None), NOW);
         assert!(!o.allowed);
         assert_eq!((o.count, o.remaining), (5_000, 0));
-        assert_eq!(o.write_count, None);
-        assert_eq!(o.set_expiry, Some(NOW + 30_000));
+        assert_eq!(o.effects, Effects::heal(NOW + 30_000));
         assert_eq!(o.reset_ms, 30_000);
     }
 
@@ -142,7 +146,7 @@ mod tests {
         let o = decide(&args(3, 1_000, 4), Counter::Missing, NOW);
         assert!(!o.allowed);
         assert_eq!((o.count, o.remaining, o.reset_ms), (0, 3, 0));
-        assert_eq!((o.write_count, o.set_expiry, o.expires_at), (None, None, None));
+        assert_eq!(o.effects, Effects::default());
     }
 
     #[test]
