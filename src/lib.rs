@@ -5,15 +5,20 @@
 //! registration below.
 
 mod args;
+mod audit_filter;
 mod decimal;
 mod window;
 
+#[cfg(not(test))]
+mod audit;
 #[cfg(not(test))]
 mod command;
 #[cfg(not(test))]
 mod counter_key;
 #[cfg(not(test))]
 mod hit;
+#[cfg(not(test))]
+mod walk;
 
 // Registration is compiled out of unit tests: the module's allocator needs a running Redis.
 #[cfg(not(test))]
@@ -53,26 +58,56 @@ mod module {
             RedisModule_Replicate,
             RedisModule_NotifyKeyspaceEvent,
             RedisModule_SignalModifiedKey,
+            RedisModule_GetContextFlags,
+            RedisModule_GetSelectedDb,
+            RedisModule_SelectDb,
+            RedisModule_BlockClient,
+            RedisModule_UnblockClient,
+            RedisModule_SetDisconnectCallback,
+            RedisModule_GetBlockedClientPrivateData,
+            RedisModule_GetThreadSafeContext,
+            RedisModule_FreeThreadSafeContext,
+            RedisModule_ThreadSafeContextLock,
+            RedisModule_ThreadSafeContextUnlock,
+            RedisModule_ScanCursorCreate,
+            RedisModule_ScanCursorDestroy,
+            RedisModule_Scan,
+            RedisModule_Call,
+            RedisModule_CallReplyStringPtr,
+            RedisModule_FreeCallReply,
+            RedisModule_CreateString,
+            RedisModule_FreeString,
+            RedisModule_GetCurrentUserName,
+            RedisModule_GetModuleUserFromUserName,
+            RedisModule_FreeModuleUser,
+            RedisModule_ACLCheckKeyPermissions,
+            RedisModule_ReplyWithMap,
+            RedisModule_ReplyWithCString,
+            RedisModule_ReplyWithStringBuffer,
         );
         None
     }
 
-    extern "C" fn hit_command(
-        ctx: *mut RedisModuleCtx,
-        argv: *mut *mut RedisModuleString,
-        argc: c_int,
-    ) -> c_int {
-        unsafe { command::run(ctx, argv, argc, crate::hit::hit) }
+    /// The C entry points Redis calls, one per command.
+    macro_rules! entry_points {
+        ($($entry:ident => $handler:path),* $(,)?) => {$(
+            extern "C" fn $entry(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_int) -> c_int {
+                unsafe { command::run(ctx, argv, argc, $handler) }
+            }
+        )*};
+    }
+    entry_points! {
+        hit_command => crate::hit::hit,
+        audit_command => crate::audit::audit,
+        repair_command => crate::audit::repair,
     }
 
-    fn create_command(
-        ctx: &Context,
-        name: &CStr,
-        handler: extern "C" fn(*mut RedisModuleCtx, *mut *mut RedisModuleString, c_int) -> c_int,
-        flags: &CStr,
-    ) -> Status {
+    type Entry = extern "C" fn(*mut RedisModuleCtx, *mut *mut RedisModuleString, c_int) -> c_int;
+
+    /// `first_key`: the position of the command's one key, 0 for commands without keys.
+    fn create_command(ctx: &Context, name: &CStr, handler: Entry, flags: &CStr, first_key: c_int) -> Status {
         let created = unsafe {
-            api!(RedisModule_CreateCommand)(ctx.ctx, name.as_ptr(), Some(handler), flags.as_ptr(), 1, 1, 1)
+            api!(RedisModule_CreateCommand)(ctx.ctx, name.as_ptr(), Some(handler), flags.as_ptr(), first_key, first_key, first_key)
         };
         if created == raw::REDISMODULE_OK as c_int {
             Status::Ok
@@ -91,7 +126,19 @@ mod module {
         unsafe {
             api!(RedisModule_SetModuleOptions)(ctx.ctx, raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int)
         };
-        create_command(ctx, c"ratelimit.hit", hit_command, c"write deny-oom fast")
+        let commands: [(&CStr, Entry, &CStr, c_int); 3] = [
+            (c"ratelimit.hit", hit_command, c"write deny-oom fast", 1),
+            // Read-only, so that replicas can be audited; no keys, so it runs on any cluster node.
+            (c"ratelimit.audit", audit_command, c"readonly", 0),
+            // Not deny-oom: giving leaked counters a TTL is how memory comes back.
+            (c"ratelimit.repair", repair_command, c"write", 0),
+        ];
+        for (name, entry, flags, first_key) in commands {
+            if create_command(ctx, name, entry, flags, first_key) == Status::Err {
+                return Status::Err;
+            }
+        }
+        Status::Ok
     }
 
     redis_module::redis_module! {

@@ -1,0 +1,210 @@
+//! `RATELIMIT.AUDIT prefix [LIMIT n]` and `RATELIMIT.REPAIR prefix window [MS] [LIMIT n]`:
+//! find leaked counters (integer strings without TTL) under a prefix, and give them a window.
+
+use std::os::raw::c_int;
+use std::ptr;
+
+use redis_module::raw::{
+    RedisModuleCallReply, RedisModuleCtx, RedisModuleKey, RedisModuleString, RedisModuleUser,
+    REDISMODULE_CMD_KEY_ACCESS, REDISMODULE_CMD_KEY_UPDATE, REDISMODULE_CTX_FLAGS_SLAVE,
+    REDISMODULE_KEYTYPE_STRING, REDISMODULE_NO_EXPIRE, REDISMODULE_OK,
+};
+
+use crate::args::{parse_audit, parse_repair, WalkArgs};
+use crate::audit_filter::{classify, is_counter_value, KeyFacts, Seen, Tally};
+use crate::command::{api, bytes, reply_error, OK};
+use crate::counter_key::CounterKey;
+use crate::walk::{self, Walk};
+use crate::window::Effects;
+
+/// # Safety
+/// Called through `command::run` with the arguments Redis passed.
+pub unsafe fn audit(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -> c_int {
+    match parse_audit(argv.iter().skip(1).map(|&s| unsafe { bytes(s) })) {
+        Ok(args) => unsafe { start(ctx, "RATELIMIT.AUDIT", &args) },
+        Err(e) => reply_error(ctx, &e.message()),
+    }
+}
+
+/// # Safety
+/// Called through `command::run` with the arguments Redis passed.
+pub unsafe fn repair(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -> c_int {
+    match parse_repair(argv.iter().skip(1).map(|&s| unsafe { bytes(s) })) {
+        Ok(args) => unsafe { start(ctx, "RATELIMIT.REPAIR", &args) },
+        Err(e) => reply_error(ctx, &e.message()),
+    }
+}
+
+unsafe fn start(ctx: *mut RedisModuleCtx, command: &str, args: &WalkArgs) -> c_int {
+    let user = unsafe { api!(RedisModule_GetCurrentUserName)(ctx) };
+    if user.is_null() {
+        return reply_error(ctx, "ERR ratelimit: cannot tell the caller's ACL user");
+    }
+    let user_name = unsafe { bytes(user) }.to_vec();
+    unsafe { api!(RedisModule_FreeString)(ctx, user) };
+    let sweep = Sweep {
+        prefix: args.prefix.to_vec(),
+        repair_window_ms: args.repair_window_ms,
+        user_name,
+        user: ptr::null_mut(),
+        suspects: Vec::new(),
+        tally: Tally::new(args.names),
+    };
+    unsafe { walk::start(ctx, command, Box::new(sweep)) }
+}
+
+/// One AUDIT or REPAIR walk.
+struct Sweep {
+    prefix: Vec<u8>,
+    /// `Some` for REPAIR: the window given to each leaked counter.
+    repair_window_ms: Option<i64>,
+    user_name: Vec<u8>,
+    /// The caller's ACL user, looked up again each slice (it may be changed or deleted between
+    /// slices) and freed at the slice's end.
+    user: *mut RedisModuleUser,
+    /// Names of short strings without TTL seen in the current scan step; their values are read
+    /// after the step, where commands may run.
+    suspects: Vec<Vec<u8>>,
+    tally: Tally,
+}
+
+// SAFETY: the raw pointers are only used on the walk thread, with the server lock held.
+unsafe impl Send for Sweep {}
+
+impl Sweep {
+    /// The permissions a key must grant the caller to be seen at all: read, and write to repair.
+    fn acl_flags(&self) -> c_int {
+        let write = if self.repair_window_ms.is_some() { REDISMODULE_CMD_KEY_UPDATE } else { 0 };
+        (REDISMODULE_CMD_KEY_ACCESS | write) as c_int
+    }
+
+    /// Whether the string at `name` is an integer. An integer-encoded value (what INCR and SET
+    /// leave) answers from `OBJECT ENCODING`, which neither reads nor touches the value; only
+    /// other strings are read with `GET`. The module API's own read (`StringDMA`) would rewrite
+    /// an integer-encoded value as a raw string, which an audit must not do.
+    fn holds_integer(ctx: *mut RedisModuleCtx, name: &[u8]) -> bool {
+        let (key, len) = (name.as_ptr(), name.len());
+        let encoding = unsafe {
+            Reply(api!(RedisModule_Call)(ctx, c"OBJECT".as_ptr(), c"cb".as_ptr(), c"ENCODING".as_ptr(), key, len))
+        };
+        if encoding.text() == Some(b"int") {
+            return true;
+        }
+        let value = unsafe { Reply(api!(RedisModule_Call)(ctx, c"GET".as_ptr(), c"b".as_ptr(), key, len)) };
+        value.text().is_some_and(is_counter_value)
+    }
+
+    fn repair(&mut self, ctx: *mut RedisModuleCtx, name: &[u8], window_ms: i64) {
+        let name_string = unsafe { api!(RedisModule_CreateString)(ctx, name.as_ptr().cast(), name.len()) };
+        let repaired = match unsafe { CounterKey::open(ctx, name_string) } {
+            Ok(mut key) => {
+                let now_ms = unsafe { api!(RedisModule_Milliseconds)() };
+                key.apply(&Effects::heal(now_ms.saturating_add(window_ms))).is_ok()
+            }
+            Err(_) => false,
+        };
+        unsafe { api!(RedisModule_FreeString)(ctx, name_string) };
+        if repaired {
+            self.tally.found(name);
+        }
+    }
+}
+
+impl Walk for Sweep {
+    fn begin_slice(&mut self, ctx: *mut RedisModuleCtx) -> Result<(), String> {
+        if self.repair_window_ms.is_some() {
+            let flags = unsafe { api!(RedisModule_GetContextFlags)(ctx) } as u32;
+            if flags & REDISMODULE_CTX_FLAGS_SLAVE != 0 {
+                return Err("ERR RATELIMIT.REPAIR stopped: this server became a replica".into());
+            }
+        }
+        let name = unsafe { api!(RedisModule_CreateString)(ctx, self.user_name.as_ptr().cast(), self.user_name.len()) };
+        self.user = unsafe { api!(RedisModule_GetModuleUserFromUserName)(name) };
+        unsafe { api!(RedisModule_FreeString)(ctx, name) };
+        if self.user.is_null() {
+            return Err("ERR ratelimit: the caller's ACL user was deleted during the walk".into());
+        }
+        Ok(())
+    }
+
+    fn visit(&mut self, _ctx: *mut RedisModuleCtx, name: *mut RedisModuleString, key: *mut RedisModuleKey) {
+        // Keys the caller may not see are not counted at all, not even as scanned.
+        if unsafe { api!(RedisModule_ACLCheckKeyPermissions)(self.user, name, self.acl_flags()) } != REDISMODULE_OK as c_int {
+            return;
+        }
+        let name = unsafe { bytes(name) };
+        let seen = classify(name, &self.prefix, || unsafe {
+            KeyFacts {
+                is_string: api!(RedisModule_KeyType)(key) as isize == REDISMODULE_KEYTYPE_STRING,
+                has_ttl: api!(RedisModule_GetAbsExpire)(key) != REDISMODULE_NO_EXPIRE as i64,
+                len: api!(RedisModule_ValueLength)(key),
+            }
+        });
+        self.tally.count(seen);
+        if seen == Seen::Suspect {
+            self.suspects.push(name.to_vec());
+        }
+    }
+
+    fn settle(&mut self, ctx: *mut RedisModuleCtx) {
+        for name in std::mem::take(&mut self.suspects) {
+            if !Sweep::holds_integer(ctx, &name) {
+                continue;
+            }
+            match self.repair_window_ms {
+                None => {
+                    self.tally.found(&name);
+                }
+                Some(window_ms) => self.repair(ctx, &name, window_ms),
+            }
+        }
+    }
+
+    fn end_slice(&mut self, _ctx: *mut RedisModuleCtx) {
+        if !self.user.is_null() {
+            unsafe { api!(RedisModule_FreeModuleUser)(self.user) };
+            self.user = ptr::null_mut();
+        }
+    }
+
+    fn reply(&self, ctx: *mut RedisModuleCtx) -> c_int {
+        let found = if self.repair_window_ms.is_some() { c"repaired" } else { c"leaked" };
+        let t = &self.tally;
+        unsafe {
+            api!(RedisModule_ReplyWithMap)(ctx, 4);
+            for (field, value) in [(c"scanned", t.scanned), (c"matched", t.matched), (found, t.found)] {
+                api!(RedisModule_ReplyWithCString)(ctx, field.as_ptr());
+                api!(RedisModule_ReplyWithLongLong)(ctx, value as i64);
+            }
+            api!(RedisModule_ReplyWithCString)(ctx, c"keys".as_ptr());
+            api!(RedisModule_ReplyWithArray)(ctx, t.names.len() as _);
+            for name in &t.names {
+                api!(RedisModule_ReplyWithStringBuffer)(ctx, name.as_ptr().cast(), name.len());
+            }
+        }
+        OK
+    }
+}
+
+/// A command's reply, freed on drop.
+struct Reply(*mut RedisModuleCallReply);
+
+impl Reply {
+    /// The reply's bytes when it is a string.
+    fn text(&self) -> Option<&[u8]> {
+        if self.0.is_null() {
+            return None;
+        }
+        let mut len = 0;
+        let ptr = unsafe { api!(RedisModule_CallReplyStringPtr)(self.0, &mut len) };
+        (!ptr.is_null()).then(|| unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) })
+    }
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            unsafe { api!(RedisModule_FreeCallReply)(self.0) };
+        }
+    }
+}
