@@ -236,3 +236,58 @@ pub fn wait_for(what: &str, timeout: Duration, mut condition: impl FnMut() -> bo
         sleep(Duration::from_millis(20));
     }
 }
+
+/// A RATELIMIT.AUDIT or RATELIMIT.REPAIR reply; `found` is `leaked` or `repaired`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct WalkReply {
+    pub scanned: i64,
+    pub matched: i64,
+    pub found: i64,
+    pub keys: Vec<String>,
+}
+
+/// Reads the reply from a RESP3 map or its RESP2 form, a flat field/value array, checking the
+/// field names and their order.
+pub fn walk_reply(value: Value, found_field: &str) -> WalkReply {
+    let pairs: Vec<(Value, Value)> = match value {
+        Value::Map(pairs) => pairs,
+        Value::Array(flat) => {
+            assert_eq!(flat.len() % 2, 0, "odd field/value array");
+            let mut items = flat.into_iter();
+            std::iter::from_fn(|| Some((items.next()?, items.next()?))).collect()
+        }
+        other => panic!("not a walk reply: {other:?}"),
+    };
+    let fields: Vec<String> = pairs.iter().map(|(k, _)| redis::from_redis_value(k).unwrap()).collect();
+    assert_eq!(fields, ["scanned", "matched", found_field, "keys"]);
+    let int = |i: usize| -> i64 { redis::from_redis_value(&pairs[i].1).unwrap() };
+    let mut keys: Vec<String> = redis::from_redis_value(&pairs[3].1).unwrap();
+    keys.sort();
+    WalkReply { scanned: int(0), matched: int(1), found: int(2), keys }
+}
+
+pub fn audit(con: &mut Connection, args: &[&str]) -> RedisResult<WalkReply> {
+    let reply: Value = redis::cmd("RATELIMIT.AUDIT").arg(args).query(con)?;
+    Ok(walk_reply(reply, "leaked"))
+}
+
+pub fn repair(con: &mut Connection, args: &[&str]) -> RedisResult<WalkReply> {
+    let reply: Value = redis::cmd("RATELIMIT.REPAIR").arg(args).query(con)?;
+    Ok(walk_reply(reply, "repaired"))
+}
+
+/// Runs each command line (split on spaces) and ignores the replies.
+pub fn run_all(con: &mut Connection, lines: &[&str]) {
+    for line in lines {
+        let words: Vec<&str> = line.split(' ').collect();
+        let _: Value = redis::cmd(words[0]).arg(&words[1..]).query(con).unwrap_or_else(|e| panic!("{line}: {e}"));
+    }
+}
+
+/// user + system CPU time of a process, in clock ticks.
+pub fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which may hold spaces), counted from its closing paren.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}

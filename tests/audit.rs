@@ -1,0 +1,342 @@
+//! RATELIMIT.AUDIT and RATELIMIT.REPAIR against real servers.
+
+mod common;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{
+    audit, cpu_ticks, error_of, hit, info_field, pttl, repair, run_all, snapshot, wait_for, Config, Server,
+    WalkReply,
+};
+use redis::{Connection, Value};
+
+/// Under `rl:`: 3 healthy counters, 4 leaked ones (integer-encoded from SET and INCR, a raw
+/// string, a negative), 6 keys that are no counters; under `other:` one leaked counter.
+fn mixed_keyspace(con: &mut Connection) {
+    for key in ["rl:ok:1", "rl:ok:2", "rl:ok:3"] {
+        hit(con, key, &["10", "3600"]).unwrap();
+    }
+    run_all(
+        con,
+        &[
+            "SET rl:leak:set 12",
+            "INCR rl:leak:incr",
+            "SETRANGE rl:leak:raw 0 42",
+            "SET rl:leak:negative -7",
+            "SET rl:text abc",
+            "SET rl:float 1.5",
+            "SET rl:padded 007",
+            "SET rl:long 123456789012345678901234567890",
+            "HSET rl:hash f 1",
+            "RPUSH rl:list 1",
+            "SET other:leak 5",
+        ],
+    );
+}
+
+const LEAKED: [&str; 4] = ["rl:leak:incr", "rl:leak:negative", "rl:leak:raw", "rl:leak:set"];
+
+fn leaked(keys: &[&str]) -> Vec<String> {
+    keys.iter().map(|k| k.to_string()).collect()
+}
+
+#[test]
+fn audit_counts_a_mixed_keyspace_exactly() {
+    let server = Server::start();
+    let mut con = server.connect();
+    mixed_keyspace(&mut con);
+    let reply = audit(&mut con, &["rl:"]).unwrap();
+    assert_eq!(reply, WalkReply { scanned: 14, matched: 13, found: 4, keys: leaked(&LEAKED) });
+    // Read-only: nothing gained a TTL, values untouched.
+    assert_eq!(pttl(&mut con, "rl:leak:set"), -1);
+    let encoding: String = redis::cmd("OBJECT").arg(&["ENCODING", "rl:leak:set"]).query(&mut con).unwrap();
+    assert_eq!(encoding, "int", "the audit must not rewrite the value");
+}
+
+#[test]
+fn audit_limit_caps_the_names_not_the_counts() {
+    let server = Server::start();
+    let mut con = server.connect();
+    mixed_keyspace(&mut con);
+    let two = audit(&mut con, &["rl:", "LIMIT", "2"]).unwrap();
+    assert_eq!((two.found, two.keys.len()), (4, 2));
+    assert!(two.keys.iter().all(|k| LEAKED.contains(&k.as_str())));
+    let none = audit(&mut con, &["rl:", "limit", "0"]).unwrap();
+    assert_eq!((none.found, none.keys.len()), (4, 0));
+}
+
+#[test]
+fn audit_prefix_is_literal_and_may_be_empty() {
+    let server = Server::start();
+    let mut con = server.connect();
+    run_all(&mut con, &["SET rl:*:1 1", "SET rl:a:1 1", "SET rl:[a]:1 1", "SET rl:?:1 1", "SET x 1 EX 100"]);
+    assert_eq!(audit(&mut con, &["rl:*"]).unwrap().keys, ["rl:*:1"]);
+    assert_eq!(audit(&mut con, &["rl:[a]"]).unwrap().keys, ["rl:[a]:1"]);
+    assert_eq!(audit(&mut con, &["rl:?"]).unwrap().keys, ["rl:?:1"]);
+    let all = audit(&mut con, &[""]).unwrap();
+    assert_eq!((all.scanned, all.matched, all.found), (5, 5, 4));
+}
+
+#[test]
+fn audit_and_repair_walk_the_selected_database() {
+    let server = Server::start();
+    let mut con = server.connect();
+    run_all(&mut con, &["SELECT 1", "SET rl:db1 1", "SELECT 0", "SET rl:db0 1"]);
+    assert_eq!(audit(&mut con, &["rl:"]).unwrap().keys, ["rl:db0"]);
+    run_all(&mut con, &["SELECT 1"]);
+    assert_eq!(audit(&mut con, &["rl:"]).unwrap().keys, ["rl:db1"]);
+    assert_eq!(repair(&mut con, &["rl:", "60"]).unwrap().keys, ["rl:db1"]);
+    assert!(pttl(&mut con, "rl:db1") > 0);
+    run_all(&mut con, &["SELECT 0"]);
+    assert_eq!(pttl(&mut con, "rl:db0"), -1, "database 0 untouched");
+}
+
+#[test]
+fn repair_heals_leaked_counters_only() {
+    let server = Server::start();
+    let mut con = server.connect();
+    mixed_keyspace(&mut con);
+    let untouched = ["rl:ok:1", "rl:ok:2", "rl:ok:3", "rl:text", "rl:float", "rl:hash", "other:leak"];
+    let before: Vec<_> = untouched.iter().map(|k| snapshot(&mut con, k)).collect();
+
+    let reply = repair(&mut con, &["rl:", "90"]).unwrap();
+    assert_eq!(reply, WalkReply { scanned: 14, matched: 13, found: 4, keys: leaked(&LEAKED) });
+    for key in LEAKED {
+        assert!((89_000..=90_000).contains(&pttl(&mut con, key)), "{key}");
+    }
+    assert_eq!(redis::cmd("GET").arg("rl:leak:raw").query::<String>(&mut con).unwrap(), "42");
+    let after: Vec<_> = untouched.iter().map(|k| snapshot(&mut con, k)).collect();
+    assert_eq!(after, before, "running windows and other keys are left alone");
+
+    assert_eq!(audit(&mut con, &["rl:"]).unwrap().found, 0);
+    assert_eq!(repair(&mut con, &["rl:", "90"]).unwrap().found, 0, "nothing left to repair");
+}
+
+#[test]
+fn repair_takes_milliseconds_and_a_limit() {
+    let server = Server::start();
+    let mut con = server.connect();
+    mixed_keyspace(&mut con);
+    let reply = repair(&mut con, &["rl:leak:", "1500", "LIMIT", "1", "MS"]).unwrap();
+    assert_eq!((reply.found, reply.keys.len()), (4, 1));
+    for key in LEAKED {
+        assert!((1..=1500).contains(&pttl(&mut con, key)), "{key}");
+    }
+}
+
+#[test]
+fn bad_arguments_are_refused_and_change_nothing() {
+    let server = Server::start();
+    let mut con = server.connect();
+    mixed_keyspace(&mut con);
+    let cases: &[(&str, &[&str], &str)] = &[
+        ("RATELIMIT.AUDIT", &[], "wrong number of arguments for 'ratelimit.audit'"),
+        ("RATELIMIT.AUDIT", &["rl:", "LIMIT"], "LIMIT needs a value"),
+        ("RATELIMIT.AUDIT", &["rl:", "LIMIT", "-1"], "LIMIT must be an integer >= 0"),
+        ("RATELIMIT.AUDIT", &["rl:", "LIMIT", "x"], "LIMIT must be an integer >= 0"),
+        ("RATELIMIT.AUDIT", &["rl:", "LIMIT", "1", "LIMIT", "1"], "LIMIT given more than once"),
+        ("RATELIMIT.AUDIT", &["rl:", "extra"], "unknown option (expected LIMIT)"),
+        ("RATELIMIT.REPAIR", &[], "wrong number of arguments for 'ratelimit.repair'"),
+        ("RATELIMIT.REPAIR", &["rl:"], "wrong number of arguments for 'ratelimit.repair'"),
+        ("RATELIMIT.REPAIR", &["rl:", "0"], "window must be an integer >= 1"),
+        ("RATELIMIT.REPAIR", &["rl:", "-5"], "window must be an integer >= 1"),
+        ("RATELIMIT.REPAIR", &["rl:", "1.5"], "window must be an integer >= 1"),
+        ("RATELIMIT.REPAIR", &["rl:", "9223372036854775807"], "window is too large"),
+        ("RATELIMIT.REPAIR", &["rl:", "60", "LIMIT", "-1"], "LIMIT must be an integer >= 0"),
+        ("RATELIMIT.REPAIR", &["rl:", "60", "MS", "MS"], "MS given more than once"),
+        ("RATELIMIT.REPAIR", &["rl:", "60", "COST", "1"], "unknown option (expected MS or LIMIT)"),
+    ];
+    for (command, args, needle) in cases {
+        let error = error_of(redis::cmd(command).arg(*args).query::<Value>(&mut con));
+        assert!(error.starts_with("ERR ") && error.contains(needle), "{command} {args:?}: {error}");
+    }
+    assert_eq!(pttl(&mut con, "rl:leak:set"), -1, "nothing repaired");
+}
+
+#[test]
+fn resp3_gets_a_map() {
+    let server = Server::start();
+    let client = redis::Client::open(format!("{}?protocol=resp3", server.url())).unwrap();
+    let mut con = client.get_connection().unwrap();
+    mixed_keyspace(&mut con);
+    let reply: Value = redis::cmd("RATELIMIT.AUDIT").arg("rl:").query(&mut con).unwrap();
+    assert!(matches!(reply, Value::Map(_)), "{reply:?}");
+    assert_eq!(common::walk_reply(reply, "leaked").found, 4);
+}
+
+#[test]
+fn acl_restricted_users_see_only_their_keys() {
+    let server = Server::start();
+    let mut admin = server.connect();
+    run_all(
+        &mut admin,
+        &[
+            "SET rl:tenant1:leak 1",
+            "SET rl:tenant1:text x",
+            "SET rl:tenant2:leak 1",
+            "SET rl:tenant2:other 2",
+            "ACL SETUSER reader on >pw ~rl:tenant1:* +ratelimit.audit +ratelimit.repair",
+            "ACL SETUSER mixed on >pw %R~rl:* %RW~rl:tenant1:* +ratelimit.audit +ratelimit.repair",
+        ],
+    );
+    let mut reader = server.connect();
+    run_all(&mut reader, &["AUTH reader pw"]);
+    let seen = audit(&mut reader, &["rl:"]).unwrap();
+    assert_eq!(seen, WalkReply { scanned: 2, matched: 2, found: 1, keys: leaked(&["rl:tenant1:leak"]) });
+
+    let mut mixed = server.connect();
+    run_all(&mut mixed, &["AUTH mixed pw"]);
+    assert_eq!(audit(&mut mixed, &["rl:"]).unwrap().found, 3, "reads every tenant");
+    let repaired = repair(&mut mixed, &["rl:", "60"]).unwrap();
+    assert_eq!(repaired, WalkReply { scanned: 2, matched: 2, found: 1, keys: leaked(&["rl:tenant1:leak"]) });
+    assert_eq!(pttl(&mut admin, "rl:tenant2:leak"), -1, "no write permission, not repaired");
+}
+
+#[test]
+fn refused_inside_multi_and_scripts() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let error = error_of(redis::pipe().atomic().cmd("RATELIMIT.AUDIT").arg("rl:").query::<Value>(&mut con));
+    assert!(error.contains("cannot run inside MULTI/EXEC or a script"), "{error}");
+    let script = "return redis.call('RATELIMIT.REPAIR', 'rl:', 60)";
+    let error = error_of(redis::cmd("EVAL").arg(&[script, "0"]).query::<Value>(&mut con));
+    assert!(error.contains("cannot run inside MULTI/EXEC or a script"), "{error}");
+}
+
+#[test]
+fn on_a_replica_audit_works_and_repair_is_refused() {
+    let primary = Server::with(Config { args: &["--repl-diskless-sync-delay", "0"], ..Config::default() });
+    let port = primary.port.to_string();
+    let replica = Server::with(Config { args: &["--replicaof", "127.0.0.1", &port], ..Config::default() });
+    let mut p = primary.connect();
+    let mut r = replica.connect();
+    wait_for("replica link", Duration::from_secs(20), || {
+        info_field(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    mixed_keyspace(&mut p);
+    let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut p).unwrap();
+
+    assert_eq!(audit(&mut r, &["rl:"]).unwrap(), audit(&mut p, &["rl:"]).unwrap());
+    let error = error_of(repair(&mut r, &["rl:", "60"]));
+    assert!(error.starts_with("READONLY"), "{error}");
+
+    repair(&mut p, &["rl:", "3600"]).unwrap();
+    let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut p).unwrap();
+    for key in LEAKED {
+        let on_primary = snapshot(&mut p, key).2;
+        assert!(on_primary > 0);
+        assert_eq!(snapshot(&mut r, key).2, on_primary, "{key}: same absolute expiry on the replica");
+    }
+    assert_eq!(audit(&mut r, &["rl:"]).unwrap().found, 0);
+}
+
+/// 1,000,000 keys from DEBUG POPULATE plus 1% leaked counters under `rl:`.
+fn large_keyspace(con: &mut Connection, keys: u64) {
+    let _: () = redis::cmd("DEBUG").arg("POPULATE").arg(keys).query(con).unwrap();
+    let mut pipe = redis::pipe();
+    for i in 0..keys / 100 {
+        pipe.cmd("SET").arg(format!("rl:leak:{i}")).arg(i).ignore();
+        pipe.cmd("SET").arg(format!("rl:ok:{i}")).arg(i).arg("EX").arg(3600).ignore();
+    }
+    pipe.query::<()>(con).unwrap();
+}
+
+#[test]
+fn a_large_walk_does_not_stall_other_clients() {
+    const KEYS: u64 = 1_000_000;
+    let server = Server::start();
+    let mut con = server.connect();
+    large_keyspace(&mut con, KEYS);
+
+    let mut pinger = server.connect();
+    let audit_started = Instant::now();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done_flag = done.clone();
+    let pings = thread::spawn(move || {
+        let mut worst = Duration::ZERO;
+        let mut count = 0;
+        while !done_flag.load(std::sync::atomic::Ordering::Relaxed) {
+            let sent = Instant::now();
+            let _: String = redis::cmd("PING").query(&mut pinger).unwrap();
+            worst = worst.max(sent.elapsed());
+            count += 1;
+        }
+        (worst, count)
+    });
+    let reply = audit(&mut con, &["rl:", "LIMIT", "0"]).unwrap();
+    let audit_time = audit_started.elapsed();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (worst_ping, ping_count) = pings.join().unwrap();
+    assert_eq!((reply.scanned, reply.matched, reply.found), (KEYS as i64 + 20_000, 20_000, 10_000));
+
+    // The same audit from a client, as operators do it today: SCAN MATCH + pipelined TTL.
+    let client_started = Instant::now();
+    let (mut cursor, mut client_leaked) = (0u64, 0);
+    loop {
+        let (next, keys): (u64, Vec<String>) =
+            redis::cmd("SCAN").arg(cursor).arg("MATCH").arg("rl:*").arg("COUNT").arg(1000).query(&mut con).unwrap();
+        let mut pipe = redis::pipe();
+        for key in &keys {
+            pipe.cmd("TTL").arg(key);
+        }
+        let ttls: Vec<i64> = pipe.query(&mut con).unwrap();
+        client_leaked += ttls.iter().filter(|&&t| t == -1).count();
+        cursor = next;
+        if cursor == 0 {
+            break;
+        }
+    }
+    let client_time = client_started.elapsed();
+    assert_eq!(client_leaked, 10_000);
+    eprintln!(
+        "AUDIT over {} keys: {audit_time:?}; client-side SCAN+TTL: {client_time:?}; \
+         worst PING during the AUDIT: {worst_ping:?} over {ping_count} PINGs",
+        KEYS + 20_000
+    );
+    // Generous: the slices hold the lock ~1 ms; a loaded CI machine adds scheduling noise.
+    assert!(worst_ping < Duration::from_millis(250), "a PING waited {worst_ping:?}");
+}
+
+#[test]
+fn a_client_that_disconnects_stops_the_walk() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let _: () = redis::cmd("DEBUG").arg("POPULATE").arg(2_000_000).query(&mut con).unwrap();
+    // Time a whole walk first, so the check below knows what "still walking" would cost.
+    let started = Instant::now();
+    audit(&mut con, &["key:"]).unwrap();
+    let full_walk = started.elapsed();
+
+    let mut raw = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    raw.write_all(b"RATELIMIT.AUDIT key: LIMIT 0\r\n").unwrap();
+    thread::sleep(full_walk / 10);
+    drop(raw);
+    thread::sleep(Duration::from_millis(50)); // the walk notices within one slice
+    let before = cpu_ticks(server.pid());
+    thread::sleep(full_walk / 2);
+    let spent = cpu_ticks(server.pid()) - before;
+    // 100 ticks a second: a walk still running would burn about full_walk/2 of CPU.
+    let ticks_if_running = full_walk.as_millis() as u64 / 20;
+    assert!(spent * 4 < ticks_if_running, "the server kept working: {spent} ticks of {ticks_if_running}");
+    let blocked = info_field(&mut con, "clients", "blocked_clients");
+    assert_eq!(blocked.as_deref(), Some("0"));
+}
+
+#[test]
+fn repeated_walks_do_not_grow_memory() {
+    let server = Server::start();
+    let mut con = server.connect();
+    large_keyspace(&mut con, 200_000);
+    let used = |con: &mut Connection| -> i64 { info_field(con, "memory", "used_memory").unwrap().parse().unwrap() };
+    audit(&mut con, &["rl:"]).unwrap(); // warms up the server's reusable buffers
+    let before = used(&mut con);
+    for _ in 0..5 {
+        assert_eq!(audit(&mut con, &["rl:", "LIMIT", "1000"]).unwrap().found, 2_000);
+        assert_eq!(repair(&mut con, &["nothing:", "60"]).unwrap().found, 0);
+    }
+    let growth = used(&mut con) - before;
+    assert!(growth < 64 * 1024, "used_memory grew by {growth} bytes");
+}
