@@ -88,8 +88,8 @@ impl CounterKey {
     /// keyspace notifications, WATCH, and absolute-time effects for replicas and the AOF.
     pub fn apply(&mut self, effects: &Effects) -> Result<(), KeyError> {
         let mut result = Ok(());
-        if let Some((count, _)) = effects.store {
-            result = self.store(count);
+        if let Some(store) = effects.store {
+            result = self.store(store.count);
         }
         // Even if storing failed, an expiry on whatever is there beats a key without one.
         if let Some(at) = effects.set_expiry {
@@ -126,16 +126,22 @@ impl CounterKey {
         let notify = |class: c_int, event: &CStr| unsafe {
             api!(RedisModule_NotifyKeyspaceEvent)(ctx, class, event.as_ptr(), name);
         };
+        // Replicas and the AOF get plain commands with absolute times; the cheapest that does it.
         match (effects.store, effects.set_expiry) {
-            (Some((count, at)), _) => unsafe {
-                // The whole state with an absolute expiry: a replica or AOF reload needs nothing else.
+            (Some(store), None) => unsafe {
+                api!(RedisModule_Replicate)(ctx, c"INCRBY".as_ptr(), c"sl".as_ptr(), name, store.added);
+            },
+            (Some(store), Some(_)) => unsafe {
+                let (count, at) = (store.count, store.expires_at);
                 api!(RedisModule_Replicate)(ctx, c"SET".as_ptr(), c"slcl".as_ptr(), name, count, c"PXAT".as_ptr(), at);
-                notify(REDISMODULE_NOTIFY_STRING, c"incrby");
             },
             (None, Some(at)) => unsafe {
                 api!(RedisModule_Replicate)(ctx, c"PEXPIREAT".as_ptr(), c"sl".as_ptr(), name, at);
             },
             (None, None) => return,
+        }
+        if effects.store.is_some() {
+            notify(REDISMODULE_NOTIFY_STRING, c"incrby");
         }
         if effects.set_expiry.is_some() {
             notify(REDISMODULE_NOTIFY_GENERIC, c"expire");

@@ -32,10 +32,19 @@ pub struct Outcome {
 /// Writes to a counter. Whenever a value is stored the key also ends up with an expiry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Effects {
-    /// The value to store, and the key's absolute expiry (Unix ms) once this is applied.
-    pub store: Option<(i64, i64)>,
+    pub store: Option<Store>,
     /// The absolute expiry (Unix ms) to give a key that has none.
     pub set_expiry: Option<i64>,
+}
+
+/// A new counter value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Store {
+    pub count: i64,
+    /// What this hit added (`count` minus the value before).
+    pub added: i64,
+    /// The key's absolute expiry (Unix ms) once the effects are applied.
+    pub expires_at: i64,
 }
 
 impl Effects {
@@ -68,7 +77,12 @@ pub fn decide(args: &HitArgs, counter: Counter, now_ms: i64) -> Outcome {
         count: final_count,
         remaining: args.limit.saturating_sub(final_count).max(0),
         reset_ms: final_expiry.map_or(0, |t| t.saturating_sub(now_ms).max(0)),
-        effects: Effects { store: admitted_count.zip(final_expiry), set_expiry },
+        effects: Effects {
+            store: admitted_count
+                .zip(final_expiry)
+                .map(|(count, expires_at)| Store { count, added: args.cost, expires_at }),
+            set_expiry,
+        },
     }
 }
 
@@ -86,6 +100,10 @@ mod tests {
         Counter::Present { count, expires_at }
     }
 
+    fn store(count: i64, added: i64, expires_at: i64) -> Option<Store> {
+        Some(Store { count, added, expires_at })
+    }
+
     #[test]
     fn first_hit_creates_counter_with_window() {
         let o = decide(&args(10, 60_000, 1), Counter::Missing, NOW);
@@ -96,7 +114,7 @@ mod tests {
                 count: 1,
                 remaining: 9,
                 reset_ms: 60_000,
-                effects: Effects { store: Some((1, NOW + 60_000)), set_expiry: Some(NOW + 60_000) },
+                effects: Effects { store: store(1, 1, NOW + 60_000), set_expiry: Some(NOW + 60_000) },
             }
         );
     }
@@ -106,7 +124,7 @@ mod tests {
         let o = decide(&args(10, 60_000, 1), present(4, Some(NOW + 1_500)), NOW);
         assert!(o.allowed);
         assert_eq!((o.count, o.remaining, o.reset_ms), (5, 5, 1_500));
-        assert_eq!(o.effects, Effects { store: Some((5, NOW + 1_500)), set_expiry: None });
+        assert_eq!(o.effects, Effects { store: store(5, 1, NOW + 1_500), set_expiry: None });
     }
 
     #[test]
@@ -114,6 +132,7 @@ mod tests {
         let o = decide(&args(5, 1_000, 2), present(3, Some(NOW + 10)), NOW);
         assert!(o.allowed);
         assert_eq!((o.count, o.remaining), (5, 0));
+        assert_eq!(o.effects.store, store(5, 2, NOW + 10));
     }
 
     #[test]
@@ -128,7 +147,7 @@ mod tests {
     fn leaked_counter_heals_when_admitted() {
         let o = decide(&args(10, 30_000, 1), present(2, None), NOW);
         assert!(o.allowed);
-        assert_eq!(o.effects, Effects { store: Some((3, NOW + 30_000)), set_expiry: Some(NOW + 30_000) });
+        assert_eq!(o.effects, Effects { store: store(3, 1, NOW + 30_000), set_expiry: Some(NOW + 30_000) });
         assert_eq!(o.reset_ms, 30_000);
     }
 
