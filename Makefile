@@ -7,7 +7,7 @@ MODULE := target/release/libredis_ratelimit.so
 REDIS_SERVER ?= redis-server
 export REDIS_SERVER
 
-.PHONY: all deps build test run clean
+.PHONY: all deps build test bench run clean
 
 all: build
 
@@ -30,8 +30,15 @@ deps:
 build: deps
 	cargo build --release --locked
 
+# The tests, then a short benchmark run so that `make bench` cannot rot (its output goes under target/).
 test: build
 	cargo test --release --locked
+	cargo bench --locked --bench ratelimit -- --quick
+
+# The full benchmark (a few minutes): table on stdout and in bench/results/latest.md, chart in
+# bench/results/ratios.svg.
+bench: build
+	cargo bench --locked --bench ratelimit
 
 run: build
 	redis-server redis.conf.example --port $(PORT)

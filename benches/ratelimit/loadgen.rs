@@ -1,0 +1,309 @@
+//! The one load generator every contender is measured with: raw RESP over non-blocking loopback
+//! sockets, many connections driven from one thread with poll(2), each sending pipelines of
+//! logical rate-limit hits and timing them.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+/// How one logical rate-limit hit is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contender {
+    /// `INCR`: the floor, one increment and no expiry.
+    Incr,
+    /// `INCR`, then `EXPIRE` when it returned 1: the old two-step.
+    TwoStep,
+    /// `INCR` + `EXPIRE NX` in one pipeline, no MULTI.
+    IncrExpireNx,
+    /// `MULTI; INCR; EXPIRE NX; EXEC`.
+    Multi,
+    /// The INCR + EXPIRE NX logic as a Lua script, by `EVALSHA`.
+    EvalSha,
+    /// The same logic as a Redis function, by `FCALL`.
+    Fcall,
+    /// `RATELIMIT.HIT`.
+    Hit,
+}
+
+pub const ALL: [Contender; 7] = [
+    Contender::Incr,
+    Contender::TwoStep,
+    Contender::IncrExpireNx,
+    Contender::Multi,
+    Contender::EvalSha,
+    Contender::Fcall,
+    Contender::Hit,
+];
+
+impl Contender {
+    pub fn name(self) -> &'static str {
+        match self {
+            Contender::Incr => "INCR (floor)",
+            Contender::TwoStep => "INCR, then EXPIRE if 1",
+            Contender::IncrExpireNx => "INCR + EXPIRE NX (pipeline)",
+            Contender::Multi => "MULTI INCR EXPIRE NX EXEC",
+            Contender::EvalSha => "EVALSHA (Lua)",
+            Contender::Fcall => "FCALL (function)",
+            Contender::Hit => "RATELIMIT.HIT",
+        }
+    }
+
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Contender::Incr => "b:incr:",
+            Contender::TwoStep => "b:two:",
+            Contender::IncrExpireNx => "b:nx:",
+            Contender::Multi => "b:multi:",
+            Contender::EvalSha => "b:eval:",
+            Contender::Fcall => "b:fcall:",
+            Contender::Hit => "b:hit:",
+        }
+    }
+}
+
+/// What the contenders need besides the key: the Lua script's SHA and the window.
+pub struct Setup {
+    pub script_sha: String,
+    pub function: String,
+    pub window_s: &'static str,
+    pub hit_limit: &'static str,
+}
+
+pub fn command(out: &mut Vec<u8>, args: &[&[u8]]) {
+    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Writes one logical hit on `key`; returns how many replies it brings.
+fn write_hit(contender: Contender, setup: &Setup, key: &[u8], out: &mut Vec<u8>) -> usize {
+    let w = setup.window_s.as_bytes();
+    match contender {
+        Contender::Incr | Contender::TwoStep => {
+            command(out, &[b"INCR", key]);
+            1
+        }
+        Contender::IncrExpireNx => {
+            command(out, &[b"INCR", key]);
+            command(out, &[b"EXPIRE", key, w, b"NX"]);
+            2
+        }
+        Contender::Multi => {
+            command(out, &[b"MULTI"]);
+            command(out, &[b"INCR", key]);
+            command(out, &[b"EXPIRE", key, w, b"NX"]);
+            command(out, &[b"EXEC"]);
+            4
+        }
+        Contender::EvalSha => {
+            command(out, &[b"EVALSHA", setup.script_sha.as_bytes(), b"1", key, w]);
+            1
+        }
+        Contender::Fcall => {
+            command(out, &[b"FCALL", setup.function.as_bytes(), b"1", key, w]);
+            1
+        }
+        Contender::Hit => {
+            command(out, &[b"RATELIMIT.HIT", key, setup.hit_limit.as_bytes(), w]);
+            1
+        }
+    }
+}
+
+/// Parses one complete RESP2 reply at the start of `buf`: its length and, for an integer, its
+/// value. `None` while incomplete. Error replies fail the run: a benchmark of errors is no
+/// benchmark.
+pub fn parse_reply(buf: &[u8]) -> Option<(usize, Option<i64>)> {
+    let line_end = buf.windows(2).position(|w| w == b"\r\n")?;
+    let line = &buf[1..line_end];
+    let after = line_end + 2;
+    let number = || std::str::from_utf8(line).ok()?.parse::<i64>().ok();
+    match buf[0] {
+        b'+' => Some((after, None)),
+        b'-' => panic!("the server answered an error: {}", String::from_utf8_lossy(line)),
+        b':' => Some((after, number())),
+        b'$' => {
+            let len = number()?;
+            if len < 0 {
+                return Some((after, None));
+            }
+            let end = after + len as usize + 2;
+            (buf.len() >= end).then_some((end, None))
+        }
+        b'*' => {
+            let mut pos = after;
+            for _ in 0..number()?.max(0) {
+                pos += parse_reply(&buf[pos..])?.0;
+            }
+            Some((pos, None))
+        }
+        other => panic!("unexpected RESP type byte {other:?}"),
+    }
+}
+
+/// A small fast PRNG for key choice (xorshift64*), seeded per connection.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+    }
+}
+
+struct Conn {
+    stream: TcpStream,
+    out: Vec<u8>,
+    written: usize,
+    input: Vec<u8>,
+    pending: usize,
+    batch_ops: usize,
+    batch_started: Instant,
+    /// Two-step: keys whose INCR returned 1, to EXPIRE in the batch's second round trip.
+    follow_ups: Vec<Vec<u8>>,
+    /// Two-step: how many INCR replies of this batch remain (their keys, in order).
+    incr_keys: Vec<Vec<u8>>,
+    rng: Rng,
+}
+
+/// What one run measured.
+pub struct RunStats {
+    pub ops: u64,
+    pub elapsed: Duration,
+    /// Round-trip time of each pipeline (one entry per logical op in it), in microseconds.
+    pub latencies_us: Vec<u32>,
+}
+
+pub struct Load<'a> {
+    pub port: u16,
+    pub contender: Contender,
+    pub setup: &'a Setup,
+    pub connections: usize,
+    pub pipeline: usize,
+    pub keyspace: u64,
+    pub duration: Duration,
+}
+
+impl Load<'_> {
+    pub fn run(&self) -> RunStats {
+        let mut conns: Vec<Conn> = (0..self.connections)
+            .map(|i| {
+                let stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+                stream.set_nodelay(true).unwrap();
+                stream.set_nonblocking(true).unwrap();
+                Conn {
+                    stream,
+                    out: Vec::new(),
+                    written: 0,
+                    input: Vec::new(),
+                    pending: 0,
+                    batch_ops: 0,
+                    batch_started: Instant::now(),
+                    follow_ups: Vec::new(),
+                    incr_keys: Vec::new(),
+                    rng: Rng(0x9E37_79B9_7F4A_7C15 ^ (i as u64 + 1) * 0x1000_0000_01B3),
+                }
+            })
+            .collect();
+        let started = Instant::now();
+        let deadline = started + self.duration;
+        let mut ops = 0u64;
+        let mut latencies_us = Vec::new();
+        for conn in &mut conns {
+            self.start_batch(conn);
+        }
+        let mut fds: Vec<libc::pollfd> = conns
+            .iter()
+            .map(|c| libc::pollfd { fd: c.stream.as_raw_fd(), events: 0, revents: 0 })
+            .collect();
+        let mut active = conns.len();
+        let mut buf = vec![0u8; 64 * 1024];
+        while active > 0 {
+            for (fd, conn) in fds.iter_mut().zip(&conns) {
+                fd.events = if conn.pending == 0 {
+                    0
+                } else if conn.written < conn.out.len() {
+                    libc::POLLOUT
+                } else {
+                    libc::POLLIN
+                };
+            }
+            let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 1000) };
+            assert!(ready >= 0, "poll failed: {}", std::io::Error::last_os_error());
+            for (i, conn) in conns.iter_mut().enumerate() {
+                if fds[i].revents == 0 || conn.pending == 0 {
+                    continue;
+                }
+                if conn.written < conn.out.len() {
+                    match conn.stream.write(&conn.out[conn.written..]) {
+                        Ok(n) => conn.written += n,
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                        Err(e) => panic!("write: {e}"),
+                    }
+                    continue;
+                }
+                match conn.stream.read(&mut buf) {
+                    Ok(0) => panic!("the server closed a connection"),
+                    Ok(n) => conn.input.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
+                    Err(e) => panic!("read: {e}"),
+                }
+                let mut consumed = 0;
+                while conn.pending > 0 {
+                    let Some((len, value)) = parse_reply(&conn.input[consumed..]) else { break };
+                    consumed += len;
+                    conn.pending -= 1;
+                    if !conn.incr_keys.is_empty() {
+                        let key = conn.incr_keys.remove(0);
+                        if value == Some(1) {
+                            conn.follow_ups.push(key);
+                        }
+                    }
+                }
+                conn.input.drain(..consumed);
+                if conn.pending > 0 {
+                    continue;
+                }
+                if !conn.follow_ups.is_empty() {
+                    // Two-step: the EXPIREs for counters that INCR just created.
+                    conn.out.clear();
+                    conn.written = 0;
+                    for key in std::mem::take(&mut conn.follow_ups) {
+                        command(&mut conn.out, &[b"EXPIRE", &key, self.setup.window_s.as_bytes()]);
+                        conn.pending += 1;
+                    }
+                    continue;
+                }
+                let rtt = conn.batch_started.elapsed().as_micros().min(u32::MAX as u128) as u32;
+                latencies_us.extend(std::iter::repeat(rtt).take(conn.batch_ops));
+                ops += conn.batch_ops as u64;
+                if Instant::now() < deadline {
+                    self.start_batch(conn);
+                } else {
+                    active -= 1;
+                }
+            }
+        }
+        RunStats { ops, elapsed: started.elapsed(), latencies_us }
+    }
+
+    fn start_batch(&self, conn: &mut Conn) {
+        conn.out.clear();
+        conn.written = 0;
+        conn.batch_ops = self.pipeline;
+        for _ in 0..self.pipeline {
+            let key = format!("{}{}", self.contender.prefix(), conn.rng.below(self.keyspace)).into_bytes();
+            conn.pending += write_hit(self.contender, self.setup, &key, &mut conn.out);
+            if self.contender == Contender::TwoStep {
+                conn.incr_keys.push(key);
+            }
+        }
+        conn.batch_started = Instant::now();
+    }
+}

@@ -1,0 +1,298 @@
+//! `make bench`: RATELIMIT.HIT and RATELIMIT.AUDIT against INCR and every alternative, measured
+//! in one run against one redis-server with one load generator. `--quick` is a short smoke run
+//! (`make test` runs it so this cannot rot); it writes under target/ instead of bench/results/.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+mod loadgen;
+mod report;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{audit, cpu_ticks, info_field, Server};
+use loadgen::{Contender, Load, Setup, ALL};
+use redis::Connection;
+
+struct Plan {
+    reps: usize,
+    duration: Duration,
+    keyspace: u64,
+    connections: usize,
+    counters_for_memory: u64,
+    audit_keys: u64,
+    out_dir: PathBuf,
+}
+
+/// One contender's medians over the repetitions, at one pipeline depth.
+pub struct Row {
+    pub contender: Contender,
+    pub ops_per_s: f64,
+    pub cpu_us_per_op: f64,
+    pub p50_us: u32,
+    pub p99_us: u32,
+}
+
+pub struct MemoryRow {
+    pub what: &'static str,
+    pub bytes_per_counter: f64,
+}
+
+pub struct AuditResult {
+    pub keys: u64,
+    pub leaked: u64,
+    pub audit: Duration,
+    pub client_side: Duration,
+    pub worst_ping: Duration,
+    pub pings: u64,
+}
+
+pub struct Results {
+    pub pipelined: Vec<Row>,
+    pub unpipelined: Vec<Row>,
+    pub memory: Vec<MemoryRow>,
+    pub audit: AuditResult,
+    pub pipeline: usize,
+    pub connections: usize,
+    pub keyspace: u64,
+    pub reps: usize,
+}
+
+const PIPELINE: usize = 16;
+const TICKS_PER_SECOND: f64 = 100.0;
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let plan = if quick {
+        Plan {
+            reps: 1,
+            duration: Duration::from_millis(150),
+            keyspace: 10_000,
+            connections: 10,
+            counters_for_memory: 10_000,
+            audit_keys: 20_000,
+            out_dir: root.join("target/bench-quick"),
+        }
+    } else {
+        Plan {
+            reps: 5,
+            duration: Duration::from_secs(2),
+            keyspace: 100_000,
+            connections: 50,
+            counters_for_memory: 100_000,
+            audit_keys: 1_000_000,
+            out_dir: root.join("bench/results"),
+        }
+    };
+    let server = Server::start();
+    let mut con = server.connect();
+    let setup = prepare(&mut con);
+
+    eprintln!("throughput: {} contenders x {} reps, pipelined {PIPELINE} and unpipelined", ALL.len(), plan.reps);
+    let pipelined = throughput(&server, &setup, &plan, PIPELINE);
+    let unpipelined = throughput(&server, &setup, &plan, 1);
+    eprintln!("memory per counter");
+    let memory = memory(&server, &setup, &plan);
+    eprintln!("audit over {} keys", plan.audit_keys);
+    let audit = audit_vs_client(&server, &plan);
+
+    let results = Results {
+        pipelined,
+        unpipelined,
+        memory,
+        audit,
+        pipeline: PIPELINE,
+        connections: plan.connections,
+        keyspace: plan.keyspace,
+        reps: plan.reps,
+    };
+    let machine = report::machine(&mut con);
+    let markdown = report::markdown(&results, &machine);
+    println!("{markdown}");
+    std::fs::create_dir_all(&plan.out_dir).unwrap();
+    std::fs::write(plan.out_dir.join("latest.md"), &markdown).unwrap();
+    std::fs::write(plan.out_dir.join("ratios.svg"), report::svg(&results, &machine)).unwrap();
+    eprintln!("written to {}", plan.out_dir.display());
+}
+
+/// Loads the Lua script and the function that the EVALSHA and FCALL contenders call.
+fn prepare(con: &mut Connection) -> Setup {
+    let body = "local c = redis.call('INCR', KEYS[1]) redis.call('EXPIRE', KEYS[1], ARGV[1], 'NX') return c";
+    let script_sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(body).query(con).unwrap();
+    let library = format!(
+        "#!lua name=ratelimit_bench\nredis.register_function('ratelimit_bench_hit', function(KEYS, ARGV) {body} end)"
+    );
+    let _: String = redis::cmd("FUNCTION").arg("LOAD").arg("REPLACE").arg(library).query(con).unwrap();
+    Setup { script_sha, function: "ratelimit_bench_hit".into(), window_s: "60", hit_limit: "1000000000" }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(|a, b| a.total_cmp(b));
+    values[values.len() / 2]
+}
+
+fn percentile(sorted: &[u32], p: f64) -> u32 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Every contender once per repetition, interleaved (A, B, C, then again), medians reported.
+fn throughput(server: &Server, setup: &Setup, plan: &Plan, pipeline: usize) -> Vec<Row> {
+    let mut samples: Vec<(Vec<f64>, Vec<f64>, Vec<u32>)> = ALL.iter().map(|_| Default::default()).collect();
+    for _ in 0..plan.reps {
+        for (i, &contender) in ALL.iter().enumerate() {
+            let load = Load {
+                port: server.port,
+                contender,
+                setup,
+                connections: plan.connections,
+                pipeline,
+                keyspace: plan.keyspace,
+                duration: plan.duration,
+            };
+            let ticks_before = cpu_ticks(server.pid());
+            let stats = load.run();
+            let ticks = cpu_ticks(server.pid()) - ticks_before;
+            let (ops_per_s, cpu_us) = samples_of(&stats, ticks);
+            samples[i].0.push(ops_per_s);
+            samples[i].1.push(cpu_us);
+            samples[i].2.extend(stats.latencies_us);
+        }
+    }
+    ALL.iter()
+        .zip(samples)
+        .map(|(&contender, (ops, cpu, mut latencies))| {
+            latencies.sort_unstable();
+            Row {
+                contender,
+                ops_per_s: median(ops),
+                cpu_us_per_op: median(cpu),
+                p50_us: percentile(&latencies, 0.50),
+                p99_us: percentile(&latencies, 0.99),
+            }
+        })
+        .collect()
+}
+
+fn samples_of(stats: &loadgen::RunStats, server_ticks: u64) -> (f64, f64) {
+    let ops = stats.ops.max(1) as f64;
+    let ops_per_s = ops / stats.elapsed.as_secs_f64();
+    let cpu_us_per_op = server_ticks as f64 / TICKS_PER_SECOND * 1e6 / ops;
+    (ops_per_s, cpu_us_per_op)
+}
+
+fn used_memory(con: &mut Connection) -> i64 {
+    info_field(con, "memory", "used_memory").unwrap().parse().unwrap()
+}
+
+/// Sends `count` commands made by `command(i)`, pipelined in chunks, ignoring the replies.
+fn fill(con: &mut Connection, count: u64, command: impl Fn(u64) -> redis::Cmd) {
+    for chunk in (0..count).collect::<Vec<_>>().chunks(10_000) {
+        let mut pipe = redis::pipe();
+        for &i in chunk {
+            pipe.add_command(command(i)).ignore();
+        }
+        pipe.query::<()>(con).unwrap();
+    }
+}
+
+/// used_memory per counter: HIT-created counters against INCR + EXPIRE NX ones, each after one
+/// hit and after five.
+fn memory(server: &Server, setup: &Setup, plan: &Plan) -> Vec<MemoryRow> {
+    let mut con = server.connect();
+    let n = plan.counters_for_memory;
+    let mut per_counter = |hits: u64, make: &dyn Fn(&mut Connection, u64)| -> f64 {
+        let _: () = redis::cmd("FLUSHALL").arg("SYNC").query(&mut con).unwrap();
+        let before = used_memory(&mut con);
+        for _ in 0..hits {
+            make(&mut con, n);
+        }
+        (used_memory(&mut con) - before) as f64 / n as f64
+    };
+    let hit = |con: &mut Connection, n: u64| {
+        fill(con, n, |i| {
+            let mut c = redis::cmd("RATELIMIT.HIT");
+            c.arg(format!("m:{i}")).arg(setup.hit_limit).arg(setup.window_s);
+            c
+        })
+    };
+    let incr_expire = |con: &mut Connection, n: u64| {
+        for i in (0..n).step_by(5_000) {
+            let mut pipe = redis::pipe();
+            for j in i..(i + 5_000).min(n) {
+                let key = format!("m:{j}");
+                pipe.cmd("INCR").arg(&key).ignore();
+                pipe.cmd("EXPIRE").arg(&key).arg(setup.window_s).arg("NX").ignore();
+            }
+            pipe.query::<()>(con).unwrap();
+        }
+    };
+    let rows = vec![
+        MemoryRow { what: "INCR + EXPIRE NX, 1 hit", bytes_per_counter: per_counter(1, &incr_expire) },
+        MemoryRow { what: "RATELIMIT.HIT, 1 hit", bytes_per_counter: per_counter(1, &hit) },
+        MemoryRow { what: "INCR + EXPIRE NX, 5 hits", bytes_per_counter: per_counter(5, &incr_expire) },
+        MemoryRow { what: "RATELIMIT.HIT, 5 hits", bytes_per_counter: per_counter(5, &hit) },
+    ];
+    let _: () = redis::cmd("FLUSHALL").arg("SYNC").query(&mut con).unwrap();
+    rows
+}
+
+/// One AUDIT over `audit_keys` counters (1% leaked) against the client-side SCAN MATCH +
+/// pipelined TTL audit of the same keys, with another client PINGing throughout the AUDIT.
+fn audit_vs_client(server: &Server, plan: &Plan) -> AuditResult {
+    let mut con = server.connect();
+    let keys = plan.audit_keys;
+    let leaked = keys / 100;
+    fill(&mut con, keys, |i| {
+        let mut c = redis::cmd("SET");
+        c.arg(format!("a:{i}")).arg(i % 50 + 1);
+        if i >= leaked {
+            c.arg("EX").arg(3600);
+        }
+        c
+    });
+
+    let mut pinger = server.connect();
+    let done = Arc::new(AtomicBool::new(false));
+    let stop = Arc::clone(&done);
+    let pings = thread::spawn(move || {
+        let (mut worst, mut count) = (Duration::ZERO, 0);
+        while !stop.load(Ordering::Relaxed) {
+            let sent = Instant::now();
+            let _: String = redis::cmd("PING").query(&mut pinger).unwrap();
+            worst = worst.max(sent.elapsed());
+            count += 1;
+        }
+        (worst, count)
+    });
+    let started = Instant::now();
+    let reply = audit(&mut con, &["a:", "LIMIT", "0"]).unwrap();
+    let audit_time = started.elapsed();
+    done.store(true, Ordering::Relaxed);
+    let (worst_ping, pings) = pings.join().unwrap();
+    assert_eq!(reply.found as u64, leaked);
+
+    let started = Instant::now();
+    let (mut cursor, mut found) = (0u64, 0u64);
+    loop {
+        let (next, batch): (u64, Vec<String>) =
+            redis::cmd("SCAN").arg(cursor).arg("MATCH").arg("a:*").arg("COUNT").arg(1000).query(&mut con).unwrap();
+        let mut pipe = redis::pipe();
+        for key in &batch {
+            pipe.cmd("TTL").arg(key);
+        }
+        let ttls: Vec<i64> = pipe.query(&mut con).unwrap();
+        found += ttls.iter().filter(|&&t| t == -1).count() as u64;
+        cursor = next;
+        if cursor == 0 {
+            break;
+        }
+    }
+    let client_side = started.elapsed();
+    assert_eq!(found, leaked);
+    let _: () = redis::cmd("FLUSHALL").arg("SYNC").query(&mut con).unwrap();
+    AuditResult { keys, leaked, audit: audit_time, client_side, worst_ping, pings }
+}

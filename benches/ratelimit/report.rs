@@ -1,0 +1,185 @@
+//! The benchmark's report: a Markdown table (stdout and bench/results/latest.md) and an SVG bar
+//! chart of throughput ratios to INCR (bench/results/ratios.svg).
+
+use std::fmt::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use redis::Connection;
+
+use crate::common::info_field;
+use crate::loadgen::Contender;
+use crate::{Results, Row};
+
+pub struct Machine {
+    pub date: String,
+    pub description: String,
+}
+
+/// Today's date (UTC) and what the numbers were measured on.
+pub fn machine(con: &mut Connection) -> Machine {
+    let days = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64 / 86_400;
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name")?.split(':').nth(1))
+        .unwrap_or("unknown CPU")
+        .trim()
+        .to_string();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let version = info_field(con, "server", "redis_version").unwrap_or_default();
+    Machine {
+        date: civil_date(days),
+        description: format!("{cpu}, {cores} cores, Linux {}, redis-server {version}", kernel.trim()),
+    }
+}
+
+/// Days since 1970-01-01 to YYYY-MM-DD (Howard Hinnant's civil-from-days).
+fn civil_date(days: i64) -> String {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+fn row_of(rows: &[Row], contender: Contender) -> &Row {
+    rows.iter().find(|r| r.contender == contender).expect("every contender measured")
+}
+
+fn throughput_table(out: &mut String, rows: &[Row]) {
+    let incr = row_of(rows, Contender::Incr);
+    out.push_str("| contender | ops/s | × INCR | server CPU µs/op | × INCR CPU | p50 µs | p99 µs |\n");
+    out.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {} |",
+            r.contender.name(),
+            r.ops_per_s,
+            r.ops_per_s / incr.ops_per_s,
+            r.cpu_us_per_op,
+            r.cpu_us_per_op / incr.cpu_us_per_op,
+            r.p50_us,
+            r.p99_us
+        );
+    }
+}
+
+pub fn markdown(results: &Results, machine: &Machine) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# redis-ratelimit benchmark\n");
+    let _ = writeln!(
+        out,
+        "Measured {} on {}. One load generator for every contender: {} connections, {} random keys, \
+         {} repetitions interleaved (A, B, C, then again), medians. Server CPU is the redis-server \
+         process's user+system time per operation (from /proc), steadier than throughput on a shared machine.\n",
+        machine.date, machine.description, results.connections, results.keyspace, results.reps
+    );
+    let _ = writeln!(out, "## Throughput, pipelined {} deep\n", results.pipeline);
+    throughput_table(&mut out, &results.pipelined);
+    let _ = writeln!(out, "\n## Throughput, unpipelined (noisy on 2 cores)\n");
+    throughput_table(&mut out, &results.unpipelined);
+
+    let _ = writeln!(out, "\n## Memory per counter (`used_memory` delta / counters)\n");
+    out.push_str("| counters made by | bytes per counter | × INCR + EXPIRE NX |\n| --- | ---: | ---: |\n");
+    for pair in results.memory.chunks(2) {
+        for m in pair {
+            let _ = writeln!(
+                out,
+                "| {} | {:.1} | {:.2} |",
+                m.what,
+                m.bytes_per_counter,
+                m.bytes_per_counter / pair[0].bytes_per_counter
+            );
+        }
+    }
+
+    let a = &results.audit;
+    let _ = writeln!(out, "\n## Audit of {} counters, {} leaked\n", a.keys, a.leaked);
+    out.push_str("| audit | wall time |\n| --- | ---: |\n");
+    let _ = writeln!(out, "| `RATELIMIT.AUDIT` | {:.3} s |", a.audit.as_secs_f64());
+    let _ = writeln!(out, "| client-side `SCAN MATCH` + pipelined `TTL` | {:.3} s |", a.client_side.as_secs_f64());
+    let _ = writeln!(out, "| speed-up | {:.1}× |", a.client_side.as_secs_f64() / a.audit.as_secs_f64());
+    let _ = writeln!(
+        out,
+        "| worst PING wait during the AUDIT | {:.2} ms over {} PINGs |",
+        a.worst_ping.as_secs_f64() * 1e3,
+        a.pings
+    );
+
+    let p = &results.pipelined;
+    let (hit, incr) = (row_of(p, Contender::Hit), row_of(p, Contender::Incr));
+    let ratio = |c: Contender| hit.ops_per_s / row_of(p, c).ops_per_s;
+    let memory_ratio = results.memory[1].bytes_per_counter / results.memory[0].bytes_per_counter;
+    let targets = [
+        ("HIT throughput ≥ 0.80× INCR", hit.ops_per_s / incr.ops_per_s, 0.80, true),
+        ("HIT server CPU ≤ 1.35× INCR", hit.cpu_us_per_op / incr.cpu_us_per_op, 1.35, false),
+        ("HIT throughput ≥ 1.5× MULTI", ratio(Contender::Multi), 1.5, true),
+        ("HIT throughput ≥ 2× EVALSHA", ratio(Contender::EvalSha), 2.0, true),
+        ("memory per counter ≤ 1.1× INCR + EXPIRE NX", memory_ratio, 1.1, false),
+        ("AUDIT ≥ 10× the client-side audit", a.client_side.as_secs_f64() / a.audit.as_secs_f64(), 10.0, true),
+        ("worst PING wait during AUDIT ≤ 10 ms", a.worst_ping.as_secs_f64() * 1e3, 10.0, false),
+    ];
+    let _ = writeln!(out, "\n## Targets (pipelined)\n");
+    out.push_str("| target | measured | met |\n| --- | ---: | :---: |\n");
+    for (what, measured, bound, at_least) in targets {
+        let met = if at_least { measured >= bound } else { measured <= bound };
+        let _ = writeln!(out, "| {what} | {measured:.2} | {} |", if met { "yes" } else { "no" });
+    }
+    out
+}
+
+/// Horizontal bars: each contender's pipelined throughput as a multiple of INCR's.
+pub fn svg(results: &Results, machine: &Machine) -> String {
+    let rows = &results.pipelined;
+    let incr = row_of(rows, Contender::Incr).ops_per_s;
+    let (label_w, bar_w, bar_h, gap, top) = (230.0, 420.0, 24.0, 10.0, 50.0);
+    let height = top + rows.len() as f64 * (bar_h + gap) + 40.0;
+    let max = rows.iter().map(|r| r.ops_per_s / incr).fold(1.0f64, f64::max);
+    let scale = bar_w / max;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{height}" font-family="sans-serif" font-size="13">"#,
+        w = label_w + bar_w + 80.0
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="10" y="20" font-size="15" font-weight="bold">Throughput × INCR, pipelined {} deep (higher is better)</text>"#,
+        results.pipeline
+    );
+    let _ = writeln!(s, r##"<text x="10" y="38" fill="#555">{} — {}</text>"##, machine.date, escape(&machine.description));
+    for (i, r) in rows.iter().enumerate() {
+        let y = top + i as f64 * (bar_h + gap);
+        let ratio = r.ops_per_s / incr;
+        let colour = match r.contender {
+            Contender::Hit => "#c0392b",
+            Contender::Incr => "#7f8c8d",
+            _ => "#2980b9",
+        };
+        let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#, label_w - 8.0, y + 17.0, escape(r.contender.name()));
+        let _ = writeln!(s, r#"<rect x="{label_w}" y="{y}" width="{:.1}" height="{bar_h}" fill="{colour}"/>"#, ratio * scale);
+        let _ = writeln!(s, r#"<text x="{:.1}" y="{}">{ratio:.2}×</text>"#, label_w + ratio * scale + 6.0, y + 17.0);
+    }
+    let target_x = label_w + 0.8 * scale;
+    let bottom = top + rows.len() as f64 * (bar_h + gap);
+    let _ = writeln!(
+        s,
+        r##"<line x1="{target_x:.1}" y1="{}" x2="{target_x:.1}" y2="{bottom}" stroke="#333" stroke-dasharray="4 3"/>"##,
+        top - 6.0
+    );
+    let _ = writeln!(s, r##"<text x="{target_x:.1}" y="{}" text-anchor="middle" fill="#333">target 0.8×</text>"##, bottom + 16.0);
+    s.push_str("</svg>\n");
+    s
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
