@@ -11,7 +11,7 @@ use redis_module::raw::{
 };
 
 use crate::args::{parse_audit, parse_repair, WalkArgs};
-use crate::audit_filter::{classify, is_counter_value, KeyFacts, Seen, Tally};
+use crate::audit_filter::{classify, is_counter_value, Probe, Seen, Tally};
 use crate::command::{api, bytes, reply_error, OK};
 use crate::counter_key::CounterKey;
 use crate::walk::{self, Walk};
@@ -133,13 +133,7 @@ impl Walk for Sweep {
             return;
         }
         let name = unsafe { bytes(name) };
-        let seen = classify(name, &self.prefix, || unsafe {
-            KeyFacts {
-                is_string: api!(RedisModule_KeyType)(key) as isize == REDISMODULE_KEYTYPE_STRING,
-                has_ttl: api!(RedisModule_GetAbsExpire)(key) != REDISMODULE_NO_EXPIRE as i64,
-                len: api!(RedisModule_ValueLength)(key),
-            }
-        });
+        let seen = classify(name, &self.prefix, &mut ScannedKey(key));
         self.tally.count(seen);
         if seen == Seen::Suspect {
             self.suspects.push(name.to_vec());
@@ -183,6 +177,22 @@ impl Walk for Sweep {
             }
         }
         OK
+    }
+}
+
+/// The key handle `RedisModule_Scan` gives its callback, asked without reopening the key
+/// (reopening could expire it and emit a DEL in the middle of a read-only walk).
+struct ScannedKey(*mut RedisModuleKey);
+
+impl Probe for ScannedKey {
+    fn is_string(&mut self) -> bool {
+        unsafe { api!(RedisModule_KeyType)(self.0) as isize == REDISMODULE_KEYTYPE_STRING }
+    }
+    fn has_ttl(&mut self) -> bool {
+        unsafe { api!(RedisModule_GetAbsExpire)(self.0) != REDISMODULE_NO_EXPIRE as i64 }
+    }
+    fn len(&mut self) -> usize {
+        unsafe { api!(RedisModule_ValueLength)(self.0) }
     }
 }
 

@@ -6,13 +6,13 @@ use std::hash::{BuildHasher, RandomState};
 
 use crate::decimal::{parse_i64, MAX_LEN};
 
-/// What the keyspace walk knows of a key without reading its value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeyFacts {
-    pub is_string: bool,
-    pub has_ttl: bool,
-    /// The string's length in bytes (meaningless for other types).
-    pub len: usize,
+/// What the keyspace walk can ask of a key without reading its value; each answer costs a
+/// server call, so `classify` asks only what it needs.
+pub trait Probe {
+    fn is_string(&mut self) -> bool;
+    fn has_ttl(&mut self) -> bool;
+    /// The string's length in bytes.
+    fn len(&mut self) -> usize;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,15 +25,13 @@ pub enum Seen {
     Suspect,
 }
 
-/// Sorts a key by its name, then (under the prefix only) by the facts the scan gives without
+/// Sorts a key by its name, then (under the prefix only) by what the scan can tell without
 /// reading the value, so that only suspects need their value read. Prefixes compare byte for
 /// byte: glob characters are literal.
-pub fn classify(name: &[u8], prefix: &[u8], facts: impl FnOnce() -> KeyFacts) -> Seen {
+pub fn classify(name: &[u8], prefix: &[u8], key: &mut impl Probe) -> Seen {
     if !name.starts_with(prefix) {
-        return Seen::Outside;
-    }
-    let facts = facts();
-    if facts.is_string && !facts.has_ttl && (1..=MAX_LEN).contains(&facts.len) {
+        Seen::Outside
+    } else if key.is_string() && !key.has_ttl() && (1..=MAX_LEN).contains(&key.len()) {
         Seen::Suspect
     } else {
         Seen::Healthy
@@ -97,27 +95,69 @@ impl Tally {
 mod tests {
     use super::*;
 
-    const STRING_NO_TTL: KeyFacts = KeyFacts { is_string: true, has_ttl: false, len: 3 };
+    /// A probe with fixed answers that records which questions were asked.
+    #[derive(Default)]
+    struct Facts {
+        is_string: bool,
+        has_ttl: bool,
+        len: usize,
+        asked: Vec<&'static str>,
+    }
+
+    impl Probe for Facts {
+        fn is_string(&mut self) -> bool {
+            self.asked.push("is_string");
+            self.is_string
+        }
+        fn has_ttl(&mut self) -> bool {
+            self.asked.push("has_ttl");
+            self.has_ttl
+        }
+        fn len(&mut self) -> usize {
+            self.asked.push("len");
+            self.len
+        }
+    }
+
+    fn facts(is_string: bool, has_ttl: bool, len: usize) -> Facts {
+        Facts { is_string, has_ttl, len, asked: Vec::new() }
+    }
+
+    fn string_no_ttl() -> Facts {
+        facts(true, false, 3)
+    }
 
     #[test]
     fn prefix_is_literal_bytes() {
-        assert_eq!(classify(b"rl:1", b"rl:", || STRING_NO_TTL), Seen::Suspect);
-        assert_eq!(classify(b"rl:1", b"rl:*", || STRING_NO_TTL), Seen::Outside);
-        assert_eq!(classify(b"rl:*1", b"rl:*", || STRING_NO_TTL), Seen::Suspect);
-        assert_eq!(classify(b"RL:1", b"rl:", || STRING_NO_TTL), Seen::Outside);
-        assert_eq!(classify(b"r", b"rl:", || STRING_NO_TTL), Seen::Outside);
-        assert_eq!(classify(b"anything", b"", || STRING_NO_TTL), Seen::Suspect);
-        assert_eq!(classify(b"\xff\x00k", b"\xff\x00", || STRING_NO_TTL), Seen::Suspect);
+        assert_eq!(classify(b"rl:1", b"rl:", &mut string_no_ttl()), Seen::Suspect);
+        assert_eq!(classify(b"rl:1", b"rl:*", &mut string_no_ttl()), Seen::Outside);
+        assert_eq!(classify(b"rl:*1", b"rl:*", &mut string_no_ttl()), Seen::Suspect);
+        assert_eq!(classify(b"RL:1", b"rl:", &mut string_no_ttl()), Seen::Outside);
+        assert_eq!(classify(b"r", b"rl:", &mut string_no_ttl()), Seen::Outside);
+        assert_eq!(classify(b"anything", b"", &mut string_no_ttl()), Seen::Suspect);
+        assert_eq!(classify(b"\xff\x00k", b"\xff\x00", &mut string_no_ttl()), Seen::Suspect);
     }
 
     #[test]
     fn only_short_strings_without_ttl_are_suspects() {
-        let facts = |is_string, has_ttl, len| move || KeyFacts { is_string, has_ttl, len };
-        assert_eq!(classify(b"rl:1", b"rl:", facts(true, true, 3)), Seen::Healthy);
-        assert_eq!(classify(b"rl:1", b"rl:", facts(false, false, 3)), Seen::Healthy);
-        assert_eq!(classify(b"rl:1", b"rl:", facts(true, false, 0)), Seen::Healthy);
-        assert_eq!(classify(b"rl:1", b"rl:", facts(true, false, 21)), Seen::Healthy);
-        assert_eq!(classify(b"rl:1", b"rl:", facts(true, false, 20)), Seen::Suspect);
+        assert_eq!(classify(b"rl:1", b"rl:", &mut facts(true, true, 3)), Seen::Healthy);
+        assert_eq!(classify(b"rl:1", b"rl:", &mut facts(false, false, 3)), Seen::Healthy);
+        assert_eq!(classify(b"rl:1", b"rl:", &mut facts(true, false, 0)), Seen::Healthy);
+        assert_eq!(classify(b"rl:1", b"rl:", &mut facts(true, false, 21)), Seen::Healthy);
+        assert_eq!(classify(b"rl:1", b"rl:", &mut facts(true, false, 20)), Seen::Suspect);
+    }
+
+    #[test]
+    fn asks_only_what_it_needs() {
+        let mut outside = string_no_ttl();
+        classify(b"x", b"rl:", &mut outside);
+        assert!(outside.asked.is_empty());
+        let mut hash = facts(false, false, 3);
+        classify(b"rl:1", b"rl:", &mut hash);
+        assert_eq!(hash.asked, ["is_string"]);
+        let mut healthy = facts(true, true, 3);
+        classify(b"rl:1", b"rl:", &mut healthy);
+        assert_eq!(healthy.asked, ["is_string", "has_ttl"]);
     }
 
     #[test]

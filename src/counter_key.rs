@@ -68,10 +68,6 @@ impl CounterKey {
         if key_type != REDISMODULE_KEYTYPE_STRING {
             return Err(KeyError::WrongType);
         }
-        // ValueLength doesn't decode the value: long strings are refused without touching them.
-        if unsafe { api!(RedisModule_ValueLength)(self.key) } > MAX_LEN {
-            return Err(KeyError::NotInteger);
-        }
         let mut len = 0;
         let ptr = unsafe { api!(RedisModule_StringDMA)(self.key, &mut len, REDISMODULE_READ as c_int) };
         if ptr.is_null() {
