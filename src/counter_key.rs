@@ -23,6 +23,8 @@ use crate::window::{Counter, Effects};
 pub enum KeyError {
     WrongType,
     NotInteger,
+    /// Over `maxmemory`: new counters are refused, existing ones keep counting.
+    OutOfMemory,
     /// A write the server refused; never expected, reported rather than ignored.
     WriteFailed,
 }
@@ -32,6 +34,7 @@ impl KeyError {
         match self {
             KeyError::WrongType => "WRONGTYPE Operation against a key holding the wrong kind of value",
             KeyError::NotInteger => "ERR value is not an integer or out of range",
+            KeyError::OutOfMemory => "OOM command not allowed when used memory > 'maxmemory'.",
             KeyError::WriteFailed => "ERR ratelimit: the server refused to write the counter",
         }
     }

@@ -2,12 +2,12 @@
 
 use std::os::raw::c_int;
 
-use redis_module::raw::{RedisModuleCtx, RedisModuleString};
+use redis_module::raw::{RedisModuleCtx, RedisModuleString, REDISMODULE_CTX_FLAGS_OOM};
 
 use crate::args::{parse_hit, ArgError, HitArgs};
 use crate::command::{api, bytes, reply_error, reply_integers};
 use crate::counter_key::{CounterKey, KeyError};
-use crate::window::{decide, Outcome};
+use crate::window::{decide, Counter, Outcome};
 
 /// # Safety
 /// Called through `command::run` with the arguments Redis passed.
@@ -34,7 +34,20 @@ unsafe fn hit_counter(
     // Redis 7.0 has no module call for the command's cached time (CachedMicroseconds is 7.2+).
     let now_ms = unsafe { api!(RedisModule_Milliseconds)() };
     let mut key = unsafe { CounterKey::open(ctx, name)? };
-    let outcome = decide(args, key.read()?, now_ms);
+    let counter = key.read()?;
+    // Not flagged deny-oom, so that existing counters keep limiting when memory is full (an
+    // increment in place allocates nothing); only a new counter is refused.
+    if counter == Counter::Missing && unsafe { out_of_memory(ctx) } {
+        return Err(KeyError::OutOfMemory);
+    }
+    let outcome = decide(args, counter, now_ms);
     key.apply(&outcome.effects)?;
     Ok(outcome)
+}
+
+/// Whether the server is over `maxmemory` (asked only when a counter would be created: the
+/// flags cost a memory-state computation when maxmemory is set).
+unsafe fn out_of_memory(ctx: *mut RedisModuleCtx) -> bool {
+    let flags = unsafe { api!(RedisModule_GetContextFlags)(ctx) } as u32;
+    flags & REDISMODULE_CTX_FLAGS_OOM != 0
 }

@@ -127,7 +127,8 @@ mod module {
             api!(RedisModule_SetModuleOptions)(ctx.ctx, raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int)
         };
         let commands: [(&CStr, Entry, &CStr, c_int); 3] = [
-            (c"ratelimit.hit", hit_command, c"write deny-oom fast", 1),
+            // Not deny-oom: over maxmemory only new counters are refused (see hit.rs).
+            (c"ratelimit.hit", hit_command, c"write fast", 1),
             // Read-only, so that replicas can be audited; no keys, so it runs on any cluster node.
             (c"ratelimit.audit", audit_command, c"readonly", 0),
             // Not deny-oom: giving leaked counters a TTL is how memory comes back.

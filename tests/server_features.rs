@@ -31,9 +31,10 @@ fn command_metadata_gives_the_key_and_flags() {
     assert_eq!(keys, ["tenant:42"]);
     let info: Vec<Vec<Value>> = redis::cmd("COMMAND").arg("INFO").arg("ratelimit.hit").query(&mut con).unwrap();
     let flags: Vec<String> = redis::from_redis_value(&info[0][2]).unwrap();
-    for flag in ["write", "denyoom", "fast"] {
+    for flag in ["write", "fast"] {
         assert!(flags.iter().any(|f| f == flag), "{flag} missing from {flags:?}");
     }
+    assert!(!flags.iter().any(|f| f == "denyoom"), "existing counters must keep counting over maxmemory");
 }
 
 #[test]
@@ -88,13 +89,21 @@ fn acl_key_patterns_apply() {
 }
 
 #[test]
-fn refused_with_oom_over_maxmemory() {
+fn over_maxmemory_new_counters_are_refused_and_existing_ones_keep_counting() {
     let server = Server::start();
     let mut con = server.connect();
-    hit(&mut con, "k", &["10", "60"]).unwrap();
+    hit(&mut con, "existing", &["3", "60"]).unwrap();
+    let _: () = redis::cmd("SET").arg(&["leaked", "1"]).query(&mut con).unwrap();
     let _: () = redis::cmd("CONFIG").arg(&["SET", "maxmemory", "1"]).query(&mut con).unwrap();
     let error = error_of(hit(&mut con, "new", &["10", "60"]));
-    assert!(error.starts_with("OOM"), "{error}");
+    assert!(error.starts_with("OOM command not allowed"), "{error}");
+    let exists: i64 = redis::cmd("EXISTS").arg("new").query(&mut con).unwrap();
+    assert_eq!(exists, 0);
+    assert_eq!(hit(&mut con, "existing", &["3", "60"]).unwrap()[..2], [1, 2]);
+    assert_eq!(hit(&mut con, "existing", &["3", "60"]).unwrap()[..2], [1, 3]);
+    assert_eq!(hit(&mut con, "existing", &["3", "60"]).unwrap()[..2], [0, 3]);
+    assert_eq!(hit(&mut con, "leaked", &["3", "60"]).unwrap()[..2], [1, 2]);
+    assert!(pttl(&mut con, "leaked") > 0, "heals under memory pressure too");
     let _: () = redis::cmd("CONFIG").arg(&["SET", "maxmemory", "0"]).query(&mut con).unwrap();
     assert_eq!(hit(&mut con, "new", &["10", "60"]).unwrap()[..2], [1, 1]);
 }
