@@ -273,3 +273,51 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn word() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            prop::sample::select(vec!["COST", "cost", "MS", "ms", "LIMIT", "0", "1", "-1", "60", "", "+1", "01"])
+                .prop_map(|w| w.as_bytes().to_vec()),
+            any::<i64>().prop_map(|n| n.to_string().into_bytes()),
+            prop::collection::vec(any::<u8>(), 0..24),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn parsers_never_panic_and_only_accept_valid_values(words in prop::collection::vec(word(), 0..8)) {
+            let words = || words.iter().map(Vec::as_slice);
+            if let Ok(a) = parse_hit(words()) {
+                prop_assert!(a.limit >= 1 && a.cost >= 1);
+                prop_assert!((1..=MAX_WINDOW_MS).contains(&a.window_ms));
+            }
+            if let Ok(a) = parse_repair(words()) {
+                let window = a.repair_window_ms.expect("REPAIR has a window");
+                prop_assert!((1..=MAX_WINDOW_MS).contains(&window));
+            }
+            if let Ok(a) = parse_audit(words()) {
+                prop_assert!(a.repair_window_ms.is_none());
+            }
+            for e in [parse_hit(words()).err(), parse_audit(words()).err(), parse_repair(words()).err()].into_iter().flatten() {
+                prop_assert!(e.message().starts_with("ERR "));
+            }
+        }
+
+        #[test]
+        fn valid_hits_round_trip(limit in 1..=i64::MAX, window in 1..=4_611_686_018_427_387i64, cost in 1..=i64::MAX, ms: bool) {
+            let (limit_s, window_s, cost_s) = (limit.to_string(), window.to_string(), cost.to_string());
+            let mut line = vec!["k", limit_s.as_str(), window_s.as_str(), "COST", cost_s.as_str()];
+            if ms {
+                line.push("MS");
+            }
+            let parsed = parse_hit(line.iter().map(|w| w.as_bytes())).unwrap();
+            prop_assert_eq!(parsed, HitArgs { limit, window_ms: if ms { window } else { window * 1000 }, cost });
+        }
+    }
+}

@@ -98,3 +98,31 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Redis's rules stated differently: what Rust parses, minus `+`, leading zeros and `-0`.
+    fn reference(bytes: &[u8]) -> Option<i64> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        let digits = text.strip_prefix('-').unwrap_or(text);
+        let canonical = !text.starts_with('+') && !(digits.len() > 1 && digits.starts_with('0')) && text != "-0";
+        text.parse().ok().filter(|_| canonical)
+    }
+
+    proptest! {
+        #[test]
+        fn format_then_parse_is_identity(v: i64) {
+            let mut buf = [0; MAX_LEN];
+            prop_assert_eq!(parse_i64(format_i64(v, &mut buf)), Some(v));
+        }
+
+        #[test]
+        fn parse_agrees_with_the_reference(bytes in prop::collection::vec(prop::sample::select(b"-+0123456789 x".to_vec()), 0..22)) {
+            prop_assert_eq!(parse_i64(&bytes), reference(&bytes));
+        }
+    }
+}

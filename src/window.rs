@@ -189,3 +189,60 @@ mod tests {
         assert_eq!(o.reset_ms, 0);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::args::MAX_WINDOW_MS;
+
+    fn any_args() -> impl Strategy<Value = HitArgs> {
+        (1..=i64::MAX, 1..=MAX_WINDOW_MS, 1..=i64::MAX).prop_map(|(limit, window_ms, cost)| HitArgs { limit, window_ms, cost })
+    }
+
+    fn any_counter(now: i64) -> impl Strategy<Value = Counter> {
+        prop_oneof![
+            Just(Counter::Missing),
+            (any::<i64>(), proptest::option::of(now - 1_000..now + 10_000_000))
+                .prop_map(|(count, expires_at)| Counter::Present { count, expires_at }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn every_rule_holds(
+            (args, counter, now) in (0i64..4_000_000_000_000).prop_flat_map(|now| (any_args(), any_counter(now), Just(now)))
+        ) {
+            let o = decide(&args, counter, now);
+            let (before, exists, old_expiry) = match counter {
+                Counter::Missing => (0, false, None),
+                Counter::Present { count, expires_at } => (count, true, expires_at),
+            };
+            // Saturates where a negative counter puts it beyond i64.
+            let remaining = (i128::from(args.limit) - i128::from(o.count)).clamp(0, i128::from(i64::MAX));
+            prop_assert_eq!(i128::from(o.remaining), remaining);
+            prop_assert!(o.reset_ms >= 0);
+            if o.allowed {
+                prop_assert_eq!(i128::from(o.count), i128::from(before) + i128::from(args.cost));
+                prop_assert!(o.count <= args.limit);
+                let store = o.effects.store.expect("an admitted hit stores");
+                prop_assert_eq!((store.count, store.added), (o.count, args.cost));
+                // Every write leaves the key with an expiry, and a running window is never moved.
+                prop_assert_eq!(store.expires_at, old_expiry.unwrap_or(now + args.window_ms));
+            } else {
+                prop_assert_eq!(o.count, before);
+                prop_assert!(o.effects.store.is_none());
+                prop_assert!(i128::from(before) + i128::from(args.cost) > i128::from(args.limit));
+            }
+            match (exists || o.allowed, old_expiry) {
+                (true, None) => prop_assert_eq!(o.effects.set_expiry, Some(now + args.window_ms)),
+                _ => prop_assert_eq!(o.effects.set_expiry, None),
+            }
+            if !exists && !o.allowed {
+                prop_assert_eq!(o.effects, Effects::default());
+                prop_assert_eq!(o.reset_ms, 0);
+            }
+        }
+    }
+}
