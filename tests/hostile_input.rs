@@ -1,0 +1,129 @@
+//! Thousands of random argument vectors to every command: the server never dies, every error is
+//! a well-formed Redis error, every success has the documented shape, and no key is ever left
+//! without a TTL. The seed is printed so that a failure can be replayed (RATELIMIT_FUZZ_SEED).
+
+mod common;
+
+use common::{pttl, Server};
+use redis::Value;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn word(&mut self) -> Vec<u8> {
+        const WORDS: &[&str] = &[
+            "COST", "cost", "CoSt", "MS", "ms", "LIMIT", "limit", "0", "1", "2", "-1", "10", "60", "250",
+            "9223372036854775807", "-9223372036854775808", "9223372036854775808", "99999999999999999999",
+            "4611686018427387903", "", "1.5", " 1", "+1", "01", "1e3", "NaN", "fz:", "*", "?",
+        ];
+        match self.below(4) {
+            0 => (0..self.below(12)).map(|_| self.next() as u8).collect(),
+            1 => (self.next() as i64 >> self.below(64)).to_string().into_bytes(),
+            _ => WORDS[self.below(WORDS.len())].as_bytes().to_vec(),
+        }
+    }
+
+    fn key(&mut self) -> Vec<u8> {
+        match self.below(6) {
+            0 => b"fz:list".to_vec(),
+            1 => b"fz:text".to_vec(),
+            2 => [&b"fz:"[..], &self.word()].concat(),
+            _ => format!("fz:{}", self.below(20)).into_bytes(),
+        }
+    }
+}
+
+fn is_redis_error(text: &str) -> bool {
+    text.starts_with("ERR ") || text.starts_with("WRONGTYPE ")
+}
+
+#[test]
+fn random_arguments_never_hurt_the_server() {
+    let seed = std::env::var("RATELIMIT_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
+    });
+    eprintln!("RATELIMIT_FUZZ_SEED={seed}");
+    let mut rng = Rng(seed);
+    let server = Server::start();
+    let mut con = server.connect();
+    let _: () = redis::cmd("RPUSH").arg("fz:list").arg("x").query(&mut con).unwrap();
+    let _: () = redis::cmd("SET").arg("fz:text").arg("abc").query(&mut con).unwrap();
+
+    let (mut ok, mut errors) = (0, 0);
+    for i in 0..5_000 {
+        let command = ["RATELIMIT.HIT", "RATELIMIT.HIT", "RATELIMIT.AUDIT", "RATELIMIT.REPAIR"][rng.below(4)];
+        let mut cmd = redis::cmd(command);
+        if command == "RATELIMIT.HIT" && rng.below(8) != 0 {
+            cmd.arg(rng.key());
+        }
+        // Half the vectors start well-formed, so that the options and the writes get exercised.
+        let well_formed = rng.below(2) == 0;
+        if well_formed {
+            let number = |rng: &mut Rng| ["1", "3", "10", "250", "60"][rng.below(5)];
+            match command {
+                "RATELIMIT.HIT" => cmd.arg(number(&mut rng)).arg(number(&mut rng)),
+                "RATELIMIT.AUDIT" => cmd.arg("fz:"),
+                _ => cmd.arg("fz:").arg(number(&mut rng)),
+            };
+        }
+        for _ in 0..rng.below(if well_formed { 3 } else { 7 }) {
+            cmd.arg(rng.word());
+        }
+        let shown: Vec<String> = cmd
+            .args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                redis::Arg::Cursor => "<cursor>".into(),
+            })
+            .collect();
+        let context = || format!("seed {seed}, vector {i}: {shown:?}");
+        match cmd.query::<Value>(&mut con) {
+            Ok(Value::Array(items)) if command == "RATELIMIT.HIT" => {
+                let numbers: Vec<i64> = redis::from_redis_value(&Value::Array(items)).unwrap();
+                assert!(numbers.len() == 4 && (numbers[0] == 0 || numbers[0] == 1), "{}: {numbers:?}", context());
+                assert!(numbers[2] >= 0 && numbers[3] >= 0, "{}: {numbers:?}", context());
+                ok += 1;
+            }
+            Ok(reply @ Value::Array(_)) => {
+                let field = if command == "RATELIMIT.AUDIT" { "leaked" } else { "repaired" };
+                common::walk_reply(reply, field);
+                ok += 1;
+            }
+            Ok(other) => panic!("{}: unexpected reply {other:?}", context()),
+            Err(e) => {
+                let text = common::error_of(Err::<(), _>(e));
+                assert!(is_redis_error(&text), "{}: {text}", context());
+                assert!(!text.contains("internal error"), "{}: {text}", context());
+                errors += 1;
+            }
+        }
+        if i % 500 == 0 {
+            let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+            assert_eq!(pong, "PONG");
+        }
+    }
+    eprintln!("{ok} replies, {errors} errors");
+    assert!(ok > 100 && errors > 100, "the vectors should exercise both paths: {ok} ok, {errors} errors");
+
+    let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+    for key in keys {
+        if key == b"fz:list" || key == b"fz:text" {
+            continue;
+        }
+        let key = String::from_utf8_lossy(&key).into_owned();
+        let ttl: i64 = redis::cmd("PTTL").arg(key.as_bytes()).query(&mut con).unwrap();
+        assert_ne!(ttl, -1, "{key} was left without a TTL (seed {seed})");
+    }
+    assert_eq!(pttl(&mut con, "fz:list"), -1, "a list is never given a TTL");
+}
