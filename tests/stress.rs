@@ -1,0 +1,152 @@
+//! Long runs: many clients on a few hot keys with 50-200 ms windows, and a soak of many hits over
+//! many keys left to expire. Short forms run in `make test`; `make soak` sets RATELIMIT_SOAK=1
+//! for the long forms (same scenarios, longer and bigger).
+
+mod common;
+
+use std::collections::HashMap;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{hit, info_field, pttl, Server};
+use redis::Connection;
+
+fn soak() -> bool {
+    std::env::var_os("RATELIMIT_SOAK").is_some()
+}
+
+/// Hot key `i`: its window (50-200 ms) and limit.
+fn hot_key(i: usize) -> (String, u64, i64) {
+    (format!("hot:{i}"), 50 + 50 * i as u64, 5 + i as i64)
+}
+
+/// An admitted hit as a client saw it: the count, and when its window ends (the request's send
+/// time plus reset_ms, exact to within one round trip).
+struct Admitted {
+    count: i64,
+    window_end: Instant,
+}
+
+fn hammer(active_expire: bool) {
+    const CLIENTS: usize = 12;
+    const KEYS: usize = 4;
+    let duration = Duration::from_secs(if soak() { 20 } else { 2 });
+    let server = Server::start();
+    let mut con = server.connect();
+    let flag = i32::from(active_expire);
+    let _: () = redis::cmd("DEBUG").arg("SET-ACTIVE-EXPIRE").arg(flag).query(&mut con).unwrap();
+
+    let deadline = Instant::now() + duration;
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let mut con = server.connect();
+            thread::spawn(move || {
+                let mut seen: Vec<Vec<Admitted>> = (0..KEYS).map(|_| Vec::new()).collect();
+                let mut i = c;
+                while Instant::now() < deadline {
+                    let (key, window_ms, limit) = hot_key(i % KEYS);
+                    let sent = Instant::now();
+                    let reply = hit(&mut con, &key, &[&limit.to_string(), &window_ms.to_string(), "MS"]).unwrap();
+                    assert!(reply[1] <= limit && reply[2] == limit - reply[1], "{key}: {reply:?}");
+                    assert!((0..=window_ms as i64).contains(&reply[3]), "{key}: {reply:?}");
+                    if reply[0] == 1 {
+                        let window_end = sent + Duration::from_millis(reply[3] as u64);
+                        seen[i % KEYS].push(Admitted { count: reply[1], window_end });
+                    }
+                    i += 1;
+                }
+                seen
+            })
+        })
+        .collect();
+    let mut per_key: HashMap<usize, Vec<Admitted>> = HashMap::new();
+    for worker in workers {
+        for (k, seen) in worker.join().unwrap().into_iter().enumerate() {
+            per_key.entry(k).or_default().extend(seen);
+        }
+    }
+    for (k, mut admitted) in per_key {
+        let (key, window_ms, limit) = hot_key(k);
+        // Window ends of one key are at least a window apart: split where the end jumps.
+        admitted.sort_by_key(|a| a.window_end);
+        let mut windows: Vec<Vec<i64>> = Vec::new();
+        let mut last_end: Option<Instant> = None;
+        for a in admitted {
+            let new_window = last_end.is_none_or(|end| a.window_end > end + Duration::from_millis(window_ms / 2));
+            if new_window {
+                windows.push(Vec::new());
+            }
+            windows.last_mut().unwrap().push(a.count);
+            last_end = Some(a.window_end);
+        }
+        assert!(windows.len() as u64 >= duration.as_millis() as u64 / window_ms / 2, "{key}: {} windows", windows.len());
+        for counts in &mut windows {
+            counts.sort_unstable();
+            let expected: Vec<i64> = (1..=counts.len() as i64).collect();
+            assert!(counts.len() as i64 <= limit, "{key}: one window admitted {counts:?}");
+            assert_eq!(*counts, expected, "{key}: a window's admitted counts must be 1..=n once each");
+        }
+    }
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+    for key in keys {
+        assert_ne!(pttl(&mut con, &key), -1, "{key} has no TTL");
+    }
+}
+
+#[test]
+fn hot_keys_with_lazy_expiry_only() {
+    hammer(false);
+}
+
+#[test]
+fn hot_keys_with_active_expiry() {
+    hammer(true);
+}
+
+fn used_memory(con: &mut Connection) -> i64 {
+    info_field(con, "memory", "used_memory").unwrap().parse().unwrap()
+}
+
+fn rss(con: &mut Connection) -> i64 {
+    info_field(con, "memory", "used_memory_rss").unwrap().parse().unwrap()
+}
+
+/// Pipelined HITs over `keys` keys with a 1 s window, `hits` in all.
+fn load(con: &mut Connection, hits: u64, keys: u64) {
+    for start in (0..hits).step_by(10_000) {
+        let mut pipe = redis::pipe();
+        for i in start..(start + 10_000).min(hits) {
+            pipe.cmd("RATELIMIT.HIT").arg(format!("soak:{}", i % keys)).arg(1_000_000).arg(1).ignore();
+        }
+        pipe.query::<()>(con).unwrap();
+    }
+}
+
+#[test]
+fn memory_returns_to_baseline_when_counters_expire() {
+    let (hits, keys, rounds) = if soak() { (1_000_000, 10_000, 3) } else { (100_000, 10_000, 2) };
+    let server = Server::start();
+    let mut con = server.connect();
+    let baseline = used_memory(&mut con);
+    let mut rss_after_round = Vec::new();
+    for _ in 0..rounds {
+        load(&mut con, hits, keys);
+        let dbsize: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
+        assert_eq!(dbsize, keys as i64);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let dbsize: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
+            if dbsize == 0 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{dbsize} counters never expired");
+            thread::sleep(Duration::from_millis(100));
+        }
+        rss_after_round.push(rss(&mut con));
+    }
+    let grown = used_memory(&mut con) - baseline;
+    assert!(grown < 256 * 1024, "used_memory stayed {grown} bytes above its baseline");
+    let rss_growth = rss_after_round.last().unwrap() - rss_after_round[0];
+    assert!(rss_growth < 16 << 20, "RSS kept growing: {rss_after_round:?}");
+    eprintln!("{rounds} rounds of {hits} hits over {keys} keys: used_memory {grown:+} bytes, RSS after each round {rss_after_round:?}");
+}
