@@ -53,10 +53,10 @@ test: build valkey
 	REDIS_SERVER=$(VALKEY_SERVER) cargo test --release --locked --test '*'
 	cargo bench --locked --bench ratelimit -- --quick
 
-# The long forms of the stress, soak and cluster scenarios (RATELIMIT_SOAK=1), on both servers.
+# The long forms of the stress, soak and crash scenarios (RATELIMIT_SOAK=1), on both servers.
 soak: build valkey
-	RATELIMIT_SOAK=1 cargo test --release --locked --test stress --test cluster -- --nocapture
-	RATELIMIT_SOAK=1 REDIS_SERVER=$(VALKEY_SERVER) cargo test --release --locked --test stress --test cluster -- --nocapture
+	RATELIMIT_SOAK=1 cargo test --release --locked --test stress --test persistence -- --nocapture
+	RATELIMIT_SOAK=1 REDIS_SERVER=$(VALKEY_SERVER) cargo test --release --locked --test stress --test persistence -- --nocapture
 
 # The full benchmark (a few minutes): table on stdout and in bench/results/latest.md, chart in
 # bench/results/ratios.svg.

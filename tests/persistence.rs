@@ -100,7 +100,9 @@ fn a_crash_under_load_leaves_a_sound_aof() {
             })
         })
         .collect();
-    thread::sleep(Duration::from_millis(700));
+    // `make soak` (RATELIMIT_SOAK=1) loads for longer before the crash.
+    let load_ms = if std::env::var_os("RATELIMIT_SOAK").is_some() { 10_000 } else { 700 };
+    thread::sleep(Duration::from_millis(load_ms));
     server.kill(); // kill -9 in the middle of the load
     stop.store(true, Ordering::Relaxed);
     for worker in workers {
@@ -108,7 +110,7 @@ fn a_crash_under_load_leaves_a_sound_aof() {
     }
 
     // Loading needs no module.
-    let mut restarted = Server::with(Config { module: false, dir: Some(&dir.0), args: &aof });
+    let mut restarted = Server::with(Config { module: false, dir: Some(&dir.0), args: &aof, ..Config::default() });
     let mut con = restarted.connect();
     let counters = all_counters_sound(&mut con);
     assert!(counters > 10, "only {counters} counters survived");

@@ -88,7 +88,7 @@ fn the_aof_reloads_on_a_server_without_the_module() {
     assert!(!aof_text.contains("ratelimit"), "the AOF must hold effects, not RATELIMIT.HIT");
     assert!(aof_text.contains("pxat"), "absolute expiry times in the AOF");
 
-    let restarted = Server::with(Config { module: false, dir: Some(&dir.0), args: &aof });
+    let restarted = Server::with(Config { module: false, dir: Some(&dir.0), args: &aof, ..Config::default() });
     let mut con = restarted.connect();
     for (key, want) in keys.iter().zip(expected) {
         assert_eq!(value_and_expiry(&mut con, key), want, "{key}");

@@ -39,6 +39,16 @@ fn free_port() -> u16 {
     listener.local_addr().unwrap().port()
 }
 
+/// A free port whose cluster bus port (port + 10000) is free too.
+fn free_cluster_port() -> u16 {
+    loop {
+        let port = free_port();
+        if port < 55_000 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
 fn new_dir() -> PathBuf {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!(
@@ -64,11 +74,13 @@ pub struct Config<'a> {
     pub module: bool,
     pub dir: Option<&'a Path>,
     pub args: &'a [&'a str],
+    /// A Redis Cluster node (`--cluster-enabled yes`, on a port whose bus port is free).
+    pub cluster: bool,
 }
 
 impl Default for Config<'_> {
     fn default() -> Self {
-        Config { module: true, dir: None, args: &[] }
+        Config { module: true, dir: None, args: &[], cluster: false }
     }
 }
 
@@ -86,7 +98,7 @@ impl Server {
         let mut last_log = String::new();
         // A port picked free can be taken by another test before the server binds it: retry.
         for _ in 0..5 {
-            let port = free_port();
+            let port = if config.cluster { free_cluster_port() } else { free_port() };
             let mut cmd = Command::new(server_binary());
             cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
                 .args(["--dir", dir.to_str().unwrap(), "--logfile", "redis.log"])
@@ -94,6 +106,10 @@ impl Server {
                 .args(["--enable-debug-command", "yes"]);
             if config.module {
                 cmd.args(["--loadmodule", module_path().to_str().unwrap()]);
+            }
+            if config.cluster {
+                cmd.args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
+                    .args(["--cluster-node-timeout", "3000"]);
             }
             cmd.args(config.args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
             let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {}: {e}", server_binary()));
