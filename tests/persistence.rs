@@ -101,7 +101,7 @@ fn a_crash_under_load_leaves_a_sound_aof() {
         })
         .collect();
     // `make soak` (RATELIMIT_SOAK=1) loads for longer before the crash.
-    let load_ms = if std::env::var_os("RATELIMIT_SOAK").is_some() { 10_000 } else { 700 };
+    let load_ms = if common::soak() { 10_000 } else { 700 };
     thread::sleep(Duration::from_millis(load_ms));
     server.kill(); // kill -9 in the middle of the load
     stop.store(true, Ordering::Relaxed);

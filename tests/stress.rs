@@ -8,12 +8,8 @@ use std::collections::HashMap;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{hit, info_field, pttl, Server};
+use common::{hit, info_field, pttl, soak, Server};
 use redis::Connection;
-
-fn soak() -> bool {
-    std::env::var_os("RATELIMIT_SOAK").is_some()
-}
 
 /// Hot key `i`: its window (50-200 ms) and limit.
 fn hot_key(i: usize) -> (String, u64, i64) {

@@ -30,6 +30,11 @@ pub fn module_path() -> PathBuf {
     panic!("libredis_ratelimit.so not found beside {}; run `make build` or set RATELIMIT_MODULE", exe.display());
 }
 
+/// `make soak` sets RATELIMIT_SOAK for the long forms of the stress, soak and crash tests.
+pub fn soak() -> bool {
+    std::env::var_os("RATELIMIT_SOAK").is_some()
+}
+
 pub fn server_binary() -> String {
     std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string())
 }

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# `make memcheck`: the module under valgrind memcheck for a short run of every command and
+# error path. Runs on Valkey's binary, built with libc malloc, so that valgrind sees every
+# allocation (Debian's redis-server uses jemalloc, which valgrind cannot follow).
+set -euo pipefail
+server=${VALKEY_SERVER:?set VALKEY_SERVER (make memcheck does)}
+module=${MODULE:-target/release/libredis_ratelimit.so}
+command -v valgrind >/dev/null || { echo "valgrind is missing: apt-get install valgrind"; exit 1; }
+dir=$(mktemp -d)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+trap 'rm -rf "$dir"' EXIT
+valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
+    --log-file="$dir/valgrind.log" \
+    "$server" --port "$port" --bind 127.0.0.1 --save "" --dir "$dir" --logfile server.log \
+    --enable-debug-command yes --loadmodule "$(realpath "$module")" &
+cli() { redis-cli -p "$port" "$@"; }
+for _ in $(seq 100); do cli ping >/dev/null 2>&1 && break; sleep 0.2; done
+cli ping >/dev/null
+for i in $(seq 200); do cli ratelimit.hit "k:$((i % 7))" 5 2 >/dev/null; done
+cli ratelimit.hit k:1 5 2 cost 9 >/dev/null
+cli ratelimit.hit k:ms 5 100 ms >/dev/null
+cli set leaked 3 >/dev/null; cli ratelimit.hit leaked 1 60 >/dev/null
+cli rpush list x >/dev/null; cli ratelimit.hit list 1 1 >/dev/null
+cli set text abc >/dev/null; cli ratelimit.hit text 1 1 >/dev/null
+for bad in "k 0 1" "k 1" "k 1 1 COST" "k 1 1 MS MS" "k 1 1 nope" "k 1 9223372036854775807"; do
+    cli ratelimit.hit $bad >/dev/null || true
+done
+cli debug populate 20000 pop >/dev/null
+for i in $(seq 50); do cli set "leak:$i" "$i" >/dev/null; done
+cli ratelimit.audit leak: >/dev/null
+cli ratelimit.audit "" limit 5 >/dev/null
+cli ratelimit.repair leak: 60 >/dev/null
+cli ratelimit.audit leak: limit -1 >/dev/null
+cli acl setuser limited on nopass '~leak:1*' +ratelimit.audit >/dev/null
+cli --user limited --pass x ratelimit.audit leak: >/dev/null 2>&1 || true
+# A client that leaves in the middle of a walk.
+timeout 0.05 redis-cli -p "$port" ratelimit.audit pop: >/dev/null 2>&1 || true
+sleep 1
+printf 'MULTI\nRATELIMIT.AUDIT leak:\nEXEC\n' | cli >/dev/null
+cli shutdown nosave >/dev/null 2>&1 || true
+wait
+grep -E "ERROR SUMMARY|definitely lost" "$dir/valgrind.log"
+if grep -q "ratelimit" "$dir/valgrind.log" && ! grep -q "ERROR SUMMARY: 0 errors" "$dir/valgrind.log"; then
+    echo "memcheck: errors in the module, full log:"; cat "$dir/valgrind.log"; exit 1
+fi
+grep -q "ERROR SUMMARY: 0 errors" "$dir/valgrind.log" || { echo "memcheck: errors outside the module, see above"; cat "$dir/valgrind.log" | tail -60; exit 1; }
+echo "memcheck: no errors, no definite leaks"
