@@ -11,6 +11,21 @@ pub struct HitArgs {
     pub cost: i64,
 }
 
+/// `RATELIMIT.PEEK key limit [COST cost]`, validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeekArgs {
+    pub limit: i64,
+    pub cost: i64,
+}
+
+/// `RATELIMIT.HITALL numkeys key [key ...] limit window [limit window ...] [COST cost] [MS]`:
+/// one `HitArgs` per key, in order (COST and MS apply to all).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HitAllArgs<'a> {
+    pub keys: Vec<&'a [u8]>,
+    pub limits: Vec<HitArgs>,
+}
+
 /// `RATELIMIT.AUDIT prefix [LIMIT n]` and `RATELIMIT.REPAIR prefix window [MS] [LIMIT n]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalkArgs<'a> {
@@ -42,6 +57,8 @@ pub enum ArgError {
     Repeated(&'static str),
     /// An extra argument that is no option of the command; holds the ones it has.
     UnknownOption(&'static str),
+    /// HITALL named one key twice.
+    DuplicateKey,
 }
 
 impl ArgError {
@@ -54,6 +71,7 @@ impl ArgError {
             ArgError::MissingValue(name) => format!("ERR syntax error: {name} needs a value"),
             ArgError::Repeated(name) => format!("ERR syntax error: {name} given more than once"),
             ArgError::UnknownOption(known) => format!("ERR syntax error: unknown option (expected {known})"),
+            ArgError::DuplicateKey => "ERR each key may be given only once".to_string(),
         }
     }
 }
@@ -112,6 +130,48 @@ pub fn parse_hit<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitArgs
     let window_ms = window_ms(window, ms.is_some())?;
     let cost = cost.map_or(Ok(1), |c| positive(c, "COST"))?;
     Ok(HitArgs { limit, window_ms, cost })
+}
+
+/// `key limit [COST cost]`, after the command name.
+pub fn parse_peek<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<PeekArgs, ArgError> {
+    let mut args = args.into_iter();
+    let (Some(_key), Some(limit)) = (args.next(), args.next()) else {
+        return Err(ArgError::Arity("ratelimit.peek"));
+    };
+    let limit = positive(limit, "limit")?;
+    let [cost] = options(args, [Opt { name: "COST", valued: true }], "COST")?;
+    let cost = cost.map_or(Ok(1), |c| positive(c, "COST"))?;
+    Ok(PeekArgs { limit, cost })
+}
+
+/// `numkeys key [key ...] limit window [limit window ...] [COST cost] [MS]`, after the command name.
+pub fn parse_hitall<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitAllArgs<'a>, ArgError> {
+    const ARITY: ArgError = ArgError::Arity("ratelimit.hitall");
+    let mut args = args.into_iter();
+    let numkeys = args.next().ok_or(ARITY)?;
+    let numkeys = positive(numkeys, "numkeys")?;
+    // Taken one by one, so that a huge numkeys with few arguments allocates nothing.
+    let mut keys: Vec<&[u8]> = Vec::new();
+    for _ in 0..numkeys {
+        let key = args.next().ok_or(ARITY)?;
+        if keys.contains(&key) {
+            return Err(ArgError::DuplicateKey);
+        }
+        keys.push(key);
+    }
+    let mut pairs = Vec::with_capacity(keys.len());
+    for _ in 0..keys.len() {
+        let (Some(limit), Some(window)) = (args.next(), args.next()) else { return Err(ARITY) };
+        pairs.push((positive(limit, "limit")?, window));
+    }
+    let spec = [Opt { name: "COST", valued: true }, Opt { name: "MS", valued: false }];
+    let [cost, ms] = options(args, spec, "COST or MS")?;
+    let cost = cost.map_or(Ok(1), |c| positive(c, "COST"))?;
+    let limits = pairs
+        .into_iter()
+        .map(|(limit, window)| Ok(HitArgs { limit, window_ms: window_ms(window, ms.is_some())?, cost }))
+        .collect::<Result<_, ArgError>>()?;
+    Ok(HitAllArgs { keys, limits })
 }
 
 fn names_limit(value: Option<&[u8]>) -> Result<usize, ArgError> {
@@ -257,6 +317,41 @@ mod tests {
     }
 
     #[test]
+    fn peek() {
+        assert_eq!(parse_peek(words("k 10")), Ok(PeekArgs { limit: 10, cost: 1 }));
+        assert_eq!(parse_peek(words("k 10 cost 3")), Ok(PeekArgs { limit: 10, cost: 3 }));
+        assert_eq!(parse_peek(words("k")), Err(ArgError::Arity("ratelimit.peek")));
+        assert_eq!(parse_peek(words("k 0")), Err(ArgError::NotPositive("limit")));
+        assert_eq!(parse_peek(words("k 10 60")), Err(ArgError::UnknownOption("COST")));
+        assert_eq!(parse_peek(words("k 10 MS")), Err(ArgError::UnknownOption("COST")));
+        assert_eq!(parse_peek(words("k 10 COST 0")), Err(ArgError::NotPositive("COST")));
+    }
+
+    #[test]
+    fn hitall() {
+        let parsed = parse_hitall(words("2 a b 10 1 1000 3600 COST 2 MS")).unwrap();
+        assert_eq!(parsed.keys, [b"a", b"b"]);
+        assert_eq!(
+            parsed.limits,
+            [HitArgs { limit: 10, window_ms: 1, cost: 2 }, HitArgs { limit: 1000, window_ms: 3600, cost: 2 }]
+        );
+        let one = parse_hitall(words("1 a 5 60")).unwrap();
+        assert_eq!(one.limits, [HitArgs { limit: 5, window_ms: 60_000, cost: 1 }]);
+        let arity = Err(ArgError::Arity("ratelimit.hitall"));
+        assert_eq!(parse_hitall(std::iter::empty()), arity);
+        assert_eq!(parse_hitall(words("2 a b 10 1")), arity);
+        assert_eq!(parse_hitall(words("2 a")), arity);
+        assert_eq!(parse_hitall(words("9223372036854775807 a b c")), arity);
+        assert_eq!(parse_hitall(words("0 a 1 1")), Err(ArgError::NotPositive("numkeys")));
+        assert_eq!(parse_hitall(words("x a 1 1")), Err(ArgError::NotPositive("numkeys")));
+        assert_eq!(parse_hitall(words("2 a a 1 1 1 1")), Err(ArgError::DuplicateKey));
+        assert_eq!(parse_hitall(words("1 a 0 1")), Err(ArgError::NotPositive("limit")));
+        assert_eq!(parse_hitall(words("1 a 1 0")), Err(ArgError::NotPositive("window")));
+        assert_eq!(parse_hitall(words("1 a 1 1 LIMIT 1")), Err(ArgError::UnknownOption("COST or MS")));
+        assert_eq!(parse_hitall(words("1 a 1 9223372036854775")), Err(ArgError::WindowTooLarge));
+    }
+
+    #[test]
     fn messages() {
         assert_eq!(
             ArgError::Arity("ratelimit.hit").message(),
@@ -271,6 +366,7 @@ mod tests {
             ArgError::UnknownOption("COST or MS").message(),
             "ERR syntax error: unknown option (expected COST or MS)"
         );
+        assert_eq!(ArgError::DuplicateKey.message(), "ERR each key may be given only once");
     }
 }
 
@@ -304,7 +400,21 @@ mod properties {
             if let Ok(a) = parse_audit(words()) {
                 prop_assert!(a.repair_window_ms.is_none());
             }
-            for e in [parse_hit(words()).err(), parse_audit(words()).err(), parse_repair(words()).err()].into_iter().flatten() {
+            if let Ok(a) = parse_peek(words()) {
+                prop_assert!(a.limit >= 1 && a.cost >= 1);
+            }
+            if let Ok(a) = parse_hitall(words()) {
+                prop_assert!(!a.keys.is_empty() && a.keys.len() == a.limits.len());
+                prop_assert!(a.limits.iter().all(|l| l.limit >= 1 && l.cost >= 1 && (1..=MAX_WINDOW_MS).contains(&l.window_ms)));
+            }
+            let errors = [
+                parse_hit(words()).err(),
+                parse_audit(words()).err(),
+                parse_repair(words()).err(),
+                parse_peek(words()).err(),
+                parse_hitall(words()).err(),
+            ];
+            for e in errors.into_iter().flatten() {
                 prop_assert!(e.message().starts_with("ERR "));
             }
         }

@@ -14,6 +14,7 @@ use crate::args::{parse_audit, parse_repair, WalkArgs};
 use crate::audit_filter::{classify, is_counter_value, Probe, Seen, Tally};
 use crate::command::{api, bytes, reply_error, OK};
 use crate::counter_key::CounterKey;
+use crate::stats;
 use crate::walk::{self, Walk};
 use crate::window::Effects;
 
@@ -42,6 +43,7 @@ unsafe fn start(ctx: *mut RedisModuleCtx, command: &str, args: &WalkArgs) -> c_i
     }
     let user_name = unsafe { bytes(user) }.to_vec();
     unsafe { api!(RedisModule_FreeString)(ctx, user) };
+    if args.repair_window_ms.is_some() { &stats::REPAIRS } else { &stats::AUDITS }.add(1);
     let sweep = Sweep {
         prefix: args.prefix.to_vec(),
         repair_window_ms: args.repair_window_ms,
@@ -104,8 +106,8 @@ impl Sweep {
             Err(_) => false,
         };
         unsafe { api!(RedisModule_FreeString)(ctx, name_string) };
-        if repaired {
-            self.tally.found(name);
+        if repaired && self.tally.found(name) {
+            stats::REPAIRED.add(1);
         }
     }
 }
@@ -135,6 +137,7 @@ impl Walk for Sweep {
         let name = unsafe { bytes(name) };
         let seen = classify(name, &self.prefix, &mut ScannedKey(key));
         self.tally.count(seen);
+        stats::KEYS_SCANNED.add(1);
         if seen == Seen::Suspect {
             self.suspects.push(name.to_vec());
         }

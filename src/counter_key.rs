@@ -48,22 +48,38 @@ pub struct CounterKey {
 }
 
 impl CounterKey {
-    /// Opens `name` in the caller's database. A logically expired key is deleted here, as any
-    /// core write command would, so it reads as missing.
+    /// Opens `name` in the caller's database to read and write. A logically expired key is
+    /// deleted here, as any core write command would, so it reads as missing.
     ///
     /// # Safety
     /// `ctx` and `name` must be live for the whole command call.
     pub unsafe fn open(ctx: *mut RedisModuleCtx, name: *mut RedisModuleString) -> Result<Self, KeyError> {
-        let mode = (REDISMODULE_READ | REDISMODULE_WRITE) as c_int;
-        let key = unsafe { api!(RedisModule_OpenKey)(ctx, name, mode) }.cast::<RedisModuleKey>();
+        let key = unsafe { CounterKey::open_with(ctx, name, REDISMODULE_READ | REDISMODULE_WRITE) };
         // Redis never returns NULL for a key opened for writing; every later call would crash on it.
-        if key.is_null() {
+        if key.key.is_null() {
             return Err(KeyError::WriteFailed);
         }
-        Ok(CounterKey { ctx, name, key })
+        Ok(key)
+    }
+
+    /// Opens `name` only to read it (on a replica too); a missing key reads as missing.
+    ///
+    /// # Safety
+    /// As `open`.
+    pub unsafe fn open_read(ctx: *mut RedisModuleCtx, name: *mut RedisModuleString) -> Self {
+        unsafe { CounterKey::open_with(ctx, name, REDISMODULE_READ) }
+    }
+
+    unsafe fn open_with(ctx: *mut RedisModuleCtx, name: *mut RedisModuleString, mode: u32) -> Self {
+        let key = unsafe { api!(RedisModule_OpenKey)(ctx, name, mode as c_int) }.cast::<RedisModuleKey>();
+        CounterKey { ctx, name, key }
     }
 
     pub fn read(&mut self) -> Result<Counter, KeyError> {
+        // Opened read-only, a missing key has no handle.
+        if self.key.is_null() {
+            return Ok(Counter::Missing);
+        }
         let key_type = unsafe { api!(RedisModule_KeyType)(self.key) } as isize;
         if key_type == REDISMODULE_KEYTYPE_EMPTY {
             return Ok(Counter::Missing);
@@ -151,6 +167,8 @@ impl CounterKey {
 
 impl Drop for CounterKey {
     fn drop(&mut self) {
-        unsafe { api!(RedisModule_CloseKey)(self.key) };
+        if !self.key.is_null() {
+            unsafe { api!(RedisModule_CloseKey)(self.key) };
+        }
     }
 }

@@ -1,13 +1,15 @@
-//! `RATELIMIT.HIT key limit window [COST cost] [MS]`: parse, read the counter, decide, write, reply.
+//! `RATELIMIT.HIT key limit window [COST cost] [MS]` and `RATELIMIT.HITALL numkeys key [key ...]
+//! limit window [limit window ...] [COST cost] [MS]`: parse, read the counters, decide, write, reply.
 
 use std::os::raw::c_int;
 
 use redis_module::raw::{RedisModuleCtx, RedisModuleString, REDISMODULE_CTX_FLAGS_OOM};
 
-use crate::args::{parse_hit, ArgError, HitArgs};
-use crate::command::{api, bytes, reply_error, reply_integers};
+use crate::args::{parse_hit, parse_hitall, ArgError, HitArgs};
+use crate::command::{api, bytes, reply_error, reply_integers, OK};
 use crate::counter_key::{CounterKey, KeyError};
-use crate::window::{decide, Counter, Outcome};
+use crate::stats;
+use crate::window::{decide, decide_all, Counter, Outcome};
 
 /// # Safety
 /// Called through `command::run` with the arguments Redis passed.
@@ -35,19 +37,77 @@ unsafe fn hit_counter(
     let now_ms = unsafe { api!(RedisModule_Milliseconds)() };
     let mut key = unsafe { CounterKey::open(ctx, name)? };
     let counter = key.read()?;
-    // Not flagged deny-oom, so that existing counters keep limiting when memory is full (an
-    // increment in place allocates nothing); only a new counter is refused.
-    if counter == Counter::Missing && unsafe { out_of_memory(ctx) } {
-        return Err(KeyError::OutOfMemory);
-    }
+    unsafe { refuse_new_counter_over_maxmemory(ctx, &[counter])? };
     let outcome = decide(args, counter, now_ms);
     key.apply(&outcome.effects)?;
+    record(outcome.allowed, &[(counter, outcome)]);
     Ok(outcome)
 }
 
-/// Whether the server is over `maxmemory` (asked only when a counter would be created: the
-/// flags cost a memory-state computation when maxmemory is set).
-unsafe fn out_of_memory(ctx: *mut RedisModuleCtx) -> bool {
+/// # Safety
+/// Called through `command::run` with the arguments Redis passed.
+pub unsafe fn hitall(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -> c_int {
+    let args = match parse_hitall(argv.iter().skip(1).map(|&s| unsafe { bytes(s) })) {
+        Ok(args) => args,
+        Err(e) => return reply_error(ctx, &e.message()),
+    };
+    // The parser read numkeys keys from argv[2..].
+    let names = &argv[2..2 + args.keys.len()];
+    match unsafe { hit_counters(ctx, names, &args.limits) } {
+        Ok((allowed, outcomes)) => unsafe {
+            api!(RedisModule_ReplyWithArray)(ctx, 1 + outcomes.len() as std::os::raw::c_long);
+            api!(RedisModule_ReplyWithLongLong)(ctx, i64::from(allowed));
+            for (_, o) in outcomes {
+                reply_integers(ctx, &[o.count, o.remaining, o.reset_ms]);
+            }
+            OK
+        },
+        Err(e) => reply_error(ctx, e.message()),
+    }
+}
+
+/// One hit on several counters, all or nothing. Every key is read before anything is written, so
+/// an error on any of them changes none.
+unsafe fn hit_counters(
+    ctx: *mut RedisModuleCtx,
+    names: &[*mut RedisModuleString],
+    limits: &[HitArgs],
+) -> Result<(bool, Vec<(Counter, Outcome)>), KeyError> {
+    let now_ms = unsafe { api!(RedisModule_Milliseconds)() };
+    let mut keys = names.iter().map(|&name| unsafe { CounterKey::open(ctx, name) }).collect::<Result<Vec<_>, _>>()?;
+    let counters = keys.iter_mut().map(CounterKey::read).collect::<Result<Vec<_>, _>>()?;
+    unsafe { refuse_new_counter_over_maxmemory(ctx, &counters)? };
+    let hits: Vec<(HitArgs, Counter)> = limits.iter().copied().zip(counters.iter().copied()).collect();
+    let (allowed, outcomes) = decide_all(&hits, now_ms);
+    for (key, outcome) in keys.iter_mut().zip(&outcomes) {
+        key.apply(&outcome.effects)?;
+    }
+    let outcomes: Vec<(Counter, Outcome)> = counters.into_iter().zip(outcomes).collect();
+    record(allowed, &outcomes);
+    Ok((allowed, outcomes))
+}
+
+/// HIT is not flagged deny-oom, so that existing counters keep limiting when memory is full (an
+/// increment in place allocates nothing); only creating a counter is refused. The flags cost a
+/// memory-state computation when maxmemory is set, so they are asked only on that path.
+unsafe fn refuse_new_counter_over_maxmemory(ctx: *mut RedisModuleCtx, counters: &[Counter]) -> Result<(), KeyError> {
+    if !counters.contains(&Counter::Missing) {
+        return Ok(());
+    }
     let flags = unsafe { api!(RedisModule_GetContextFlags)(ctx) } as u32;
-    flags & REDISMODULE_CTX_FLAGS_OOM != 0
+    match flags & REDISMODULE_CTX_FLAGS_OOM {
+        0 => Ok(()),
+        _ => Err(KeyError::OutOfMemory),
+    }
+}
+
+/// INFO counters for one HIT or HITALL call.
+fn record(allowed: bool, outcomes: &[(Counter, Outcome)]) {
+    stats::HITS.add(1);
+    if allowed { &stats::ADMITTED } else { &stats::DENIED }.add(1);
+    let healed = outcomes
+        .iter()
+        .filter(|(counter, o)| matches!(counter, Counter::Present { .. }) && o.effects.set_expiry.is_some())
+        .count();
+    stats::HEALED.add(healed as u64);
 }

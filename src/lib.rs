@@ -18,6 +18,10 @@ mod counter_key;
 #[cfg(not(test))]
 mod hit;
 #[cfg(not(test))]
+mod peek;
+#[cfg(not(test))]
+mod stats;
+#[cfg(not(test))]
 mod walk;
 
 // Registration is compiled out of unit tests: the module's allocator needs a running Redis.
@@ -84,6 +88,9 @@ mod module {
             RedisModule_ReplyWithMap,
             RedisModule_ReplyWithCString,
             RedisModule_ReplyWithStringBuffer,
+            RedisModule_RegisterInfoFunc,
+            RedisModule_InfoAddSection,
+            RedisModule_InfoAddFieldULongLong,
         );
         None
     }
@@ -98,6 +105,8 @@ mod module {
     }
     entry_points! {
         hit_command => crate::hit::hit,
+        hitall_command => crate::hit::hitall,
+        peek_command => crate::peek::peek,
         audit_command => crate::audit::audit,
         repair_command => crate::audit::repair,
     }
@@ -126,9 +135,12 @@ mod module {
         unsafe {
             api!(RedisModule_SetModuleOptions)(ctx.ctx, raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int)
         };
-        let commands: [(&CStr, Entry, &CStr, c_int); 3] = [
+        let commands: [(&CStr, Entry, &CStr, c_int); 5] = [
             // Not deny-oom: over maxmemory only new counters are refused (see hit.rs).
             (c"ratelimit.hit", hit_command, c"write fast", 1),
+            // Keys given by numkeys: their key spec is set with the command docs.
+            (c"ratelimit.hitall", hitall_command, c"write", 0),
+            (c"ratelimit.peek", peek_command, c"readonly fast", 1),
             // Read-only, so that replicas can be audited; no keys, so it runs on any cluster node.
             (c"ratelimit.audit", audit_command, c"readonly", 0),
             // Not deny-oom: giving leaked counters a TTL is how memory comes back.
@@ -139,6 +151,8 @@ mod module {
                 return Status::Err;
             }
         }
+        // Replaces the crate's default INFO callback, which has nothing to say.
+        unsafe { api!(RedisModule_RegisterInfoFunc)(ctx.ctx, Some(crate::stats::info)) };
         Status::Ok
     }
 

@@ -54,18 +54,40 @@ impl Effects {
     }
 }
 
+/// The count before the hit, whether the key exists, and its expiry.
+fn state(counter: Counter) -> (i64, bool, Option<i64>) {
+    match counter {
+        Counter::Missing => (0, false, None),
+        Counter::Present { count, expires_at } => (count, true, expires_at),
+    }
+}
+
+/// The counter after `cost` more hits, if that stays within `limit`. Checked: a counter near
+/// i64::MAX (set by hand) is simply over any limit.
+fn admitted_count(count: i64, cost: i64, limit: i64) -> Option<i64> {
+    count.checked_add(cost).filter(|&c| c <= limit)
+}
+
 /// Decides one hit at `now_ms`. `now_ms + args.window_ms` must not overflow, which the argument
 /// parser's bound on the window guarantees for any real clock.
 pub fn decide(args: &HitArgs, counter: Counter, now_ms: i64) -> Outcome {
-    let (count, exists, expires_at) = match counter {
-        Counter::Missing => (0, false, None),
-        Counter::Present { count, expires_at } => (count, true, expires_at),
-    };
-    // checked: a counter near i64::MAX (set by hand) is simply over any limit.
-    let admitted_count = count.checked_add(args.cost).filter(|&c| c <= args.limit);
-    let allowed = admitted_count.is_some();
-    let final_count = admitted_count.unwrap_or(count);
-    let key_exists_after = exists || allowed;
+    let (count, _, _) = state(counter);
+    settle(args, counter, now_ms, admitted_count(count, args.cost, args.limit).is_some())
+}
+
+/// Decides one hit against several limits, all or nothing: it is admitted only if every limit
+/// admits it, and then counts on every counter; otherwise on none (each counter still heals).
+pub fn decide_all(hits: &[(HitArgs, Counter)], now_ms: i64) -> (bool, Vec<Outcome>) {
+    let admit = hits.iter().all(|(args, counter)| admitted_count(state(*counter).0, args.cost, args.limit).is_some());
+    (admit, hits.iter().map(|(args, counter)| settle(args, *counter, now_ms, admit)).collect())
+}
+
+/// The outcome for one counter of a hit that is admitted (`admit`, which implies it fits) or not.
+fn settle(args: &HitArgs, counter: Counter, now_ms: i64, admit: bool) -> Outcome {
+    let (count, exists, expires_at) = state(counter);
+    let admitted = admit.then(|| admitted_count(count, args.cost, args.limit)).flatten();
+    let final_count = admitted.unwrap_or(count);
+    let key_exists_after = exists || admitted.is_some();
 
     let set_expiry = match expires_at {
         None if key_exists_after => Some(now_ms.saturating_add(args.window_ms)),
@@ -73,16 +95,34 @@ pub fn decide(args: &HitArgs, counter: Counter, now_ms: i64) -> Outcome {
     };
     let final_expiry = expires_at.or(set_expiry);
     Outcome {
-        allowed,
+        allowed: admitted.is_some(),
         count: final_count,
         remaining: args.limit.saturating_sub(final_count).max(0),
         reset_ms: final_expiry.map_or(0, |t| t.saturating_sub(now_ms).max(0)),
         effects: Effects {
-            store: admitted_count
+            store: admitted
                 .zip(final_expiry)
                 .map(|(count, expires_at)| Store { count, added: args.cost, expires_at }),
             set_expiry,
         },
+    }
+}
+
+/// What a hit of `cost` would get, without making it: the counter as it is, and `reset_ms` -1
+/// for a counter without TTL (a leaked one), 0 for a missing one.
+pub fn peek(limit: i64, cost: i64, counter: Counter, now_ms: i64) -> Outcome {
+    let (count, _, expires_at) = state(counter);
+    let reset_ms = match (counter, expires_at) {
+        (Counter::Missing, _) => 0,
+        (_, None) => -1,
+        (_, Some(t)) => t.saturating_sub(now_ms).max(0),
+    };
+    Outcome {
+        allowed: admitted_count(count, cost, limit).is_some(),
+        count,
+        remaining: limit.saturating_sub(count).max(0),
+        reset_ms,
+        effects: Effects::default(),
     }
 }
 
@@ -181,6 +221,36 @@ mod tests {
         let o = decide(&args(i64::MAX, 1_000, i64::MAX), present(0, None), NOW);
         assert!(o.allowed);
         assert_eq!((o.count, o.remaining), (i64::MAX, 0));
+    }
+
+    #[test]
+    fn all_limits_admit_or_none_counts() {
+        let second = args(2, 1_000, 1);
+        let hour = args(100, 3_600_000, 1);
+        let (admit, o) = decide_all(&[(second, present(1, Some(NOW + 500))), (hour, Counter::Missing)], NOW);
+        assert!(admit);
+        assert_eq!((o[0].count, o[1].count), (2, 1));
+        assert_eq!(o[1].effects.set_expiry, Some(NOW + 3_600_000));
+
+        // The per-second budget is spent: the hourly counter must not be burnt either.
+        let (admit, o) = decide_all(&[(second, present(2, Some(NOW + 500))), (hour, present(7, None))], NOW);
+        assert!(!admit);
+        assert!(o.iter().all(|o| !o.allowed && o.effects.store.is_none()));
+        assert_eq!((o[0].count, o[1].count), (2, 7));
+        assert_eq!(o[1].effects, Effects::heal(NOW + 3_600_000), "still heals");
+        assert_eq!(o[1].remaining, 93);
+    }
+
+    #[test]
+    fn peek_reads_without_writing() {
+        let o = peek(10, 1, present(4, Some(NOW + 700)), NOW);
+        assert_eq!((o.allowed, o.count, o.remaining, o.reset_ms), (true, 4, 6, 700));
+        assert_eq!(o.effects, Effects::default());
+        let o = peek(10, 7, present(4, Some(NOW + 700)), NOW);
+        assert_eq!((o.allowed, o.count, o.remaining), (false, 4, 6));
+        assert_eq!(peek(10, 1, Counter::Missing, NOW).reset_ms, 0);
+        assert_eq!(peek(10, 1, present(3, None), NOW).reset_ms, -1, "a leaked counter shows as such");
+        assert!(!peek(10, 1, present(i64::MAX, Some(NOW)), NOW).allowed);
     }
 
     #[test]

@@ -1,0 +1,30 @@
+//! `RATELIMIT.PEEK key limit [COST cost]`: what a hit would get, without making it.
+
+use std::os::raw::c_int;
+
+use redis_module::raw::{RedisModuleCtx, RedisModuleString};
+
+use crate::args::parse_peek;
+use crate::command::{api, bytes, reply_error, reply_integers};
+use crate::counter_key::CounterKey;
+use crate::stats;
+use crate::window::peek as decide_peek;
+
+/// # Safety
+/// Called through `command::run` with the arguments Redis passed.
+pub unsafe fn peek(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -> c_int {
+    let args = match parse_peek(argv.iter().skip(1).map(|&s| unsafe { bytes(s) })) {
+        Ok(args) => args,
+        Err(e) => return reply_error(ctx, &e.message()),
+    };
+    stats::PEEKS.add(1);
+    let mut key = unsafe { CounterKey::open_read(ctx, argv[1]) };
+    let counter = match key.read() {
+        Ok(counter) => counter,
+        Err(e) => return reply_error(ctx, e.message()),
+    };
+    drop(key);
+    let now_ms = unsafe { api!(RedisModule_Milliseconds)() };
+    let o = decide_peek(args.limit, args.cost, counter, now_ms);
+    reply_integers(ctx, &[i64::from(o.allowed), o.count, o.remaining, o.reset_ms])
+}

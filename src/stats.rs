@@ -1,0 +1,61 @@
+//! `INFO ratelimit`: what the module has done since it was loaded. Relaxed atomic counters, cheap
+//! enough for the hot path and safe from the walk thread.
+
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use redis_module::raw::RedisModuleInfoCtx;
+
+use crate::command::api;
+
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    const fn new() -> Counter {
+        Counter(AtomicU64::new(0))
+    }
+
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Calls of RATELIMIT.HIT and RATELIMIT.HITALL (one each, however many limits).
+pub static HITS: Counter = Counter::new();
+pub static ADMITTED: Counter = Counter::new();
+pub static DENIED: Counter = Counter::new();
+/// Counters without TTL that HIT or HITALL gave one.
+pub static HEALED: Counter = Counter::new();
+pub static PEEKS: Counter = Counter::new();
+pub static AUDITS: Counter = Counter::new();
+pub static REPAIRS: Counter = Counter::new();
+/// Keys visited by AUDIT and REPAIR walks (those the caller may see).
+pub static KEYS_SCANNED: Counter = Counter::new();
+/// Counters REPAIR gave a TTL.
+pub static REPAIRED: Counter = Counter::new();
+
+const FIELDS: [(&std::ffi::CStr, &Counter); 9] = [
+    (c"hits", &HITS),
+    (c"admitted", &ADMITTED),
+    (c"denied", &DENIED),
+    (c"healed", &HEALED),
+    (c"peeks", &PEEKS),
+    (c"audits", &AUDITS),
+    (c"repairs", &REPAIRS),
+    (c"keys_scanned", &KEYS_SCANNED),
+    (c"counters_repaired", &REPAIRED),
+];
+
+/// The INFO callback: one section named after the module, fields `ratelimit_<name>`.
+pub unsafe extern "C" fn info(ctx: *mut RedisModuleInfoCtx, _for_crash_report: c_int) {
+    unsafe {
+        api!(RedisModule_InfoAddSection)(ctx, c"".as_ptr());
+        for (name, counter) in FIELDS {
+            api!(RedisModule_InfoAddFieldULongLong)(ctx, name.as_ptr(), counter.get());
+        }
+    }
+}
