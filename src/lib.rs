@@ -14,6 +14,8 @@ mod audit;
 #[cfg(not(test))]
 mod command;
 #[cfg(not(test))]
+mod command_docs;
+#[cfg(not(test))]
 mod counter_key;
 #[cfg(not(test))]
 mod hit;
@@ -89,6 +91,8 @@ mod module {
             RedisModule_ReplyWithCString,
             RedisModule_ReplyWithStringBuffer,
             RedisModule_RegisterInfoFunc,
+            RedisModule_GetCommand,
+            RedisModule_SetCommandInfo,
             RedisModule_InfoAddSection,
             RedisModule_InfoAddFieldULongLong,
         );
@@ -138,7 +142,7 @@ mod module {
         let commands: [(&CStr, Entry, &CStr, c_int); 5] = [
             // Not deny-oom: over maxmemory only new counters are refused (see hit.rs).
             (c"ratelimit.hit", hit_command, c"write fast", 1),
-            // Keys given by numkeys: their key spec is set with the command docs.
+            // Keys given by numkeys: found through the key spec set with the command docs.
             (c"ratelimit.hitall", hitall_command, c"write", 0),
             (c"ratelimit.peek", peek_command, c"readonly fast", 1),
             // Read-only, so that replicas can be audited; no keys, so it runs on any cluster node.
@@ -150,6 +154,10 @@ mod module {
             if create_command(ctx, name, entry, flags, first_key) == Status::Err {
                 return Status::Err;
             }
+        }
+        if let Err(e) = crate::command_docs::set_all(ctx.ctx) {
+            ctx.log_warning(&format!("ratelimit: {e}"));
+            return Status::Err;
         }
         // Replaces the crate's default INFO callback, which has nothing to say.
         unsafe { api!(RedisModule_RegisterInfoFunc)(ctx.ctx, Some(crate::stats::info)) };
