@@ -47,6 +47,11 @@ unsafe fn hit_counter(
 /// # Safety
 /// Called through `command::run` with the arguments Redis passed.
 pub unsafe fn hitall(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -> c_int {
+    // Redis 7.0's cluster routing asks for the keys this way (it ignores the key specs that
+    // COMMAND GETKEYS and ACLs use): without it, HITALL would run on any node.
+    if unsafe { api!(RedisModule_IsKeysPositionRequest)(ctx) } != 0 {
+        return unsafe { report_key_positions(ctx, argv) };
+    }
     let args = match parse_hitall(argv.iter().skip(1).map(|&s| unsafe { bytes(s) })) {
         Ok(args) => args,
         Err(e) => return reply_error(ctx, &e.message()),
@@ -64,6 +69,16 @@ pub unsafe fn hitall(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) 
         },
         Err(e) => reply_error(ctx, e.message()),
     }
+}
+
+/// The positions of HITALL's keys: `numkeys` arguments from the third on, as far as they go.
+unsafe fn report_key_positions(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -> c_int {
+    let numkeys = argv.get(1).and_then(|&s| crate::decimal::parse_i64(unsafe { bytes(s) })).unwrap_or(0);
+    let available = argv.len().saturating_sub(2) as i64;
+    for pos in 2..2 + numkeys.clamp(0, available) {
+        unsafe { api!(RedisModule_KeyAtPos)(ctx, pos as c_int) };
+    }
+    OK
 }
 
 /// One hit on several counters, all or nothing. Every key is read before anything is written, so

@@ -93,6 +93,8 @@ mod module {
             RedisModule_RegisterInfoFunc,
             RedisModule_GetCommand,
             RedisModule_SetCommandInfo,
+            RedisModule_IsKeysPositionRequest,
+            RedisModule_KeyAtPos,
             RedisModule_InfoAddSection,
             RedisModule_InfoAddFieldULongLong,
         );
@@ -142,8 +144,9 @@ mod module {
         let commands: [(&CStr, Entry, &CStr, c_int); 5] = [
             // Not deny-oom: over maxmemory only new counters are refused (see hit.rs).
             (c"ratelimit.hit", hit_command, c"write fast", 1),
-            // Keys given by numkeys: found through the key spec set with the command docs.
-            (c"ratelimit.hitall", hitall_command, c"write", 0),
+            // Keys given by numkeys: a key spec (set with the command docs) for COMMAND GETKEYS and
+            // ACLs, and getkeys-api for 7.0's cluster routing, which reads only that.
+            (c"ratelimit.hitall", hitall_command, c"write getkeys-api", 0),
             (c"ratelimit.peek", peek_command, c"readonly fast", 1),
             // Read-only, so that replicas can be audited; no keys, so it runs on any cluster node.
             (c"ratelimit.audit", audit_command, c"readonly", 0),

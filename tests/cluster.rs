@@ -150,6 +150,15 @@ fn hash_tags_keep_keys_together(cluster: &Cluster, client: &mut ClusterConnectio
     let mut con = cluster.node_connection(cluster.owner("{user:42}").port);
     let together: i64 = redis::cmd("EXISTS").arg(&["{user:42}:second", "{user:42}:hour"]).query(&mut con).unwrap();
     assert_eq!(together, 2, "one hash tag, one node");
+
+    // HITALL's keys must share a slot: with one hash tag it counts, across slots Redis refuses it.
+    let tagged = ["2", "{user:7}:second", "{user:7}:hour", "10", "1", "1000", "3600"];
+    let reply: Vec<redis::Value> = redis::cmd("RATELIMIT.HITALL").arg(&tagged).query(client).unwrap();
+    assert_eq!(reply[0], redis::Value::Int(1));
+    let mut owner = cluster.node_connection(cluster.owner("{user:7}").port);
+    let crossing = ["2", "user:7:second", "user:8:hour", "10", "1", "1000", "3600"];
+    let error = error_of(redis::cmd("RATELIMIT.HITALL").arg(&crossing).query::<redis::Value>(&mut owner));
+    assert!(error.starts_with("CROSSSLOT"), "{error}");
 }
 
 fn resharding_moves_live_counters(cluster: &Cluster, client: &mut ClusterConnection) {

@@ -62,9 +62,10 @@ fn random_arguments_never_hurt_the_server() {
 
     let (mut ok, mut errors) = (0, 0);
     for i in 0..5_000 {
-        let command = ["RATELIMIT.HIT", "RATELIMIT.HIT", "RATELIMIT.AUDIT", "RATELIMIT.REPAIR"][rng.below(4)];
+        let command = ["RATELIMIT.HIT", "RATELIMIT.HIT", "RATELIMIT.HITALL", "RATELIMIT.PEEK", "RATELIMIT.AUDIT", "RATELIMIT.REPAIR"]
+            [rng.below(6)];
         let mut cmd = redis::cmd(command);
-        if command == "RATELIMIT.HIT" && rng.below(8) != 0 {
+        if (command == "RATELIMIT.HIT" || command == "RATELIMIT.PEEK") && rng.below(8) != 0 {
             cmd.arg(rng.key());
         }
         // Half the vectors start well-formed, so that the options and the writes get exercised.
@@ -73,6 +74,15 @@ fn random_arguments_never_hurt_the_server() {
             let number = |rng: &mut Rng| ["1", "3", "10", "250", "60"][rng.below(5)];
             match command {
                 "RATELIMIT.HIT" => cmd.arg(number(&mut rng)).arg(number(&mut rng)),
+                "RATELIMIT.PEEK" => cmd.arg(number(&mut rng)),
+                "RATELIMIT.HITALL" => {
+                    let (a, b) = (rng.key(), rng.key());
+                    cmd.arg(2).arg(a).arg(b);
+                    for _ in 0..4 {
+                        cmd.arg(number(&mut rng));
+                    }
+                    &mut cmd
+                }
                 "RATELIMIT.AUDIT" => cmd.arg("fz:"),
                 _ => cmd.arg("fz:").arg(number(&mut rng)),
             };
@@ -89,10 +99,19 @@ fn random_arguments_never_hurt_the_server() {
             .collect();
         let context = || format!("seed {seed}, vector {i}: {shown:?}");
         match cmd.query::<Value>(&mut con) {
-            Ok(Value::Array(items)) if command == "RATELIMIT.HIT" => {
+            Ok(Value::Array(items)) if command == "RATELIMIT.HITALL" => {
+                assert!(matches!(items[0], Value::Int(0 | 1)) && items.len() >= 2, "{}: {items:?}", context());
+                for per_key in &items[1..] {
+                    let numbers: Vec<i64> = redis::from_redis_value(per_key).unwrap();
+                    assert!(numbers.len() == 3 && numbers[1] >= 0 && numbers[2] >= 0, "{}: {numbers:?}", context());
+                }
+                ok += 1;
+            }
+            Ok(Value::Array(items)) if command == "RATELIMIT.HIT" || command == "RATELIMIT.PEEK" => {
                 let numbers: Vec<i64> = redis::from_redis_value(&Value::Array(items)).unwrap();
                 assert!(numbers.len() == 4 && (numbers[0] == 0 || numbers[0] == 1), "{}: {numbers:?}", context());
-                assert!(numbers[2] >= 0 && numbers[3] >= 0, "{}: {numbers:?}", context());
+                // reset_ms is -1 only where PEEK shows a counter without TTL.
+                assert!(numbers[2] >= 0 && numbers[3] >= -1, "{}: {numbers:?}", context());
                 ok += 1;
             }
             Ok(reply @ Value::Array(_)) => {

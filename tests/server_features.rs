@@ -155,3 +155,44 @@ fn keyspace_notifications_match_the_core_commands() {
     }
     assert_eq!(events, ["incrby new", "expire new", "incrby new", "set leak", "expire leak"]);
 }
+
+#[test]
+fn info_ratelimit_counts_what_the_module_did() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let _: () = redis::cmd("SET").arg(&["leaked", "5"]).query(&mut con).unwrap();
+    for _ in 0..3 {
+        hit(&mut con, "k", &["2", "60"]).unwrap(); // admitted, admitted, denied
+    }
+    hit(&mut con, "leaked", &["1", "60"]).unwrap(); // denied, healed
+    let _: Vec<i64> = redis::cmd("RATELIMIT.PEEK").arg(&["k", "2"]).query(&mut con).unwrap();
+    let _: Value = redis::cmd("RATELIMIT.AUDIT").arg("").query(&mut con).unwrap();
+    let field = |con: &mut redis::Connection, name: &str| common::info_field(con, "ratelimit", &format!("ratelimit_{name}"));
+    let expected = [("hits", "4"), ("admitted", "2"), ("denied", "2"), ("healed", "1"), ("peeks", "1"), ("audits", "1"), ("keys_scanned", "2")];
+    for (name, value) in expected {
+        assert_eq!(field(&mut con, name).as_deref(), Some(value), "{name}");
+    }
+}
+
+#[test]
+fn command_docs_describe_every_command() {
+    let server = Server::start();
+    let mut con = server.connect();
+    for (command, arity, first_argument) in [
+        ("ratelimit.hit", -4, "key"),
+        ("ratelimit.hitall", -5, "numkeys"),
+        ("ratelimit.peek", -3, "key"),
+        ("ratelimit.audit", -2, "prefix"),
+        ("ratelimit.repair", -3, "prefix"),
+    ] {
+        let docs: Vec<Value> = redis::cmd("COMMAND").arg("DOCS").arg(command).query(&mut con).unwrap();
+        let doc: HashMap<String, Value> = redis::from_redis_value(&docs[1]).unwrap();
+        let summary: String = redis::from_redis_value(&doc["summary"]).unwrap();
+        assert!(summary.len() > 20, "{command}: {summary}");
+        let arguments: Vec<HashMap<String, Value>> = redis::from_redis_value(&doc["arguments"]).unwrap();
+        let name: String = redis::from_redis_value(&arguments[0]["name"]).unwrap();
+        assert_eq!(name, first_argument, "{command}");
+        let info: Vec<Vec<Value>> = redis::cmd("COMMAND").arg("INFO").arg(command).query(&mut con).unwrap();
+        assert_eq!(info[0][1], Value::Int(arity), "{command}");
+    }
+}
