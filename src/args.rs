@@ -36,9 +36,6 @@ pub struct WalkArgs<'a> {
     pub repair_window_ms: Option<i64>,
 }
 
-/// How many key names AUDIT and REPAIR list when `LIMIT` is not given.
-pub const DEFAULT_NAMES: usize = 100;
-
 /// The largest window accepted, in milliseconds: about 146 million years, so that adding it to
 /// any current time stays far inside an `i64` of milliseconds.
 pub const MAX_WINDOW_MS: i64 = i64::MAX / 2;
@@ -174,24 +171,24 @@ pub fn parse_hitall<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitA
     Ok(HitAllArgs { keys, limits })
 }
 
-fn names_limit(value: Option<&[u8]>) -> Result<usize, ArgError> {
-    let Some(value) = value else { return Ok(DEFAULT_NAMES) };
+fn names_limit(value: Option<&[u8]>, default: usize) -> Result<usize, ArgError> {
+    let Some(value) = value else { return Ok(default) };
     let n = parse_i64(value).filter(|&n| n >= 0).ok_or(ArgError::Negative("LIMIT"))?;
     Ok(usize::try_from(n).unwrap_or(usize::MAX))
 }
 
-/// `prefix [LIMIT n]`, after the command name.
-pub fn parse_audit<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<WalkArgs<'a>, ArgError> {
+/// `prefix [LIMIT n]`, after the command name; `default_names` stands for a missing LIMIT.
+pub fn parse_audit<'a>(args: impl IntoIterator<Item = &'a [u8]>, default_names: usize) -> Result<WalkArgs<'a>, ArgError> {
     let mut args = args.into_iter();
     let Some(prefix) = args.next() else {
         return Err(ArgError::Arity("ratelimit.audit"));
     };
     let [limit] = options(args, [Opt { name: "LIMIT", valued: true }], "LIMIT")?;
-    Ok(WalkArgs { prefix, names: names_limit(limit)?, repair_window_ms: None })
+    Ok(WalkArgs { prefix, names: names_limit(limit, default_names)?, repair_window_ms: None })
 }
 
-/// `prefix window [MS] [LIMIT n]`, after the command name.
-pub fn parse_repair<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<WalkArgs<'a>, ArgError> {
+/// `prefix window [MS] [LIMIT n]`, after the command name; `default_names` stands for a missing LIMIT.
+pub fn parse_repair<'a>(args: impl IntoIterator<Item = &'a [u8]>, default_names: usize) -> Result<WalkArgs<'a>, ArgError> {
     let mut args = args.into_iter();
     let (Some(prefix), Some(window)) = (args.next(), args.next()) else {
         return Err(ArgError::Arity("ratelimit.repair"));
@@ -199,7 +196,7 @@ pub fn parse_repair<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Walk
     let spec = [Opt { name: "MS", valued: false }, Opt { name: "LIMIT", valued: true }];
     let [ms, limit] = options(args, spec, "MS or LIMIT")?;
     let window_ms = window_ms(window, ms.is_some())?;
-    Ok(WalkArgs { prefix, names: names_limit(limit)?, repair_window_ms: Some(window_ms) })
+    Ok(WalkArgs { prefix, names: names_limit(limit, default_names)?, repair_window_ms: Some(window_ms) })
 }
 
 #[cfg(test)]
@@ -282,38 +279,48 @@ mod tests {
         assert_eq!(hit("k 10 60 "), Err(ArgError::UnknownOption("COST or MS")));
     }
 
+    const DEFAULT: usize = 100;
+
+    fn parse_audit_<'a>(words: impl IntoIterator<Item = &'a [u8]>) -> Result<WalkArgs<'a>, ArgError> {
+        parse_audit(words, DEFAULT)
+    }
+
+    fn parse_repair_<'a>(words: impl IntoIterator<Item = &'a [u8]>) -> Result<WalkArgs<'a>, ArgError> {
+        parse_repair(words, DEFAULT)
+    }
+
     fn walk(prefix: &[u8], names: usize, repair_window_ms: Option<i64>) -> Result<WalkArgs<'_>, ArgError> {
         Ok(WalkArgs { prefix, names, repair_window_ms })
     }
 
     #[test]
     fn audit() {
-        assert_eq!(parse_audit(words("rl:")), walk(b"rl:", DEFAULT_NAMES, None));
-        assert_eq!(parse_audit([&b""[..]]), walk(b"", DEFAULT_NAMES, None));
-        assert_eq!(parse_audit(words("rl:* limit 0")), walk(b"rl:*", 0, None));
-        assert_eq!(parse_audit(words("rl: LIMIT 7")), walk(b"rl:", 7, None));
-        assert_eq!(parse_audit(std::iter::empty()), Err(ArgError::Arity("ratelimit.audit")));
-        assert_eq!(parse_audit(words("rl: LIMIT")), Err(ArgError::MissingValue("LIMIT")));
-        assert_eq!(parse_audit(words("rl: LIMIT -1")), Err(ArgError::Negative("LIMIT")));
-        assert_eq!(parse_audit(words("rl: LIMIT x")), Err(ArgError::Negative("LIMIT")));
-        assert_eq!(parse_audit(words("rl: LIMIT 1 LIMIT 2")), Err(ArgError::Repeated("LIMIT")));
-        assert_eq!(parse_audit(words("rl: 60")), Err(ArgError::UnknownOption("LIMIT")));
-        assert_eq!(parse_audit(words("rl: MS")), Err(ArgError::UnknownOption("LIMIT")));
+        assert_eq!(parse_audit_(words("rl:")), walk(b"rl:", DEFAULT, None));
+        assert_eq!(parse_audit_([&b""[..]]), walk(b"", DEFAULT, None));
+        assert_eq!(parse_audit_(words("rl:* limit 0")), walk(b"rl:*", 0, None));
+        assert_eq!(parse_audit_(words("rl: LIMIT 7")), walk(b"rl:", 7, None));
+        assert_eq!(parse_audit_(std::iter::empty()), Err(ArgError::Arity("ratelimit.audit")));
+        assert_eq!(parse_audit_(words("rl: LIMIT")), Err(ArgError::MissingValue("LIMIT")));
+        assert_eq!(parse_audit_(words("rl: LIMIT -1")), Err(ArgError::Negative("LIMIT")));
+        assert_eq!(parse_audit_(words("rl: LIMIT x")), Err(ArgError::Negative("LIMIT")));
+        assert_eq!(parse_audit_(words("rl: LIMIT 1 LIMIT 2")), Err(ArgError::Repeated("LIMIT")));
+        assert_eq!(parse_audit_(words("rl: 60")), Err(ArgError::UnknownOption("LIMIT")));
+        assert_eq!(parse_audit_(words("rl: MS")), Err(ArgError::UnknownOption("LIMIT")));
     }
 
     #[test]
     fn repair() {
-        assert_eq!(parse_repair(words("rl: 60")), walk(b"rl:", DEFAULT_NAMES, Some(60_000)));
-        assert_eq!(parse_repair(words("rl: 60 ms")), walk(b"rl:", DEFAULT_NAMES, Some(60)));
-        assert_eq!(parse_repair(words("rl: 60 LIMIT 3 MS")), walk(b"rl:", 3, Some(60)));
-        assert_eq!(parse_repair(words("rl:")), Err(ArgError::Arity("ratelimit.repair")));
-        assert_eq!(parse_repair(words("rl: 0")), Err(ArgError::NotPositive("window")));
-        assert_eq!(parse_repair(words("rl: -5")), Err(ArgError::NotPositive("window")));
-        assert_eq!(parse_repair(words("rl: LIMIT")), Err(ArgError::NotPositive("window")));
-        assert_eq!(parse_repair(words("rl: 60 LIMIT -2")), Err(ArgError::Negative("LIMIT")));
-        assert_eq!(parse_repair(words("rl: 60 MS MS")), Err(ArgError::Repeated("MS")));
-        assert_eq!(parse_repair(words("rl: 60 COST 1")), Err(ArgError::UnknownOption("MS or LIMIT")));
-        assert_eq!(parse_repair(words("rl: 9223372036854775")), Err(ArgError::WindowTooLarge));
+        assert_eq!(parse_repair_(words("rl: 60")), walk(b"rl:", DEFAULT, Some(60_000)));
+        assert_eq!(parse_repair_(words("rl: 60 ms")), walk(b"rl:", DEFAULT, Some(60)));
+        assert_eq!(parse_repair_(words("rl: 60 LIMIT 3 MS")), walk(b"rl:", 3, Some(60)));
+        assert_eq!(parse_repair_(words("rl:")), Err(ArgError::Arity("ratelimit.repair")));
+        assert_eq!(parse_repair_(words("rl: 0")), Err(ArgError::NotPositive("window")));
+        assert_eq!(parse_repair_(words("rl: -5")), Err(ArgError::NotPositive("window")));
+        assert_eq!(parse_repair_(words("rl: LIMIT")), Err(ArgError::NotPositive("window")));
+        assert_eq!(parse_repair_(words("rl: 60 LIMIT -2")), Err(ArgError::Negative("LIMIT")));
+        assert_eq!(parse_repair_(words("rl: 60 MS MS")), Err(ArgError::Repeated("MS")));
+        assert_eq!(parse_repair_(words("rl: 60 COST 1")), Err(ArgError::UnknownOption("MS or LIMIT")));
+        assert_eq!(parse_repair_(words("rl: 9223372036854775")), Err(ArgError::WindowTooLarge));
     }
 
     #[test]
@@ -393,11 +400,11 @@ mod properties {
                 prop_assert!(a.limit >= 1 && a.cost >= 1);
                 prop_assert!((1..=MAX_WINDOW_MS).contains(&a.window_ms));
             }
-            if let Ok(a) = parse_repair(words()) {
+            if let Ok(a) = parse_repair(words(), 100) {
                 let window = a.repair_window_ms.expect("REPAIR has a window");
                 prop_assert!((1..=MAX_WINDOW_MS).contains(&window));
             }
-            if let Ok(a) = parse_audit(words()) {
+            if let Ok(a) = parse_audit(words(), 100) {
                 prop_assert!(a.repair_window_ms.is_none());
             }
             if let Ok(a) = parse_peek(words()) {
@@ -409,8 +416,8 @@ mod properties {
             }
             let errors = [
                 parse_hit(words()).err(),
-                parse_audit(words()).err(),
-                parse_repair(words()).err(),
+                parse_audit(words(), 100).err(),
+                parse_repair(words(), 100).err(),
                 parse_peek(words()).err(),
                 parse_hitall(words()).err(),
             ];

@@ -13,6 +13,7 @@ use redis_module::raw::{
 use crate::args::{parse_audit, parse_repair, WalkArgs};
 use crate::audit_filter::{classify, is_counter_value, Probe, Seen, Tally};
 use crate::command::{api, bytes, reply_error, OK};
+use crate::config;
 use crate::counter_key::CounterKey;
 use crate::stats;
 use crate::walk::{self, Walk};
@@ -21,7 +22,7 @@ use crate::window::Effects;
 /// # Safety
 /// Called through `command::run` with the arguments Redis passed.
 pub unsafe fn audit(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -> c_int {
-    match parse_audit(argv.iter().skip(1).map(|&s| unsafe { bytes(s) })) {
+    match parse_audit(argv.iter().skip(1).map(|&s| unsafe { bytes(s) }), default_names()) {
         Ok(args) => unsafe { start(ctx, "RATELIMIT.AUDIT", &args) },
         Err(e) => reply_error(ctx, &e.message()),
     }
@@ -30,10 +31,15 @@ pub unsafe fn audit(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -
 /// # Safety
 /// Called through `command::run` with the arguments Redis passed.
 pub unsafe fn repair(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -> c_int {
-    match parse_repair(argv.iter().skip(1).map(|&s| unsafe { bytes(s) })) {
+    match parse_repair(argv.iter().skip(1).map(|&s| unsafe { bytes(s) }), default_names()) {
         Ok(args) => unsafe { start(ctx, "RATELIMIT.REPAIR", &args) },
         Err(e) => reply_error(ctx, &e.message()),
     }
+}
+
+/// The `ratelimit.audit-limit` config: names listed when the call gives no LIMIT.
+fn default_names() -> usize {
+    usize::try_from(config::AUDIT_LIMIT.get()).unwrap_or(0)
 }
 
 unsafe fn start(ctx: *mut RedisModuleCtx, command: &str, args: &WalkArgs) -> c_int {

@@ -16,6 +16,8 @@ mod command;
 #[cfg(not(test))]
 mod command_docs;
 #[cfg(not(test))]
+mod config;
+#[cfg(not(test))]
 mod counter_key;
 #[cfg(not(test))]
 mod hit;
@@ -93,6 +95,8 @@ mod module {
             RedisModule_RegisterInfoFunc,
             RedisModule_GetCommand,
             RedisModule_SetCommandInfo,
+            RedisModule_RegisterNumericConfig,
+            RedisModule_LoadConfigs,
             RedisModule_IsKeysPositionRequest,
             RedisModule_KeyAtPos,
             RedisModule_InfoAddSection,
@@ -157,6 +161,10 @@ mod module {
             if create_command(ctx, name, entry, flags, first_key) == Status::Err {
                 return Status::Err;
             }
+        }
+        if let Err(e) = crate::config::register(ctx.ctx) {
+            ctx.log_warning(&format!("ratelimit: {e}"));
+            return Status::Err;
         }
         if let Err(e) = crate::command_docs::set_all(ctx.ctx) {
             ctx.log_warning(&format!("ratelimit: {e}"));

@@ -1,7 +1,7 @@
 //! Walking one database's keyspace without stalling the server.
 //!
 //! The calling client is blocked (only it waits); a thread of ours scans in slices, each holding
-//! the server lock for about `SLICE` over many `RedisModule_Scan` steps, then lets the main
+//! the server lock for about `ratelimit.walk-slice-us` over many `RedisModule_Scan` steps, then lets the main
 //! thread in. When the walk ends the client is unblocked and answered from the main thread; if it
 //! disconnects first, the walk stops at the next step and everything is freed.
 
@@ -18,9 +18,8 @@ use redis_module::raw::{
 };
 
 use crate::command::{api, reply_error, OK};
+use crate::config;
 
-/// How long one slice may hold the server lock: other clients wait at most about this long.
-const SLICE: Duration = Duration::from_millis(1);
 /// Scan steps (one hash bucket each) between two looks at the clock.
 const STEPS_PER_CHECK: usize = 32;
 /// The gap between slices, so that the main thread, waiting for the lock, gets it.
@@ -134,6 +133,8 @@ unsafe fn scan_all(
                 job.error = Some(e);
                 break;
             }
+            // How long one slice may hold the server lock: other clients wait at most about this long.
+            let slice = Duration::from_micros(config::WALK_SLICE_US.get().unsigned_abs());
             let started = Instant::now();
             while more && job.error.is_none() && !cancel.load(Ordering::Relaxed) {
                 for _ in 0..STEPS_PER_CHECK {
@@ -144,7 +145,7 @@ unsafe fn scan_all(
                     }
                 }
                 job.walk.settle(ctx);
-                if started.elapsed() >= SLICE {
+                if started.elapsed() >= slice {
                     break;
                 }
             }

@@ -196,3 +196,29 @@ fn command_docs_describe_every_command() {
         assert_eq!(info[0][1], Value::Int(arity), "{command}");
     }
 }
+
+#[test]
+fn configs_are_set_at_load_and_with_config_set() {
+    let server = Server::with(common::Config {
+        args: &["--ratelimit.audit-limit", "2", "--ratelimit.walk-slice-us", "500"],
+        ..common::Config::default()
+    });
+    let mut con = server.connect();
+    let get = |con: &mut redis::Connection, name: &str| -> String {
+        let pair: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query(con).unwrap();
+        pair[1].clone()
+    };
+    assert_eq!(get(&mut con, "ratelimit.audit-limit"), "2");
+    assert_eq!(get(&mut con, "ratelimit.walk-slice-us"), "500");
+    for i in 0..5 {
+        let _: () = redis::cmd("SET").arg(format!("leak:{i}")).arg(i).query(&mut con).unwrap();
+    }
+    let names = |con: &mut redis::Connection| common::audit(con, &["leak:"]).unwrap().keys.len();
+    assert_eq!(names(&mut con), 2, "the default LIMIT comes from ratelimit.audit-limit");
+
+    let _: () = redis::cmd("CONFIG").arg(&["SET", "ratelimit.audit-limit", "4"]).query(&mut con).unwrap();
+    assert_eq!(names(&mut con), 4);
+    let error = error_of(redis::cmd("CONFIG").arg(&["SET", "ratelimit.walk-slice-us", "5"]).query::<()>(&mut con));
+    assert!(error.contains("argument must be between 100 and 100000"), "{error}");
+    assert_eq!(get(&mut con, "ratelimit.walk-slice-us"), "500");
+}
