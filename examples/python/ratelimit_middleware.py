@@ -1,0 +1,52 @@
+"""A WSGI middleware that rate-limits every request with RATELIMIT.HIT (redis-ratelimit).
+
+Copy it into any WSGI app (Flask, Django, Falcon...):
+
+    app.wsgi_app = RateLimitMiddleware(app.wsgi_app, redis.Redis(), limit=100, window=60)
+
+Requests are counted per client (the X-Api-Key header, else the remote address). A denied
+request gets 429 with Retry-After; every response carries the IETF RateLimit-Policy and
+RateLimit fields.
+"""
+
+import math
+
+
+class RateLimitMiddleware:
+    def __init__(self, app, redis_client, limit, window, prefix="rl:"):
+        self.app = app
+        self.redis = redis_client
+        self.limit = limit
+        self.window = window
+        self.prefix = prefix
+
+    def identity(self, environ):
+        return environ.get("HTTP_X_API_KEY") or environ.get("REMOTE_ADDR", "unknown")
+
+    def __call__(self, environ, start_response):
+        key = self.prefix + self.identity(environ)
+        allowed, _count, remaining, reset_ms = self.redis.execute_command(
+            "RATELIMIT.HIT", key, self.limit, self.window
+        )
+        reset_s = math.ceil(reset_ms / 1000)
+        headers = [
+            ("RateLimit-Policy", f'"default";q={self.limit};w={self.window}'),
+            ("RateLimit", f'"default";r={remaining};t={reset_s}'),
+        ]
+        if not allowed:
+            body = b"Too Many Requests\n"
+            start_response(
+                "429 Too Many Requests",
+                headers
+                + [
+                    ("Retry-After", str(reset_s)),
+                    ("Content-Type", "text/plain"),
+                    ("Content-Length", str(len(body))),
+                ],
+            )
+            return [body]
+
+        def start_with_headers(status, response_headers, exc_info=None):
+            return start_response(status, response_headers + headers, exc_info)
+
+        return self.app(environ, start_with_headers)

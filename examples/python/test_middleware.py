@@ -1,0 +1,103 @@
+"""Runs the middleware against a real redis-server with the module and real HTTP requests.
+
+REDIS_SERVER and RATELIMIT_MODULE say which server and module to use (make test sets them).
+"""
+
+import math
+import os
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.request
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+import redis
+
+from ratelimit_middleware import RateLimitMiddleware
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def hello(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"hello\n"]
+
+
+class QuietHandler(WSGIRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+class MiddlewareTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        cls.redis_port = free_port()
+        cls.server = subprocess.Popen(
+            [
+                os.environ.get("REDIS_SERVER", "redis-server"),
+                "--port", str(cls.redis_port), "--bind", "127.0.0.1", "--save", "",
+                "--dir", cls.dir.name, "--loadmodule", os.environ["RATELIMIT_MODULE"],
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        cls.redis = redis.Redis(port=cls.redis_port)
+        for _ in range(100):
+            try:
+                cls.redis.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        app = RateLimitMiddleware(hello, cls.redis, limit=3, window=60)
+        cls.http = make_server("127.0.0.1", 0, app, handler_class=QuietHandler)
+        threading.Thread(target=cls.http.serve_forever, daemon=True).start()
+        cls.url = f"http://127.0.0.1:{cls.http.server_port}/"
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.http.shutdown()
+        cls.server.kill()
+        cls.server.wait()
+        cls.dir.cleanup()
+
+    def get(self, api_key):
+        request = urllib.request.Request(self.url, headers={"X-Api-Key": api_key})
+        try:
+            with urllib.request.urlopen(request) as response:
+                return response.status, response.headers
+        except urllib.error.HTTPError as error:
+            return error.code, error.headers
+
+    def test_admits_up_to_the_limit_then_answers_429(self):
+        statuses = []
+        for expected_remaining in (2, 1, 0):
+            status, headers = self.get("alice")
+            statuses.append(status)
+            self.assertEqual(headers["RateLimit-Policy"], '"default";q=3;w=60')
+            self.assertRegex(headers["RateLimit"], rf'^"default";r={expected_remaining};t=(59|60)$')
+        status, headers = self.get("alice")
+        statuses.append(status)
+        self.assertEqual(statuses, [200, 200, 200, 429])
+        # Retry-After is reset_ms rounded up to whole seconds: the window's remaining life (read
+        # again here a moment later, so it may have crossed a second).
+        ttl_seconds = math.ceil(self.redis.pttl("rl:alice") / 1000)
+        self.assertIn(int(headers["Retry-After"]), (ttl_seconds, ttl_seconds + 1))
+        self.assertEqual(self.redis.get("rl:alice"), b"3", "denied requests do not count")
+
+    def test_each_client_has_its_own_budget(self):
+        for _ in range(3):
+            self.assertEqual(self.get("bob")[0], 200)
+        self.assertEqual(self.get("bob")[0], 429)
+        self.assertEqual(self.get("carol")[0], 200)
+
+
+if __name__ == "__main__":
+    unittest.main()
