@@ -24,9 +24,13 @@ pub enum Contender {
     Fcall,
     /// `RATELIMIT.HIT`.
     Hit,
+    /// `RATELIMIT.HITALL` with two limits (per minute and per hour) on one identity.
+    HitAll,
+    /// `RATELIMIT.PEEK`: the read-only look.
+    Peek,
 }
 
-pub const ALL: [Contender; 7] = [
+pub const ALL: [Contender; 9] = [
     Contender::Incr,
     Contender::TwoStep,
     Contender::IncrExpireNx,
@@ -34,6 +38,8 @@ pub const ALL: [Contender; 7] = [
     Contender::EvalSha,
     Contender::Fcall,
     Contender::Hit,
+    Contender::HitAll,
+    Contender::Peek,
 ];
 
 impl Contender {
@@ -46,6 +52,8 @@ impl Contender {
             Contender::EvalSha => "EVALSHA (Lua)",
             Contender::Fcall => "FCALL (function)",
             Contender::Hit => "RATELIMIT.HIT",
+            Contender::HitAll => "RATELIMIT.HITALL, 2 limits",
+            Contender::Peek => "RATELIMIT.PEEK",
         }
     }
 
@@ -58,6 +66,8 @@ impl Contender {
             Contender::EvalSha => "b:eval:",
             Contender::Fcall => "b:fcall:",
             Contender::Hit => "b:hit:",
+            Contender::HitAll => "b:all:",
+            Contender::Peek => "b:hit:",
         }
     }
 }
@@ -109,6 +119,16 @@ fn write_hit(contender: Contender, setup: &Setup, key: &[u8], out: &mut Vec<u8>)
         }
         Contender::Hit => {
             command(out, &[b"RATELIMIT.HIT", key, setup.hit_limit.as_bytes(), w]);
+            1
+        }
+        Contender::HitAll => {
+            let tagged = |suffix: &str| [b"{", key, b"}", suffix.as_bytes()].concat();
+            let limit = setup.hit_limit.as_bytes();
+            command(out, &[b"RATELIMIT.HITALL", b"2", &tagged(":m"), &tagged(":h"), limit, w, limit, b"3600"]);
+            1
+        }
+        Contender::Peek => {
+            command(out, &[b"RATELIMIT.PEEK", key, setup.hit_limit.as_bytes()]);
             1
         }
     }
