@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    audit, cpu_ticks, error_of, hit, info_field, pttl, repair, run_all, snapshot, wait_for, Config, Server,
+    audit, cpu_ticks, error_of, hit, info_field, pttl, repair, run_all, snapshot, Server,
     WalkReply,
 };
 use redis::{Connection, Value};
@@ -208,14 +208,9 @@ fn refused_inside_multi_and_scripts() {
 
 #[test]
 fn on_a_replica_audit_works_and_repair_is_refused() {
-    let primary = Server::with(Config { args: &["--repl-diskless-sync-delay", "0"], ..Config::default() });
-    let port = primary.port.to_string();
-    let replica = Server::with(Config { args: &["--replicaof", "127.0.0.1", &port], ..Config::default() });
+    let (primary, replica) = common::primary_and_replica(true);
     let mut p = primary.connect();
     let mut r = replica.connect();
-    wait_for("replica link", Duration::from_secs(20), || {
-        info_field(&mut r, "replication", "master_link_status").as_deref() == Some("up")
-    });
     mixed_keyspace(&mut p);
     let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut p).unwrap();
 

@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{error_of, info_field, pttl, run_all, snapshot, value_and_expiry, wait_for, Config, Server};
+use common::{error_of, info_field, pttl, run_all, snapshot, value_and_expiry, Server};
 use redis::{Connection, RedisResult, Value};
 
 /// `[allowed, [[count, remaining, reset_ms] per key]]`.
@@ -103,14 +103,9 @@ fn keys_are_declared_for_getkeys_and_acls() {
 
 #[test]
 fn a_replica_without_the_module_gets_every_counter() {
-    let primary = Server::with(Config { args: &["--repl-diskless-sync-delay", "0"], ..Config::default() });
-    let port = primary.port.to_string();
-    let replica = Server::with(Config { module: false, args: &["--replicaof", "127.0.0.1", &port], ..Config::default() });
+    let (primary, replica) = common::primary_and_replica(false);
     let mut p = primary.connect();
     let mut r = replica.connect();
-    wait_for("replica link", Duration::from_secs(20), || {
-        info_field(&mut r, "replication", "master_link_status").as_deref() == Some("up")
-    });
     run_all(&mut p, &["SET leaked 1"]);
     for _ in 0..3 {
         hitall(&mut p, &["3", "x", "y", "leaked", "10", "60", "20", "3600", "30", "86400"]).unwrap();

@@ -2,9 +2,7 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::{error_of, hit, info_field, pttl, run_all, snapshot, wait_for, Config, Server};
+use common::{error_of, hit, pttl, run_all, snapshot, Server};
 use redis::Connection;
 
 fn peek(con: &mut Connection, key: &str, args: &[&str]) -> redis::RedisResult<Vec<i64>> {
@@ -64,14 +62,9 @@ fn peek_errors_change_nothing() {
 
 #[test]
 fn peek_runs_on_a_replica_and_under_a_read_only_acl() {
-    let primary = Server::with(Config { args: &["--repl-diskless-sync-delay", "0"], ..Config::default() });
-    let port = primary.port.to_string();
-    let replica = Server::with(Config { args: &["--replicaof", "127.0.0.1", &port], ..Config::default() });
+    let (primary, replica) = common::primary_and_replica(true);
     let mut p = primary.connect();
     let mut r = replica.connect();
-    wait_for("replica link", Duration::from_secs(20), || {
-        info_field(&mut r, "replication", "master_link_status").as_deref() == Some("up")
-    });
     hit(&mut p, "k", &["5", "60"]).unwrap();
     let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut p).unwrap();
     assert_eq!(peek(&mut r, "k", &["5"]).unwrap()[..3], [1, 1, 4]);

@@ -3,9 +3,7 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::{hit, info_field, value_and_expiry, wait_for, Config, Server, TempDir};
+use common::{hit, info_field, value_and_expiry, Config, Server, TempDir};
 use redis::Connection;
 
 /// Hits that exercise every write path: create, increment, heal when admitted, heal when
@@ -34,18 +32,9 @@ fn repl_offset(con: &mut Connection) -> i64 {
 
 #[test]
 fn a_replica_without_the_module_gets_identical_counters() {
-    let primary = Server::with(Config { args: &["--repl-diskless-sync-delay", "0"], ..Config::default() });
-    let replica_of = primary.port.to_string();
-    let replica = Server::with(Config {
-        module: false,
-        args: &["--replicaof", "127.0.0.1", &replica_of],
-        ..Config::default()
-    });
+    let (primary, replica) = common::primary_and_replica(false);
     let mut p = primary.connect();
     let mut r = replica.connect();
-    wait_for("replica link", Duration::from_secs(20), || {
-        info_field(&mut r, "replication", "master_link_status").as_deref() == Some("up")
-    });
     let modules: Vec<redis::Value> = redis::cmd("MODULE").arg("LIST").query(&mut r).unwrap();
     assert!(modules.is_empty(), "the replica must not have the module");
 

@@ -186,6 +186,22 @@ impl Drop for Server {
     }
 }
 
+/// A primary with the module and a replica of it (with or without the module), in sync.
+pub fn primary_and_replica(replica_has_module: bool) -> (Server, Server) {
+    let primary = Server::with(Config { args: &["--repl-diskless-sync-delay", "0"], ..Config::default() });
+    let port = primary.port.to_string();
+    let replica = Server::with(Config {
+        module: replica_has_module,
+        args: &["--replicaof", "127.0.0.1", &port],
+        ..Config::default()
+    });
+    let mut con = replica.connect();
+    wait_for("replica link", Duration::from_secs(20), || {
+        info_field(&mut con, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    (primary, replica)
+}
+
 /// A directory that outlives the servers started in it (for restarts), removed on drop.
 pub struct TempDir(pub PathBuf);
 
