@@ -246,53 +246,20 @@ fn a_large_walk_does_not_stall_other_clients() {
     let mut con = server.connect();
     large_keyspace(&mut con, KEYS);
 
-    let mut pinger = server.connect();
-    let audit_started = Instant::now();
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let done_flag = done.clone();
-    let pings = thread::spawn(move || {
-        let mut worst = Duration::ZERO;
-        let mut count = 0;
-        while !done_flag.load(std::sync::atomic::Ordering::Relaxed) {
-            let sent = Instant::now();
-            let _: String = redis::cmd("PING").query(&mut pinger).unwrap();
-            worst = worst.max(sent.elapsed());
-            count += 1;
-        }
-        (worst, count)
-    });
-    let reply = audit(&mut con, &["rl:", "LIMIT", "0"]).unwrap();
-    let audit_time = audit_started.elapsed();
-    done.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (worst_ping, ping_count) = pings.join().unwrap();
+    let timed = common::audit_while_pinging(&server, &mut con, &["rl:", "LIMIT", "0"]);
+    let reply = &timed.reply;
     assert_eq!((reply.scanned, reply.matched, reply.found), (KEYS as i64 + 20_000, 20_000, 10_000));
-
-    // The same audit from a client, as operators do it today: SCAN MATCH + pipelined TTL.
-    let client_started = Instant::now();
-    let (mut cursor, mut client_leaked) = (0u64, 0);
-    loop {
-        let (next, keys): (u64, Vec<String>) =
-            redis::cmd("SCAN").arg(cursor).arg("MATCH").arg("rl:*").arg("COUNT").arg(1000).query(&mut con).unwrap();
-        let mut pipe = redis::pipe();
-        for key in &keys {
-            pipe.cmd("TTL").arg(key);
-        }
-        let ttls: Vec<i64> = pipe.query(&mut con).unwrap();
-        client_leaked += ttls.iter().filter(|&&t| t == -1).count();
-        cursor = next;
-        if cursor == 0 {
-            break;
-        }
-    }
-    let client_time = client_started.elapsed();
+    let (client_leaked, client_time) = common::client_side_audit(&mut con, "rl:");
     assert_eq!(client_leaked, 10_000);
     eprintln!(
-        "AUDIT over {} keys: {audit_time:?}; client-side SCAN+TTL: {client_time:?}; \
-         worst PING during the AUDIT: {worst_ping:?} over {ping_count} PINGs",
-        KEYS + 20_000
+        "AUDIT over {} keys: {:?}; client-side SCAN+TTL: {client_time:?}; worst PING during the AUDIT: {:?} over {} PINGs",
+        KEYS + 20_000,
+        timed.took,
+        timed.worst_ping,
+        timed.pings
     );
     // Generous: the slices hold the lock ~1 ms; a loaded CI machine adds scheduling noise.
-    assert!(worst_ping < Duration::from_millis(250), "a PING waited {worst_ping:?}");
+    assert!(timed.worst_ping < Duration::from_millis(250), "a PING waited {:?}", timed.worst_ping);
 }
 
 #[test]

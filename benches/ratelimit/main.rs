@@ -8,12 +8,9 @@ mod loadgen;
 mod report;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{audit, cpu_ticks, info_field, Server};
+use common::{audit_while_pinging, client_side_audit, cpu_ticks, info_field, Server};
 use loadgen::{Contender, Load, Setup, ALL};
 use redis::Connection;
 
@@ -259,44 +256,10 @@ fn audit_vs_client(server: &Server, plan: &Plan) -> AuditResult {
         c
     });
 
-    let mut pinger = server.connect();
-    let done = Arc::new(AtomicBool::new(false));
-    let stop = Arc::clone(&done);
-    let pings = thread::spawn(move || {
-        let (mut worst, mut count) = (Duration::ZERO, 0);
-        while !stop.load(Ordering::Relaxed) {
-            let sent = Instant::now();
-            let _: String = redis::cmd("PING").query(&mut pinger).unwrap();
-            worst = worst.max(sent.elapsed());
-            count += 1;
-        }
-        (worst, count)
-    });
-    let started = Instant::now();
-    let reply = audit(&mut con, &["a:", "LIMIT", "0"]).unwrap();
-    let audit_time = started.elapsed();
-    done.store(true, Ordering::Relaxed);
-    let (worst_ping, pings) = pings.join().unwrap();
-    assert_eq!(reply.found as u64, leaked);
-
-    let started = Instant::now();
-    let (mut cursor, mut found) = (0u64, 0u64);
-    loop {
-        let (next, batch): (u64, Vec<String>) =
-            redis::cmd("SCAN").arg(cursor).arg("MATCH").arg("a:*").arg("COUNT").arg(1000).query(&mut con).unwrap();
-        let mut pipe = redis::pipe();
-        for key in &batch {
-            pipe.cmd("TTL").arg(key);
-        }
-        let ttls: Vec<i64> = pipe.query(&mut con).unwrap();
-        found += ttls.iter().filter(|&&t| t == -1).count() as u64;
-        cursor = next;
-        if cursor == 0 {
-            break;
-        }
-    }
-    let client_side = started.elapsed();
+    let timed = audit_while_pinging(server, &mut con, &["a:", "LIMIT", "0"]);
+    assert_eq!(timed.reply.found as u64, leaked);
+    let (found, client_side) = client_side_audit(&mut con, "a:");
     assert_eq!(found, leaked);
     let _: () = redis::cmd("FLUSHALL").arg("SYNC").query(&mut con).unwrap();
-    AuditResult { keys, leaked, audit: audit_time, client_side, worst_ping, pings }
+    AuditResult { keys, leaked, audit: timed.took, client_side, worst_ping: timed.worst_ping, pings: timed.pings }
 }

@@ -313,6 +313,64 @@ pub fn repair(con: &mut Connection, args: &[&str]) -> RedisResult<WalkReply> {
     Ok(walk_reply(reply, "repaired"))
 }
 
+/// What one AUDIT cost while another client PINGed throughout.
+pub struct TimedAudit {
+    pub reply: WalkReply,
+    pub took: Duration,
+    pub worst_ping: Duration,
+    pub pings: u64,
+}
+
+/// Runs `RATELIMIT.AUDIT args` on `con` while another connection to `server` PINGs in a loop.
+pub fn audit_while_pinging(server: &Server, con: &mut Connection, args: &[&str]) -> TimedAudit {
+    let mut pinger = server.connect();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = std::sync::Arc::clone(&done);
+    let pings = std::thread::spawn(move || {
+        let (mut worst, mut count) = (Duration::ZERO, 0);
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let sent = Instant::now();
+            let _: String = redis::cmd("PING").query(&mut pinger).unwrap();
+            worst = worst.max(sent.elapsed());
+            count += 1;
+        }
+        (worst, count)
+    });
+    let started = Instant::now();
+    let reply = audit(con, args).unwrap();
+    let took = started.elapsed();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (worst_ping, pings) = pings.join().unwrap();
+    TimedAudit { reply, took, worst_ping, pings }
+}
+
+/// The audit as operators run it from a client today: `SCAN MATCH prefix*` and a pipelined
+/// `TTL` per key; returns the keys without TTL and how long it took.
+pub fn client_side_audit(con: &mut Connection, prefix: &str) -> (u64, Duration) {
+    let started = Instant::now();
+    let (mut cursor, mut leaked) = (0u64, 0u64);
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{prefix}*"))
+            .arg("COUNT")
+            .arg(1000)
+            .query(con)
+            .unwrap();
+        let mut pipe = redis::pipe();
+        for key in &keys {
+            pipe.cmd("TTL").arg(key);
+        }
+        let ttls: Vec<i64> = pipe.query(con).unwrap();
+        leaked += ttls.iter().filter(|&&t| t == -1).count() as u64;
+        cursor = next;
+        if cursor == 0 {
+            return (leaked, started.elapsed());
+        }
+    }
+}
+
 /// Runs each command line (split on spaces) and ignores the replies.
 pub fn run_all(con: &mut Connection, lines: &[&str]) {
     for line in lines {
