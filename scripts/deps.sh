@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that `make` needs and are missing (as root; otherwise says what
+# to install). `deps.sh build`: to build and run the module. `deps.sh test`: to run the tests too.
+set -euo pipefail
+command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (https://rustup.rs)"; exit 1; }
+missing=()
+need() { command -v "$1" >/dev/null 2>&1 || missing+=("${@:2}"); }
+need redis-server redis-server
+need redis-cli redis-tools
+# bindgen, in the redis-module crate, loads libclang at build time.
+compgen -G '/usr/lib/llvm-*/lib/libclang.so' >/dev/null || compgen -G '/usr/lib/*/libclang.so' >/dev/null ||
+    missing+=(libclang-dev)
+if [ "${1:-build}" = test ]; then
+    python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
+    need npm nodejs npm
+fi
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+    echo "missing: ${missing[*]} -- run 'sudo apt-get install ${missing[*]}' or 'sudo make deps'"
+    exit 1
+fi
+echo "installing: ${missing[*]}"
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
