@@ -25,6 +25,13 @@ cli set text abc >/dev/null; cli ratelimit.hit text 1 1 >/dev/null
 for bad in "k 0 1" "k 1" "k 1 1 COST" "k 1 1 MS MS" "k 1 1 nope" "k 1 9223372036854775807"; do
     cli ratelimit.hit $bad >/dev/null || true
 done
+for i in $(seq 50); do cli ratelimit.hitall 2 "{u$((i % 5))}:s" "{u$((i % 5))}:h" 3 1 10 60 >/dev/null; done
+cli ratelimit.hitall 2 a a 1 1 1 1 >/dev/null
+cli ratelimit.hitall 2 list k:1 1 1 1 1 >/dev/null
+cli ratelimit.hitall 0 >/dev/null
+cli ratelimit.peek k:1 5 >/dev/null; cli ratelimit.peek missing 5 cost 2 >/dev/null; cli ratelimit.peek list 5 >/dev/null
+cli config set ratelimit.audit-limit 3 >/dev/null; cli config set ratelimit.walk-slice-us 200 >/dev/null
+cli info ratelimit >/dev/null; cli command docs >/dev/null
 cli debug populate 20000 pop >/dev/null
 for i in $(seq 50); do cli set "leak:$i" "$i" >/dev/null; done
 cli ratelimit.audit leak: >/dev/null
