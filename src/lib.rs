@@ -1,7 +1,8 @@
 //! redis-ratelimit: an atomic fixed-window rate limiter as native Redis commands.
 //!
-//! Pure logic (no Redis types): `decimal`, `args`, `window`. Redis glue: `command` (entry and
-//! replies), `counter_key` (the counter in the keyspace), `hit` (the command), and the module
+//! Pure logic (no Redis types): `decimal`, `args`, `window`, `audit_filter`. Redis glue:
+//! `command` (entry and replies), `counter_key` (the counter in the keyspace), the commands
+//! (`hit`, `peek`, `audit` over `walk`), `stats`, `config`, `command_docs`, and the module
 //! registration below.
 
 mod args;
