@@ -12,7 +12,7 @@ use redis_module::raw::{
 
 use crate::args::{parse_audit, parse_repair, WalkArgs};
 use crate::audit_filter::{classify, is_counter_value, Probe, Seen, Tally};
-use crate::command::{api, bytes, reply_error, OK};
+use crate::command::{api, arguments, bytes, reply_error, OK};
 use crate::config;
 use crate::counter_key::CounterKey;
 use crate::stats;
@@ -22,7 +22,7 @@ use crate::window::Effects;
 /// # Safety
 /// Called through `command::run` with the arguments Redis passed.
 pub unsafe fn audit(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -> c_int {
-    match parse_audit(argv.iter().skip(1).map(|&s| unsafe { bytes(s) }), default_names()) {
+    match parse_audit(unsafe { arguments(argv) }, default_names()) {
         Ok(args) => unsafe { start(ctx, "RATELIMIT.AUDIT", &args) },
         Err(e) => reply_error(ctx, &e.message()),
     }
@@ -31,7 +31,7 @@ pub unsafe fn audit(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -
 /// # Safety
 /// Called through `command::run` with the arguments Redis passed.
 pub unsafe fn repair(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -> c_int {
-    match parse_repair(argv.iter().skip(1).map(|&s| unsafe { bytes(s) }), default_names()) {
+    match parse_repair(unsafe { arguments(argv) }, default_names()) {
         Ok(args) => unsafe { start(ctx, "RATELIMIT.REPAIR", &args) },
         Err(e) => reply_error(ctx, &e.message()),
     }

@@ -55,6 +55,14 @@ pub unsafe fn bytes<'a>(s: *mut RedisModuleString) -> &'a [u8] {
     unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
 }
 
+/// The arguments after the command name, as bytes, for the pure parsers.
+///
+/// # Safety
+/// `argv` must be the live arguments of the command being executed.
+pub unsafe fn arguments<'a>(argv: &'a [*mut RedisModuleString]) -> impl Iterator<Item = &'a [u8]> {
+    argv.iter().skip(1).map(|&s| unsafe { bytes(s) })
+}
+
 pub fn reply_error(ctx: *mut RedisModuleCtx, message: &str) -> c_int {
     // Our messages hold no NUL; should one ever, the reply is cut there rather than lost.
     let end = message.find('\0').unwrap_or(message.len());

@@ -6,7 +6,7 @@ use std::os::raw::c_int;
 use redis_module::raw::{RedisModuleCtx, RedisModuleString, REDISMODULE_CTX_FLAGS_OOM};
 
 use crate::args::{parse_hit, parse_hitall, ArgError, HitArgs};
-use crate::command::{api, bytes, reply_error, reply_integers, OK};
+use crate::command::{api, arguments, bytes, reply_error, reply_integers, OK};
 use crate::counter_key::{CounterKey, KeyError};
 use crate::stats;
 use crate::window::{decide, decide_all, Counter, Outcome};
@@ -14,7 +14,7 @@ use crate::window::{decide, decide_all, Counter, Outcome};
 /// # Safety
 /// Called through `command::run` with the arguments Redis passed.
 pub unsafe fn hit(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -> c_int {
-    let args = match parse_hit(argv.iter().skip(1).map(|&s| unsafe { bytes(s) })) {
+    let args = match parse_hit(unsafe { arguments(argv) }) {
         Ok(args) => args,
         Err(e) => return reply_error(ctx, &e.message()),
     };
@@ -52,7 +52,7 @@ pub unsafe fn hitall(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) 
     if unsafe { api!(RedisModule_IsKeysPositionRequest)(ctx) } != 0 {
         return unsafe { report_key_positions(ctx, argv) };
     }
-    let args = match parse_hitall(argv.iter().skip(1).map(|&s| unsafe { bytes(s) })) {
+    let args = match parse_hitall(unsafe { arguments(argv) }) {
         Ok(args) => args,
         Err(e) => return reply_error(ctx, &e.message()),
     };

@@ -5,7 +5,7 @@ use std::os::raw::c_int;
 use redis_module::raw::{RedisModuleCtx, RedisModuleString};
 
 use crate::args::parse_peek;
-use crate::command::{api, bytes, reply_error, reply_integers};
+use crate::command::{api, arguments, reply_error, reply_integers};
 use crate::counter_key::CounterKey;
 use crate::stats;
 use crate::window::peek as decide_peek;
@@ -13,7 +13,7 @@ use crate::window::peek as decide_peek;
 /// # Safety
 /// Called through `command::run` with the arguments Redis passed.
 pub unsafe fn peek(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -> c_int {
-    let args = match parse_peek(argv.iter().skip(1).map(|&s| unsafe { bytes(s) })) {
+    let args = match parse_peek(unsafe { arguments(argv) }) {
         Ok(args) => args,
         Err(e) => return reply_error(ctx, &e.message()),
     };

@@ -8,11 +8,11 @@ use redis_module::raw::RedisModuleInfoCtx;
 
 use crate::command::api;
 
-pub struct Counter(AtomicU64);
+pub struct Stat(AtomicU64);
 
-impl Counter {
-    const fn new() -> Counter {
-        Counter(AtomicU64::new(0))
+impl Stat {
+    const fn new() -> Stat {
+        Stat(AtomicU64::new(0))
     }
 
     pub fn add(&self, n: u64) {
@@ -25,20 +25,20 @@ impl Counter {
 }
 
 /// Calls of RATELIMIT.HIT and RATELIMIT.HITALL (one each, however many limits).
-pub static HITS: Counter = Counter::new();
-pub static ADMITTED: Counter = Counter::new();
-pub static DENIED: Counter = Counter::new();
+pub static HITS: Stat = Stat::new();
+pub static ADMITTED: Stat = Stat::new();
+pub static DENIED: Stat = Stat::new();
 /// Counters without TTL that HIT or HITALL gave one.
-pub static HEALED: Counter = Counter::new();
-pub static PEEKS: Counter = Counter::new();
-pub static AUDITS: Counter = Counter::new();
-pub static REPAIRS: Counter = Counter::new();
+pub static HEALED: Stat = Stat::new();
+pub static PEEKS: Stat = Stat::new();
+pub static AUDITS: Stat = Stat::new();
+pub static REPAIRS: Stat = Stat::new();
 /// Keys visited by AUDIT and REPAIR walks (those the caller may see).
-pub static KEYS_SCANNED: Counter = Counter::new();
+pub static KEYS_SCANNED: Stat = Stat::new();
 /// Counters REPAIR gave a TTL.
-pub static REPAIRED: Counter = Counter::new();
+pub static REPAIRED: Stat = Stat::new();
 
-const FIELDS: [(&std::ffi::CStr, &Counter); 9] = [
+const FIELDS: [(&std::ffi::CStr, &Stat); 9] = [
     (c"hits", &HITS),
     (c"admitted", &ADMITTED),
     (c"denied", &DENIED),
