@@ -49,7 +49,6 @@ unsafe fn start(ctx: *mut RedisModuleCtx, command: &str, args: &WalkArgs) -> c_i
     }
     let user_name = unsafe { bytes(user) }.to_vec();
     unsafe { api!(RedisModule_FreeString)(ctx, user) };
-    if args.repair_window_ms.is_some() { &stats::REPAIRS } else { &stats::AUDITS }.add(1);
     let sweep = Sweep {
         prefix: args.prefix.to_vec(),
         repair_window_ms: args.repair_window_ms,
@@ -58,7 +57,13 @@ unsafe fn start(ctx: *mut RedisModuleCtx, command: &str, args: &WalkArgs) -> c_i
         suspects: Vec::new(),
         tally: Tally::new(args.names),
     };
-    unsafe { walk::start(ctx, command, Box::new(sweep)) }
+    match unsafe { walk::start(ctx, command, Box::new(sweep)) } {
+        Ok(()) => {
+            if args.repair_window_ms.is_some() { &stats::REPAIRS } else { &stats::AUDITS }.add(1);
+            OK
+        }
+        Err(e) => reply_error(ctx, &e),
+    }
 }
 
 /// One AUDIT or REPAIR walk.

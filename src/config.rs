@@ -34,7 +34,12 @@ pub static AUDIT_LIMIT: Setting =
 pub static WALK_SLICE_US: Setting =
     Setting { name: c"walk-slice-us", value: AtomicI64::new(1_000), default: 1_000, min: 100, max: 100_000 };
 
-const SETTINGS: [&Setting; 2] = [&AUDIT_LIMIT, &WALK_SLICE_US];
+/// `ratelimit.max-walks`: how many AUDIT/REPAIR walks may be in progress at once; past it a call
+/// is refused. They share one thread and the server's time, so this bounds memory, not latency.
+pub static MAX_WALKS: Setting =
+    Setting { name: c"max-walks", value: AtomicI64::new(64), default: 64, min: 1, max: 100_000 };
+
+const SETTINGS: [&Setting; 3] = [&AUDIT_LIMIT, &WALK_SLICE_US, &MAX_WALKS];
 
 unsafe extern "C" fn get(_name: *const c_char, privdata: *mut c_void) -> c_longlong {
     unsafe { &*privdata.cast::<Setting>() }.get()

@@ -176,11 +176,22 @@ mod module {
         Status::Ok
     }
 
+    fn on_unload(ctx: &Context) -> Status {
+        match crate::walk::stop() {
+            Ok(()) => Status::Ok,
+            Err(e) => {
+                ctx.log_warning(&format!("ratelimit: cannot unload: {e}"));
+                Status::Err
+            }
+        }
+    }
+
     redis_module::redis_module! {
         name: "ratelimit",
         version: 1,
         allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
         data_types: [],
         init: on_load,
+        deinit: on_unload,
     }
 }

@@ -37,8 +37,10 @@ pub static REPAIRS: Stat = Stat::new();
 pub static KEYS_SCANNED: Stat = Stat::new();
 /// Counters REPAIR gave a TTL.
 pub static REPAIRED: Stat = Stat::new();
+/// AUDIT and REPAIR calls refused because `ratelimit.max-walks` walks were in progress.
+pub static WALKS_REFUSED: Stat = Stat::new();
 
-const FIELDS: [(&std::ffi::CStr, &Stat); 9] = [
+const FIELDS: [(&std::ffi::CStr, &Stat); 10] = [
     (c"hits", &HITS),
     (c"admitted", &ADMITTED),
     (c"denied", &DENIED),
@@ -48,6 +50,7 @@ const FIELDS: [(&std::ffi::CStr, &Stat); 9] = [
     (c"repairs", &REPAIRS),
     (c"keys_scanned", &KEYS_SCANNED),
     (c"counters_repaired", &REPAIRED),
+    (c"walks_refused", &WALKS_REFUSED),
 ];
 
 /// The INFO callback: one section named after the module, fields `ratelimit_<name>`.
@@ -57,5 +60,8 @@ pub unsafe extern "C" fn info(ctx: *mut RedisModuleInfoCtx, _for_crash_report: c
         for (name, counter) in FIELDS {
             api!(RedisModule_InfoAddFieldULongLong)(ctx, name.as_ptr(), counter.get());
         }
+        let (running, queued) = crate::walk::in_progress();
+        api!(RedisModule_InfoAddFieldULongLong)(ctx, c"walks_running".as_ptr(), running as u64);
+        api!(RedisModule_InfoAddFieldULongLong)(ctx, c"walks_queued".as_ptr(), queued as u64);
     }
 }

@@ -1,15 +1,23 @@
-//! Walking one database's keyspace without stalling the server.
+//! Walking a database's keyspace without stalling the server, however many callers walk at once.
 //!
-//! The calling client is blocked (only it waits); a thread of ours scans in slices, each holding
-//! the server lock for about `ratelimit.walk-slice-us` over many `RedisModule_Scan` steps, then lets the main
-//! thread in. When the walk ends the client is unblocked and answered from the main thread; if it
-//! disconnects first, the walk stops at the next step and everything is freed.
+//! Each caller is blocked (only it waits). One thread of ours, the walker, serves every walk in
+//! progress in turn: it holds the server lock for one slice of about `ratelimit.walk-slice-us` on
+//! one walk, lets the main thread in, then takes the next walk (round robin). So other clients
+//! wait at most one slice whether one walk is in progress or hundreds, and a small walk queued
+//! behind a huge one still finishes after a few rounds. The walker starts with the first walk and
+//! ends when no walk is left; at most `ratelimit.max-walks` walks are in progress, further calls
+//! are refused at once.
+//!
+//! A walk ends by unblocking its caller with the whole task as private data: the reply and every
+//! free happen on the main thread. A caller that disconnects frees its walk at once if it waits
+//! for its turn, or after the current slice if the walker holds it.
 
+use std::collections::VecDeque;
 use std::os::raw::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
-use std::thread;
+use std::sync::{Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use redis_module::raw::{
@@ -17,15 +25,15 @@ use redis_module::raw::{
     REDISMODULE_CTX_FLAGS_DENY_BLOCKING,
 };
 
-use crate::command::{api, reply_error, OK};
-use crate::config;
+use crate::command::{api, reply_error};
+use crate::{config, stats};
 
 /// Scan steps (one hash bucket each) between two looks at the clock.
 const STEPS_PER_CHECK: usize = 32;
 /// The gap between slices, so that the main thread, waiting for the lock, gets it.
 const PAUSE: Duration = Duration::from_micros(100);
 
-/// What a walk does with the keys; every method but `reply` runs on the walk thread with the
+/// What a walk does with the keys; every method but `reply` runs on the walker thread with the
 /// server lock held.
 pub trait Walk: Send {
     /// Before a slice's scan steps; an error ends the walk and is the reply.
@@ -39,50 +47,217 @@ pub trait Walk: Send {
     fn reply(&self, ctx: *mut RedisModuleCtx) -> c_int;
 }
 
-struct Job {
+/// One walk in progress: its caller, a context on the caller's database (Redis gives it the
+/// client it keeps ready for each blocked client), its cursor.
+struct Task {
+    bc: *mut RedisModuleBlockedClient,
+    ctx: *mut RedisModuleCtx,
+    cursor: *mut RedisModuleScanCursor,
+    db: c_int,
     walk: Box<dyn Walk>,
     error: Option<String>,
+    /// Whether the walker has given it a slice yet (INFO's running, else queued).
+    started: bool,
 }
 
-/// Cancel flags of running walks, by blocked-client address: the disconnect callback only gets
-/// the blocked client.
-static RUNNING: Mutex<Vec<(usize, Arc<AtomicBool>)>> = Mutex::new(Vec::new());
+// SAFETY: the raw pointers are used by one thread at a time: the walker with the server lock
+// held, or the main thread once the task has left the queue.
+unsafe impl Send for Task {}
 
-fn running() -> std::sync::MutexGuard<'static, Vec<(usize, Arc<AtomicBool>)>> {
-    RUNNING.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+impl Drop for Task {
+    fn drop(&mut self) {
+        unsafe {
+            api!(RedisModule_ScanCursorDestroy)(self.cursor);
+            api!(RedisModule_FreeThreadSafeContext)(self.ctx);
+        }
+    }
 }
 
-/// Blocks the caller and walks its selected database with `walk` on a thread.
+const INTERNAL_ERROR: &str = "ERR ratelimit: internal error during the walk, see the server log";
+
+impl Task {
+    /// One slice with the server lock held; false once the walk is over.
+    unsafe fn slice(&mut self, cancel: &AtomicBool) -> bool {
+        let _locked = unsafe { Locked::new(self.ctx) };
+        // Read under the lock: the disconnect callback, which sets it, runs on the main thread.
+        if cancel.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.started = true;
+        match catch_unwind(AssertUnwindSafe(|| unsafe { self.scan_for_a_slice() })) {
+            Ok(more) => more && self.error.is_none(),
+            Err(_) => {
+                self.error = Some(INTERNAL_ERROR.into());
+                false
+            }
+        }
+    }
+
+    unsafe fn scan_for_a_slice(&mut self) -> bool {
+        let ctx = self.ctx;
+        unsafe { api!(RedisModule_SelectDb)(ctx, self.db) };
+        if let Err(e) = self.walk.begin_slice(ctx) {
+            self.error = Some(e);
+            return false;
+        }
+        // How long one slice may hold the server lock: other clients wait at most about this long.
+        let slice = Duration::from_micros(config::WALK_SLICE_US.get().unsigned_abs());
+        let started = Instant::now();
+        let mut more = true;
+        while more && self.error.is_none() {
+            for _ in 0..STEPS_PER_CHECK {
+                let privdata = (self as *mut Task).cast::<c_void>();
+                more = unsafe { api!(RedisModule_Scan)(ctx, self.cursor, Some(visit), privdata) } != 0;
+                if !more {
+                    break;
+                }
+            }
+            self.walk.settle(ctx);
+            if started.elapsed() >= slice {
+                break;
+            }
+        }
+        self.walk.end_slice(ctx);
+        more
+    }
+
+    /// Hands the task to the main thread, which replies (unless the caller left) and frees it.
+    fn finish(self: Box<Task>) {
+        let bc = self.bc;
+        unsafe { api!(RedisModule_UnblockClient)(bc, Box::into_raw(self).cast()) };
+    }
+}
+
+/// The walks in progress and the walker serving them.
+struct Queue {
+    /// Waiting for their next slice, in turn order.
+    waiting: VecDeque<Box<Task>>,
+    /// The blocked client of the task the walker holds, if any.
+    in_hand: Option<usize>,
+    walker_running: bool,
+    /// The last walker thread, joined before the next one starts and at unload.
+    walker: Option<JoinHandle<()>>,
+}
+
+impl Queue {
+    fn in_progress(&self) -> usize {
+        self.waiting.len() + usize::from(self.in_hand.is_some())
+    }
+}
+
+static QUEUE: Mutex<Queue> =
+    Mutex::new(Queue { waiting: VecDeque::new(), in_hand: None, walker_running: false, walker: None });
+
+/// Set by the disconnect callback when the walker holds the leaving caller's task.
+static CANCEL_IN_HAND: AtomicBool = AtomicBool::new(false);
+
+/// The queue, locked. Lock order: the walker never waits for the server lock while holding this,
+/// because the main thread takes this while holding the server lock.
+fn queue() -> MutexGuard<'static, Queue> {
+    QUEUE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Blocks the caller and queues a walk of its selected database with `walk`. An error is the
+/// reply to give instead; then nothing was started.
 ///
 /// # Safety
 /// `ctx` must be the context of the command being executed.
-pub unsafe fn start(ctx: *mut RedisModuleCtx, command: &str, walk: Box<dyn Walk>) -> c_int {
+pub unsafe fn start(ctx: *mut RedisModuleCtx, command: &str, walk: Box<dyn Walk>) -> Result<(), String> {
     let flags = unsafe { api!(RedisModule_GetContextFlags)(ctx) } as u32;
     if flags & REDISMODULE_CTX_FLAGS_DENY_BLOCKING != 0 {
-        return reply_error(
-            ctx,
-            &format!("ERR {command} cannot run inside MULTI/EXEC or a script: it blocks the caller while it walks the keyspace"),
-        );
+        return Err(format!(
+            "ERR {command} cannot run inside MULTI/EXEC or a script: it blocks the caller while it walks the keyspace"
+        ));
+    }
+    let mut queue = queue();
+    let most = usize::try_from(config::MAX_WALKS.get()).unwrap_or(0);
+    if queue.in_progress() >= most {
+        stats::WALKS_REFUSED.add(1);
+        return Err(format!(
+            "ERR {command} refused: {most} AUDIT/REPAIR walks are already in progress (ratelimit.max-walks), try again later"
+        ));
+    }
+    if !queue.walker_running {
+        // The previous walker has left the queue for good: joining it takes no time.
+        if let Some(previous) = queue.walker.take() {
+            let _ = previous.join();
+        }
+        // Started before the caller is blocked, so that failing to start needs no unblocking.
+        let spawned = thread::Builder::new().name("ratelimit-walk".into()).spawn(walker);
+        queue.walker = Some(spawned.map_err(|_| "ERR ratelimit: could not start the walk thread".to_string())?);
+        queue.walker_running = true;
     }
     let db = unsafe { api!(RedisModule_GetSelectedDb)(ctx) };
-    // The thread first, so that failing to start it needs no unblocking.
-    let (handoff, receive) = mpsc::sync_channel::<(usize, Arc<AtomicBool>)>(1);
-    let job = Job { walk, error: None };
-    let spawned = thread::Builder::new().name("ratelimit-walk".into()).spawn(move || {
-        if let Ok((bc, cancel)) = receive.recv() {
-            unsafe { run(bc as *mut RedisModuleBlockedClient, db, job, &cancel) };
-        }
-    });
-    if spawned.is_err() {
-        return reply_error(ctx, "ERR ratelimit: could not start the walk thread");
-    }
-    let bc = unsafe { api!(RedisModule_BlockClient)(ctx, Some(reply), None, Some(free_job), 0) };
-    let cancel = Arc::new(AtomicBool::new(false));
-    running().push((bc as usize, Arc::clone(&cancel)));
+    let bc = unsafe { api!(RedisModule_BlockClient)(ctx, Some(reply), None, Some(free_task), 0) };
     unsafe { api!(RedisModule_SetDisconnectCallback)(bc, Some(disconnected)) };
-    // The receiver lives until the thread has it, so this cannot fail.
-    let _ = handoff.send((bc as usize, cancel));
-    OK
+    let task = Task {
+        bc,
+        ctx: unsafe { api!(RedisModule_GetThreadSafeContext)(bc) },
+        cursor: unsafe { api!(RedisModule_ScanCursorCreate)() },
+        db,
+        walk,
+        error: None,
+        started: false,
+    };
+    queue.waiting.push_back(Box::new(task));
+    Ok(())
+}
+
+/// The walker thread: one slice of the first waiting walk, which then goes to the back of the
+/// line, until no walk is left.
+fn walker() {
+    loop {
+        let mut task = {
+            let mut queue = queue();
+            let Some(task) = queue.waiting.pop_front() else {
+                queue.walker_running = false;
+                return;
+            };
+            queue.in_hand = Some(task.bc as usize);
+            CANCEL_IN_HAND.store(false, Ordering::Relaxed);
+            task
+        };
+        let more = unsafe { task.slice(&CANCEL_IN_HAND) };
+        let finished = {
+            let mut queue = queue();
+            queue.in_hand = None;
+            if more && !CANCEL_IN_HAND.load(Ordering::Relaxed) {
+                queue.waiting.push_back(task);
+                None
+            } else {
+                Some(task)
+            }
+        };
+        if let Some(task) = finished {
+            task.finish();
+        }
+        thread::sleep(PAUSE);
+    }
+}
+
+/// Walks (running: given a slice already, queued: not yet) in progress, for INFO.
+pub fn in_progress() -> (usize, usize) {
+    let queue = queue();
+    let running = queue.waiting.iter().filter(|t| t.started).count() + usize::from(queue.in_hand.is_some());
+    (running, queue.waiting.len() + usize::from(queue.in_hand.is_some()) - running)
+}
+
+/// At module unload: refuses while walks are in progress, else waits for the walker to be gone
+/// (no thread may run the module's code once it is unmapped).
+pub fn stop() -> Result<(), String> {
+    let walker = {
+        let mut queue = queue();
+        if queue.in_progress() > 0 {
+            return Err(format!("{} AUDIT/REPAIR walks are in progress", queue.in_progress()));
+        }
+        queue.walker.take()
+    };
+    // Joined without the queue: a walker that has just finished its last walk takes it once more
+    // to see that nothing is left.
+    if let Some(walker) = walker {
+        let _ = walker.join();
+    }
+    Ok(())
 }
 
 /// Holds the server lock; released on drop, also when a panic unwinds through a slice.
@@ -101,100 +276,48 @@ impl Drop for Locked {
     }
 }
 
-unsafe fn run(bc: *mut RedisModuleBlockedClient, db: c_int, mut job: Job, cancel: &AtomicBool) {
-    let ctx = unsafe { api!(RedisModule_GetThreadSafeContext)(bc) };
-    let cursor = unsafe { api!(RedisModule_ScanCursorCreate)() };
-    let walked = catch_unwind(AssertUnwindSafe(|| unsafe { scan_all(ctx, db, cursor, &mut job, cancel) }));
-    if walked.is_err() {
-        job.error = Some("ERR ratelimit: internal error during the walk, see the server log".into());
-    }
-    unsafe {
-        api!(RedisModule_ScanCursorDestroy)(cursor);
-        api!(RedisModule_FreeThreadSafeContext)(ctx);
-    }
-    running().retain(|(addr, _)| *addr != bc as usize);
-    unsafe { api!(RedisModule_UnblockClient)(bc, Box::into_raw(Box::new(job)).cast()) };
-}
-
-unsafe fn scan_all(
-    ctx: *mut RedisModuleCtx,
-    db: c_int,
-    cursor: *mut RedisModuleScanCursor,
-    job: &mut Job,
-    cancel: &AtomicBool,
-) {
-    let mut more = true;
-    while more && job.error.is_none() && !cancel.load(Ordering::Relaxed) {
-        {
-            let _locked = unsafe { Locked::new(ctx) };
-            // A thread-safe context starts on database 0: walk the caller's.
-            unsafe { api!(RedisModule_SelectDb)(ctx, db) };
-            if let Err(e) = job.walk.begin_slice(ctx) {
-                job.error = Some(e);
-                break;
-            }
-            // How long one slice may hold the server lock: other clients wait at most about this long.
-            let slice = Duration::from_micros(config::WALK_SLICE_US.get().unsigned_abs());
-            let started = Instant::now();
-            while more && job.error.is_none() && !cancel.load(Ordering::Relaxed) {
-                for _ in 0..STEPS_PER_CHECK {
-                    let privdata = (job as *mut Job).cast::<c_void>();
-                    more = unsafe { api!(RedisModule_Scan)(ctx, cursor, Some(visit), privdata) } != 0;
-                    if !more {
-                        break;
-                    }
-                }
-                job.walk.settle(ctx);
-                if started.elapsed() >= slice {
-                    break;
-                }
-            }
-            job.walk.end_slice(ctx);
-        }
-        if more {
-            thread::sleep(PAUSE);
-        }
-    }
-}
-
 unsafe extern "C" fn visit(
     ctx: *mut RedisModuleCtx,
     name: *mut RedisModuleString,
     key: *mut RedisModuleKey,
     privdata: *mut c_void,
 ) {
-    let job = unsafe { &mut *privdata.cast::<Job>() };
-    if job.error.is_some() {
+    let task = unsafe { &mut *privdata.cast::<Task>() };
+    if task.error.is_some() {
         return;
     }
-    if catch_unwind(AssertUnwindSafe(|| job.walk.visit(ctx, name, key))).is_err() {
-        job.error = Some("ERR ratelimit: internal error during the walk, see the server log".into());
+    if catch_unwind(AssertUnwindSafe(|| task.walk.visit(ctx, name, key))).is_err() {
+        task.error = Some(INTERNAL_ERROR.into());
     }
 }
 
+/// On the main thread, with the server lock: a waiting task is freed now, the one in the
+/// walker's hand after its slice.
 unsafe extern "C" fn disconnected(_ctx: *mut RedisModuleCtx, bc: *mut RedisModuleBlockedClient) {
-    for (addr, cancel) in running().iter() {
-        if *addr == bc as usize {
-            cancel.store(true, Ordering::Relaxed);
-        }
+    let mut queue = queue();
+    if let Some(task) = queue.waiting.iter().position(|t| t.bc == bc).and_then(|at| queue.waiting.remove(at)) {
+        drop(queue);
+        task.finish();
+    } else if queue.in_hand == Some(bc as usize) {
+        CANCEL_IN_HAND.store(true, Ordering::Relaxed);
     }
 }
 
 unsafe extern "C" fn reply(ctx: *mut RedisModuleCtx, _argv: *mut *mut RedisModuleString, _argc: c_int) -> c_int {
-    let job = unsafe { api!(RedisModule_GetBlockedClientPrivateData)(ctx) }.cast::<Job>();
-    if job.is_null() {
+    let task = unsafe { api!(RedisModule_GetBlockedClientPrivateData)(ctx) }.cast::<Task>();
+    if task.is_null() {
         return reply_error(ctx, "ERR ratelimit: the walk ended without a result");
     }
-    let job = unsafe { &*job };
-    let replied = catch_unwind(AssertUnwindSafe(|| match &job.error {
+    let task = unsafe { &*task };
+    let replied = catch_unwind(AssertUnwindSafe(|| match &task.error {
         Some(error) => reply_error(ctx, error),
-        None => job.walk.reply(ctx),
+        None => task.walk.reply(ctx),
     }));
     replied.unwrap_or_else(|_| reply_error(ctx, "ERR ratelimit: internal error, see the server log"))
 }
 
-unsafe extern "C" fn free_job(_ctx: *mut RedisModuleCtx, privdata: *mut c_void) {
+unsafe extern "C" fn free_task(_ctx: *mut RedisModuleCtx, privdata: *mut c_void) {
     if !privdata.is_null() {
-        drop(unsafe { Box::from_raw(privdata.cast::<Job>()) });
+        drop(unsafe { Box::from_raw(privdata.cast::<Task>()) });
     }
 }

@@ -10,7 +10,7 @@ mod report;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{audit_while_pinging, client_side_audit, cpu_ticks, info_field, Server};
+use common::{audit_while_pinging, client_side_audit, cpu_ticks, info_field, walk_storm, PingWaits, Server};
 use loadgen::{Contender, Load, Setup, ALL};
 use redis::Connection;
 
@@ -21,6 +21,10 @@ struct Plan {
     connections: usize,
     counters_for_memory: u64,
     audit_keys: u64,
+    walk_keys: u64,
+    /// Each row of the concurrent-walks table repeats its batch until this many PINGs were timed,
+    /// so that rows compare worst waits over similar sample counts.
+    walk_pings: usize,
     out_dir: PathBuf,
 }
 
@@ -44,7 +48,19 @@ pub struct AuditResult {
     pub audit: Duration,
     pub client_side: Duration,
     pub worst_ping: Duration,
-    pub pings: u64,
+    pub pings: usize,
+}
+
+/// A batch of AUDITs sent at once, repeated until enough PINGs were timed.
+pub struct WalksRow {
+    pub walks: usize,
+    pub batches: usize,
+    /// The most threads the server had beyond its own during a batch, and of them the module's.
+    pub extra_threads: usize,
+    pub walk_threads: usize,
+    pub pings: PingWaits,
+    /// The median wall time of one batch, from release to the last reply.
+    pub batch: Duration,
 }
 
 pub struct Results {
@@ -52,6 +68,8 @@ pub struct Results {
     pub unpipelined: Vec<Row>,
     pub memory: Vec<MemoryRow>,
     pub audit: AuditResult,
+    pub walks: Vec<WalksRow>,
+    pub walk_keys: u64,
     pub pipeline: usize,
     pub connections: usize,
     pub keyspace: u64,
@@ -72,6 +90,8 @@ fn main() {
             connections: 10,
             counters_for_memory: 10_000,
             audit_keys: 20_000,
+            walk_keys: 2_000,
+            walk_pings: 20,
             out_dir: root.join("target/bench-quick"),
         }
     } else {
@@ -82,6 +102,8 @@ fn main() {
             connections: 50,
             counters_for_memory: 100_000,
             audit_keys: 1_000_000,
+            walk_keys: 200_000,
+            walk_pings: 1_000,
             out_dir: root.join("bench/results"),
         }
     };
@@ -96,12 +118,16 @@ fn main() {
     let memory = memory(&server, &setup, &plan);
     eprintln!("audit over {} keys", plan.audit_keys);
     let audit = audit_vs_client(&server, &plan);
+    eprintln!("concurrent AUDITs over {} keys", plan.walk_keys);
+    let walks = concurrent_walks(&server, &plan);
 
     let results = Results {
         pipelined,
         unpipelined,
         memory,
         audit,
+        walks,
+        walk_keys: plan.walk_keys,
         pipeline: PIPELINE,
         connections: plan.connections,
         keyspace: plan.keyspace,
@@ -261,5 +287,36 @@ fn audit_vs_client(server: &Server, plan: &Plan) -> AuditResult {
     let (found, client_side) = client_side_audit(&mut con, "a:");
     assert_eq!(found, leaked);
     let _: () = redis::cmd("FLUSHALL").arg("SYNC").query(&mut con).unwrap();
-    AuditResult { keys, leaked, audit: timed.took, client_side, worst_ping: timed.worst_ping, pings: timed.pings }
+    AuditResult { keys, leaked, audit: timed.took, client_side, worst_ping: timed.pings.worst(), pings: timed.pings.count() }
+}
+
+/// How many AUDITs run at once in each row of the concurrent-walks table.
+pub const CONCURRENT_WALKS: [usize; 3] = [1, 16, 300];
+
+/// Batches of AUDITs sent at the same moment over `walk_keys` keys (DEBUG POPULATE), while
+/// another client PINGs every 10 ms: what many walks at once cost everyone else.
+fn concurrent_walks(server: &Server, plan: &Plan) -> Vec<WalksRow> {
+    let mut con = server.connect();
+    let _: () = redis::cmd("DEBUG").arg("POPULATE").arg(plan.walk_keys).query(&mut con).unwrap();
+    let most = CONCURRENT_WALKS.iter().max().unwrap().to_string();
+    let _: () = redis::cmd("CONFIG").arg(&["SET", "ratelimit.max-walks", &most]).query(&mut con).unwrap();
+    let rows = CONCURRENT_WALKS
+        .iter()
+        .map(|&walks| {
+            let (mut pings, mut batches, mut extra_threads, mut walk_threads) = (PingWaits::default(), Vec::new(), 0, 0);
+            while pings.count() < plan.walk_pings {
+                let callers = (0..walks).map(|_| (server.connect(), "RATELIMIT.AUDIT rl: LIMIT 0")).collect();
+                let storm = walk_storm(server, callers);
+                assert!(storm.replies.iter().all(|r| r.as_ref().is_ok_and(|r| r.scanned as u64 == plan.walk_keys)));
+                pings.merge(storm.pings);
+                batches.push(storm.took);
+                extra_threads = extra_threads.max(storm.extra_threads);
+                walk_threads = walk_threads.max(storm.walk_threads);
+            }
+            batches.sort_unstable();
+            WalksRow { walks, batches: batches.len(), extra_threads, walk_threads, pings, batch: batches[batches.len() / 2] }
+        })
+        .collect();
+    let _: () = redis::cmd("FLUSHALL").arg("SYNC").query(&mut con).unwrap();
+    rows
 }
