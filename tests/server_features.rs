@@ -200,7 +200,7 @@ fn command_docs_describe_every_command() {
 #[test]
 fn configs_are_set_at_load_and_with_config_set() {
     let server = Server::with(common::Config {
-        args: &["--ratelimit.audit-limit", "2", "--ratelimit.walk-slice-us", "500"],
+        args: &["--ratelimit.audit-limit", "2", "--ratelimit.walk-slice-us", "500", "--ratelimit.max-walks", "3"],
         ..common::Config::default()
     });
     let mut con = server.connect();
@@ -210,6 +210,7 @@ fn configs_are_set_at_load_and_with_config_set() {
     };
     assert_eq!(get(&mut con, "ratelimit.audit-limit"), "2");
     assert_eq!(get(&mut con, "ratelimit.walk-slice-us"), "500");
+    assert_eq!(get(&mut con, "ratelimit.max-walks"), "3");
     for i in 0..5 {
         let _: () = redis::cmd("SET").arg(format!("leak:{i}")).arg(i).query(&mut con).unwrap();
     }
@@ -221,4 +222,7 @@ fn configs_are_set_at_load_and_with_config_set() {
     let error = error_of(redis::cmd("CONFIG").arg(&["SET", "ratelimit.walk-slice-us", "5"]).query::<()>(&mut con));
     assert!(error.contains("argument must be between 100 and 100000"), "{error}");
     assert_eq!(get(&mut con, "ratelimit.walk-slice-us"), "500");
+    let error = error_of(redis::cmd("CONFIG").arg(&["SET", "ratelimit.max-walks", "0"]).query::<()>(&mut con));
+    assert!(error.contains("argument must be between 1 and 100000"), "{error}");
+    assert_eq!(get(&mut con, "ratelimit.max-walks"), "3");
 }

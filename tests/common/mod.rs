@@ -223,6 +223,11 @@ pub fn hit(con: &mut Connection, key: &str, args: &[&str]) -> RedisResult<Vec<i6
     redis::cmd("RATELIMIT.HIT").arg(key).arg(args).query(con)
 }
 
+/// `RATELIMIT.GCRA key <args...>`, reply as `[limited, capacity, remaining, retry_after_ms, full_after_ms]`.
+pub fn gcra(con: &mut Connection, key: &str, args: &[&str]) -> RedisResult<Vec<i64>> {
+    redis::cmd("RATELIMIT.GCRA").arg(key).arg(args).query(con)
+}
+
 /// The error text of a command that must fail.
 pub fn error_of(result: RedisResult<impl std::fmt::Debug>) -> String {
     match result {
@@ -445,6 +450,8 @@ pub fn walk_storm(server: &Server, callers: Vec<(Connection, &str)>) -> WalkStor
     let callers: Vec<_> = callers
         .into_iter()
         .map(|(mut con, line)| {
+            // A caller waits as long as its walk takes: hundreds of walks share one thread.
+            con.set_read_timeout(None).unwrap();
             let words: Vec<String> = line.split(' ').map(String::from).collect();
             let release = Arc::clone(&release);
             std::thread::spawn(move || {
