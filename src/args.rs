@@ -2,6 +2,7 @@
 //! and the command glue only moves bytes in and errors out.
 
 use crate::decimal::parse_i64;
+use crate::gcra::{Overflow, Rate};
 
 /// `RATELIMIT.HIT key limit window [COST cost] [MS]`, validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +57,16 @@ pub enum ArgError {
     UnknownOption(&'static str),
     /// HITALL named one key twice.
     DuplicateKey,
+    // GCRA's errors, worded as Redis's GCRA command words them.
+    /// Not a decimal integer in the `i64` range.
+    NotAnInteger(&'static str),
+    /// An integer below its minimum.
+    OutOfRange(&'static str, i64),
+    PeriodNotPositive,
+    PeriodNotFloat,
+    Missing(&'static str),
+    /// The product named would not fit in 64 bits of nanoseconds (with room for the clock).
+    Overflow(&'static str),
 }
 
 impl ArgError {
@@ -69,6 +80,12 @@ impl ArgError {
             ArgError::Repeated(name) => format!("ERR syntax error: {name} given more than once"),
             ArgError::UnknownOption(known) => format!("ERR syntax error: unknown option (expected {known})"),
             ArgError::DuplicateKey => "ERR each key may be given only once".to_string(),
+            ArgError::NotAnInteger(name) => format!("ERR {name} is not an integer or out of range"),
+            ArgError::OutOfRange(name, min) => format!("ERR {name} is out of range, must be >= {min}"),
+            ArgError::PeriodNotPositive => "ERR period must be > 0".to_string(),
+            ArgError::PeriodNotFloat => "ERR period is not a valid float".to_string(),
+            ArgError::Missing(name) => format!("ERR Missing {name} value"),
+            ArgError::Overflow(what) => format!("ERR {what} would cause an overflow"),
         }
     }
 }
@@ -169,6 +186,78 @@ pub fn parse_hitall<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitA
         .map(|(limit, window)| Ok(HitArgs { limit, window_ms: window_ms(window, ms.is_some())?, cost }))
         .collect::<Result<_, ArgError>>()?;
     Ok(HitAllArgs { keys, limits })
+}
+
+fn at_least(bytes: &[u8], name: &'static str, min: i64) -> Result<i64, ArgError> {
+    let value = parse_i64(bytes).ok_or(ArgError::NotAnInteger(name))?;
+    (value >= min).then_some(value).ok_or(ArgError::OutOfRange(name, min))
+}
+
+/// A period in seconds as a decimal number (`60`, `0.5`, `1e-3`), to the nearest nanosecond.
+fn period_ns(bytes: &[u8]) -> Result<i64, ArgError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| ArgError::PeriodNotFloat)?;
+    // Rust's parser also takes "NaN" and a leading '+', as strtod does; NaN is no number here.
+    let seconds: f64 = text.parse().ok().filter(|s: &f64| !s.is_nan()).ok_or(ArgError::PeriodNotFloat)?;
+    if seconds <= 0.0 {
+        return Err(ArgError::PeriodNotPositive);
+    }
+    let ns = (seconds * 1e9).round();
+    // i64::MAX as f64 rounds up to 2^63, which is already out of range.
+    (ns < i64::MAX as f64).then_some(ns as i64).ok_or(ArgError::Overflow("period"))
+}
+
+/// `key max_burst tokens_per_period period [TOKENS count]`, after the command name: the shape of
+/// Redis's `GCRA` command. The emission interval is `period / tokens_per_period`, to the
+/// nanosecond below (at least 1 ns), as redis-cell computes it.
+pub fn parse_gcra<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Rate, ArgError> {
+    let mut args = args.into_iter();
+    let (Some(_key), Some(max_burst), Some(per_period), Some(period)) = (args.next(), args.next(), args.next(), args.next())
+    else {
+        return Err(ArgError::Arity("ratelimit.gcra"));
+    };
+    // Redis's GCRA says "out of range" for any bad max_burst, an integer or not.
+    let max_burst = parse_i64(max_burst).filter(|&b| b >= 0).ok_or(ArgError::OutOfRange("max_burst", 0))?;
+    let per_period = at_least(per_period, "tokens_per_period", 1)?;
+    let period_ns = period_ns(period)?;
+    let [tokens] = options(args, [Opt { name: "TOKENS", valued: true }], "TOKENS").map_err(|e| match e {
+        ArgError::MissingValue(name) => ArgError::Missing(name),
+        e => e,
+    })?;
+    let tokens = tokens.map_or(Ok(1), |t| at_least(t, "TOKENS", 1))?;
+    let emission_ns = (period_ns / per_period).max(1);
+    Rate::new(max_burst, emission_ns, tokens).map_err(|o| match o {
+        Overflow::Burst => ArgError::Overflow("(max_burst + 1) * period / tokens_per_period"),
+        Overflow::Tokens => ArgError::Overflow("TOKENS * period / tokens_per_period"),
+    })
+}
+
+/// `key max_burst count_per_period period [quantity]` after `CL.THROTTLE`, as redis-cell reads it:
+/// integers as Rust's `i64` parser takes them (`+5` and `007` too), `period` in whole seconds, the
+/// emission interval computed in floating point as redis-cell computes it, `quantity` 0 a look.
+/// Where redis-cell takes any integer and computes nonsense (a count of 0, a negative period),
+/// these are refused.
+pub fn parse_cl_throttle<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Rate, ArgError> {
+    let args: Vec<&[u8]> = args.into_iter().take(6).collect();
+    let [_key, max_burst, per_period, period, ref rest @ ..] = args[..] else {
+        return Err(ArgError::Arity("cl.throttle"));
+    };
+    if rest.len() > 1 {
+        return Err(ArgError::Arity("cl.throttle"));
+    }
+    let integer = |bytes: &[u8], name: &'static str, min: i64| -> Result<i64, ArgError> {
+        let value: i64 = std::str::from_utf8(bytes).ok().and_then(|t| t.parse().ok()).ok_or(ArgError::NotAnInteger(name))?;
+        (value >= min).then_some(value).ok_or(ArgError::OutOfRange(name, min))
+    };
+    let max_burst = integer(max_burst, "max_burst", 0)?;
+    let per_period = integer(per_period, "count per period", 1)?;
+    let period = integer(period, "period", 1)?;
+    let quantity = rest.first().map_or(Ok(1), |q| integer(q, "quantity", 0))?;
+    let period_ns = period.checked_mul(1_000_000_000).ok_or(ArgError::Overflow("period"))?;
+    let emission_ns = ((period_ns as f64 / per_period as f64) as i64).max(1);
+    Rate::new(max_burst, emission_ns, quantity).map_err(|o| match o {
+        Overflow::Burst => ArgError::Overflow("(max_burst + 1) * period / count per period"),
+        Overflow::Tokens => ArgError::Overflow("quantity * period / count per period"),
+    })
 }
 
 fn names_limit(value: Option<&[u8]>, default: usize) -> Result<usize, ArgError> {
@@ -358,6 +447,81 @@ mod tests {
         assert_eq!(parse_hitall(words("1 a 1 9223372036854775")), Err(ArgError::WindowTooLarge));
     }
 
+    fn gcra(line: &str) -> Result<Rate, ArgError> {
+        parse_gcra(words(line))
+    }
+
+    const SECOND: i64 = 1_000_000_000;
+
+    #[test]
+    fn gcra_arguments() {
+        assert_eq!(gcra("k 4 1 1"), Ok(Rate::new(4, SECOND, 1).unwrap()));
+        let r = gcra("k 0 10 60 TOKENS 3").unwrap();
+        assert_eq!((r.capacity, r.emission_ns, r.tokens, r.increment_ns), (1, 6 * SECOND, 3, 18 * SECOND));
+        assert_eq!(gcra("k 9 2 0.5").unwrap().emission_ns, SECOND / 4);
+        assert_eq!(gcra("k 9 3 1").unwrap().emission_ns, 333_333_333, "the nanosecond below");
+        assert_eq!(gcra("k 9 1 0.3").unwrap().emission_ns, 300_000_000, "the nearest nanosecond");
+        assert_eq!(gcra("k 9 1 1e-3").unwrap().emission_ns, 1_000_000);
+        assert_eq!(gcra("k 9 1000 0.000000001").unwrap().emission_ns, 1, "at least 1 ns");
+        assert_eq!(gcra("k 1 1 1 tokens 2").unwrap().tokens, 2);
+    }
+
+    #[test]
+    fn gcra_errors() {
+        for (line, err) in [
+            ("k 1 1", ArgError::Arity("ratelimit.gcra")),
+            ("k -1 1 1", ArgError::OutOfRange("max_burst", 0)),
+            ("k x 1 1", ArgError::OutOfRange("max_burst", 0)),
+            ("k 1 0 1", ArgError::OutOfRange("tokens_per_period", 1)),
+            ("k 1 x 1", ArgError::NotAnInteger("tokens_per_period")),
+            ("k 1 1 0", ArgError::PeriodNotPositive),
+            ("k 1 1 -2.5", ArgError::PeriodNotPositive),
+            ("k 1 1 x", ArgError::PeriodNotFloat),
+            ("k 1 1 NaN", ArgError::PeriodNotFloat),
+            ("k 1 1 1s", ArgError::PeriodNotFloat),
+            ("k 1 1 1 TOKENS", ArgError::Missing("TOKENS")),
+            ("k 1 1 1 TOKENS 0", ArgError::OutOfRange("TOKENS", 1)),
+            ("k 1 1 1 TOKENS 1.5", ArgError::NotAnInteger("TOKENS")),
+            ("k 1 1 1 TOKENS 1 TOKENS 1", ArgError::Repeated("TOKENS")),
+            ("k 1 1 1 COST 1", ArgError::UnknownOption("TOKENS")),
+            ("k 1 1 86400 TOKENS 200000000", ArgError::Overflow("TOKENS * period / tokens_per_period")),
+            ("k 200000000 1 86400", ArgError::Overflow("(max_burst + 1) * period / tokens_per_period")),
+            ("k 1 1 1e300", ArgError::Overflow("period")),
+            ("k 1 1 inf", ArgError::Overflow("period")),
+        ] {
+            assert_eq!(gcra(line), Err(err), "{line}");
+        }
+        assert_eq!(ArgError::Missing("TOKENS").message(), "ERR Missing TOKENS value");
+        assert_eq!(ArgError::PeriodNotPositive.message(), "ERR period must be > 0");
+        assert_eq!(ArgError::PeriodNotFloat.message(), "ERR period is not a valid float");
+        assert!(ArgError::OutOfRange("max_burst", 0).message().contains("out of range"));
+        assert!(ArgError::NotAnInteger("TOKENS").message().contains("not an integer"));
+        assert!(ArgError::Overflow("period").message().ends_with("would cause an overflow"));
+    }
+
+    #[test]
+    fn cl_throttle_arguments() {
+        let cl = |line| parse_cl_throttle(words(line));
+        let r = cl("k 15 30 60").unwrap();
+        assert_eq!((r.capacity, r.emission_ns, r.tokens), (16, 2 * SECOND, 1));
+        assert_eq!(cl("k 15 30 60 0").unwrap().increment_ns, 0, "quantity 0 looks");
+        assert_eq!(cl("k +1 007 60 3").unwrap().tokens, 3, "as Rust's i64 parser reads them");
+        assert_eq!(cl("k 1 3 1").unwrap().emission_ns, 333_333_333);
+        for (line, err) in [
+            ("k 1 1", ArgError::Arity("cl.throttle")),
+            ("k 1 1 1 1 1", ArgError::Arity("cl.throttle")),
+            ("k -1 1 1", ArgError::OutOfRange("max_burst", 0)),
+            ("k 1 0 1", ArgError::OutOfRange("count per period", 1)),
+            ("k 1 1 0", ArgError::OutOfRange("period", 1)),
+            ("k 1 1 1.5", ArgError::NotAnInteger("period")),
+            ("k 1 1 1 -1", ArgError::OutOfRange("quantity", 0)),
+            ("k 1 1 9223372036854775807", ArgError::Overflow("period")),
+            ("k 200000000 1 86400", ArgError::Overflow("(max_burst + 1) * period / count per period")),
+        ] {
+            assert_eq!(cl(line), Err(err), "{line}");
+        }
+    }
+
     #[test]
     fn messages() {
         assert_eq!(
@@ -385,7 +549,7 @@ mod properties {
 
     fn word() -> impl Strategy<Value = Vec<u8>> {
         prop_oneof![
-            prop::sample::select(vec!["COST", "cost", "MS", "ms", "LIMIT", "0", "1", "-1", "60", "", "+1", "01"])
+            prop::sample::select(vec!["COST", "cost", "MS", "ms", "LIMIT", "TOKENS", "0", "1", "-1", "60", "0.5", "", "+1", "01"])
                 .prop_map(|w| w.as_bytes().to_vec()),
             any::<i64>().prop_map(|n| n.to_string().into_bytes()),
             prop::collection::vec(any::<u8>(), 0..24),
@@ -410,6 +574,14 @@ mod properties {
             if let Ok(a) = parse_peek(words()) {
                 prop_assert!(a.limit >= 1 && a.cost >= 1);
             }
+            if let Ok(r) = parse_gcra(words()) {
+                prop_assert!(r.capacity >= 1 && r.emission_ns >= 1 && r.tokens >= 1);
+                prop_assert_eq!(r.tolerance_ns, r.emission_ns * r.capacity);
+                prop_assert_eq!(r.increment_ns, r.emission_ns * r.tokens);
+            }
+            if let Ok(r) = parse_cl_throttle(words()) {
+                prop_assert!(r.capacity >= 1 && r.emission_ns >= 1 && r.tokens >= 0);
+            }
             if let Ok(a) = parse_hitall(words()) {
                 prop_assert!(!a.keys.is_empty() && a.keys.len() == a.limits.len());
                 prop_assert!(a.limits.iter().all(|l| l.limit >= 1 && l.cost >= 1 && (1..=MAX_WINDOW_MS).contains(&l.window_ms)));
@@ -420,6 +592,8 @@ mod properties {
                 parse_repair(words(), 100).err(),
                 parse_peek(words()).err(),
                 parse_hitall(words()).err(),
+                parse_gcra(words()).err(),
+                parse_cl_throttle(words()).err(),
             ];
             for e in errors.into_iter().flatten() {
                 prop_assert!(e.message().starts_with("ERR "));

@@ -8,6 +8,7 @@ use std::ptr;
 
 use redis_module::raw::{
     RedisModuleCommandArg, RedisModuleCommandArgType, RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK as BLOCK,
+    RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_DOUBLE as DOUBLE,
     RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER as INTEGER,
     RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY as KEY,
     RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN as PURE_TOKEN,
@@ -59,6 +60,8 @@ enum Keys {
 
 struct Doc {
     name: &'static CStr,
+    /// Registered only when asked for at load time (CL.THROTTLE).
+    optional: bool,
     summary: &'static CStr,
     complexity: &'static CStr,
     arity: c_int,
@@ -70,8 +73,9 @@ struct Doc {
 const WRITES: u64 = (REDISMODULE_CMD_KEY_RW | REDISMODULE_CMD_KEY_ACCESS | REDISMODULE_CMD_KEY_UPDATE) as u64;
 const READS: u64 = (REDISMODULE_CMD_KEY_RO | REDISMODULE_CMD_KEY_ACCESS) as u64;
 
-const DOCS: [Doc; 5] = [
+const DOCS: [Doc; 7] = [
     Doc {
+        optional: false,
         name: c"ratelimit.hit",
         summary: c"Counts a hit against a fixed-window limit and sets the window's expiry in one step; gives a counter without TTL one. Replies [allowed, count, remaining, reset_ms].",
         complexity: c"O(1)",
@@ -86,6 +90,7 @@ const DOCS: [Doc; 5] = [
         ],
     },
     Doc {
+        optional: false,
         name: c"ratelimit.hitall",
         summary: c"Counts one hit against several limits, all or nothing. Replies [allowed, [count, remaining, reset_ms] per key].",
         complexity: c"O(N) where N is the number of keys",
@@ -100,6 +105,7 @@ const DOCS: [Doc; 5] = [
         ],
     },
     Doc {
+        optional: false,
         name: c"ratelimit.peek",
         summary: c"Tells what a hit would get without making it. Replies [allowed, count, remaining, reset_ms]; reset_ms is -1 for a counter without TTL.",
         complexity: c"O(1)",
@@ -108,6 +114,37 @@ const DOCS: [Doc; 5] = [
         args: &[arg(c"key", KEY), arg(c"limit", INTEGER), COST],
     },
     Doc {
+        optional: false,
+        name: c"ratelimit.gcra",
+        summary: c"Takes tokens from a GCRA bucket (smooth rate limiting, as redis-cell): value and expiry in one step. Replies [limited, capacity, remaining, retry_after_ms, full_after_ms].",
+        complexity: c"O(1)",
+        arity: -5,
+        keys: Keys::At(1, WRITES),
+        args: &[
+            Arg { summary: Some(c"the bucket: its theoretical arrival time in Unix ns"), ..arg(c"key", KEY) },
+            Arg { summary: Some(c"the bucket holds max_burst + 1 tokens"), ..arg(c"max_burst", INTEGER) },
+            Arg { summary: Some(c"tokens that come back per period"), ..arg(c"tokens_per_period", INTEGER) },
+            Arg { summary: Some(c"seconds, a decimal number"), ..arg(c"period", DOUBLE) },
+            Arg { summary: Some(c"tokens this call takes (default 1)"), ..option(c"count", INTEGER, c"TOKENS") },
+        ],
+    },
+    Doc {
+        optional: true,
+        name: c"cl.throttle",
+        summary: c"redis-cell's command on the same GCRA bucket, for its users (enabled by the module argument CL.THROTTLE). Replies [limited, limit, remaining, retry_after, reset_after] in whole seconds.",
+        complexity: c"O(1)",
+        arity: -5,
+        keys: Keys::At(1, WRITES),
+        args: &[
+            arg(c"key", KEY),
+            arg(c"max_burst", INTEGER),
+            arg(c"count_per_period", INTEGER),
+            Arg { summary: Some(c"whole seconds"), ..arg(c"period", INTEGER) },
+            Arg { optional: true, summary: Some(c"tokens to take (default 1; 0 only looks)"), ..arg(c"quantity", INTEGER) },
+        ],
+    },
+    Doc {
+        optional: false,
         name: c"ratelimit.audit",
         summary: c"Counts the counters under a prefix that have no TTL, walking the keyspace without stalling the server.",
         complexity: c"O(N) where N is the number of keys in the database",
@@ -116,6 +153,7 @@ const DOCS: [Doc; 5] = [
         args: &[Arg { summary: Some(c"compared byte for byte, glob characters are literal"), ..arg(c"prefix", STRING) }, NAMES],
     },
     Doc {
+        optional: false,
         name: c"ratelimit.repair",
         summary: c"Gives every counter under a prefix that has no TTL a window's expiry, walking the keyspace without stalling the server.",
         complexity: c"O(N) where N is the number of keys in the database",
@@ -210,8 +248,10 @@ pub fn set_all(ctx: *mut RedisModuleCtx) -> Result<(), String> {
         };
         let status = unsafe {
             let command = api!(RedisModule_GetCommand)(ctx, doc.name.as_ptr());
-            if command.is_null() {
-                return Err(format!("no command {:?}", doc.name));
+            match (command.is_null(), doc.optional) {
+                (true, true) => continue,
+                (true, false) => return Err(format!("no command {:?}", doc.name)),
+                _ => {}
             }
             api!(RedisModule_SetCommandInfo)(command, &info)
         };

@@ -17,7 +17,7 @@ use redis_module::raw::{
 
 use crate::command::api;
 use crate::decimal::{format_i64, parse_i64, MAX_LEN};
-use crate::window::{Counter, Effects};
+use crate::window::{Counter, Effects, Store};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyError {
@@ -99,9 +99,22 @@ impl CounterKey {
         Ok(Counter::Present { count, expires_at })
     }
 
-    /// Makes the writes, value and expiry together, then tells the rest of the server:
-    /// keyspace notifications, WATCH, and absolute-time effects for replicas and the AOF.
+    /// Makes a fixed window's writes, value and expiry together, then tells the rest of the
+    /// server: keyspace notifications, WATCH, and absolute-time effects for replicas and the AOF.
     pub fn apply(&mut self, effects: &Effects) -> Result<(), KeyError> {
+        self.apply_as(effects, c"incrby")
+    }
+
+    /// Replaces the value and its expiry together (a GCRA write): `SET key value PXAT expires_at`
+    /// for replicas and the AOF, with the `set` and `expire` events that command has.
+    pub fn set(&mut self, value: i64, expires_at: i64) -> Result<(), KeyError> {
+        // `added` only matters to a store without an expiry, which replicates as INCRBY.
+        let store = Store { count: value, added: 0, expires_at };
+        self.apply_as(&Effects { store: Some(store), set_expiry: Some(expires_at) }, c"set")
+    }
+
+    /// `stored_event` names the keyspace event of a value written.
+    fn apply_as(&mut self, effects: &Effects, stored_event: &CStr) -> Result<(), KeyError> {
         let mut result = Ok(());
         if let Some(store) = effects.store {
             result = self.store(store.count);
@@ -112,7 +125,7 @@ impl CounterKey {
                 result = Err(KeyError::WriteFailed);
             }
         }
-        self.announce(effects);
+        self.announce(effects, stored_event);
         result
     }
 
@@ -136,7 +149,7 @@ impl CounterKey {
         Ok(())
     }
 
-    fn announce(&self, effects: &Effects) {
+    fn announce(&self, effects: &Effects, stored_event: &CStr) {
         let (ctx, name) = (self.ctx, self.name);
         let notify = |class: c_int, event: &CStr| unsafe {
             api!(RedisModule_NotifyKeyspaceEvent)(ctx, class, event.as_ptr(), name);
@@ -156,7 +169,7 @@ impl CounterKey {
             (None, None) => return,
         }
         if effects.store.is_some() {
-            notify(REDISMODULE_NOTIFY_STRING, c"incrby");
+            notify(REDISMODULE_NOTIFY_STRING, stored_event);
         }
         if effects.set_expiry.is_some() {
             notify(REDISMODULE_NOTIFY_GENERIC, c"expire");

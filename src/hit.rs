@@ -105,7 +105,7 @@ unsafe fn hit_counters(
 /// HIT is not flagged deny-oom, so that existing counters keep limiting when memory is full (an
 /// increment in place allocates nothing); only creating a counter is refused. The flags cost a
 /// memory-state computation when maxmemory is set, so they are asked only on that path.
-unsafe fn refuse_new_counter_over_maxmemory(ctx: *mut RedisModuleCtx, counters: &[Counter]) -> Result<(), KeyError> {
+pub unsafe fn refuse_new_counter_over_maxmemory(ctx: *mut RedisModuleCtx, counters: &[Counter]) -> Result<(), KeyError> {
     if !counters.contains(&Counter::Missing) {
         return Ok(());
     }

@@ -1,13 +1,14 @@
 //! redis-ratelimit: an atomic fixed-window rate limiter as native Redis commands.
 //!
-//! Pure logic (no Redis types): `decimal`, `args`, `window`, `audit_filter`. Redis glue:
-//! `command` (entry and replies), `counter_key` (the counter in the keyspace), the commands
-//! (`hit`, `peek`, `audit` over `walk`), `stats`, `config`, `command_docs`, and the module
-//! registration below.
+//! Pure logic (no Redis types): `decimal`, `args`, `window` (fixed window), `gcra`,
+//! `audit_filter`. Redis glue: `command` (entry and replies), `counter_key` (the counter in the
+//! keyspace), the commands (`hit`, `peek`, `throttle`, `audit` over `walk`), `stats`, `config`,
+//! `command_docs`, and the module registration below.
 
 mod args;
 mod audit_filter;
 mod decimal;
+mod gcra;
 mod window;
 
 #[cfg(not(test))]
@@ -26,6 +27,8 @@ mod hit;
 mod peek;
 #[cfg(not(test))]
 mod stats;
+#[cfg(not(test))]
+mod throttle;
 #[cfg(not(test))]
 mod walk;
 
@@ -118,6 +121,8 @@ mod module {
         hit_command => crate::hit::hit,
         hitall_command => crate::hit::hitall,
         peek_command => crate::peek::peek,
+        gcra_command => crate::throttle::gcra,
+        cl_throttle_command => crate::throttle::cl_throttle,
         audit_command => crate::audit::audit,
         repair_command => crate::audit::repair,
     }
@@ -137,22 +142,44 @@ mod module {
         }
     }
 
-    fn on_load(ctx: &Context, _args: &[RedisString]) -> Status {
+    /// The module arguments (`loadmodule <path> CL.THROTTLE`): whether to answer redis-cell's
+    /// command too. Off by default, so that it never collides with a loaded redis-cell.
+    fn cl_throttle_wanted(args: &[RedisString]) -> Result<bool, String> {
+        let mut wanted = false;
+        for arg in args {
+            match arg.to_string_lossy() {
+                a if a.eq_ignore_ascii_case("CL.THROTTLE") => wanted = true,
+                a => return Err(format!("unknown module argument {a:?} (the one known is CL.THROTTLE)")),
+            }
+        }
+        Ok(wanted)
+    }
+
+    fn on_load(ctx: &Context, args: &[RedisString]) -> Status {
         if let Some(name) = first_missing_api() {
             ctx.log_warning(&format!("ratelimit: this server lacks {name}; Redis 7.0 or later is required"));
             return Status::Err;
         }
+        let cl_throttle = match cl_throttle_wanted(args) {
+            Ok(wanted) => wanted,
+            Err(e) => {
+                ctx.log_warning(&format!("ratelimit: {e}"));
+                return Status::Err;
+            }
+        };
         // We signal WATCH ourselves, only when a counter really changed (a denied hit changes nothing).
         unsafe {
             api!(RedisModule_SetModuleOptions)(ctx.ctx, raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int)
         };
-        let commands: [(&CStr, Entry, &CStr, c_int); 5] = [
+        let commands: [(&CStr, Entry, &CStr, c_int); 6] = [
             // Not deny-oom: over maxmemory only new counters are refused (see hit.rs).
             (c"ratelimit.hit", hit_command, c"write fast", 1),
             // Keys given by numkeys: a key spec (set with the command docs) for COMMAND GETKEYS and
             // ACLs, and getkeys-api for 7.0's cluster routing, which reads only that.
             (c"ratelimit.hitall", hitall_command, c"write getkeys-api", 0),
             (c"ratelimit.peek", peek_command, c"readonly fast", 1),
+            // As HIT: over maxmemory only new buckets are refused.
+            (c"ratelimit.gcra", gcra_command, c"write fast", 1),
             // Read-only, so that replicas can be audited; no keys, so it runs on any cluster node.
             (c"ratelimit.audit", audit_command, c"readonly", 0),
             // Not deny-oom: giving leaked counters a TTL is how memory comes back.
@@ -162,6 +189,10 @@ mod module {
             if create_command(ctx, name, entry, flags, first_key) == Status::Err {
                 return Status::Err;
             }
+        }
+        // redis-cell registered it `write`; `fast` as GCRA's, and its key for cluster routing.
+        if cl_throttle && create_command(ctx, c"cl.throttle", cl_throttle_command, c"write fast", 1) == Status::Err {
+            return Status::Err;
         }
         if let Err(e) = crate::config::register(ctx.ctx) {
             ctx.log_warning(&format!("ratelimit: {e}"));

@@ -28,8 +28,12 @@ impl Stat {
 pub static HITS: Stat = Stat::new();
 pub static ADMITTED: Stat = Stat::new();
 pub static DENIED: Stat = Stat::new();
-/// Counters without TTL that HIT or HITALL gave one.
+/// Counters and GCRA keys without TTL that HIT, HITALL or GCRA gave one.
 pub static HEALED: Stat = Stat::new();
+/// Calls of RATELIMIT.GCRA.
+pub static GCRA_CALLS: Stat = Stat::new();
+pub static GCRA_ADMITTED: Stat = Stat::new();
+pub static GCRA_DENIED: Stat = Stat::new();
 pub static PEEKS: Stat = Stat::new();
 pub static AUDITS: Stat = Stat::new();
 pub static REPAIRS: Stat = Stat::new();
@@ -40,11 +44,14 @@ pub static REPAIRED: Stat = Stat::new();
 /// AUDIT and REPAIR calls refused because `ratelimit.max-walks` walks were in progress.
 pub static WALKS_REFUSED: Stat = Stat::new();
 
-const FIELDS: [(&std::ffi::CStr, &Stat); 10] = [
+const FIELDS: [(&std::ffi::CStr, &Stat); 13] = [
     (c"hits", &HITS),
     (c"admitted", &ADMITTED),
     (c"denied", &DENIED),
     (c"healed", &HEALED),
+    (c"gcra_calls", &GCRA_CALLS),
+    (c"gcra_admitted", &GCRA_ADMITTED),
+    (c"gcra_denied", &GCRA_DENIED),
     (c"peeks", &PEEKS),
     (c"audits", &AUDITS),
     (c"repairs", &REPAIRS),

@@ -3,11 +3,12 @@
 
 mod common;
 
-use common::{hit, info_field, value_and_expiry, Config, Server, TempDir};
+use common::{gcra, hit, info_field, value_and_expiry, Config, Server, TempDir};
 use redis::Connection;
 
 /// Hits that exercise every write path: create, increment, heal when admitted, heal when
-/// denied, denied without a write, COST, MS. Returns the keys to compare.
+/// denied, denied without a write, COST, MS; GCRA's create, store, heal when denied. Returns the
+/// keys to compare.
 fn every_write_path(con: &mut Connection) -> Vec<&'static str> {
     let set = |con: &mut Connection, key: &str, value: i64| {
         let _: () = redis::cmd("SET").arg(key).arg(value).query(con).unwrap();
@@ -23,7 +24,14 @@ fn every_write_path(con: &mut Connection) -> Vec<&'static str> {
     for _ in 0..3 {
         hit(con, "rl:full", &["2", "3600000", "MS"]).unwrap();
     }
-    vec!["rl:create", "rl:increment", "rl:heal-admitted", "rl:heal-denied", "rl:full"]
+    for _ in 0..3 {
+        gcra(con, "g:bucket", &["1", "1", "3600", "TOKENS", "1"]).unwrap();
+    }
+    // A TAT an hour ahead, left without TTL: denied, and healed.
+    let (s, _): (i64, i64) = redis::cmd("TIME").query(con).unwrap();
+    set(con, "g:heal-denied", (s + 3600) * 1_000_000_000);
+    assert_eq!(gcra(con, "g:heal-denied", &["0", "1", "60"]).unwrap()[0], 1);
+    vec!["rl:create", "rl:increment", "rl:heal-admitted", "rl:heal-denied", "rl:full", "g:bucket", "g:heal-denied"]
 }
 
 fn repl_offset(con: &mut Connection) -> i64 {

@@ -1,0 +1,301 @@
+//! The GCRA decision (generic cell rate algorithm, as redis-cell and Redis's `GCRA` command use it):
+//! the whole algorithm of `RATELIMIT.GCRA`, with no Redis in it.
+//!
+//! One value per key, the theoretical arrival time (TAT, Unix nanoseconds): when the bucket would
+//! be full again. Each token moves it `emission` later; a request of `tokens` is admitted if the
+//! moved TAT stays within `tolerance = emission * capacity` of now. The key expires at its TAT,
+//! when the bucket is full and the key says nothing a missing key doesn't. A denied request
+//! writes nothing but the heal: a key without TTL gets one at its TAT, as in the fixed window.
+
+/// Limits validated by the parser: every product below fits in an `i64` of nanoseconds, with room
+/// to add to any current time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    /// `max_burst + 1`: tokens a full bucket holds.
+    pub capacity: i64,
+    /// Nanoseconds per token: `period / tokens_per_period`.
+    pub emission_ns: i64,
+    /// `emission_ns * capacity`.
+    pub tolerance_ns: i64,
+    /// The tokens this request takes; 0 only looks (CL.THROTTLE's quantity 0).
+    pub tokens: i64,
+    /// `emission_ns * tokens`.
+    pub increment_ns: i64,
+}
+
+/// The largest `tolerance_ns` or `increment_ns` accepted: about 146 years, so that adding either
+/// to any current time in nanoseconds stays inside an `i64`.
+pub const MAX_SPAN_NS: i64 = i64::MAX / 2;
+
+impl Rate {
+    /// Refused when a product would pass `MAX_SPAN_NS`.
+    pub fn new(max_burst: i64, emission_ns: i64, tokens: i64) -> Result<Rate, Overflow> {
+        let capacity = max_burst.checked_add(1).ok_or(Overflow::Burst)?;
+        let within = |v: Option<i64>| v.filter(|&v| v <= MAX_SPAN_NS);
+        let tolerance_ns = within(emission_ns.checked_mul(capacity)).ok_or(Overflow::Burst)?;
+        let increment_ns = within(emission_ns.checked_mul(tokens)).ok_or(Overflow::Tokens)?;
+        Ok(Rate { capacity, emission_ns, tolerance_ns, tokens, increment_ns })
+    }
+}
+
+/// Which product of the arguments is too large.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overflow {
+    /// `(max_burst + 1) * period / tokens_per_period`.
+    Burst,
+    /// `TOKENS * period / tokens_per_period`.
+    Tokens,
+}
+
+/// What the key holds before the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bucket {
+    /// No key (or one that has logically expired): a full bucket.
+    Missing,
+    /// A TAT in Unix nanoseconds; `expires_at` its key's absolute expiry in Unix ms, `None` if it
+    /// has no TTL.
+    Present { tat_ns: i64, expires_at: Option<i64> },
+}
+
+/// The decision for one request: the reply numbers and the writes to make, in one step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    pub limited: bool,
+    /// Tokens available right after this request.
+    pub remaining: i64,
+    /// How long until the same request would be admitted; `None` when admitted, or when it asks
+    /// for more than the capacity and never will be.
+    pub retry_after_ns: Option<i64>,
+    /// How long until the bucket is full again; 0 when it is.
+    pub full_after_ns: i64,
+    pub write: Write,
+}
+
+impl Outcome {
+    /// `retry_after_ns` in ms rounded up, so that a client that waits that long is admitted; -1
+    /// for none.
+    pub fn retry_after_ms(&self) -> i64 {
+        self.retry_after_ns.map_or(-1, ceil_ms)
+    }
+
+    pub fn full_after_ms(&self) -> i64 {
+        ceil_ms(self.full_after_ns)
+    }
+}
+
+/// The writes to the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Write {
+    Nothing,
+    /// A new TAT, with the key's new absolute expiry (Unix ms).
+    Store { tat_ns: i64, expires_at: i64 },
+    /// Only an expiry (Unix ms), for a key that has none: the heal.
+    Heal { expires_at: i64 },
+}
+
+const NS_PER_MS: i64 = 1_000_000;
+
+/// Nanoseconds to milliseconds, rounded up: an expiry or a wait never ends early.
+pub fn ceil_ms(ns: i64) -> i64 {
+    ns.div_euclid(NS_PER_MS) + i64::from(ns.rem_euclid(NS_PER_MS) != 0)
+}
+
+/// Decides one request at `now_ns` (Unix nanoseconds; `now_ms` is the same instant in ms).
+pub fn decide(rate: &Rate, bucket: Bucket, now_ns: i64, now_ms: i64) -> Outcome {
+    let (tat, expires_at) = match bucket {
+        Bucket::Missing => (now_ns, None),
+        Bucket::Present { tat_ns, expires_at } => (tat_ns.max(now_ns), expires_at),
+    };
+    // A TAT far in the future (written by hand) is simply over any limit: widen, don't wrap.
+    let new_tat = i128::from(tat) + i128::from(rate.increment_ns);
+    let late_by = new_tat - i128::from(now_ns) - i128::from(rate.tolerance_ns);
+    let admitted = late_by <= 0;
+    let tat_after = if admitted { new_tat as i64 } else { tat };
+    let expiry_of = |tat_ns: i64| ceil_ms(tat_ns).max(now_ms + 1);
+    // A request of 0 tokens (CL.THROTTLE's look) changes nothing but the heal.
+    let stores = admitted && rate.tokens > 0;
+    let write = match (stores, bucket, expires_at) {
+        (true, _, _) => Write::Store { tat_ns: tat_after, expires_at: expiry_of(tat_after) },
+        (false, Bucket::Present { tat_ns, .. }, None) => Write::Heal { expires_at: expiry_of(tat_ns) },
+        (false, _, _) => Write::Nothing,
+    };
+    // Both spans are below i64::MAX: tat_after <= i64::MAX and now_ns >= 0 for any real clock.
+    let used_ns = i128::from(tat_after) - i128::from(now_ns);
+    let free_ns = i128::from(rate.tolerance_ns) - used_ns;
+    let never = rate.increment_ns > rate.tolerance_ns;
+    Outcome {
+        limited: !admitted,
+        remaining: (free_ns.max(0) / i128::from(rate.emission_ns)) as i64,
+        retry_after_ns: (!admitted && !never).then(|| late_by.min(i128::from(i64::MAX)) as i64),
+        full_after_ns: used_ns.clamp(0, i128::from(i64::MAX)) as i64,
+        write,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW_MS: i64 = 1_700_000_000_000;
+    const NOW: i64 = NOW_MS * NS_PER_MS;
+    const SECOND: i64 = 1_000_000_000;
+
+    /// 5 tokens of capacity (max_burst 4), one per second.
+    fn rate(tokens: i64) -> Rate {
+        Rate::new(4, SECOND, tokens).unwrap()
+    }
+
+    fn at(tat_ns: i64) -> Bucket {
+        Bucket::Present { tat_ns, expires_at: Some(ceil_ms(tat_ns)) }
+    }
+
+    fn decide_at(rate: &Rate, bucket: Bucket, now_ns: i64) -> Outcome {
+        decide(rate, bucket, now_ns, now_ns.div_euclid(NS_PER_MS))
+    }
+
+    #[test]
+    fn a_full_bucket_admits_its_capacity_then_denies() {
+        let mut bucket = Bucket::Missing;
+        for remaining in (0..5).rev() {
+            let o = decide_at(&rate(1), bucket, NOW);
+            assert_eq!((o.limited, o.remaining, o.retry_after_ms()), (false, remaining, -1));
+            let Write::Store { tat_ns, expires_at } = o.write else { panic!("{o:?}") };
+            assert_eq!(tat_ns, NOW + (5 - remaining) * SECOND);
+            assert_eq!(expires_at, ceil_ms(tat_ns), "the key goes when the bucket is full again");
+            assert_eq!(o.full_after_ms(), (5 - remaining) * 1_000);
+            bucket = at(tat_ns);
+        }
+        let o = decide_at(&rate(1), bucket, NOW);
+        assert_eq!((o.limited, o.remaining, o.retry_after_ms(), o.full_after_ms()), (true, 0, 1_000, 5_000));
+        assert_eq!(o.write, Write::Nothing, "a denied request writes nothing");
+    }
+
+    #[test]
+    fn one_token_comes_back_per_emission_interval() {
+        let empty = at(NOW + 5 * SECOND);
+        assert!(decide_at(&rate(1), empty, NOW + SECOND - 1).limited);
+        let o = decide_at(&rate(1), empty, NOW + SECOND);
+        assert_eq!((o.limited, o.remaining), (false, 0));
+        let o = decide_at(&rate(1), empty, NOW + 3 * SECOND);
+        assert_eq!((o.limited, o.remaining), (false, 2));
+    }
+
+    #[test]
+    fn retry_after_rounds_up_and_is_never_early() {
+        let empty = at(NOW + 5 * SECOND);
+        let o = decide_at(&rate(1), empty, NOW + 1);
+        assert_eq!(o.retry_after_ns, Some(SECOND - 1));
+        assert_eq!(o.retry_after_ms(), 1_000, "999.999999 ms rounds up");
+        assert!(!decide_at(&rate(1), empty, NOW + 1 + o.retry_after_ms() * NS_PER_MS).limited);
+        let o = decide_at(&rate(3), empty, NOW);
+        assert_eq!(o.retry_after_ms(), 3_000);
+    }
+
+    #[test]
+    fn tokens_take_several_at_once() {
+        let o = decide_at(&rate(3), Bucket::Missing, NOW);
+        assert_eq!((o.limited, o.remaining), (false, 2));
+        let o = decide_at(&rate(3), at(NOW + 3 * SECOND), NOW);
+        assert_eq!((o.limited, o.remaining, o.retry_after_ms()), (true, 2, 1_000));
+    }
+
+    #[test]
+    fn more_tokens_than_the_capacity_are_never_admitted() {
+        let o = decide_at(&rate(6), Bucket::Missing, NOW);
+        assert_eq!((o.limited, o.remaining, o.retry_after_ms(), o.full_after_ms()), (true, 5, -1, 0));
+        assert_eq!(o.write, Write::Nothing, "a fresh key denied creates nothing");
+    }
+
+    #[test]
+    fn a_key_without_ttl_heals_admitted_or_not() {
+        let leaked = Bucket::Present { tat_ns: NOW + 5 * SECOND, expires_at: None };
+        let o = decide_at(&rate(1), leaked, NOW);
+        assert_eq!(o.write, Write::Heal { expires_at: NOW_MS + 5_000 });
+        let o = decide_at(&rate(1), leaked, NOW + 2 * SECOND);
+        assert_eq!(o.write, Write::Store { tat_ns: NOW + 6 * SECOND, expires_at: NOW_MS + 6_000 });
+        // A TAT in the past: the bucket is full; the heal must not expire it in the past.
+        let stale = Bucket::Present { tat_ns: NOW - SECOND, expires_at: None };
+        assert_eq!(decide_at(&rate(6), stale, NOW).write, Write::Heal { expires_at: NOW_MS + 1 });
+    }
+
+    #[test]
+    fn zero_tokens_only_look() {
+        let half = at(NOW + 2 * SECOND);
+        let o = decide_at(&rate(0), half, NOW);
+        assert_eq!((o.limited, o.remaining, o.full_after_ns), (false, 3, 2 * SECOND));
+        assert_eq!(o.write, Write::Nothing);
+        assert_eq!(decide_at(&rate(0), Bucket::Missing, NOW).write, Write::Nothing);
+        let leaked = Bucket::Present { tat_ns: NOW + 2 * SECOND, expires_at: None };
+        assert_eq!(decide_at(&rate(0), leaked, NOW).write, Write::Heal { expires_at: NOW_MS + 2_000 });
+    }
+
+    #[test]
+    fn a_past_tat_counts_from_now() {
+        let o = decide_at(&rate(1), at(NOW - 60 * SECOND), NOW);
+        assert_eq!((o.limited, o.remaining), (false, 4));
+        assert_eq!(o.write, Write::Store { tat_ns: NOW + SECOND, expires_at: NOW_MS + 1_000 });
+    }
+
+    #[test]
+    fn huge_tats_do_not_wrap() {
+        let o = decide_at(&rate(1), at(i64::MAX), NOW);
+        assert!(o.limited);
+        assert_eq!(o.remaining, 0);
+        assert!(o.retry_after_ms() > 0 && o.full_after_ms() > 0);
+    }
+
+    #[test]
+    fn products_past_146_years_are_refused() {
+        let day = 86_400 * SECOND;
+        assert_eq!(Rate::new(0, day, 200_000_000), Err(Overflow::Tokens));
+        assert_eq!(Rate::new(200_000_000, day, 1), Err(Overflow::Burst));
+        assert_eq!(Rate::new(i64::MAX, 1, 1), Err(Overflow::Burst));
+        assert!(Rate::new(1_000, day, 1_000).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn any_rate() -> impl Strategy<Value = Rate> {
+        (0i64..1_000, 1i64..10_000_000_000, 1i64..2_000)
+            .prop_filter_map("fits", |(burst, emission, tokens)| Rate::new(burst, emission, tokens).ok())
+    }
+
+    proptest! {
+        /// Over any run of requests at rising instants, the tokens admitted never pass
+        /// `capacity + elapsed / emission`, and every write leaves the key with an expiry.
+        #[test]
+        fn never_admits_more_than_the_rate(
+            rate in any_rate(),
+            steps in proptest::collection::vec(0i64..3_000_000_000, 1..60),
+        ) {
+            let start = 1_700_000_000_000 * NS_PER_MS;
+            let (mut bucket, mut now, mut admitted) = (Bucket::Missing, start, 0i64);
+            for step in steps {
+                now += step;
+                let o = decide(&rate, bucket, now, now.div_euclid(NS_PER_MS));
+                prop_assert!(o.remaining >= 0 && o.remaining <= rate.capacity);
+                match o.write {
+                    Write::Store { tat_ns, expires_at } => {
+                        prop_assert!(!o.limited);
+                        prop_assert!(expires_at * NS_PER_MS >= tat_ns && expires_at > now.div_euclid(NS_PER_MS));
+                        admitted += rate.tokens;
+                        bucket = Bucket::Present { tat_ns, expires_at: Some(expires_at) };
+                    }
+                    Write::Nothing => prop_assert!(o.limited),
+                    Write::Heal { .. } => prop_assert!(false, "every key here has a TTL"),
+                }
+                let allowance = rate.capacity as i128 + (now - start) as i128 / rate.emission_ns as i128;
+                prop_assert!(admitted as i128 <= allowance);
+                if o.limited && o.retry_after_ms() >= 0 {
+                    let later = now + o.retry_after_ms() * NS_PER_MS;
+                    prop_assert!(!decide(&rate, bucket, later, later.div_euclid(NS_PER_MS)).limited);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! `RATELIMIT.GCRA key max_burst tokens_per_period period [TOKENS count]`: parse, read the
+//! bucket's TAT, decide, write, reply `[limited, capacity, remaining, retry_after_ms,
+//! full_after_ms]`. And `CL.THROTTLE key max_burst count_per_period period [quantity]`, for
+//! redis-cell's users: the same bucket and decision, redis-cell's arguments and reply (whole
+//! seconds, truncated as redis-cell truncates them).
+
+use std::os::raw::c_int;
+
+use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
+
+use crate::args::{parse_cl_throttle, parse_gcra};
+use crate::command::{api, arguments, reply_error, reply_integers};
+use crate::counter_key::{CounterKey, KeyError};
+use crate::gcra::{decide, Bucket, Outcome, Rate, Write};
+use crate::hit::refuse_new_counter_over_maxmemory;
+use crate::stats;
+use crate::window::{Counter, Effects};
+
+/// # Safety
+/// Called through `command::run` with the arguments Redis passed.
+pub unsafe fn gcra(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -> c_int {
+    let rate = match parse_gcra(unsafe { arguments(argv) }) {
+        Ok(rate) => rate,
+        Err(e) => return reply_error(ctx, &e.message()),
+    };
+    match unsafe { throttle(ctx, argv[1], &rate) } {
+        Ok(o) => reply_integers(
+            ctx,
+            &[i64::from(o.limited), rate.capacity, o.remaining, o.retry_after_ms(), o.full_after_ms()],
+        ),
+        Err(e) => reply_error(ctx, e.message()),
+    }
+}
+
+/// # Safety
+/// Called through `command::run` with the arguments Redis passed.
+pub unsafe fn cl_throttle(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -> c_int {
+    const NS_PER_S: i64 = 1_000_000_000;
+    let rate = match parse_cl_throttle(unsafe { arguments(argv) }) {
+        Ok(rate) => rate,
+        Err(e) => return reply_error(ctx, &e.message()),
+    };
+    match unsafe { throttle(ctx, argv[1], &rate) } {
+        Ok(o) => reply_integers(
+            ctx,
+            &[
+                i64::from(o.limited),
+                rate.capacity,
+                o.remaining,
+                o.retry_after_ns.map_or(-1, |ns| ns / NS_PER_S),
+                o.full_after_ns / NS_PER_S,
+            ],
+        ),
+        Err(e) => reply_error(ctx, e.message()),
+    }
+}
+
+/// One request against the bucket at `name`, arguments already validated.
+unsafe fn throttle(ctx: *mut RedisModuleCtx, name: *mut RedisModuleString, rate: &Rate) -> Result<Outcome, KeyError> {
+    let (now_ns, now_ms) = now();
+    let mut key = unsafe { CounterKey::open(ctx, name)? };
+    let counter = key.read()?;
+    unsafe { refuse_new_counter_over_maxmemory(ctx, &[counter])? };
+    let bucket = match counter {
+        Counter::Missing => Bucket::Missing,
+        Counter::Present { count, expires_at } => Bucket::Present { tat_ns: count, expires_at },
+    };
+    let outcome = decide(rate, bucket, now_ns, now_ms);
+    match outcome.write {
+        Write::Store { tat_ns, expires_at } => key.set(tat_ns, expires_at)?,
+        Write::Heal { expires_at } => key.apply(&Effects::heal(expires_at))?,
+        Write::Nothing => {}
+    }
+    stats::GCRA_CALLS.add(1);
+    if outcome.limited { &stats::GCRA_DENIED } else { &stats::GCRA_ADMITTED }.add(1);
+    // A key without TTL gets one whatever the decision (stored with the new TAT, or healed).
+    if matches!(bucket, Bucket::Present { expires_at: None, .. }) {
+        stats::HEALED.add(1);
+    }
+    Ok(outcome)
+}
+
+/// Now, in Unix nanoseconds and the same instant in milliseconds: to the microsecond where the
+/// server tells it (Redis 7.2+ and Valkey: the command's cached time, the same for a whole
+/// script or transaction), to the millisecond on Redis 7.0.
+fn now() -> (i64, i64) {
+    match unsafe { raw::RedisModule_CachedMicroseconds } {
+        Some(cached) => {
+            let us = unsafe { cached() } as i64;
+            (us.saturating_mul(1_000), us.div_euclid(1_000))
+        }
+        None => {
+            let ms = unsafe { api!(RedisModule_Milliseconds)() };
+            (ms.saturating_mul(1_000_000), ms)
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! RATELIMIT.GCRA against real servers: the rules, the reply, errors, healing, concurrency.
+
+mod common;
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{error_of, gcra, get, info_field, pttl, run_all, snapshot, Server};
+use redis::{Connection, Value};
+
+const NS_PER_MS: i64 = 1_000_000;
+
+fn pexpiretime(con: &mut Connection, key: &str) -> i64 {
+    redis::cmd("PEXPIRETIME").arg(key).query(con).unwrap()
+}
+
+fn tat(con: &mut Connection, key: &str) -> i64 {
+    get(con, key).expect("a bucket").parse().expect("a TAT in nanoseconds")
+}
+
+#[test]
+fn a_full_bucket_admits_its_burst_then_denies() {
+    let server = Server::start();
+    let mut con = server.connect();
+    // 5 tokens, one back every second.
+    for remaining in (0..5).rev() {
+        let reply = gcra(&mut con, "g", &["4", "1", "1"]).unwrap();
+        assert_eq!(reply[..4], [0, 5, remaining, -1]);
+        let full_after = reply[4];
+        assert!((5 - remaining) * 1_000 - full_after < 50, "{reply:?}");
+        // The key goes when the bucket is full again, never before its TAT.
+        assert!(pexpiretime(&mut con, "g") * NS_PER_MS >= tat(&mut con, "g"));
+        assert!((full_after - pttl(&mut con, "g")).abs() <= 2, "{reply:?}");
+    }
+    let before = snapshot(&mut con, "g");
+    let reply = gcra(&mut con, "g", &["4", "1", "1"]).unwrap();
+    assert_eq!(reply[..3], [1, 5, 0]);
+    assert!((950..=1_000).contains(&reply[3]), "retry_after_ms {reply:?}");
+    assert!((4_950..=5_000).contains(&reply[4]), "full_after_ms {reply:?}");
+    assert_eq!(snapshot(&mut con, "g"), before, "a denied call writes nothing");
+}
+
+#[test]
+fn waiting_retry_after_is_always_enough() {
+    let server = Server::start();
+    let mut con = server.connect();
+    // 2 tokens, one back every 100 ms.
+    let args = ["1", "10", "1"];
+    gcra(&mut con, "g", &args).unwrap();
+    gcra(&mut con, "g", &args).unwrap();
+    for _ in 0..5 {
+        let reply = gcra(&mut con, "g", &args).unwrap();
+        assert_eq!(reply[0], 1);
+        assert!((1..=100).contains(&reply[3]), "{reply:?}");
+        thread::sleep(Duration::from_millis(reply[3] as u64));
+        let reply = gcra(&mut con, "g", &args).unwrap();
+        assert_eq!(reply[0], 0, "admitted after waiting retry_after_ms: {reply:?}");
+    }
+}
+
+#[test]
+fn tokens_take_several_and_never_more_than_the_capacity() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let reply = gcra(&mut con, "g", &["4", "1", "60", "TOKENS", "3"]).unwrap();
+    assert_eq!(reply[..4], [0, 5, 2, -1]);
+    // One token short: it comes back in 60 s; the bucket is full in 180 s.
+    let reply = gcra(&mut con, "g", &["4", "1", "60", "tokens", "3"]).unwrap();
+    assert_eq!(reply[..3], [1, 5, 2]);
+    assert!((59_900..=60_000).contains(&reply[3]) && (179_900..=180_000).contains(&reply[4]), "{reply:?}");
+    // More than the capacity: never admitted, and a fresh key is not created.
+    let reply = gcra(&mut con, "fresh", &["4", "1", "60", "TOKENS", "6"]).unwrap();
+    assert_eq!(reply, [1, 5, 5, -1, 0]);
+    let exists: i64 = redis::cmd("EXISTS").arg("fresh").query(&mut con).unwrap();
+    assert_eq!(exists, 0);
+}
+
+#[test]
+fn a_bucket_without_ttl_heals_admitted_or_not() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let now_ns = |con: &mut Connection| -> i64 {
+        let (s, us): (i64, i64) = redis::cmd("TIME").query(con).unwrap();
+        s * 1_000_000_000 + us * 1_000
+    };
+    // Empty for the next 10 s, as a SET without expiry (or a restored key) would leave it.
+    let now = now_ns(&mut con);
+    let empty_until = now + 10_000 * NS_PER_MS;
+    // And one full again 10 ms ago (the module's clock may be a millisecond behind TIME's).
+    let full_since = now - 10 * NS_PER_MS;
+    run_all(&mut con, &[&format!("SET denied {empty_until}"), &format!("SET admitted {full_since}")]);
+    let reply = gcra(&mut con, "denied", &["4", "1", "1"]).unwrap();
+    assert_eq!(reply[0], 1);
+    assert_eq!(tat(&mut con, "denied"), empty_until, "only the expiry is written");
+    assert_eq!(pexpiretime(&mut con, "denied"), (empty_until + NS_PER_MS - 1) / NS_PER_MS);
+
+    assert_eq!(gcra(&mut con, "admitted", &["4", "1", "1"]).unwrap()[0], 0);
+    // The expiry is the TAT rounded up to the millisecond: up to 1,001 ms on a µs clock.
+    assert!((1..=1_001).contains(&pttl(&mut con, "admitted")));
+    assert_eq!(info_field(&mut con, "ratelimit", "ratelimit_healed").as_deref(), Some("2"));
+}
+
+#[test]
+fn errors_change_nothing() {
+    let server = Server::start();
+    let mut con = server.connect();
+    gcra(&mut con, "g", &["4", "1", "60"]).unwrap();
+    run_all(&mut con, &["HSET hash f 1", "SET text abc"]);
+    let cases: &[(&str, &[&str], &str)] = &[
+        ("g", &["4", "1"], "ERR wrong number of arguments for 'ratelimit.gcra' command"),
+        ("g", &["-1", "1", "60"], "out of range"),
+        ("g", &["x", "1", "60"], "out of range"),
+        ("g", &["4", "0", "60"], "out of range"),
+        ("g", &["4", "x", "60"], "not an integer"),
+        ("g", &["4", "1", "0"], "ERR period must be > 0"),
+        ("g", &["4", "1", "x"], "ERR period is not a valid float"),
+        ("g", &["4", "1", "60", "TOKENS"], "ERR Missing TOKENS value"),
+        ("g", &["4", "1", "60", "TOKENS", "0"], "out of range"),
+        ("g", &["4", "1", "60", "TOKENS", "x"], "not an integer"),
+        ("g", &["1", "1", "86400", "TOKENS", "200000000"], "would cause an overflow"),
+        ("g", &["200000000", "1", "86400"], "would cause an overflow"),
+        ("g", &["4", "1", "60", "COST", "1"], "ERR syntax error: unknown option (expected TOKENS)"),
+        ("hash", &["4", "1", "60"], "WRONGTYPE"),
+        ("text", &["4", "1", "60"], "ERR value is not an integer or out of range"),
+    ];
+    for (key, args, expected) in cases {
+        let before = [snapshot(&mut con, "g"), snapshot(&mut con, key)];
+        let error = error_of(gcra(&mut con, key, args));
+        assert!(error.starts_with("ERR ") || error.starts_with("WRONGTYPE"), "{args:?}: {error}");
+        assert!(error.contains(expected), "{args:?}: {error}");
+        assert_eq!([snapshot(&mut con, "g"), snapshot(&mut con, key)], before, "{args:?} changed a key");
+    }
+}
+
+#[test]
+fn inside_multi_and_lua_with_acls_and_info() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let replies: Vec<Vec<i64>> = redis::pipe()
+        .atomic()
+        .cmd("RATELIMIT.GCRA")
+        .arg(&["g", "0", "1", "60"])
+        .cmd("RATELIMIT.GCRA")
+        .arg(&["g", "0", "1", "60"])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!((replies[0][0], replies[1][0]), (0, 1));
+    let script = "return redis.call('RATELIMIT.GCRA', KEYS[1], 0, 1, 60)";
+    let reply: Vec<i64> = redis::cmd("EVAL").arg(&[script, "1", "lua"]).query(&mut con).unwrap();
+    assert_eq!(reply[..3], [0, 1, 0]);
+
+    run_all(&mut con, &["ACL SETUSER tenant on >pw ~t:* +ratelimit.gcra"]);
+    let mut tenant = server.connect();
+    run_all(&mut tenant, &["AUTH tenant pw"]);
+    assert_eq!(gcra(&mut tenant, "t:1", &["0", "1", "60"]).unwrap()[0], 0);
+    assert!(error_of(gcra(&mut tenant, "other", &["0", "1", "60"])).starts_with("NOPERM"));
+
+    let field = |con: &mut Connection, name: &str| info_field(con, "ratelimit", &format!("ratelimit_gcra_{name}"));
+    assert_eq!(field(&mut con, "calls").as_deref(), Some("4"));
+    assert_eq!(field(&mut con, "admitted").as_deref(), Some("3"));
+    assert_eq!(field(&mut con, "denied").as_deref(), Some("1"));
+    let keys: Vec<String> = redis::cmd("COMMAND").arg(&["GETKEYS", "RATELIMIT.GCRA", "g", "0", "1", "60"]).query(&mut con).unwrap();
+    assert_eq!(keys, ["g"]);
+    let docs: Value = redis::cmd("COMMAND").arg(&["DOCS", "ratelimit.gcra"]).query(&mut con).unwrap();
+    assert!(format!("{docs:?}").contains("tokens_per_period"));
+}
+
+#[test]
+fn concurrent_clients_never_get_more_than_the_rate() {
+    let server = Server::start();
+    // 5 tokens, one back every 50 ms.
+    let args = ["4", "20", "1"];
+    let admitted = Arc::new(AtomicI64::new(0));
+    let started = Instant::now();
+    let run = Duration::from_millis(if common::soak() { 10_000 } else { 1_500 });
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let mut con = server.connect();
+            let admitted = Arc::clone(&admitted);
+            thread::spawn(move || {
+                while started.elapsed() < run {
+                    if gcra(&mut con, "hot", &args).unwrap()[0] == 0 {
+                        admitted.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    clients.into_iter().for_each(|c| c.join().unwrap());
+    let elapsed_ms = started.elapsed().as_millis() as i64;
+    let admitted = admitted.load(Ordering::Relaxed);
+    // capacity + elapsed / emission, plus one token for the clock's millisecond on Redis 7.0.
+    let bound = 5 + elapsed_ms / 50 + 1;
+    eprintln!("8 clients for {elapsed_ms} ms: {admitted} admitted, bound {bound}");
+    assert!(admitted <= bound, "{admitted} admitted, at most {bound} allowed");
+    assert!(admitted >= bound * 8 / 10, "{admitted} admitted: the limiter starves clients");
+}
