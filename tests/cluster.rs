@@ -111,6 +111,10 @@ fn hit(con: &mut impl redis::ConnectionLike, key: &str, args: &[&str]) -> Vec<i6
     redis::cmd("RATELIMIT.HIT").arg(key).arg(args).query(con).unwrap()
 }
 
+fn gcra(con: &mut impl redis::ConnectionLike, key: &str, args: &[&str]) -> Vec<i64> {
+    redis::cmd("RATELIMIT.GCRA").arg(key).arg(args).query(con).unwrap()
+}
+
 #[test]
 fn a_cluster_keeps_every_promise() {
     let cluster = Cluster::start();
@@ -127,6 +131,7 @@ fn keys_spread_over_every_primary(cluster: &Cluster, client: &mut ClusterConnect
     for round in 1..=3 {
         for i in 0..300 {
             assert_eq!(hit(client, &format!("spread:{i}"), &["100", "3600"])[..2], [1, round]);
+            assert_eq!(gcra(client, &format!("gspread:{i}"), &["9", "1", "3600"])[..3], [0, 10, 10 - round]);
         }
     }
     for primary in cluster.primaries() {
@@ -205,7 +210,9 @@ fn failover_keeps_counters_and_expiry_instants(cluster: &Cluster, client: &mut C
     for key in &keys {
         hit(client, key, &["100", "3600"]);
         hit(client, key, &["100", "3600"]);
+        gcra(client, &format!("{key}:gcra"), &["9", "1", "3600"]);
     }
+    let keys: Vec<String> = keys.iter().flat_map(|k| [k.clone(), format!("{k}:gcra")]).collect();
     let old = cluster.owner("{failing}");
     let replica = cluster.nodes().into_iter().find(|n| n.primary_id.as_deref() == Some(&old.id)).unwrap();
     let mut primary = cluster.node_connection(old.port);
@@ -224,6 +231,7 @@ fn failover_keeps_counters_and_expiry_instants(cluster: &Cluster, client: &mut C
         assert_eq!(&value_and_expiry(&mut promoted, key), want, "{key}: same value, same expiry instant");
     }
     assert_eq!(hit(client, &keys[0], &["100", "3600"])[..2], [1, 3], "HIT goes on on the promoted node");
+    assert_eq!(gcra(client, &keys[1], &["9", "1", "3600"])[..3], [0, 10, 8], "and GCRA");
 }
 
 fn audit_and_repair_fan_out_over_primaries(cluster: &Cluster, client: &mut ClusterConnection) {

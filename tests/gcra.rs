@@ -253,3 +253,19 @@ fn cl_throttle_is_off_unless_asked_for() {
     let error = error_of(redis::cmd("CL.THROTTLE").arg(&["k", "4", "0", "60"]).query::<Value>(&mut con));
     assert!(error.contains("count per period is out of range"), "{error}");
 }
+
+#[test]
+fn over_maxmemory_new_buckets_are_refused_and_existing_ones_keep_limiting() {
+    let server = Server::start();
+    let mut con = server.connect();
+    gcra(&mut con, "existing", &["1", "1", "60"]).unwrap();
+    run_all(&mut con, &["CONFIG SET maxmemory 1"]);
+    let error = error_of(gcra(&mut con, "new", &["1", "1", "60"]));
+    assert!(error.starts_with("OOM command not allowed"), "{error}");
+    let exists: i64 = redis::cmd("EXISTS").arg("new").query(&mut con).unwrap();
+    assert_eq!(exists, 0);
+    assert_eq!(gcra(&mut con, "existing", &["1", "1", "60"]).unwrap()[..3], [0, 2, 0]);
+    assert_eq!(gcra(&mut con, "existing", &["1", "1", "60"]).unwrap()[..3], [1, 2, 0]);
+    run_all(&mut con, &["CONFIG SET maxmemory 0"]);
+    assert_eq!(gcra(&mut con, "new", &["1", "1", "60"]).unwrap()[..3], [0, 2, 1]);
+}

@@ -25,7 +25,8 @@ impl Rng {
         const WORDS: &[&str] = &[
             "COST", "cost", "CoSt", "MS", "ms", "LIMIT", "limit", "0", "1", "2", "-1", "10", "60", "250",
             "9223372036854775807", "-9223372036854775808", "9223372036854775808", "99999999999999999999",
-            "4611686018427387903", "", "1.5", " 1", "+1", "01", "1e3", "NaN", "fz:", "*", "?",
+            "4611686018427387903", "", "1.5", " 1", "+1", "01", "1e3", "NaN", "fz:", "*", "?", "TOKENS", "tokens",
+            "0.5", "1e-3", "inf", "86400", "200000000",
         ];
         match self.below(4) {
             0 => (0..self.below(12)).map(|_| self.next() as u8).collect(),
@@ -55,17 +56,26 @@ fn random_arguments_never_hurt_the_server() {
     });
     eprintln!("RATELIMIT_FUZZ_SEED={seed}");
     let mut rng = Rng(seed);
-    let server = Server::start();
+    let server = Server::with(common::Config { module_args: &["CL.THROTTLE"], ..Default::default() });
     let mut con = server.connect();
     let _: () = redis::cmd("RPUSH").arg("fz:list").arg("x").query(&mut con).unwrap();
     let _: () = redis::cmd("SET").arg("fz:text").arg("abc").query(&mut con).unwrap();
 
     let (mut ok, mut errors) = (0, 0);
     for i in 0..5_000 {
-        let command = ["RATELIMIT.HIT", "RATELIMIT.HIT", "RATELIMIT.HITALL", "RATELIMIT.PEEK", "RATELIMIT.AUDIT", "RATELIMIT.REPAIR"]
-            [rng.below(6)];
+        let command = [
+            "RATELIMIT.HIT",
+            "RATELIMIT.HIT",
+            "RATELIMIT.HITALL",
+            "RATELIMIT.PEEK",
+            "RATELIMIT.AUDIT",
+            "RATELIMIT.REPAIR",
+            "RATELIMIT.GCRA",
+            "CL.THROTTLE",
+        ][rng.below(8)];
+        let buckets = command == "RATELIMIT.GCRA" || command == "CL.THROTTLE";
         let mut cmd = redis::cmd(command);
-        if (command == "RATELIMIT.HIT" || command == "RATELIMIT.PEEK") && rng.below(8) != 0 {
+        if (command == "RATELIMIT.HIT" || command == "RATELIMIT.PEEK" || buckets) && rng.below(8) != 0 {
             cmd.arg(rng.key());
         }
         // Half the vectors start well-formed, so that the options and the writes get exercised.
@@ -83,6 +93,8 @@ fn random_arguments_never_hurt_the_server() {
                     }
                     &mut cmd
                 }
+                "RATELIMIT.GCRA" => cmd.arg(number(&mut rng)).arg(number(&mut rng)).arg(["1", "0.5", "60"][rng.below(3)]),
+                "CL.THROTTLE" => cmd.arg(number(&mut rng)).arg(number(&mut rng)).arg(number(&mut rng)),
                 "RATELIMIT.AUDIT" => cmd.arg("fz:"),
                 _ => cmd.arg("fz:").arg(number(&mut rng)),
             };
@@ -105,6 +117,12 @@ fn random_arguments_never_hurt_the_server() {
                     let numbers: Vec<i64> = redis::from_redis_value(per_key).unwrap();
                     assert!(numbers.len() == 3 && numbers[1] >= 0 && numbers[2] >= 0, "{}: {numbers:?}", context());
                 }
+                ok += 1;
+            }
+            Ok(Value::Array(items)) if buckets => {
+                let n: Vec<i64> = redis::from_redis_value(&Value::Array(items)).unwrap();
+                let shaped = n.len() == 5 && (n[0] == 0 || n[0] == 1) && n[1] >= 1 && (0..=n[1]).contains(&n[2]);
+                assert!(shaped && n[3] >= -1 && n[4] >= 0, "{}: {n:?}", context());
                 ok += 1;
             }
             Ok(Value::Array(items)) if command == "RATELIMIT.HIT" || command == "RATELIMIT.PEEK" => {
