@@ -49,7 +49,7 @@ test: build valkey redis-cell
 	@echo "== integration tests against $$($(VALKEY_SERVER) --version | cut -d' ' -f1-3) =="
 	REDIS_SERVER=$(VALKEY_SERVER) cargo test --release --locked --test '*'
 	$(MAKE) --no-print-directory examples
-	cargo bench --locked --bench ratelimit -- --quick
+	VALKEY_SERVER=$(VALKEY_SERVER) cargo bench --locked --bench ratelimit -- --quick
 
 # The client examples' tests: real HTTP requests through each middleware to a real server.
 examples: build test-deps
@@ -71,7 +71,7 @@ memcheck: build valkey
 # The full benchmark (a few minutes): table on stdout and in bench/results/latest.md, chart in
 # bench/results/ratios.svg.
 bench: build valkey redis-cell
-	cargo bench --locked --bench ratelimit
+	VALKEY_SERVER=$(VALKEY_SERVER) cargo bench --locked --bench ratelimit
 
 install: build
 	install -D -m 0644 $(MODULE) $(DESTDIR)$(MODULE_DIR)/libredis_ratelimit.so

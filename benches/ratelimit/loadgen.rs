@@ -28,9 +28,19 @@ pub enum Contender {
     HitAll,
     /// `RATELIMIT.PEEK`: the read-only look.
     Peek,
+    /// `RATELIMIT.GCRA`, with a bucket too large to deny.
+    Gcra,
+    /// redis-cell's `CL.THROTTLE` (its crates.io release), the same bucket.
+    Cell,
+    /// Floods: every call on 10 hot keys already over their limit, so nearly every call is
+    /// denied (an abuser being turned away). `INCR` on the same keys is the floor.
+    IncrFlood,
+    HitFlood,
+    GcraFlood,
+    CellFlood,
 }
 
-pub const ALL: [Contender; 9] = [
+pub const ALL: [Contender; 15] = [
     Contender::Incr,
     Contender::TwoStep,
     Contender::IncrExpireNx,
@@ -40,6 +50,12 @@ pub const ALL: [Contender; 9] = [
     Contender::Hit,
     Contender::HitAll,
     Contender::Peek,
+    Contender::Gcra,
+    Contender::Cell,
+    Contender::IncrFlood,
+    Contender::HitFlood,
+    Contender::GcraFlood,
+    Contender::CellFlood,
 ];
 
 impl Contender {
@@ -54,7 +70,18 @@ impl Contender {
             Contender::Hit => "RATELIMIT.HIT",
             Contender::HitAll => "RATELIMIT.HITALL, 2 limits",
             Contender::Peek => "RATELIMIT.PEEK",
+            Contender::Gcra => "RATELIMIT.GCRA",
+            Contender::Cell => "CL.THROTTLE (redis-cell 0.2.2)",
+            Contender::IncrFlood => "flood: INCR on 10 hot keys",
+            Contender::HitFlood => "flood: RATELIMIT.HIT, denied",
+            Contender::GcraFlood => "flood: RATELIMIT.GCRA, denied",
+            Contender::CellFlood => "flood: CL.THROTTLE (redis-cell), denied",
         }
+    }
+
+    /// The floods' few hot keys; the others spread over the run's keyspace.
+    pub fn hot_keys(self) -> Option<u64> {
+        matches!(self, Contender::IncrFlood | Contender::HitFlood | Contender::GcraFlood | Contender::CellFlood).then_some(10)
     }
 
     pub fn prefix(self) -> &'static str {
@@ -68,6 +95,12 @@ impl Contender {
             Contender::Hit => "b:hit:",
             Contender::HitAll => "b:all:",
             Contender::Peek => "b:hit:",
+            Contender::Gcra => "b:gcra:",
+            Contender::Cell => "b:cell:",
+            Contender::IncrFlood => "b:fincr:",
+            Contender::HitFlood => "b:fhit:",
+            Contender::GcraFlood => "b:fgcra:",
+            Contender::CellFlood => "b:fcell:",
         }
     }
 }
@@ -93,8 +126,30 @@ pub fn command(out: &mut Vec<u8>, args: &[&[u8]]) {
 fn write_hit(contender: Contender, setup: &Setup, key: &[u8], out: &mut Vec<u8>) -> usize {
     let w = setup.window_s.as_bytes();
     match contender {
-        Contender::Incr | Contender::TwoStep => {
+        Contender::Incr | Contender::TwoStep | Contender::IncrFlood => {
             command(out, &[b"INCR", key]);
+            1
+        }
+        // A billion tokens, one back per second: never denied, and the key lives on.
+        Contender::Gcra => {
+            command(out, &[b"RATELIMIT.GCRA", key, b"999999999", b"1", b"1"]);
+            1
+        }
+        Contender::Cell => {
+            command(out, &[b"CL.THROTTLE", key, b"999999999", b"1", b"1"]);
+            1
+        }
+        // 10 an hour: spent by the first calls of a run.
+        Contender::HitFlood => {
+            command(out, &[b"RATELIMIT.HIT", key, b"10", b"3600"]);
+            1
+        }
+        Contender::GcraFlood => {
+            command(out, &[b"RATELIMIT.GCRA", key, b"9", b"1", b"3600"]);
+            1
+        }
+        Contender::CellFlood => {
+            command(out, &[b"CL.THROTTLE", key, b"9", b"1", b"3600"]);
             1
         }
         Contender::IncrExpireNx => {
@@ -318,7 +373,8 @@ impl Load<'_> {
         conn.written = 0;
         conn.batch_ops = self.pipeline;
         for _ in 0..self.pipeline {
-            let key = format!("{}{}", self.contender.prefix(), conn.rng.below(self.keyspace)).into_bytes();
+            let keys = self.contender.hot_keys().unwrap_or(self.keyspace);
+            let key = format!("{}{}", self.contender.prefix(), conn.rng.below(keys)).into_bytes();
             conn.pending += write_hit(self.contender, self.setup, &key, &mut conn.out);
             if self.contender == Contender::TwoStep {
                 conn.incr_keys.push(key);

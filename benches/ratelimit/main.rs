@@ -10,7 +10,9 @@ mod report;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{audit_while_pinging, client_side_audit, cpu_ticks, info_field, walk_storm, PingWaits, Server};
+use common::{
+    audit_while_pinging, client_side_audit, cpu_ticks, info_field, redis_cell_module, walk_storm, Config, PingWaits, Server,
+};
 use loadgen::{Contender, Load, Setup, ALL};
 use redis::Connection;
 
@@ -49,6 +51,11 @@ pub struct AuditResult {
     pub client_side: Duration,
     pub worst_ping: Duration,
     pub pings: usize,
+    /// Server CPU seconds of the AUDIT, of the client-side SCAN + TTL audit, and of a bare
+    /// client-side `SCAN COUNT 1000` walk over the same keys.
+    pub audit_cpu_s: f64,
+    pub client_side_cpu_s: f64,
+    pub scan_cpu_s: f64,
 }
 
 /// A batch of AUDITs sent at once, repeated until enough PINGs were timed.
@@ -63,9 +70,16 @@ pub struct WalksRow {
     pub batch: Duration,
 }
 
-pub struct Results {
+/// The throughput tables of one server.
+pub struct ServerRun {
+    pub name: String,
     pub pipelined: Vec<Row>,
     pub unpipelined: Vec<Row>,
+}
+
+pub struct Results {
+    /// Redis first, then Valkey when `VALKEY_SERVER` names its binary.
+    pub servers: Vec<ServerRun>,
     pub memory: Vec<MemoryRow>,
     pub audit: AuditResult,
     pub walks: Vec<WalksRow>,
@@ -107,13 +121,27 @@ fn main() {
             out_dir: root.join("bench/results"),
         }
     };
+    let valkey = std::env::var("VALKEY_SERVER").ok();
+    if valkey.is_none() {
+        eprintln!("VALKEY_SERVER is not set: Redis only (make bench sets it)");
+    }
+    let cell = redis_cell_module();
+    let cell_line = ["--loadmodule", cell.to_str().unwrap()];
+    let mut servers = Vec::new();
+    for binary in std::iter::once(None).chain(valkey.as_deref().map(Some)) {
+        let server = Server::with(Config { binary, args: &cell_line, ..Config::default() });
+        let mut con = server.connect();
+        let setup = prepare(&mut con);
+        let name = report::server_name(&mut con);
+        eprintln!("{name}: {} contenders x {} reps, pipelined {PIPELINE} and unpipelined", ALL.len(), plan.reps);
+        let pipelined = throughput(&server, &setup, &plan, PIPELINE);
+        let unpipelined = throughput(&server, &setup, &plan, 1);
+        servers.push(ServerRun { name, pipelined, unpipelined });
+    }
+
     let server = Server::start();
     let mut con = server.connect();
     let setup = prepare(&mut con);
-
-    eprintln!("throughput: {} contenders x {} reps, pipelined {PIPELINE} and unpipelined", ALL.len(), plan.reps);
-    let pipelined = throughput(&server, &setup, &plan, PIPELINE);
-    let unpipelined = throughput(&server, &setup, &plan, 1);
     eprintln!("memory per counter");
     let memory = memory(&server, &setup, &plan);
     eprintln!("audit over {} keys", plan.audit_keys);
@@ -122,8 +150,7 @@ fn main() {
     let walks = concurrent_walks(&server, &plan);
 
     let results = Results {
-        pipelined,
-        unpipelined,
+        servers,
         memory,
         audit,
         walks,
@@ -133,7 +160,7 @@ fn main() {
         keyspace: plan.keyspace,
         reps: plan.reps,
     };
-    let machine = report::machine(&mut con);
+    let machine = report::machine();
     let markdown = report::markdown(&results, &machine);
     if quick {
         println!("benchmark smoke run passed; report in {}", plan.out_dir.display());
@@ -282,12 +309,41 @@ fn audit_vs_client(server: &Server, plan: &Plan) -> AuditResult {
         c
     });
 
+    let cpu_s = |work: &mut dyn FnMut()| {
+        let before = cpu_ticks(server.pid());
+        work();
+        (cpu_ticks(server.pid()) - before) as f64 / TICKS_PER_SECOND
+    };
     let timed = audit_while_pinging(server, &mut con, &["a:", "LIMIT", "0"]);
     assert_eq!(timed.reply.found as u64, leaked);
-    let (found, client_side) = client_side_audit(&mut con, "a:");
+    // Again without the PINGs, whose own cost would count as the audit's.
+    let audit_cpu_s = cpu_s(&mut || assert_eq!(common::audit(&mut con, &["a:", "LIMIT", "0"]).unwrap().found as u64, leaked));
+    let mut client = None;
+    let client_side_cpu_s = cpu_s(&mut || client = Some(client_side_audit(&mut con, "a:")));
+    let (found, client_side) = client.unwrap();
     assert_eq!(found, leaked);
+    let scan_cpu_s = cpu_s(&mut || {
+        let mut cursor = 0u64;
+        loop {
+            let (next, _): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN").arg(cursor).arg("COUNT").arg(1000).query(&mut con).unwrap();
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+    });
     let _: () = redis::cmd("FLUSHALL").arg("SYNC").query(&mut con).unwrap();
-    AuditResult { keys, leaked, audit: timed.took, client_side, worst_ping: timed.pings.worst(), pings: timed.pings.count() }
+    AuditResult {
+        keys,
+        leaked,
+        audit: timed.took,
+        client_side,
+        worst_ping: timed.pings.worst(),
+        pings: timed.pings.count(),
+        audit_cpu_s,
+        client_side_cpu_s,
+        scan_cpu_s,
+    }
 }
 
 /// How many AUDITs run at once in each row of the concurrent-walks table.

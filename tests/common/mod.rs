@@ -94,11 +94,13 @@ pub struct Config<'a> {
     pub args: &'a [&'a str],
     /// A Redis Cluster node (`--cluster-enabled yes`, on a port whose bus port is free).
     pub cluster: bool,
+    /// The server binary, when not `REDIS_SERVER`'s.
+    pub binary: Option<&'a str>,
 }
 
 impl Default for Config<'_> {
     fn default() -> Self {
-        Config { module: true, module_args: &[], dir: None, args: &[], cluster: false }
+        Config { module: true, module_args: &[], dir: None, args: &[], cluster: false, binary: None }
     }
 }
 
@@ -117,7 +119,8 @@ impl Server {
         // A port picked free can be taken by another test before the server binds it: retry.
         for _ in 0..5 {
             let port = if config.cluster { free_cluster_port() } else { free_port() };
-            let mut cmd = Command::new(server_binary());
+            let binary = config.binary.map_or_else(server_binary, str::to_string);
+            let mut cmd = Command::new(&binary);
             cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
                 .args(["--dir", dir.to_str().unwrap(), "--logfile", "redis.log"])
                 .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
@@ -130,7 +133,7 @@ impl Server {
                     .args(["--cluster-node-timeout", "3000"]);
             }
             cmd.args(config.args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-            let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {}: {e}", server_binary()));
+            let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {binary}: {e}"));
             let mut server = Server { child: Some(child), port, dir: dir.clone(), keep_dir };
             if server.wait_ready() {
                 return server;
