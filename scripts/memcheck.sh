@@ -12,7 +12,7 @@ trap 'rm -rf "$dir"' EXIT
 valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
     --log-file="$dir/valgrind.log" \
     "$server" --port "$port" --bind 127.0.0.1 --save "" --dir "$dir" --logfile server.log \
-    --enable-debug-command yes --loadmodule "$(realpath "$module")" &
+    --enable-debug-command yes --loadmodule "$(realpath "$module")" CL.THROTTLE &
 cli() { redis-cli -p "$port" "$@"; }
 for _ in $(seq 100); do cli ping >/dev/null 2>&1 && break; sleep 0.2; done
 cli ping >/dev/null
@@ -30,6 +30,14 @@ cli ratelimit.hitall 2 a a 1 1 1 1 >/dev/null
 cli ratelimit.hitall 2 list k:1 1 1 1 1 >/dev/null
 cli ratelimit.hitall 0 >/dev/null
 cli ratelimit.peek k:1 5 >/dev/null; cli ratelimit.peek missing 5 cost 2 >/dev/null; cli ratelimit.peek list 5 >/dev/null
+for i in $(seq 100); do
+    cli ratelimit.gcra "g:$((i % 7))" 3 10 1 >/dev/null; cli cl.throttle "c:$((i % 7))" 3 10 1 >/dev/null
+done
+cli ratelimit.gcra g:1 3 10 0.5 tokens 9 >/dev/null; cli cl.throttle c:1 3 10 1 0 >/dev/null
+cli set gleak 4000000000000000000 >/dev/null; cli ratelimit.gcra gleak 1 1 1 >/dev/null
+for bad in "g 1 1" "g -1 1 1" "g 1 0 1" "g 1 1 0" "g 1 1 x" "g 1 1 1 TOKENS" "g 200000000 1 86400" "list 1 1 1" "text 1 1 1"; do
+    cli ratelimit.gcra $bad >/dev/null || true; cli cl.throttle $bad >/dev/null || true
+done
 cli config set ratelimit.audit-limit 3 >/dev/null; cli config set ratelimit.walk-slice-us 200 >/dev/null
 cli info ratelimit >/dev/null; cli command docs >/dev/null
 cli debug populate 20000 pop >/dev/null
@@ -40,9 +48,13 @@ cli ratelimit.repair leak: 60 >/dev/null
 cli ratelimit.audit leak: limit -1 >/dev/null
 cli acl setuser limited on nopass '~leak:1*' +ratelimit.audit >/dev/null
 cli --user limited --pass x ratelimit.audit leak: >/dev/null 2>&1 || true
-# A client that leaves in the middle of a walk.
+# A client that leaves in the middle of a walk; then more walks at once than ratelimit.max-walks.
 timeout 0.05 redis-cli -p "$port" ratelimit.audit pop: >/dev/null 2>&1 || true
 sleep 1
+cli config set ratelimit.max-walks 4 >/dev/null
+for _ in $(seq 8); do cli ratelimit.audit pop: limit 0 >/dev/null 2>&1 & done
+wait_walks() { for _ in $(seq 300); do cli info ratelimit | grep -q "walks_running:0" && return; sleep 0.2; done; }
+sleep 0.5; wait_walks
 printf 'MULTI\nRATELIMIT.AUDIT leak:\nEXEC\n' | cli >/dev/null
 cli shutdown nosave >/dev/null 2>&1 || true
 wait

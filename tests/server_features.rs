@@ -141,6 +141,8 @@ fn keyspace_notifications_match_the_core_commands() {
     hit(&mut con, "new", &["1", "60"]).unwrap(); // denied: nothing
     let _: () = redis::cmd("SET").arg(&["leak", "9"]).query(&mut con).unwrap(); // set
     hit(&mut con, "leak", &["1", "60"]).unwrap(); // denied heal: expire
+    common::gcra(&mut con, "bucket", &["0", "1", "60"]).unwrap(); // a new TAT: set + expire, as SET PXAT
+    common::gcra(&mut con, "bucket", &["0", "1", "60"]).unwrap(); // denied: nothing
     let _: () = redis::cmd("SET").arg(&["end", "0"]).query(&mut con).unwrap(); // set: end marker
 
     let mut events = Vec::new();
@@ -153,7 +155,10 @@ fn keyspace_notifications_match_the_core_commands() {
         }
         events.push(format!("{event} {key}"));
     }
-    assert_eq!(events, ["incrby new", "expire new", "incrby new", "set leak", "expire leak"]);
+    assert_eq!(
+        events,
+        ["incrby new", "expire new", "incrby new", "set leak", "expire leak", "set bucket", "expire bucket"]
+    );
 }
 
 #[test]

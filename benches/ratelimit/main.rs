@@ -356,11 +356,15 @@ fn concurrent_walks(server: &Server, plan: &Plan) -> Vec<WalksRow> {
     let _: () = redis::cmd("DEBUG").arg("POPULATE").arg(plan.walk_keys).query(&mut con).unwrap();
     let most = CONCURRENT_WALKS.iter().max().unwrap().to_string();
     let _: () = redis::cmd("CONFIG").arg(&["SET", "ratelimit.max-walks", &most]).query(&mut con).unwrap();
-    let rows = CONCURRENT_WALKS
+    // The largest batch first: the others then time at least as many PINGs, so that the worst
+    // waits compare over like sample counts (a larger sample has a larger maximum).
+    let mut wanted = plan.walk_pings;
+    let mut rows: Vec<WalksRow> = CONCURRENT_WALKS
         .iter()
+        .rev()
         .map(|&walks| {
             let (mut pings, mut batches, mut extra_threads, mut walk_threads) = (PingWaits::default(), Vec::new(), 0, 0);
-            while pings.count() < plan.walk_pings {
+            while pings.count() < wanted {
                 let callers = (0..walks).map(|_| (server.connect(), "RATELIMIT.AUDIT rl: LIMIT 0")).collect();
                 let storm = walk_storm(server, callers);
                 for reply in &storm.replies {
@@ -372,10 +376,12 @@ fn concurrent_walks(server: &Server, plan: &Plan) -> Vec<WalksRow> {
                 extra_threads = extra_threads.max(storm.extra_threads);
                 walk_threads = walk_threads.max(storm.walk_threads);
             }
+            wanted = wanted.max(pings.count());
             batches.sort_unstable();
             WalksRow { walks, batches: batches.len(), extra_threads, walk_threads, pings, batch: batches[batches.len() / 2] }
         })
         .collect();
+    rows.reverse();
     let _: () = redis::cmd("FLUSHALL").arg("SYNC").query(&mut con).unwrap();
     rows
 }
