@@ -8,7 +8,7 @@ use std::os::raw::c_int;
 
 use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
 
-use crate::args::{parse_cl_throttle, parse_gcra};
+use crate::args::{parse_cl_throttle, parse_gcra, ArgError};
 use crate::command::{api, arguments, reply_error, reply_integers};
 use crate::counter_key::{CounterKey, KeyError};
 use crate::gcra::{decide, Bucket, Outcome, Rate, Write};
@@ -19,16 +19,11 @@ use crate::window::{Counter, Effects};
 /// # Safety
 /// Called through `command::run` with the arguments Redis passed.
 pub unsafe fn gcra(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -> c_int {
-    let rate = match parse_gcra(unsafe { arguments(argv) }) {
-        Ok(rate) => rate,
-        Err(e) => return reply_error(ctx, &e.message()),
-    };
-    match unsafe { throttle(ctx, argv[1], &rate) } {
-        Ok(o) => reply_integers(
-            ctx,
-            &[i64::from(o.limited), rate.capacity, o.remaining, o.retry_after_ms(), o.full_after_ms()],
-        ),
-        Err(e) => reply_error(ctx, e.message()),
+    let rate = parse_gcra(unsafe { arguments(argv) });
+    unsafe {
+        answer(ctx, argv, rate, |rate, o| {
+            [i64::from(o.limited), rate.capacity, o.remaining, o.retry_after_ms(), o.full_after_ms()]
+        })
     }
 }
 
@@ -36,21 +31,29 @@ pub unsafe fn gcra(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) ->
 /// Called through `command::run` with the arguments Redis passed.
 pub unsafe fn cl_throttle(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) -> c_int {
     const NS_PER_S: i64 = 1_000_000_000;
-    let rate = match parse_cl_throttle(unsafe { arguments(argv) }) {
+    let rate = parse_cl_throttle(unsafe { arguments(argv) });
+    unsafe {
+        answer(ctx, argv, rate, |rate, o| {
+            let retry_after_s = o.retry_after_ns.map_or(-1, |ns| ns / NS_PER_S);
+            [i64::from(o.limited), rate.capacity, o.remaining, retry_after_s, o.full_after_ns / NS_PER_S]
+        })
+    }
+}
+
+/// Takes the tokens of a parsed request from the bucket at `argv[1]` and replies with `numbers`
+/// of the outcome.
+unsafe fn answer(
+    ctx: *mut RedisModuleCtx,
+    argv: &[*mut RedisModuleString],
+    rate: Result<Rate, ArgError>,
+    numbers: impl Fn(&Rate, &Outcome) -> [i64; 5],
+) -> c_int {
+    let rate = match rate {
         Ok(rate) => rate,
         Err(e) => return reply_error(ctx, &e.message()),
     };
     match unsafe { throttle(ctx, argv[1], &rate) } {
-        Ok(o) => reply_integers(
-            ctx,
-            &[
-                i64::from(o.limited),
-                rate.capacity,
-                o.remaining,
-                o.retry_after_ns.map_or(-1, |ns| ns / NS_PER_S),
-                o.full_after_ns / NS_PER_S,
-            ],
-        ),
+        Ok(o) => reply_integers(ctx, &numbers(&rate, &o)),
         Err(e) => reply_error(ctx, e.message()),
     }
 }
@@ -86,7 +89,7 @@ unsafe fn throttle(ctx: *mut RedisModuleCtx, name: *mut RedisModuleString, rate:
 fn now() -> (i64, i64) {
     match unsafe { raw::RedisModule_CachedMicroseconds } {
         Some(cached) => {
-            let us = unsafe { cached() } as i64;
+            let us = unsafe { cached() };
             (us.saturating_mul(1_000), us.div_euclid(1_000))
         }
         None => {
