@@ -5,19 +5,18 @@ use std::os::raw::c_int;
 use std::ptr;
 
 use redis_module::raw::{
-    RedisModuleCallReply, RedisModuleCtx, RedisModuleKey, RedisModuleString, RedisModuleUser,
-    REDISMODULE_CMD_KEY_ACCESS, REDISMODULE_CMD_KEY_UPDATE, REDISMODULE_CTX_FLAGS_SLAVE,
-    REDISMODULE_KEYTYPE_STRING, REDISMODULE_NO_EXPIRE, REDISMODULE_OK,
+    RedisModuleCtx, RedisModuleKey, RedisModuleString, RedisModuleUser, REDISMODULE_CMD_KEY_ACCESS,
+    REDISMODULE_CMD_KEY_UPDATE, REDISMODULE_CTX_FLAGS_SLAVE, REDISMODULE_KEYTYPE_STRING, REDISMODULE_NO_EXPIRE,
+    REDISMODULE_OK,
 };
 
 use crate::args::{parse_audit, parse_repair, WalkArgs};
-use crate::audit_filter::{classify, is_counter_value, Probe, Seen, Tally};
+use crate::audit_filter::{classify, Probe, Seen, Tally};
 use crate::command::{api, arguments, bytes, reply_error, OK};
 use crate::config;
-use crate::counter_key::CounterKey;
+use crate::counter_key::{heal_if_leaked, holds_integer};
 use crate::stats;
 use crate::walk::{self, Walk};
-use crate::window::Effects;
 
 /// # Safety
 /// Called through `command::run` with the arguments Redis passed.
@@ -90,37 +89,6 @@ impl Sweep {
         let write = if self.repair_window_ms.is_some() { REDISMODULE_CMD_KEY_UPDATE } else { 0 };
         (REDISMODULE_CMD_KEY_ACCESS | write) as c_int
     }
-
-    /// Whether the string at `name` is an integer. An integer-encoded value (what INCR and SET
-    /// leave) answers from `OBJECT ENCODING`, which neither reads nor touches the value; only
-    /// other strings are read with `GET`. The module API's own read (`StringDMA`) would rewrite
-    /// an integer-encoded value as a raw string, which an audit must not do.
-    fn holds_integer(ctx: *mut RedisModuleCtx, name: &[u8]) -> bool {
-        let (key, len) = (name.as_ptr(), name.len());
-        let encoding = unsafe {
-            Reply(api!(RedisModule_Call)(ctx, c"OBJECT".as_ptr(), c"cb".as_ptr(), c"ENCODING".as_ptr(), key, len))
-        };
-        if encoding.text() == Some(b"int") {
-            return true;
-        }
-        let value = unsafe { Reply(api!(RedisModule_Call)(ctx, c"GET".as_ptr(), c"b".as_ptr(), key, len)) };
-        value.text().is_some_and(is_counter_value)
-    }
-
-    fn repair(&mut self, ctx: *mut RedisModuleCtx, name: &[u8], window_ms: i64) {
-        let name_string = unsafe { api!(RedisModule_CreateString)(ctx, name.as_ptr().cast(), name.len()) };
-        let repaired = match unsafe { CounterKey::open(ctx, name_string) } {
-            Ok(mut key) => {
-                let now_ms = unsafe { api!(RedisModule_Milliseconds)() };
-                key.apply(&Effects::heal(now_ms.saturating_add(window_ms))).is_ok()
-            }
-            Err(_) => false,
-        };
-        unsafe { api!(RedisModule_FreeString)(ctx, name_string) };
-        if repaired && self.tally.found(name) {
-            stats::REPAIRED.add(1);
-        }
-    }
 }
 
 impl Walk for Sweep {
@@ -156,14 +124,17 @@ impl Walk for Sweep {
 
     fn settle(&mut self, ctx: *mut RedisModuleCtx) {
         for name in std::mem::take(&mut self.suspects) {
-            if !Sweep::holds_integer(ctx, &name) {
-                continue;
-            }
             match self.repair_window_ms {
                 None => {
-                    self.tally.found(&name);
+                    if unsafe { holds_integer(ctx, &name) } {
+                        self.tally.found(&name);
+                    }
                 }
-                Some(window_ms) => self.repair(ctx, &name, window_ms),
+                Some(window_ms) => {
+                    if unsafe { heal_if_leaked(ctx, &name, window_ms) } && self.tally.found(&name) {
+                        stats::REPAIRED.add(1);
+                    }
+                }
             }
         }
     }
@@ -210,25 +181,3 @@ impl Probe for ScannedKey {
     }
 }
 
-/// A command's reply, freed on drop.
-struct Reply(*mut RedisModuleCallReply);
-
-impl Reply {
-    /// The reply's bytes when it is a string.
-    fn text(&self) -> Option<&[u8]> {
-        if self.0.is_null() {
-            return None;
-        }
-        let mut len = 0;
-        let ptr = unsafe { api!(RedisModule_CallReplyStringPtr)(self.0, &mut len) };
-        (!ptr.is_null()).then(|| unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) })
-    }
-}
-
-impl Drop for Reply {
-    fn drop(&mut self) {
-        if !self.0.is_null() {
-            unsafe { api!(RedisModule_FreeCallReply)(self.0) };
-        }
-    }
-}

@@ -10,11 +10,12 @@ use std::ffi::CStr;
 use std::os::raw::c_int;
 
 use redis_module::raw::{
-    RedisModuleCtx, RedisModuleKey, RedisModuleString, REDISMODULE_KEYTYPE_EMPTY,
+    RedisModuleCallReply, RedisModuleCtx, RedisModuleKey, RedisModuleString, REDISMODULE_KEYTYPE_EMPTY,
     REDISMODULE_KEYTYPE_STRING, REDISMODULE_NOTIFY_GENERIC, REDISMODULE_NOTIFY_STRING,
     REDISMODULE_NO_EXPIRE, REDISMODULE_OK, REDISMODULE_READ, REDISMODULE_WRITE,
 };
 
+use crate::audit_filter::is_counter_value;
 use crate::command::api;
 use crate::decimal::{format_i64, parse_i64, MAX_LEN};
 use crate::window::{Counter, Effects, Store};
@@ -182,6 +183,70 @@ impl Drop for CounterKey {
     fn drop(&mut self) {
         if !self.key.is_null() {
             unsafe { api!(RedisModule_CloseKey)(self.key) };
+        }
+    }
+}
+
+/// Whether the string at `name`, in the selected database, is an integer: what AUDIT, REPAIR and
+/// the guard count as a counter. An integer-encoded value (what INCR and SET leave) answers from
+/// `OBJECT ENCODING`, which neither reads nor touches the value; only other strings are read with
+/// `GET`. Reading through a key handle (`StringDMA`) would rewrite an int-encoded value as a raw
+/// string, which a check must not do.
+///
+/// # Safety
+/// `ctx` must be a context in which commands may be called.
+pub unsafe fn holds_integer(ctx: *mut RedisModuleCtx, name: &[u8]) -> bool {
+    let (key, len) = (name.as_ptr(), name.len());
+    let encoding =
+        unsafe { Reply(api!(RedisModule_Call)(ctx, c"OBJECT".as_ptr(), c"cb".as_ptr(), c"ENCODING".as_ptr(), key, len)) };
+    if encoding.text() == Some(b"int") {
+        return true;
+    }
+    let value = unsafe { Reply(api!(RedisModule_Call)(ctx, c"GET".as_ptr(), c"b".as_ptr(), key, len)) };
+    value.text().is_some_and(is_counter_value)
+}
+
+/// Gives the counter at `name` a TTL of `window_ms` from now if it has none (REPAIR's heal and
+/// the guard's), with HIT's effects: `PEXPIREAT` for replicas and the AOF, an `expire` event.
+/// Anything else (no counter, a TTL already) is left as it is. True when it healed.
+///
+/// # Safety
+/// `ctx` must be a context in which keys may be written.
+pub unsafe fn heal_if_leaked(ctx: *mut RedisModuleCtx, name: &[u8], window_ms: i64) -> bool {
+    if !unsafe { holds_integer(ctx, name) } {
+        return false;
+    }
+    let name_string = unsafe { api!(RedisModule_CreateString)(ctx, name.as_ptr().cast(), name.len()) };
+    let healed = match unsafe { CounterKey::open(ctx, name_string) } {
+        Ok(mut key) if unsafe { api!(RedisModule_GetAbsExpire)(key.key) } == REDISMODULE_NO_EXPIRE as i64 => {
+            let now_ms = unsafe { api!(RedisModule_Milliseconds)() };
+            key.apply(&Effects::heal(now_ms.saturating_add(window_ms))).is_ok()
+        }
+        _ => false,
+    };
+    unsafe { api!(RedisModule_FreeString)(ctx, name_string) };
+    healed
+}
+
+/// A command's reply, freed on drop.
+struct Reply(*mut RedisModuleCallReply);
+
+impl Reply {
+    /// The reply's bytes when it is a string.
+    fn text(&self) -> Option<&[u8]> {
+        if self.0.is_null() {
+            return None;
+        }
+        let mut len = 0;
+        let ptr = unsafe { api!(RedisModule_CallReplyStringPtr)(self.0, &mut len) };
+        (!ptr.is_null()).then(|| unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) })
+    }
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            unsafe { api!(RedisModule_FreeCallReply)(self.0) };
         }
     }
 }
