@@ -50,7 +50,7 @@ unsafe extern "C" fn set(_name: *const c_char, value: c_longlong, privdata: *mut
     REDISMODULE_OK as c_int
 }
 
-/// Registers every setting, then applies the values given at load time.
+/// Registers every setting (and the guard's rules), then applies the values given at load time.
 pub fn register(ctx: *mut RedisModuleCtx) -> Result<(), String> {
     for setting in SETTINGS {
         let privdata = (setting as *const Setting).cast_mut().cast::<c_void>();
@@ -72,6 +72,7 @@ pub fn register(ctx: *mut RedisModuleCtx) -> Result<(), String> {
             return Err(format!("could not register config {:?}", setting.name));
         }
     }
+    crate::guard::register_config(ctx)?;
     match unsafe { api!(RedisModule_LoadConfigs)(ctx) } {
         s if s == REDISMODULE_OK as c_int => Ok(()),
         _ => Err("a ratelimit.* config given at load time was refused".into()),

@@ -76,6 +76,12 @@ impl CounterKey {
         CounterKey { ctx, name, key }
     }
 
+    /// A string key with no TTL, looked at without reading its value.
+    fn is_string_without_ttl(&self) -> bool {
+        let key_type = unsafe { api!(RedisModule_KeyType)(self.key) } as isize;
+        key_type == REDISMODULE_KEYTYPE_STRING && unsafe { api!(RedisModule_GetAbsExpire)(self.key) } == REDISMODULE_NO_EXPIRE as i64
+    }
+
     pub fn read(&mut self) -> Result<Counter, KeyError> {
         // Opened read-only, a missing key has no handle.
         if self.key.is_null() {
@@ -213,17 +219,16 @@ pub unsafe fn holds_integer(ctx: *mut RedisModuleCtx, name: &[u8]) -> bool {
 /// # Safety
 /// `ctx` must be a context in which keys may be written.
 pub unsafe fn heal_if_leaked(ctx: *mut RedisModuleCtx, name: &[u8], window_ms: i64) -> bool {
-    if !unsafe { holds_integer(ctx, name) } {
-        return false;
-    }
     let name_string = unsafe { api!(RedisModule_CreateString)(ctx, name.as_ptr().cast(), name.len()) };
-    let healed = match unsafe { CounterKey::open(ctx, name_string) } {
-        Ok(mut key) if unsafe { api!(RedisModule_GetAbsExpire)(key.key) } == REDISMODULE_NO_EXPIRE as i64 => {
+    let open = || unsafe { CounterKey::open(ctx, name_string) }.ok().filter(CounterKey::is_string_without_ttl);
+    // The cheap look first (most keys a guard checks have their TTL); then the value, asked with
+    // the key closed; then the heal.
+    let healed = open().is_some()
+        && unsafe { holds_integer(ctx, name) }
+        && open().is_some_and(|mut key| {
             let now_ms = unsafe { api!(RedisModule_Milliseconds)() };
             key.apply(&Effects::heal(now_ms.saturating_add(window_ms))).is_ok()
-        }
-        _ => false,
-    };
+        });
     unsafe { api!(RedisModule_FreeString)(ctx, name_string) };
     healed
 }

@@ -1,14 +1,15 @@
 //! redis-ratelimit: an atomic fixed-window rate limiter as native Redis commands.
 //!
 //! Pure logic (no Redis types): `decimal`, `args`, `window` (fixed window), `gcra`,
-//! `audit_filter`. Redis glue: `command` (entry and replies), `counter_key` (the counter in the
-//! keyspace), the commands (`hit`, `peek`, `throttle`, `audit` over `walk`), `stats`, `config`,
-//! `command_docs`, and the module registration below.
+//! `audit_filter`, `guard_rules`. Redis glue: `command` (entry and replies), `counter_key` (the
+//! counter in the keyspace), the commands (`hit`, `peek`, `throttle`, `audit` over `walk`), the
+//! `guard`, `stats`, `config`, `command_docs`, and the module registration below.
 
 mod args;
 mod audit_filter;
 mod decimal;
 mod gcra;
+mod guard_rules;
 mod window;
 
 #[cfg(not(test))]
@@ -21,6 +22,8 @@ mod command_docs;
 mod config;
 #[cfg(not(test))]
 mod counter_key;
+#[cfg(not(test))]
+mod guard;
 #[cfg(not(test))]
 mod hit;
 #[cfg(not(test))]
@@ -105,6 +108,11 @@ mod module {
             RedisModule_KeyAtPos,
             RedisModule_InfoAddSection,
             RedisModule_InfoAddFieldULongLong,
+            RedisModule_RegisterStringConfig,
+            RedisModule_RetainString,
+            RedisModule_SubscribeToKeyspaceEvents,
+            RedisModule_SubscribeToServerEvent,
+            RedisModule_Log,
         );
         None
     }
@@ -198,6 +206,8 @@ mod module {
             ctx.log_warning(&format!("ratelimit: {e}"));
             return Status::Err;
         }
+        // Rules given at load time (redis.conf, the command line).
+        unsafe { crate::guard::subscribe_when_ruled(ctx.ctx) };
         if let Err(e) = crate::command_docs::set_all(ctx.ctx) {
             ctx.log_warning(&format!("ratelimit: {e}"));
             return Status::Err;

@@ -43,8 +43,11 @@ pub static KEYS_SCANNED: Stat = Stat::new();
 pub static REPAIRED: Stat = Stat::new();
 /// AUDIT and REPAIR calls refused because `ratelimit.max-walks` walks were in progress.
 pub static WALKS_REFUSED: Stat = Stat::new();
+/// Keys written under a guarded prefix that the guard checked, and the counters it gave a TTL.
+pub static GUARD_CHECKED: Stat = Stat::new();
+pub static GUARD_HEALS: Stat = Stat::new();
 
-const FIELDS: [(&std::ffi::CStr, &Stat); 13] = [
+const FIELDS: [(&std::ffi::CStr, &Stat); 15] = [
     (c"hits", &HITS),
     (c"admitted", &ADMITTED),
     (c"denied", &DENIED),
@@ -58,6 +61,8 @@ const FIELDS: [(&std::ffi::CStr, &Stat); 13] = [
     (c"keys_scanned", &KEYS_SCANNED),
     (c"counters_repaired", &REPAIRED),
     (c"walks_refused", &WALKS_REFUSED),
+    (c"guard_checked", &GUARD_CHECKED),
+    (c"guard_heals", &GUARD_HEALS),
 ];
 
 /// The INFO callback: one section named after the module, fields `ratelimit_<name>`.
