@@ -96,11 +96,13 @@ pub struct Config<'a> {
     pub cluster: bool,
     /// The server binary, when not `REDIS_SERVER`'s.
     pub binary: Option<&'a str>,
+    /// A config file, given first (what `CONFIG REWRITE` writes to).
+    pub conf: Option<&'a Path>,
 }
 
 impl Default for Config<'_> {
     fn default() -> Self {
-        Config { module: true, module_args: &[], dir: None, args: &[], cluster: false, binary: None }
+        Config { module: true, module_args: &[], dir: None, args: &[], cluster: false, binary: None, conf: None }
     }
 }
 
@@ -121,6 +123,7 @@ impl Server {
             let port = if config.cluster { free_cluster_port() } else { free_port() };
             let binary = config.binary.map_or_else(server_binary, str::to_string);
             let mut cmd = Command::new(&binary);
+            cmd.args(config.conf);
             cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
                 .args(["--dir", dir.to_str().unwrap(), "--logfile", "redis.log"])
                 .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])

@@ -1,0 +1,271 @@
+//! The guard (`ratelimit.guard`): counters under guarded prefixes never stay without a TTL,
+//! whichever client wrote them; nothing else is ever touched.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{error_of, info_field, pttl, run_all, value_and_expiry, Config, Server, TempDir};
+use redis::{Connection, Value};
+
+const RULES: &str = "rl: 60 fast: 1500ms";
+
+fn guarded() -> Server {
+    Server::with(Config { args: &["--ratelimit.guard", RULES], ..Config::default() })
+}
+
+/// Whether the server runs post-notification jobs (Valkey, Redis 7.2+): the heal then lands before
+/// the next command; on Redis 7.0 before the server next waits for input.
+fn has_post_jobs(con: &mut Connection) -> bool {
+    if info_field(con, "server", "valkey_version").is_some() {
+        return true;
+    }
+    let version = info_field(con, "server", "redis_version").unwrap();
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap());
+    (parts.next().unwrap(), parts.next().unwrap()) >= (7, 2)
+}
+
+fn set_rules(con: &mut Connection, rules: &str) {
+    let _: () = redis::cmd("CONFIG").arg(&["SET", "ratelimit.guard", rules]).query(con).unwrap();
+}
+
+fn assert_healed(con: &mut Connection, key: &str, window_ms: i64, how: &str) {
+    let ttl = pttl(con, key);
+    assert!((window_ms - 1_000..=window_ms).contains(&ttl), "{how}: {key} has PTTL {ttl}");
+}
+
+#[test]
+fn every_write_path_is_healed() {
+    let server = guarded();
+    let mut con = server.connect();
+    run_all(&mut con, &["SET src 7", "SET rl:persisted 3 EX 100", "SET dumped 11"]);
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("dumped").query(&mut con).unwrap();
+    let paths: &[(&str, &[&str])] = &[
+        ("INCR", &["INCR rl:incr"]),
+        ("INCRBY", &["INCRBY rl:incrby 5"]),
+        ("DECR", &["DECR rl:decr"]),
+        ("SET without EX", &["SET rl:set 10"]),
+        ("GETSET", &["GETSET rl:getset 4"]),
+        ("PERSIST", &["PERSIST rl:persisted"]),
+        ("RENAME onto the prefix", &["SET tmp 5", "RENAME tmp rl:renamed"]),
+        ("COPY onto the prefix", &["COPY src rl:copied"]),
+        ("MSET", &["MSET rl:mset1 1 rl:mset2 2"]),
+        ("SETRANGE", &["SETRANGE rl:range 0 42"]),
+    ];
+    for (how, lines) in paths {
+        for line in *lines {
+            let words: Vec<&str> = line.split(' ').collect();
+            let _: Value = redis::cmd(words[0]).arg(&words[1..]).query(&mut con).unwrap_or_else(|e| panic!("{how}: {e}"));
+        }
+    }
+    let _: () = redis::cmd("RESTORE").arg("rl:restored").arg(0).arg(&dump).query(&mut con).unwrap();
+    let _: Value = redis::cmd("EVAL").arg(&["return redis.call('INCR', KEYS[1])", "1", "rl:lua"]).query(&mut con).unwrap();
+    let _: Value = redis::pipe().atomic().cmd("INCR").arg("rl:multi").cmd("INCR").arg("rl:multi").query(&mut con).unwrap();
+    let _: () = redis::cmd("SET").arg(&["fast:1", "1"]).query(&mut con).unwrap();
+
+    let keys = [
+        "rl:incr", "rl:incrby", "rl:decr", "rl:set", "rl:getset", "rl:persisted", "rl:renamed", "rl:copied", "rl:mset1",
+        "rl:mset2", "rl:range", "rl:restored", "rl:lua", "rl:multi",
+    ];
+    for key in keys {
+        assert_healed(&mut con, key, 60_000, key);
+    }
+    assert_healed(&mut con, "fast:1", 1_500, "the millisecond window");
+    assert_eq!(redis::cmd("GET").arg("rl:multi").query::<String>(&mut con).unwrap(), "2", "values are untouched");
+    let encoding: String = redis::cmd("OBJECT").arg(&["ENCODING", "rl:incr"]).query(&mut con).unwrap();
+    assert_eq!(encoding, "int", "the check never rewrites a value");
+    let heals: u64 = info_field(&mut con, "ratelimit", "ratelimit_guard_heals").unwrap().parse().unwrap();
+    assert_eq!(heals, keys.len() as u64 + 1);
+    assert!(server.log().contains("ratelimit guard: gave a TTL to counter 'rl:"), "the log names a healed key");
+}
+
+#[test]
+fn writers_that_set_their_own_expiry_and_everything_else_are_left_alone() {
+    let server = guarded();
+    let mut con = server.connect();
+    // The well-known repair, as one transaction and as a script: their own 5 s, not the guard's 60.
+    let _: Value = redis::pipe()
+        .atomic()
+        .cmd("INCR")
+        .arg("rl:multi")
+        .cmd("EXPIRE")
+        .arg(&["rl:multi", "5", "NX"])
+        .query(&mut con)
+        .unwrap();
+    let script = "redis.call('INCR', KEYS[1]) redis.call('PEXPIRE', KEYS[1], 5000) return 1";
+    let _: Value = redis::cmd("EVAL").arg(&[script, "1", "rl:lua"]).query(&mut con).unwrap();
+    run_all(
+        &mut con,
+        &[
+            "SET rl:ex 1 EX 100",
+            "SET rl:text hello",
+            "SET rl:float 1.5",
+            "SET rl:padded 007",
+            "HSET rl:hash f 1",
+            "RPUSH rl:list 1",
+            "SET other:counter 5",
+            "INCR rlx",
+        ],
+    );
+    for key in ["rl:multi", "rl:lua"] {
+        assert!((1..=5_000).contains(&pttl(&mut con, key)), "{key} keeps its own expiry");
+    }
+    assert!(pttl(&mut con, "rl:ex") > 90_000, "a running TTL is never touched");
+    for key in ["rl:text", "rl:float", "rl:padded", "rl:hash", "rl:list", "other:counter", "rlx"] {
+        assert_eq!(pttl(&mut con, key), -1, "{key} is no guarded counter");
+    }
+    assert_eq!(info_field(&mut con, "ratelimit", "ratelimit_guard_heals").as_deref(), Some("0"));
+}
+
+#[test]
+fn the_heal_comes_before_the_next_command_or_before_the_server_sleeps() {
+    let server = guarded();
+    let mut con = server.connect();
+    // The heal's delay, measured as what a command pipelined right behind the write sees.
+    let (_, ttl): (i64, i64) = redis::pipe().cmd("INCR").arg("rl:k").cmd("PTTL").arg("rl:k").query(&mut con).unwrap();
+    if has_post_jobs(&mut con) {
+        assert!(ttl > 0, "a post-notification job heals within the writing command: {ttl}");
+    } else {
+        assert_eq!(ttl, -1, "Redis 7.0 heals before it sleeps, after the pipeline's commands");
+    }
+    assert!(pttl(&mut con, "rl:k") > 0, "healed by the next round trip");
+}
+
+#[test]
+fn rules_are_validated_changed_at_run_time_and_rewritten() {
+    let dir = TempDir::new();
+    let conf = dir.0.join("redis.conf");
+    std::fs::write(&conf, format!("loadmodule {}\nratelimit.guard \"{RULES}\"\n", common::module_path().display())).unwrap();
+    let server = Server::with(Config { module: false, dir: Some(&dir.0), conf: Some(&conf), ..Config::default() });
+    let mut con = server.connect();
+    let get = |con: &mut Connection| -> String {
+        let pair: Vec<String> = redis::cmd("CONFIG").arg(&["GET", "ratelimit.guard"]).query(con).unwrap();
+        pair[1].clone()
+    };
+    assert_eq!(get(&mut con), RULES);
+    for bad in ["rl:", "rl: 0", "rl: x", "rl: 60 rl: 30", "rl: 1.5"] {
+        let error = error_of(redis::cmd("CONFIG").arg(&["SET", "ratelimit.guard", bad]).query::<()>(&mut con));
+        assert!(error.contains("ratelimit.guard: "), "{bad}: {error}");
+        assert_eq!(get(&mut con), RULES, "the old rules stay");
+    }
+    set_rules(&mut con, "new: 30");
+    run_all(&mut con, &["INCR new:1", "INCR rl:1"]);
+    assert_healed(&mut con, "new:1", 30_000, "a prefix guarded at run time");
+    assert_eq!(pttl(&mut con, "rl:1"), -1, "a prefix no longer guarded");
+    run_all(&mut con, &["CONFIG REWRITE"]);
+    assert!(std::fs::read_to_string(&conf).unwrap().contains("ratelimit.guard \"new: 30\""));
+    set_rules(&mut con, "");
+    run_all(&mut con, &["INCR new:2"]);
+    assert_eq!(pttl(&mut con, "new:2"), -1, "no rules, no guard");
+}
+
+#[test]
+fn replicas_and_the_aof_get_the_heals_and_a_replica_never_heals_itself() {
+    // A guarded primary: its heals reach a replica without the module as PEXPIREAT.
+    let primary = guarded();
+    let port = primary.port.to_string();
+    let replica = Server::with(Config { module: false, args: &["--replicaof", "127.0.0.1", &port], ..Config::default() });
+    let mut p = primary.connect();
+    let mut r = replica.connect();
+    common::wait_for("replica link", Duration::from_secs(20), || {
+        info_field(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    run_all(&mut p, &["INCR rl:a", "SET rl:b 5"]);
+    let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut p).unwrap();
+    for key in ["rl:a", "rl:b"] {
+        let on_primary = value_and_expiry(&mut p, key);
+        assert!(on_primary.1 > 0);
+        assert_eq!(value_and_expiry(&mut r, key), on_primary, "{key}: the same absolute expiry");
+    }
+
+    // A guarded replica of an unguarded primary leaves the primary's data as it is.
+    let (plain_primary, guarded_replica) = common::primary_and_replica(true);
+    let mut gr = guarded_replica.connect();
+    set_rules(&mut gr, "rl: 60");
+    let mut pp = plain_primary.connect();
+    run_all(&mut pp, &["INCR rl:leak"]);
+    let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut pp).unwrap();
+    thread::sleep(Duration::from_millis(50));
+    assert_eq!(pttl(&mut gr, "rl:leak"), -1, "a replica reproduces its primary");
+    assert_eq!(info_field(&mut gr, "ratelimit", "ratelimit_guard_checked").as_deref(), Some("0"));
+}
+
+#[test]
+fn nothing_happens_while_the_server_loads_its_data() {
+    let dir = TempDir::new();
+    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
+    {
+        let mut plain = Server::with(Config { module: false, dir: Some(&dir.0), args: &aof, ..Config::default() });
+        run_all(&mut plain.connect(), &["INCR rl:old"]);
+        plain.kill();
+    }
+    let args = [&aof[..], &["--ratelimit.guard", RULES]].concat();
+    let server = Server::with(Config { dir: Some(&dir.0), args: &args, ..Config::default() });
+    let mut con = server.connect();
+    assert_eq!(pttl(&mut con, "rl:old"), -1, "the replay reproduces the data, the guard decides nothing");
+    assert_eq!(info_field(&mut con, "ratelimit", "ratelimit_guard_checked").as_deref(), Some("0"));
+    run_all(&mut con, &["INCR rl:old"]);
+    assert_healed(&mut con, "rl:old", 60_000, "the next write");
+}
+
+/// The story the module exists for: the classic `GET`, `SET ... PX`, `INCR` limiter, many clients,
+/// windows short enough that keys expire between the GET and the INCR.
+#[test]
+fn racing_the_classic_limiter_against_expiry_leaves_no_counter_without_ttl() {
+    let server = guarded();
+    let stop = Arc::new(AtomicBool::new(false));
+    let run = Duration::from_millis(if common::soak() { 20_000 } else { 2_000 });
+    let started = Instant::now();
+    let clients: Vec<_> = (0..8)
+        .map(|i| {
+            let mut con = server.connect();
+            let stop = Arc::clone(&stop);
+            thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let key = format!("rl:{}", (n + i) % 20);
+                    let current: Option<i64> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+                    if current.is_none() {
+                        let _: () = redis::cmd("SET").arg(&[&key, "0", "PX", "3"]).query(&mut con).unwrap();
+                    }
+                    let _: i64 = redis::cmd("INCR").arg(&key).query(&mut con).unwrap();
+                    n += 1;
+                }
+            })
+        })
+        .collect();
+    thread::sleep(run);
+    stop.store(true, Ordering::Relaxed);
+    clients.into_iter().for_each(|c| c.join().unwrap());
+    let mut con = server.connect();
+    let heals: u64 = info_field(&mut con, "ratelimit", "ratelimit_guard_heals").unwrap().parse().unwrap();
+    eprintln!("{:?} of racing clients: the guard healed {heals} leaked counters", started.elapsed());
+    assert!(heals > 0, "the race never leaked a counter: the test proves nothing");
+    for i in 0..20 {
+        assert_ne!(pttl(&mut con, &format!("rl:{i}")), -1, "rl:{i} was left without a TTL");
+    }
+}
+
+#[test]
+fn memory_stays_flat_with_the_guard_on() {
+    let server = guarded();
+    let mut con = server.connect();
+    let round = |con: &mut Connection| {
+        let mut pipe = redis::pipe();
+        for i in 0..10_000 {
+            pipe.cmd("INCR").arg(format!("rl:{}", i % 500)).ignore();
+            pipe.cmd("INCR").arg(format!("free:{}", i % 500)).ignore();
+        }
+        pipe.query::<()>(con).unwrap();
+    };
+    round(&mut con);
+    let before = common::settled_memory(&mut con);
+    for _ in 0..5 {
+        round(&mut con);
+    }
+    let growth = common::settled_memory(&mut con) - before;
+    assert!(growth < 16 * 1024, "memory grew by {growth} bytes over 100,000 writes");
+}
