@@ -8,6 +8,7 @@
 
 use std::ffi::CStr;
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::raw::{
     RedisModuleCallReply, RedisModuleCtx, RedisModuleKey, RedisModuleString, REDISMODULE_KEYTYPE_EMPTY,
@@ -39,6 +40,14 @@ impl KeyError {
             KeyError::WriteFailed => "ERR ratelimit: the server refused to write the counter",
         }
     }
+}
+
+/// Set while this module announces its own writes. They always leave the key with a TTL, so the
+/// guard has nothing to check in their events.
+static ANNOUNCING: AtomicBool = AtomicBool::new(false);
+
+pub fn announcing() -> bool {
+    ANNOUNCING.load(Ordering::Relaxed)
 }
 
 /// A counter key opened for reading and writing; closed when dropped.
@@ -175,12 +184,14 @@ impl CounterKey {
             },
             (None, None) => return,
         }
+        ANNOUNCING.store(true, Ordering::Relaxed);
         if effects.store.is_some() {
             notify(REDISMODULE_NOTIFY_STRING, stored_event);
         }
         if effects.set_expiry.is_some() {
             notify(REDISMODULE_NOTIFY_GENERIC, c"expire");
         }
+        ANNOUNCING.store(false, Ordering::Relaxed);
         unsafe { api!(RedisModule_SignalModifiedKey)(ctx, name) };
     }
 }

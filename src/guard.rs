@@ -24,7 +24,7 @@ use redis_module::raw::{
 };
 
 use crate::command::{api, bytes};
-use crate::counter_key::heal_if_leaked;
+use crate::counter_key::{announcing, heal_if_leaked};
 use crate::guard_rules::Rules;
 use crate::stats;
 
@@ -45,8 +45,6 @@ static WRITTEN: Mutex<Vec<Written>> = Mutex::new(Vec::new());
 static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
 /// A post-notification job is queued for the current execution unit.
 static JOB_QUEUED: AtomicBool = AtomicBool::new(false);
-/// While healing: the heal's own `expire` events need no check.
-static HEALING: AtomicBool = AtomicBool::new(false);
 
 /// Heals not yet in the log, and when the log last spoke (at most once a second).
 struct HealLog {
@@ -151,7 +149,8 @@ unsafe extern "C" fn written(
     event: *const c_char,
     key: *mut RedisModuleString,
 ) -> c_int {
-    if HEALING.load(Ordering::Relaxed) {
+    // The module's own writes (HIT, GCRA, REPAIR, the guard's heals) always leave a TTL.
+    if announcing() {
         return REDISMODULE_OK as c_int;
     }
     let recorded = catch_unwind(AssertUnwindSafe(|| unsafe { record(ctx, event, key) }));
@@ -200,7 +199,6 @@ unsafe fn heal_written(ctx: *mut RedisModuleCtx) {
     if written.is_empty() {
         return;
     }
-    HEALING.store(true, Ordering::Relaxed);
     let selected = unsafe { api!(RedisModule_GetSelectedDb)(ctx) };
     for Written { db, key, window_ms } in written {
         stats::GUARD_CHECKED.add(1);
@@ -213,7 +211,6 @@ unsafe fn heal_written(ctx: *mut RedisModuleCtx) {
         }
     }
     unsafe { api!(RedisModule_SelectDb)(ctx, selected) };
-    HEALING.store(false, Ordering::Relaxed);
 }
 
 /// Tells the log, at most once a second, that some client still writes counters without TTL.

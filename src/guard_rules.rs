@@ -95,7 +95,8 @@ mod tests {
 
     #[test]
     fn empty_is_off() {
-        assert!(Rules::parse(b"").unwrap().is_empty());
+        assert_eq!(Rules::parse(b"").unwrap(), Rules::none());
+        assert!(Rules::none().is_empty());
         assert!(Rules::parse(b"   ").unwrap().is_empty());
         assert!(!Rules::parse(b"x 1").unwrap().is_empty());
     }

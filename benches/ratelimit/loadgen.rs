@@ -38,6 +38,10 @@ pub enum Contender {
     HitFlood,
     GcraFlood,
     CellFlood,
+    /// Plain writes for the guard's overhead (not in `ALL`): `SET key 1`, and `INCR` under the
+    /// prefix the guard's bench rules guard (`rl:`).
+    Set,
+    IncrGuarded,
 }
 
 pub const ALL: [Contender; 15] = [
@@ -76,6 +80,8 @@ impl Contender {
             Contender::HitFlood => "flood: RATELIMIT.HIT, denied",
             Contender::GcraFlood => "flood: RATELIMIT.GCRA, denied",
             Contender::CellFlood => "flood: CL.THROTTLE (redis-cell), denied",
+            Contender::Set => "SET",
+            Contender::IncrGuarded => "INCR under a guarded prefix",
         }
     }
 
@@ -101,6 +107,8 @@ impl Contender {
             Contender::HitFlood => "b:fhit:",
             Contender::GcraFlood => "b:fgcra:",
             Contender::CellFlood => "b:fcell:",
+            Contender::Set => "b:set:",
+            Contender::IncrGuarded => "rl:b:",
         }
     }
 }
@@ -126,8 +134,12 @@ pub fn command(out: &mut Vec<u8>, args: &[&[u8]]) {
 fn write_hit(contender: Contender, setup: &Setup, key: &[u8], out: &mut Vec<u8>) -> usize {
     let w = setup.window_s.as_bytes();
     match contender {
-        Contender::Incr | Contender::TwoStep | Contender::IncrFlood => {
+        Contender::Incr | Contender::TwoStep | Contender::IncrFlood | Contender::IncrGuarded => {
             command(out, &[b"INCR", key]);
+            1
+        }
+        Contender::Set => {
+            command(out, &[b"SET", key, b"1"]);
             1
         }
         // A billion tokens, one back per second: never denied, and the key lives on.

@@ -77,9 +77,17 @@ pub struct ServerRun {
     pub unpipelined: Vec<Row>,
 }
 
+/// One kind of write on a server without guard rules and on one with them.
+pub struct GuardRow {
+    pub contender: Contender,
+    pub off: Row,
+    pub on: Row,
+}
+
 pub struct Results {
     /// Redis first, then Valkey when `VALKEY_SERVER` names its binary.
     pub servers: Vec<ServerRun>,
+    pub guard: Vec<GuardRow>,
     pub memory: Vec<MemoryRow>,
     pub audit: AuditResult,
     pub walks: Vec<WalksRow>,
@@ -139,6 +147,9 @@ fn main() {
         servers.push(ServerRun { name, pipelined, unpipelined });
     }
 
+    eprintln!("the guard's cost, {} reps", plan.reps);
+    let guard = guard_overhead(&plan);
+
     let server = Server::start();
     let mut con = server.connect();
     let setup = prepare(&mut con);
@@ -151,6 +162,7 @@ fn main() {
 
     let results = Results {
         servers,
+        guard,
         memory,
         audit,
         walks,
@@ -195,9 +207,17 @@ fn percentile(sorted: &[u32], p: f64) -> u32 {
 
 /// Every contender once per repetition, interleaved (A, B, C, then again), medians reported.
 fn throughput(server: &Server, setup: &Setup, plan: &Plan, pipeline: usize) -> Vec<Row> {
-    let mut samples: Vec<(Vec<f64>, Vec<f64>, Vec<u32>)> = ALL.iter().map(|_| Default::default()).collect();
+    interleaved(&[server], &ALL, setup, plan, pipeline).remove(0)
+}
+
+/// Each contender on each server once per repetition, interleaved, medians reported: one row list
+/// per server.
+fn interleaved(servers: &[&Server], contenders: &[Contender], setup: &Setup, plan: &Plan, pipeline: usize) -> Vec<Vec<Row>> {
+    let runs: Vec<(usize, Contender)> = (0..servers.len()).flat_map(|s| contenders.iter().map(move |&c| (s, c))).collect();
+    let mut samples: Vec<(Vec<f64>, Vec<f64>, Vec<u32>)> = runs.iter().map(|_| Default::default()).collect();
     for _ in 0..plan.reps {
-        for (i, &contender) in ALL.iter().enumerate() {
+        for (i, &(s, contender)) in runs.iter().enumerate() {
+            let server = servers[s];
             let load = Load {
                 port: server.port,
                 contender,
@@ -216,19 +236,32 @@ fn throughput(server: &Server, setup: &Setup, plan: &Plan, pipeline: usize) -> V
             samples[i].2.extend(stats.latencies_us);
         }
     }
-    ALL.iter()
-        .zip(samples)
-        .map(|(&contender, (ops, cpu, mut latencies))| {
-            latencies.sort_unstable();
-            Row {
-                contender,
-                ops_per_s: median(ops),
-                cpu_us_per_op: median(cpu),
-                p50_us: percentile(&latencies, 0.50),
-                p99_us: percentile(&latencies, 0.99),
-            }
-        })
-        .collect()
+    let mut rows: Vec<Vec<Row>> = servers.iter().map(|_| Vec::new()).collect();
+    for (&(s, contender), (ops, cpu, mut latencies)) in runs.iter().zip(samples) {
+        latencies.sort_unstable();
+        rows[s].push(Row {
+            contender,
+            ops_per_s: median(ops),
+            cpu_us_per_op: median(cpu),
+            p50_us: percentile(&latencies, 0.50),
+            p99_us: percentile(&latencies, 0.99),
+        });
+    }
+    rows
+}
+
+/// The guard's cost: writes outside the guarded prefix on a server without rules and on one with
+/// them (it has subscribed to keyspace events), interleaved; and writes under the prefix.
+fn guard_overhead(plan: &Plan) -> Vec<GuardRow> {
+    let off = Server::start();
+    // INCR's and SET's keys are outside these prefixes; `rl:` is IncrGuarded's, `b:hit:` HIT's.
+    let on = Server::with(Config { args: &["--ratelimit.guard", "rl: 60 b:hit: 60"], ..Config::default() });
+    let setup = prepare(&mut off.connect());
+    prepare(&mut on.connect());
+    let contenders = [Contender::Incr, Contender::Set, Contender::IncrGuarded, Contender::Hit];
+    let mut rows = interleaved(&[&off, &on], &contenders, &setup, plan, PIPELINE);
+    let on_rows = rows.pop().unwrap();
+    rows.pop().unwrap().into_iter().zip(on_rows).map(|(off, on)| GuardRow { contender: off.contender, off, on }).collect()
 }
 
 fn samples_of(stats: &loadgen::RunStats, server_ticks: u64) -> (f64, f64) {

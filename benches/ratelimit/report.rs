@@ -150,6 +150,31 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
     let worst_ms = |w: &crate::WalksRow| w.pings.worst().as_secs_f64() * 1e3;
     let (one, most) = (&results.walks[0], &results.walks[results.walks.len() - 1]);
 
+    let _ = writeln!(
+        out,
+        "\n## The guard's cost ({}, pipelined {} deep; rules `rl: 60 b:hit: 60` on one server, none on the other, interleaved)\n",
+        results.servers[0].name, results.pipeline
+    );
+    out.push_str("| writes | guard off ops/s | µs CPU/op | guard on ops/s | µs CPU/op | on/off throughput | on/off CPU |\n");
+    out.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for g in &results.guard {
+        let what = match g.contender {
+            Contender::IncrGuarded => "INCR under a guarded prefix (each write checked)".to_string(),
+            Contender::Hit => "RATELIMIT.HIT under a guarded prefix (its own writes are not checked)".to_string(),
+            c => format!("{} outside the guarded prefix", c.name()),
+        };
+        let _ = writeln!(
+            out,
+            "| {what} | {:.0} | {:.2} | {:.0} | {:.2} | {:.3} | {:.3} |",
+            g.off.ops_per_s,
+            g.off.cpu_us_per_op,
+            g.on.ops_per_s,
+            g.on.cpu_us_per_op,
+            g.on.ops_per_s / g.off.ops_per_s,
+            g.on.cpu_us_per_op / g.off.cpu_us_per_op
+        );
+    }
+
     let memory_ratio = results.memory[1].bytes_per_counter / results.memory[0].bytes_per_counter;
     let _ = writeln!(out, "\n## Targets (pipelined, same run)\n");
     out.push_str("| target | measured | met |\n| --- | ---: | :---: |\n");
@@ -170,6 +195,11 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
         let flood = ops(Contender::HitFlood);
         target(format!("{on}: HIT denied flood ≥ 0.95× INCR flood"), flood / ops(Contender::IncrFlood), 0.95, true);
         target(format!("{on}: HIT denied flood ≥ 1.6× CL.THROTTLE's"), flood / ops(Contender::CellFlood), 1.6, true);
+    }
+    for g in results.guard.iter().filter(|g| matches!(g.contender, Contender::Incr | Contender::Set)) {
+        let name = g.contender.name();
+        target(format!("guard on: {name} outside the prefix ≥ 0.97× guard off"), g.on.ops_per_s / g.off.ops_per_s, 0.97, true);
+        target(format!("guard on: {name} server CPU ≤ 1.03× guard off"), g.on.cpu_us_per_op / g.off.cpu_us_per_op, 1.03, false);
     }
     target("memory per counter ≤ 1.25× INCR + EXPIRE NX".into(), memory_ratio, 1.25, false);
     target("AUDIT server CPU ≤ client-side SCAN walk's".into(), a.audit_cpu_s / a.scan_cpu_s, 1.0, false);
