@@ -71,8 +71,8 @@ demo: build pydeps
 
 # The long forms of the stress, soak and crash scenarios (RATELIMIT_SOAK=1), on both servers.
 soak: build valkey
-	RATELIMIT_SOAK=1 cargo test --release --locked --test stress --test persistence -- --nocapture
-	RATELIMIT_SOAK=1 REDIS_SERVER=$(VALKEY_SERVER) cargo test --release --locked --test stress --test persistence -- --nocapture
+	RATELIMIT_SOAK=1 cargo test --release --locked --test stress --test persistence --test guard -- --nocapture
+	RATELIMIT_SOAK=1 REDIS_SERVER=$(VALKEY_SERVER) cargo test --release --locked --test stress --test persistence --test guard -- --nocapture
 
 # The module under valgrind memcheck for a short run (on Valkey's libc-malloc binary).
 memcheck: build valkey

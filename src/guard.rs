@@ -156,8 +156,11 @@ unsafe extern "C" fn written(
     let recorded = catch_unwind(AssertUnwindSafe(|| unsafe { record(ctx, event, key) }));
     if recorded.is_ok_and(|queued| queued) {
         if let Some(add_job) = unsafe { raw::RedisModule_AddPostNotificationJob } {
-            if !JOB_QUEUED.swap(true, Ordering::Relaxed) {
-                unsafe { add_job(ctx, Some(post_job), ptr::null_mut(), None) };
+            // A job refused (it should not be) must not leave the flag set and the guard dead.
+            if !JOB_QUEUED.swap(true, Ordering::Relaxed)
+                && unsafe { add_job(ctx, Some(post_job), ptr::null_mut(), None) } != REDISMODULE_OK as c_int
+            {
+                JOB_QUEUED.store(false, Ordering::Relaxed);
             }
         }
     }

@@ -173,12 +173,14 @@ fn replicas_and_the_aof_get_the_heals_and_a_replica_never_heals_itself() {
     common::wait_for("replica link", Duration::from_secs(20), || {
         info_field(&mut r, "replication", "master_link_status").as_deref() == Some("up")
     });
-    run_all(&mut p, &["INCR rl:a", "SET rl:b 5"]);
+    run_all(&mut p, &["INCR rl:a", "SET rl:b 5", "SELECT 3", "INCR rl:db3", "SELECT 0"]);
     let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut p).unwrap();
-    for key in ["rl:a", "rl:b"] {
+    for (db, key) in [("0", "rl:a"), ("0", "rl:b"), ("3", "rl:db3")] {
+        run_all(&mut p, &[&format!("SELECT {db}")]);
+        run_all(&mut r, &[&format!("SELECT {db}")]);
         let on_primary = value_and_expiry(&mut p, key);
         assert!(on_primary.1 > 0);
-        assert_eq!(value_and_expiry(&mut r, key), on_primary, "{key}: the same absolute expiry");
+        assert_eq!(value_and_expiry(&mut r, key), on_primary, "{key}: the same absolute expiry, in its database");
     }
 
     // A guarded replica of an unguarded primary leaves the primary's data as it is.
