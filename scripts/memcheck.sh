@@ -39,6 +39,14 @@ for bad in "g 1 1" "g -1 1 1" "g 1 0 1" "g 1 1 0" "g 1 1 x" "g 1 1 1 TOKENS" "g 
     cli ratelimit.gcra $bad >/dev/null || true; cli cl.throttle $bad >/dev/null || true
 done
 cli config set ratelimit.audit-limit 3 >/dev/null; cli config set ratelimit.walk-slice-us 200 >/dev/null
+# The guard: bad rules, rules, leaking writes of every kind, a transaction with its own expiry.
+cli config set ratelimit.guard "gd: 0" >/dev/null 2>&1 || true
+cli config set ratelimit.guard "gd: 60 gf: 500ms" >/dev/null
+for i in $(seq 100); do cli incr "gd:$((i % 9))" >/dev/null; cli set "gf:$i" "$i" >/dev/null; done
+cli set gd:text hello >/dev/null; cli persist gd:1 >/dev/null; cli rename gd:2 gd:renamed >/dev/null
+printf 'MULTI\nINCR gd:multi\nEXPIRE gd:multi 5 NX\nEXEC\n' | cli >/dev/null
+cli eval "return redis.call('INCR', KEYS[1])" 1 gd:lua >/dev/null
+cli config set ratelimit.guard "" >/dev/null
 cli info ratelimit >/dev/null; cli command docs >/dev/null
 cli debug populate 20000 pop >/dev/null
 for i in $(seq 50); do cli set "leak:$i" "$i" >/dev/null; done
