@@ -28,6 +28,8 @@ pub enum Contender {
     HitAll,
     /// `RATELIMIT.PEEK`: the read-only look.
     Peek,
+    /// `FCALL ratelimit_hit`: the same hit from the Functions library (functions/ratelimit.lua).
+    Library,
     /// `RATELIMIT.GCRA`, with a bucket too large to deny.
     Gcra,
     /// redis-cell's `CL.THROTTLE` (its crates.io release), the same bucket.
@@ -44,7 +46,7 @@ pub enum Contender {
     IncrGuarded,
 }
 
-pub const ALL: [Contender; 15] = [
+pub const ALL: [Contender; 16] = [
     Contender::Incr,
     Contender::TwoStep,
     Contender::IncrExpireNx,
@@ -54,6 +56,7 @@ pub const ALL: [Contender; 15] = [
     Contender::Hit,
     Contender::HitAll,
     Contender::Peek,
+    Contender::Library,
     Contender::Gcra,
     Contender::Cell,
     Contender::IncrFlood,
@@ -74,6 +77,7 @@ impl Contender {
             Contender::Hit => "RATELIMIT.HIT",
             Contender::HitAll => "RATELIMIT.HITALL, 2 limits",
             Contender::Peek => "RATELIMIT.PEEK",
+            Contender::Library => "FCALL ratelimit_hit (the library)",
             Contender::Gcra => "RATELIMIT.GCRA",
             Contender::Cell => "CL.THROTTLE (redis-cell 0.2.2)",
             Contender::IncrFlood => "flood: INCR on 10 hot keys",
@@ -101,6 +105,7 @@ impl Contender {
             Contender::Hit => "b:hit:",
             Contender::HitAll => "b:all:",
             Contender::Peek => "b:hit:",
+            Contender::Library => "b:lib:",
             Contender::Gcra => "b:gcra:",
             Contender::Cell => "b:cell:",
             Contender::IncrFlood => "b:fincr:",
@@ -196,6 +201,10 @@ fn write_hit(contender: Contender, setup: &Setup, key: &[u8], out: &mut Vec<u8>)
         }
         Contender::Peek => {
             command(out, &[b"RATELIMIT.PEEK", key, setup.hit_limit.as_bytes()]);
+            1
+        }
+        Contender::Library => {
+            command(out, &[b"FCALL", b"ratelimit_hit", b"1", key, setup.hit_limit.as_bytes(), w]);
             1
         }
     }
