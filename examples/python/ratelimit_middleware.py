@@ -4,30 +4,55 @@ Copy it into any WSGI app (Flask, Django, Falcon...):
 
     app.wsgi_app = RateLimitMiddleware(app.wsgi_app, redis.Redis(), limit=100, window=60)
 
+Where the module is not loaded (managed Redis), the same hit goes through the Functions library
+(functions/ratelimit.lua), loaded on first use if the server does not have it yet: same reply,
+same counters.
+
 Requests are counted per client (the X-Api-Key header, else the remote address). A denied
 request gets 429 with Retry-After; every response carries the IETF RateLimit-Policy and
 RateLimit fields.
 """
 
 import math
+import os
+
+import redis
+
+LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "functions", "ratelimit.lua")
 
 
 class RateLimitMiddleware:
-    def __init__(self, app, redis_client, limit, window, prefix="rl:"):
+    def __init__(self, app, redis_client, limit, window, prefix="rl:", library=LIBRARY):
         self.app = app
         self.redis = redis_client
         self.limit = limit
         self.window = window
         self.prefix = prefix
+        self.library = library
+        self.use_module = None  # decided by the first hit
+
+    def hit(self, key):
+        """[allowed, count, remaining, reset_ms] from the module, else from the library."""
+        if self.use_module is not False:
+            try:
+                reply = self.redis.execute_command("RATELIMIT.HIT", key, self.limit, self.window)
+                self.use_module = True
+                return reply
+            except redis.ResponseError as error:
+                if self.use_module or "unknown command" not in str(error).lower():
+                    raise
+                self.use_module = False
+                if not self.redis.execute_command("FUNCTION", "LIST", "LIBRARYNAME", "ratelimit"):
+                    with open(self.library, encoding="utf-8") as source:
+                        self.redis.execute_command("FUNCTION", "LOAD", source.read())
+        return self.redis.execute_command("FCALL", "ratelimit_hit", 1, key, self.limit, self.window)
 
     def identity(self, environ):
         return environ.get("HTTP_X_API_KEY") or environ.get("REMOTE_ADDR", "unknown")
 
     def __call__(self, environ, start_response):
         key = self.prefix + self.identity(environ)
-        allowed, _count, remaining, reset_ms = self.redis.execute_command(
-            "RATELIMIT.HIT", key, self.limit, self.window
-        )
+        allowed, _count, remaining, reset_ms = self.hit(key)
         reset_s = math.ceil(reset_ms / 1000)
         headers = [
             ("RateLimit-Policy", f'"default";q={self.limit};w={self.window}'),

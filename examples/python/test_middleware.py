@@ -1,4 +1,5 @@
-"""Runs the middleware against a real redis-server with the module and real HTTP requests.
+"""Runs the middleware against a real redis-server and real HTTP requests: with the module, and
+without it (the middleware then loads and calls the Functions library).
 
 REDIS_SERVER and RATELIMIT_MODULE say which server and module to use (make test sets them).
 """
@@ -37,6 +38,8 @@ class QuietHandler(WSGIRequestHandler):
 
 
 class MiddlewareTest(unittest.TestCase):
+    module = True
+
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.TemporaryDirectory()
@@ -45,8 +48,8 @@ class MiddlewareTest(unittest.TestCase):
             [
                 os.environ.get("REDIS_SERVER", "redis-server"),
                 "--port", str(cls.redis_port), "--bind", "127.0.0.1", "--save", "",
-                "--dir", cls.dir.name, "--loadmodule", os.environ["RATELIMIT_MODULE"],
-            ],
+                "--dir", cls.dir.name,
+            ] + (["--loadmodule", os.environ["RATELIMIT_MODULE"]] if cls.module else []),
             stdout=subprocess.DEVNULL,
         )
         cls.redis = redis.Redis(port=cls.redis_port)
@@ -57,6 +60,7 @@ class MiddlewareTest(unittest.TestCase):
             except redis.ConnectionError:
                 time.sleep(0.05)
         app = RateLimitMiddleware(hello, cls.redis, limit=3, window=60)
+        cls.app = app
         cls.http = make_server("127.0.0.1", 0, app, handler_class=QuietHandler)
         threading.Thread(target=cls.http.serve_forever, daemon=True).start()
         cls.url = f"http://127.0.0.1:{cls.http.server_port}/"
@@ -97,6 +101,18 @@ class MiddlewareTest(unittest.TestCase):
             self.assertEqual(self.get("bob")[0], 200)
         self.assertEqual(self.get("bob")[0], 429)
         self.assertEqual(self.get("carol")[0], 200)
+
+    def test_it_uses_the_module_where_loaded_else_the_library(self):
+        self.get("dave")
+        self.assertEqual(self.app.use_module, self.module)
+        libraries = self.redis.execute_command("FUNCTION", "LIST", "LIBRARYNAME", "ratelimit")
+        self.assertEqual(bool(libraries), not self.module)
+
+
+class LibraryMiddlewareTest(MiddlewareTest):
+    """The same tests against a server without the module."""
+
+    module = False
 
 
 if __name__ == "__main__":
