@@ -50,6 +50,14 @@ local function positive(text, name)
     return value
 end
 
+-- COST from the options: 1 by default, else an integer >= 1 (BIG allowed).
+local function cost_of(opts)
+    if not opts.COST then
+        return 1
+    end
+    return positive(opts.COST, 'COST')
+end
+
 -- The options after the positional arguments, as the module reads them: names in any case, in any
 -- order, each at most once; `valued` ones take the next argument.
 local function options(args, from, spec, known)
@@ -175,12 +183,10 @@ local function hit(keys, args)
     if not window then
         return redis.error_reply(e)
     end
-    local cost = 1
-    if opts.COST then
-        cost, e = positive(opts.COST, 'COST')
-        if not cost then
-            return redis.error_reply(e)
-        end
+    local cost
+    cost, e = cost_of(opts)
+    if not cost then
+        return redis.error_reply(e)
     end
     local count, exists, expires_at, read_error = read(keys[1])
     if read_error then
@@ -207,12 +213,10 @@ local function peek(keys, args)
     if not opts then
         return redis.error_reply(e)
     end
-    local cost = 1
-    if opts.COST then
-        cost, e = positive(opts.COST, 'COST')
-        if not cost then
-            return redis.error_reply(e)
-        end
+    local cost
+    cost, e = cost_of(opts)
+    if not cost then
+        return redis.error_reply(e)
     end
     local count, exists, expires_at, read_error = read(keys[1])
     if read_error then
@@ -260,12 +264,10 @@ local function hitall(keys, args)
     if not opts then
         return redis.error_reply(e)
     end
-    local cost = 1
-    if opts.COST then
-        cost, e = positive(opts.COST, 'COST')
-        if not cost then
-            return redis.error_reply(e)
-        end
+    local cost
+    cost, e = cost_of(opts)
+    if not cost then
+        return redis.error_reply(e)
     end
     for _, p in ipairs(pairs_) do
         p.window, e = window_ms(p.window_text, opts.MS)

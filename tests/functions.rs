@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{error_text, value_and_expiry, Config, Server};
+use common::{error_text, value_and_expiry, Config, Rng, Server};
 use redis::Value;
 
 const LIBRARY: &str = include_str!("../functions/ratelimit.lua");
@@ -17,20 +17,13 @@ fn with_library() -> Server {
     server
 }
 
-struct Rng(u64);
+/// This fuzz test's words and keys.
+trait Words {
+    fn word(&mut self) -> String;
+    fn key(&mut self) -> String;
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
+impl Words for Rng {
     /// Numbers, option names and junk; no valid number above 2^53 (the library's own error).
     fn word(&mut self) -> String {
         const WORDS: &[&str] = &[
@@ -80,11 +73,7 @@ fn agree(hitall: bool, module: &redis::RedisResult<Value>, library: &redis::Redi
 
 #[test]
 fn the_library_answers_as_the_module_does() {
-    let seed = std::env::var("RATELIMIT_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
-    });
-    eprintln!("RATELIMIT_FUZZ_SEED={seed}");
-    let mut rng = Rng(seed);
+    let (mut rng, seed) = Rng::from_env();
     let (module, library) = (Server::start(), with_library());
     let (mut m, mut l) = (module.connect(), library.connect());
     for con in [&mut m, &mut l] {

@@ -4,23 +4,16 @@
 
 mod common;
 
-use common::{pttl, Server};
+use common::{pttl, Rng, Server};
 use redis::Value;
 
-struct Rng(u64);
+/// This fuzz test's words and keys.
+trait Words {
+    fn word(&mut self) -> Vec<u8>;
+    fn key(&mut self) -> Vec<u8>;
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
+impl Words for Rng {
     fn word(&mut self) -> Vec<u8> {
         const WORDS: &[&str] = &[
             "COST", "cost", "CoSt", "MS", "ms", "LIMIT", "limit", "0", "1", "2", "-1", "10", "60", "250",
@@ -51,11 +44,7 @@ fn is_redis_error(text: &str) -> bool {
 
 #[test]
 fn random_arguments_never_hurt_the_server() {
-    let seed = std::env::var("RATELIMIT_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
-    });
-    eprintln!("RATELIMIT_FUZZ_SEED={seed}");
-    let mut rng = Rng(seed);
+    let (mut rng, seed) = Rng::from_env();
     let server = Server::with(common::Config { module_args: &["CL.THROTTLE"], ..Default::default() });
     let mut con = server.connect();
     let _: () = redis::cmd("RPUSH").arg("fz:list").arg("x").query(&mut con).unwrap();
