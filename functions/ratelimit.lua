@@ -21,6 +21,34 @@ local NOT_INTEGER = 'ERR value is not an integer or out of range'
 -- Stands for a valid integer beyond EXACT: the module accepts it, the library cannot compute it.
 local BIG = {}
 
+-- Errors meant for the caller are raised as { reply = text } and answered by `command` below; any
+-- other error (a failed redis.call) goes on as it is.
+local function fail(text)
+    error({ reply = text })
+end
+
+-- `value`, or the caller's error `text` when the check before failed.
+local function must(value, text)
+    if value == nil then
+        fail(text)
+    end
+    return value
+end
+
+-- A registered function's body, its caller errors turned into error replies.
+local function command(body)
+    return function(keys, args)
+        local ok, result = pcall(body, keys, args)
+        if ok then
+            return result
+        end
+        if type(result) == 'table' and result.reply then
+            return redis.error_reply(result.reply)
+        end
+        error(result)
+    end
+end
+
 -- A decimal integer as Redis reads one (string2ll: '-', digits, no '+', no leading zero, 64-bit):
 -- its value, BIG (negative flagged) beyond EXACT, or nil.
 local function integer(text)
@@ -41,21 +69,18 @@ local function integer(text)
     return value
 end
 
--- An integer >= 1 (BIG allowed), or the module's error for `name`.
+-- An integer >= 1 (BIG allowed); else the module's error for `name`.
 local function positive(text, name)
     local value = integer(text)
     if value == nil or (value ~= BIG and value < 1) then
-        return nil, 'ERR ' .. name .. ' must be an integer >= 1'
+        fail('ERR ' .. name .. ' must be an integer >= 1')
     end
     return value
 end
 
 -- COST from the options: 1 by default, else an integer >= 1 (BIG allowed).
 local function cost_of(opts)
-    if not opts.COST then
-        return 1
-    end
-    return positive(opts.COST, 'COST')
+    return opts.COST and positive(opts.COST, 'COST') or 1
 end
 
 -- The options after the positional arguments, as the module reads them: names in any case, in any
@@ -72,15 +97,15 @@ local function options(args, from, spec, known)
             end
         end
         if not opt then
-            return nil, 'ERR syntax error: unknown option (expected ' .. known .. ')'
+            fail('ERR syntax error: unknown option (expected ' .. known .. ')')
         end
         if found[opt.name] ~= nil then
-            return nil, 'ERR syntax error: ' .. opt.name .. ' given more than once'
+            fail('ERR syntax error: ' .. opt.name .. ' given more than once')
         end
         if opt.valued then
             i = i + 1
             if i > #args then
-                return nil, 'ERR syntax error: ' .. opt.name .. ' needs a value'
+                fail('ERR syntax error: ' .. opt.name .. ' needs a value')
             end
             found[opt.name] = args[i]
         else
@@ -94,20 +119,17 @@ end
 -- A window in ms from its text, as the module bounds it (2^62 ms); BIG where the module accepts a
 -- window the library cannot add to the clock exactly.
 local function window_ms(text, in_ms)
-    local window, e = positive(text, 'window')
-    if not window then
-        return nil, e
-    end
+    local window = positive(text, 'window')
     if window == BIG then
         -- Beyond 2^53 seconds is beyond 2^62 ms; in ms compare the text with the bound.
         if not in_ms or #text > #MAX_WINDOW_MS or (#text == #MAX_WINDOW_MS and text > MAX_WINDOW_MS) then
-            return nil, 'ERR window is too large'
+            fail('ERR window is too large')
         end
         return BIG
     end
     if not in_ms then
         if window > 4611686018427387 then
-            return nil, 'ERR window is too large'
+            fail('ERR window is too large')
         end
         window = window * 1000
     end
@@ -120,21 +142,18 @@ local function now_ms()
 end
 
 -- The counter at `key`: count (0 if missing), whether it exists, its absolute expiry in ms (nil if
--- none); or an error reply.
+-- none).
 local function read(key)
     local value = redis.pcall('GET', key)
     if type(value) == 'table' and value.err then
-        return nil, nil, nil, WRONGTYPE
+        fail(WRONGTYPE)
     end
     if not value then
         return 0, false, nil
     end
-    local count = integer(value)
-    if count == nil then
-        return nil, nil, nil, NOT_INTEGER
-    end
+    local count = must(integer(value), NOT_INTEGER)
     if count == BIG or count == -math.huge then
-        return nil, nil, nil, BEYOND
+        fail(BEYOND)
     end
     local expires_at = redis.call('PEXPIRETIME', key)
     return count, true, (expires_at >= 0 and expires_at or nil)
@@ -167,34 +186,16 @@ end
 
 local function hit(keys, args)
     if #args < 2 then
-        return redis.error_reply("ERR wrong number of arguments for 'ratelimit.hit' command")
+        fail("ERR wrong number of arguments for 'ratelimit.hit' command")
     end
-    local limit, e = positive(args[1], 'limit')
-    if not limit then
-        return redis.error_reply(e)
-    end
-    local opts
-    opts, e = options(args, 3, { { name = 'COST', valued = true }, { name = 'MS' } }, 'COST or MS')
-    if not opts then
-        return redis.error_reply(e)
-    end
-    local window
-    window, e = window_ms(args[2], opts.MS)
-    if not window then
-        return redis.error_reply(e)
-    end
-    local cost
-    cost, e = cost_of(opts)
-    if not cost then
-        return redis.error_reply(e)
-    end
-    local count, exists, expires_at, read_error = read(keys[1])
-    if read_error then
-        return redis.error_reply(read_error)
-    end
+    local limit = positive(args[1], 'limit')
+    local opts = options(args, 3, { { name = 'COST', valued = true }, { name = 'MS' } }, 'COST or MS')
+    local window = window_ms(args[2], opts.MS)
+    local cost = cost_of(opts)
+    local count, exists, expires_at = read(keys[1])
     local now = now_ms()
     if limit == BIG or cost == BIG or window == BIG or now + window > EXACT then
-        return redis.error_reply(BEYOND)
+        fail(BEYOND)
     end
     local admitted, final, remaining, reset = settle(keys[1], limit, window, cost, count, exists, expires_at, now, true)
     return { admitted and 1 or 0, final, remaining, reset }
@@ -202,28 +203,13 @@ end
 
 local function peek(keys, args)
     if #args < 1 then
-        return redis.error_reply("ERR wrong number of arguments for 'ratelimit.peek' command")
+        fail("ERR wrong number of arguments for 'ratelimit.peek' command")
     end
-    local limit, e = positive(args[1], 'limit')
-    if not limit then
-        return redis.error_reply(e)
-    end
-    local opts
-    opts, e = options(args, 2, { { name = 'COST', valued = true } }, 'COST')
-    if not opts then
-        return redis.error_reply(e)
-    end
-    local cost
-    cost, e = cost_of(opts)
-    if not cost then
-        return redis.error_reply(e)
-    end
-    local count, exists, expires_at, read_error = read(keys[1])
-    if read_error then
-        return redis.error_reply(read_error)
-    end
+    local limit = positive(args[1], 'limit')
+    local cost = cost_of(options(args, 2, { { name = 'COST', valued = true } }, 'COST'))
+    local count, exists, expires_at = read(keys[1])
     if limit == BIG or cost == BIG then
-        return redis.error_reply(BEYOND)
+        fail(BEYOND)
     end
     local now = now_ms()
     local reset = 0
@@ -236,76 +222,58 @@ end
 local function hitall(keys, args)
     -- The module's command has arity -5 (numkeys and three more), which Redis checks first.
     if #keys + #args < 3 then
-        return redis.error_reply("ERR wrong number of arguments for 'ratelimit.hitall' command")
+        fail("ERR wrong number of arguments for 'ratelimit.hitall' command")
     end
     if #keys < 1 then
-        return redis.error_reply('ERR numkeys must be an integer >= 1')
+        fail('ERR numkeys must be an integer >= 1')
     end
     local seen = {}
     for _, key in ipairs(keys) do
         if seen[key] then
-            return redis.error_reply('ERR each key may be given only once')
+            fail('ERR each key may be given only once')
         end
         seen[key] = true
     end
-    local pairs_ = {}
+    local limits = {}
     for i = 1, #keys do
-        local limit_text, window_text = args[2 * i - 1], args[2 * i]
-        if not limit_text or not window_text then
-            return redis.error_reply("ERR wrong number of arguments for 'ratelimit.hitall' command")
+        if not args[2 * i - 1] or not args[2 * i] then
+            fail("ERR wrong number of arguments for 'ratelimit.hitall' command")
         end
-        local limit, e = positive(limit_text, 'limit')
-        if not limit then
-            return redis.error_reply(e)
-        end
-        pairs_[i] = { limit = limit, window_text = window_text }
+        limits[i] = { limit = positive(args[2 * i - 1], 'limit'), window_text = args[2 * i] }
     end
-    local opts, e = options(args, 2 * #keys + 1, { { name = 'COST', valued = true }, { name = 'MS' } }, 'COST or MS')
-    if not opts then
-        return redis.error_reply(e)
-    end
-    local cost
-    cost, e = cost_of(opts)
-    if not cost then
-        return redis.error_reply(e)
-    end
-    for _, p in ipairs(pairs_) do
-        p.window, e = window_ms(p.window_text, opts.MS)
-        if not p.window then
-            return redis.error_reply(e)
-        end
+    local opts = options(args, 2 * #keys + 1, { { name = 'COST', valued = true }, { name = 'MS' } }, 'COST or MS')
+    local cost = cost_of(opts)
+    for _, l in ipairs(limits) do
+        l.window = window_ms(l.window_text, opts.MS)
     end
     -- Every key is read before anything is written: an error on one changes none.
     local counters = {}
     for i, key in ipairs(keys) do
-        local count, exists, expires_at, read_error = read(key)
-        if read_error then
-            return redis.error_reply(read_error)
-        end
+        local count, exists, expires_at = read(key)
         counters[i] = { count = count, exists = exists, expires_at = expires_at }
     end
     local now = now_ms()
     if cost == BIG then
-        return redis.error_reply(BEYOND)
+        fail(BEYOND)
     end
-    for _, p in ipairs(pairs_) do
-        if p.limit == BIG or p.window == BIG or now + p.window > EXACT then
-            return redis.error_reply(BEYOND)
+    for _, l in ipairs(limits) do
+        if l.limit == BIG or l.window == BIG or now + l.window > EXACT then
+            fail(BEYOND)
         end
     end
     local admit = true
-    for i, p in ipairs(pairs_) do
-        admit = admit and fits(counters[i].count, cost, p.limit)
+    for i, l in ipairs(limits) do
+        admit = admit and fits(counters[i].count, cost, l.limit)
     end
     local reply = { admit and 1 or 0 }
     for i, key in ipairs(keys) do
-        local c, p = counters[i], pairs_[i]
-        local _, final, remaining, reset = settle(key, p.limit, p.window, cost, c.count, c.exists, c.expires_at, now, admit)
+        local c, l = counters[i], limits[i]
+        local _, final, remaining, reset = settle(key, l.limit, l.window, cost, c.count, c.exists, c.expires_at, now, admit)
         reply[i + 1] = { final, remaining, reset }
     end
     return reply
 end
 
-redis.register_function('ratelimit_hit', hit)
-redis.register_function { function_name = 'ratelimit_peek', callback = peek, flags = { 'no-writes' } }
-redis.register_function('ratelimit_hitall', hitall)
+redis.register_function('ratelimit_hit', command(hit))
+redis.register_function { function_name = 'ratelimit_peek', callback = command(peek), flags = { 'no-writes' } }
+redis.register_function('ratelimit_hitall', command(hitall))
