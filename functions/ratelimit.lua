@@ -1,12 +1,14 @@
 #!lua name=ratelimit
 
--- The module's fixed-window commands as a Redis Functions library, for servers where no module can
+-- The module's commands as a Redis Functions library, for servers where no module can
 -- be loaded (managed Redis and Valkey): the same arguments, replies, error texts and stored values
--- as RATELIMIT.HIT, RATELIMIT.PEEK and RATELIMIT.HITALL, proven by tests/functions.rs.
+-- as RATELIMIT.HIT, RATELIMIT.PEEK, RATELIMIT.HITALL and RATELIMIT.GCRA, proven by
+-- tests/functions.rs.
 --
 --   FCALL ratelimit_hit 1 key limit window [COST cost] [MS]
 --   FCALL_RO ratelimit_peek 1 key limit [COST cost]
 --   FCALL ratelimit_hitall numkeys key [key ...] limit window [limit window ...] [COST cost] [MS]
+--   FCALL ratelimit_gcra 1 key max_burst tokens_per_period period [TOKENS count]
 --
 -- Lua numbers are doubles, exact only up to 2^53: arguments are validated on their text as the
 -- module validates them, and a valid value the library cannot compute exactly gets one error of its
@@ -105,7 +107,7 @@ local function options(args, from, spec, known)
         if opt.valued then
             i = i + 1
             if i > #args then
-                fail('ERR syntax error: ' .. opt.name .. ' needs a value')
+                fail(opt.missing or ('ERR syntax error: ' .. opt.name .. ' needs a value'))
             end
             found[opt.name] = args[i]
         else
@@ -274,6 +276,191 @@ local function hitall(keys, args)
     return reply
 end
 
+-- GCRA. Nanosecond quantities are pairs { us, r } (us * 1000 + r, 0 <= r < 1000), so that a TAT
+-- (about 1.8e18 ns) and spans up to the module's 2^62 ns bound stay exact in doubles.
+
+local MAX_SPAN = 4611686018427387903 -- i64::MAX / 2 (the double is a hair above; boundaries aside)
+local ZERO = { us = 0, r = 0 }
+
+local function pair(us, r)
+    local carry = math.floor(r / 1000)
+    return { us = us + carry, r = r - carry * 1000 }
+end
+
+-- An exact integer of nanoseconds (|n| <= 2^53) as a pair.
+local function from_ns(n)
+    local us = math.floor(n / 1000)
+    return pair(us, n - us * 1000)
+end
+
+local function add(a, b)
+    return pair(a.us + b.us, a.r + b.r)
+end
+
+local function sub(a, b)
+    return pair(a.us - b.us, a.r - b.r)
+end
+
+local function cmp(a, b)
+    if a.us ~= b.us then
+        return a.us < b.us and -1 or 1
+    end
+    return a.r == b.r and 0 or (a.r < b.r and -1 or 1)
+end
+
+-- a * n for an integer 0 <= n <= 2^53, exact while the product stays within the spans' bound.
+local function mul(a, n)
+    local n_hi = math.floor(n / 1000)
+    local n_lo = n - n_hi * 1000
+    return pair(a.us * n + a.r * n_hi, a.r * n_lo)
+end
+
+-- floor(a / b) for b = e ns (the emission), a >= 0: a double's guess, corrected exactly.
+local function div(a, b, e)
+    local q = math.floor((a.us * 1000 + a.r) / e)
+    while q > 0 and cmp(mul(b, q), a) > 0 do
+        q = q - 1
+    end
+    while cmp(mul(b, q + 1), a) <= 0 do
+        q = q + 1
+    end
+    return q
+end
+
+-- Nanoseconds to milliseconds, rounded up, as the module's ceil_ms.
+local function ceil_ms(a)
+    local ms = math.floor(a.us / 1000)
+    return ms + ((a.us - ms * 1000 ~= 0 or a.r ~= 0) and 1 or 0)
+end
+
+-- A stored TAT (an integer as Redis reads one) as a pair.
+local function tat_of(text)
+    local value = must(integer(text), NOT_INTEGER)
+    if value ~= BIG and value ~= -math.huge then
+        return from_ns(value)
+    end
+    local sign, digits = string.match(text, '^(%-?)(%d+)$')
+    local us, r = tonumber(string.sub(digits, 1, -4)), tonumber(string.sub(digits, -3))
+    if us > EXACT then
+        fail(BEYOND)
+    end
+    return sign == '-' and sub(ZERO, pair(us, r)) or pair(us, r)
+end
+
+local function text_of(a)
+    return a.us == 0 and string.format('%d', a.r) or string.format('%d%03d', a.us, a.r)
+end
+
+-- A period in seconds as Rust's f64 parser reads it (what the module uses), to the nearest ns.
+local function period_ns(text)
+    local lower = string.lower(text)
+    local sign, body = string.match(lower, '^([+-]?)(.*)$')
+    local seconds
+    if body == 'inf' or body == 'infinity' then
+        seconds = sign == '-' and -math.huge or math.huge
+    else
+        local mantissa = string.match(body, '^([%d.]+)e[+-]?%d+$') or body
+        if not string.match(mantissa, '^%d*%.?%d*$') or not string.match(mantissa, '%d') then
+            fail('ERR period is not a valid float')
+        end
+        seconds = tonumber(lower)
+        if not seconds then
+            fail('ERR period is not a valid float')
+        end
+    end
+    if seconds <= 0 then
+        fail('ERR period must be > 0')
+    end
+    -- Rust's round(): half away from zero, done without adding 0.5 (inexact above 2^52).
+    local x = seconds * 1e9
+    local whole = math.floor(x)
+    if x - whole >= 0.5 then
+        whole = whole + 1
+    end
+    if whole >= 2 ^ 63 then
+        fail('ERR period would cause an overflow')
+    end
+    return whole
+end
+
+local function gcra(keys, args)
+    if #args < 3 then
+        fail("ERR wrong number of arguments for 'ratelimit.gcra' command")
+    end
+    local max_burst = integer(args[1])
+    if max_burst == nil or (max_burst ~= BIG and max_burst < 0) then
+        fail('ERR max_burst is out of range, must be >= 0')
+    end
+    local per_period = must(integer(args[2]), 'ERR tokens_per_period is not an integer or out of range')
+    if per_period ~= BIG and per_period < 1 then
+        fail('ERR tokens_per_period is out of range, must be >= 1')
+    end
+    local period = period_ns(args[3])
+    local opts = options(args, 4, { { name = 'TOKENS', valued = true, missing = 'ERR Missing TOKENS value' } }, 'TOKENS')
+    local tokens = 1
+    if opts.TOKENS then
+        tokens = must(integer(opts.TOKENS), 'ERR TOKENS is not an integer or out of range')
+        if tokens ~= BIG and tokens < 1 then
+            fail('ERR TOKENS is out of range, must be >= 1')
+        end
+    end
+    -- The module's overflow checks, on doubles (exact wherever the library computes at all).
+    local approx = function(v, text) return v == BIG and tonumber(text) or v end
+    local emission = math.max(math.floor(period / approx(per_period, args[2])), 1)
+    if period <= EXACT and per_period ~= BIG then
+        while emission > 1 and emission * per_period > period do
+            emission = emission - 1
+        end
+        while (emission + 1) * per_period <= period do
+            emission = emission + 1
+        end
+    end
+    local capacity = approx(max_burst, args[1]) + 1
+    if emission * capacity > MAX_SPAN then
+        fail('ERR (max_burst + 1) * period / tokens_per_period would cause an overflow')
+    end
+    if emission * approx(tokens, opts.TOKENS or '1') > MAX_SPAN then
+        fail('ERR TOKENS * period / tokens_per_period would cause an overflow')
+    end
+    local value = redis.pcall('GET', keys[1])
+    if type(value) == 'table' and value.err then
+        fail(WRONGTYPE)
+    end
+    local stored, expires_at = nil, nil
+    if value then
+        stored = tat_of(value)
+        local at = redis.call('PEXPIRETIME', keys[1])
+        expires_at = at >= 0 and at or nil
+    end
+    if max_burst == BIG or per_period == BIG or tokens == BIG or period > EXACT then
+        fail(BEYOND)
+    end
+    local e = from_ns(emission)
+    local tolerance, increment = mul(e, capacity), mul(e, tokens)
+    local t = redis.call('TIME')
+    local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local now, now_ms = pair(now_us, 0), math.floor(now_us / 1000)
+    local tat = (stored and cmp(stored, now) > 0) and stored or now
+    local late_by = sub(sub(add(tat, increment), now), tolerance)
+    local admitted = cmp(late_by, ZERO) <= 0
+    local tat_after = admitted and add(tat, increment) or tat
+    local expiry_of = function(a) return math.max(ceil_ms(a), now_ms + 1) end
+    if admitted then
+        redis.call('SET', keys[1], text_of(tat_after), 'PXAT', expiry_of(tat_after))
+    elseif stored and not expires_at then
+        redis.call('PEXPIREAT', keys[1], expiry_of(stored))
+    end
+    local used = sub(tat_after, now)
+    local free = sub(tolerance, used)
+    local remaining = cmp(free, ZERO) > 0 and div(free, e, emission) or 0
+    local retry = -1
+    if not admitted and cmp(increment, tolerance) <= 0 then
+        retry = ceil_ms(late_by)
+    end
+    return { admitted and 0 or 1, capacity, remaining, retry, ceil_ms(used) }
+end
+
 redis.register_function('ratelimit_hit', command(hit))
 redis.register_function { function_name = 'ratelimit_peek', callback = command(peek), flags = { 'no-writes' } }
 redis.register_function('ratelimit_hitall', command(hitall))
+redis.register_function('ratelimit_gcra', command(gcra))

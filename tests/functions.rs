@@ -46,10 +46,10 @@ impl Words for Rng {
     }
 }
 
-/// The module's reply and the library's agree: errors word for word, numbers exactly except
-/// `reset_ms` (HIT's and PEEK's 4th number, the 3rd of each HITALL triple), which may differ by
-/// the few ms between the two calls.
-fn agree(hitall: bool, module: &redis::RedisResult<Value>, library: &redis::RedisResult<Value>) -> bool {
+/// The module's reply and the library's agree: errors word for word, numbers exactly except the
+/// times (HIT's and PEEK's `reset_ms`, the 3rd of each HITALL triple, GCRA's `retry_after_ms` and
+/// `full_after_ms`), which may differ by the few ms between the two calls.
+fn agree(command: &str, module: &redis::RedisResult<Value>, library: &redis::RedisResult<Value>) -> bool {
     fn numbers(value: &Value) -> Option<Vec<i64>> {
         match value {
             Value::Int(n) => Some(vec![*n]),
@@ -57,7 +57,11 @@ fn agree(hitall: bool, module: &redis::RedisResult<Value>, library: &redis::Redi
             _ => None,
         }
     }
-    let timing = |i: usize| if hitall { i > 0 && i % 3 == 0 } else { i == 3 };
+    let timing = |i: usize| match command {
+        "RATELIMIT.HITALL" => i > 0 && i % 3 == 0,
+        "RATELIMIT.GCRA" => i >= 3,
+        _ => i == 3,
+    };
     match (module, library) {
         (Err(a), Err(b)) => error_text(a) == error_text(b),
         (Ok(a), Ok(b)) => {
@@ -78,28 +82,50 @@ fn the_library_answers_as_the_module_does() {
     let (mut m, mut l) = (module.connect(), library.connect());
     for con in [&mut m, &mut l] {
         // A list, a text, and two counters leaked without TTL (the heal paths).
+        // And GCRA's: a list, a text, a bucket without TTL.
         common::run_all(con, &["RPUSH fz:list x", "SET fz:text abc", "SET fz:5 3", "SET fz:6 -7"]);
+        common::run_all(con, &["RPUSH fg:list x", "SET fg:text abc", "SET fg:5 3"]);
     }
-    let (mut compared, mut mismatches) = (0, Vec::new());
+    let (mut compared, mut gcra_replies, mut mismatches) = (0, 0, Vec::new());
     for i in 0..4_000 {
-        let (command, function) = [("RATELIMIT.HIT", "ratelimit_hit"), ("RATELIMIT.PEEK", "ratelimit_peek"), ("RATELIMIT.HITALL", "ratelimit_hitall")]
-            [rng.below(3)];
+        let (command, function) = [
+            ("RATELIMIT.HIT", "ratelimit_hit"),
+            ("RATELIMIT.PEEK", "ratelimit_peek"),
+            ("RATELIMIT.HITALL", "ratelimit_hitall"),
+            ("RATELIMIT.GCRA", "ratelimit_gcra"),
+        ][rng.below(4)];
         let hitall = command == "RATELIMIT.HITALL";
-        let keys: Vec<String> = (0..if hitall { 1 + rng.below(3) } else { 1 }).map(|_| rng.key()).collect();
+        let gcra = command == "RATELIMIT.GCRA";
+        let keys: Vec<String> = (0..if hitall { 1 + rng.below(3) } else { 1 })
+            .map(|_| if gcra { rng.key().replace("fz:", "fg:") } else { rng.key() })
+            .collect();
         let mut args: Vec<String> = Vec::new();
-        // Half the vectors start well formed, so that the writes get exercised.
-        if rng.below(2) == 0 {
+        // Half the vectors start well formed, so that the writes get exercised; most of those get
+        // no junk after them.
+        let well_formed = rng.below(2) == 0;
+        if well_formed {
             let number = |rng: &mut Rng| ["1", "3", "10", "250", "60"][rng.below(5)].to_string();
-            let pairs = if command == "RATELIMIT.PEEK" { 0 } else { keys.len() };
+            let pairs = if command == "RATELIMIT.PEEK" || gcra { 0 } else { keys.len() };
             if command == "RATELIMIT.PEEK" {
                 args.push(number(&mut rng));
+            }
+            // Slow rates (a token back every 6 minutes or more): the two servers' clocks differ by up
+            // to a millisecond, and a token coming back between the two calls would part them.
+            if gcra {
+                args.push(["0", "1", "4", "9"][rng.below(4)].to_string());
+                args.push(["1", "2", "10"][rng.below(3)].to_string());
+                args.push(["3600", "86400", "3600.5", "7200"][rng.below(4)].to_string());
+                if rng.below(3) == 0 {
+                    args.extend(["TOKENS".to_string(), ["1", "2", "7"][rng.below(3)].to_string()]);
+                }
             }
             for _ in 0..pairs {
                 args.push(number(&mut rng));
                 args.push(number(&mut rng));
             }
         }
-        for _ in 0..rng.below(5) {
+        let junk = if well_formed && rng.below(3) != 0 { 0 } else { rng.below(5) };
+        for _ in 0..junk {
             args.push(rng.word());
         }
         let mut module_call = redis::cmd(command);
@@ -111,22 +137,34 @@ fn the_library_answers_as_the_module_does() {
         library_call.arg(function).arg(keys.len()).arg(&keys).arg(&args);
         let (a, b) = (module_call.query::<Value>(&mut m), library_call.query::<Value>(&mut l));
         compared += 1;
-        if !agree(hitall, &a, &b) {
+        gcra_replies += usize::from(gcra && a.is_ok());
+        if !agree(command, &a, &b) {
             mismatches.push(format!("vector {i}: {command} {keys:?} {args:?}: module {a:?}, library {b:?}"));
         }
     }
     // The same keys, values and expiry instants (within the clock's tick and the calls' skew).
-    let keys: Vec<String> = redis::cmd("KEYS").arg("fz:*").query(&mut m).unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("f[zg]:*").query(&mut m).unwrap();
     for key in keys.iter().filter(|k| !k.ends_with("list")) {
         let (value_m, expiry_m) = value_and_expiry(&mut m, key);
         let (value_l, expiry_l) = value_and_expiry(&mut l, key);
-        if value_m != value_l || (expiry_m - expiry_l).abs() > 5 {
+        // A GCRA bucket's TAT is in ns of each server's clock: equal within the calls' 5 ms.
+        let tat = |v: &Option<String>| v.as_deref().and_then(|v| v.parse::<i64>().ok());
+        let same = match (key.starts_with("fg:"), tat(&value_m), tat(&value_l)) {
+            (true, Some(a), Some(b)) => (a - b).abs() <= 5_000_000,
+            _ => value_m == value_l,
+        };
+        if !same || (expiry_m - expiry_l).abs() > 5 {
             mismatches.push(format!("key {key}: module {value_m:?} expires {expiry_m}, library {value_l:?} expires {expiry_l}"));
         }
     }
-    let library_keys: Vec<String> = redis::cmd("KEYS").arg("fz:*").query(&mut l).unwrap();
+    let library_keys: Vec<String> = redis::cmd("KEYS").arg("f[zg]:*").query(&mut l).unwrap();
     assert_eq!(library_keys.len(), keys.len(), "the same keys exist");
-    eprintln!("{compared} calls and {} keys compared, {} mismatches (seed {seed})", keys.len(), mismatches.len());
+    eprintln!(
+        "{compared} calls ({gcra_replies} GCRA replies) and {} keys compared, {} mismatches (seed {seed})",
+        keys.len(),
+        mismatches.len()
+    );
+    assert!(gcra_replies > 100, "too few GCRA calls got through to compare: {gcra_replies}");
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 }
 
