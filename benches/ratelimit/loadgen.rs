@@ -28,8 +28,10 @@ pub enum Contender {
     HitAll,
     /// `RATELIMIT.PEEK`: the read-only look.
     Peek,
-    /// `FCALL ratelimit_hit`: the same hit from the Functions library (functions/ratelimit.lua).
+    /// `FCALL ratelimit_hit` and `FCALL ratelimit_gcra`: the same calls through the Functions
+    /// library (functions/ratelimit.lua).
     Library,
+    LibraryGcra,
     /// `RATELIMIT.GCRA`, with a bucket too large to deny.
     Gcra,
     /// redis-cell's `CL.THROTTLE` (its crates.io release), the same bucket.
@@ -46,7 +48,7 @@ pub enum Contender {
     IncrGuarded,
 }
 
-pub const ALL: [Contender; 16] = [
+pub const ALL: [Contender; 17] = [
     Contender::Incr,
     Contender::TwoStep,
     Contender::IncrExpireNx,
@@ -58,6 +60,7 @@ pub const ALL: [Contender; 16] = [
     Contender::Peek,
     Contender::Library,
     Contender::Gcra,
+    Contender::LibraryGcra,
     Contender::Cell,
     Contender::IncrFlood,
     Contender::HitFlood,
@@ -78,6 +81,7 @@ impl Contender {
             Contender::HitAll => "RATELIMIT.HITALL, 2 limits",
             Contender::Peek => "RATELIMIT.PEEK",
             Contender::Library => "FCALL ratelimit_hit (the library)",
+            Contender::LibraryGcra => "FCALL ratelimit_gcra (the library)",
             Contender::Gcra => "RATELIMIT.GCRA",
             Contender::Cell => "CL.THROTTLE (redis-cell 0.2.2)",
             Contender::IncrFlood => "flood: INCR on 10 hot keys",
@@ -106,6 +110,7 @@ impl Contender {
             Contender::HitAll => "b:all:",
             Contender::Peek => "b:hit:",
             Contender::Library => "b:lib:",
+            Contender::LibraryGcra => "b:libg:",
             Contender::Gcra => "b:gcra:",
             Contender::Cell => "b:cell:",
             Contender::IncrFlood => "b:fincr:",
@@ -150,6 +155,10 @@ fn write_hit(contender: Contender, setup: &Setup, key: &[u8], out: &mut Vec<u8>)
         // A billion tokens, one back per second: never denied, and the key lives on.
         Contender::Gcra => {
             command(out, &[b"RATELIMIT.GCRA", key, b"999999999", b"1", b"1"]);
+            1
+        }
+        Contender::LibraryGcra => {
+            command(out, &[b"FCALL", b"ratelimit_gcra", b"1", key, b"999999999", b"1", b"1"]);
             1
         }
         Contender::Cell => {

@@ -193,6 +193,7 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
         target(format!("{on}: HIT throughput ≥ 1.6× CL.THROTTLE"), ops(Contender::Hit) / ops(Contender::Cell), 1.6, true);
         target(format!("{on}: GCRA throughput ≥ 1.5× CL.THROTTLE"), ops(Contender::Gcra) / ops(Contender::Cell), 1.5, true);
         target(format!("{on}: HIT throughput ≥ 1× the library's (informative)"), ops(Contender::Hit) / ops(Contender::Library), 1.0, true);
+        target(format!("{on}: GCRA throughput ≥ 1× the library's (informative)"), ops(Contender::Gcra) / ops(Contender::LibraryGcra), 1.0, true);
         let flood = ops(Contender::HitFlood);
         target(format!("{on}: HIT denied flood ≥ 0.95× INCR flood"), flood / ops(Contender::IncrFlood), 0.95, true);
         target(format!("{on}: HIT denied flood ≥ 1.6× CL.THROTTLE's"), flood / ops(Contender::CellFlood), 1.6, true);
