@@ -11,7 +11,8 @@ use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::raw::{
-    RedisModuleCallReply, RedisModuleCtx, RedisModuleKey, RedisModuleString, REDISMODULE_KEYTYPE_EMPTY,
+    RedisModuleCallReply, RedisModuleCtx, RedisModuleKey, RedisModuleString, REDISMODULE_CTX_FLAGS_OOM,
+    REDISMODULE_KEYTYPE_EMPTY,
     REDISMODULE_KEYTYPE_STRING, REDISMODULE_NOTIFY_GENERIC, REDISMODULE_NOTIFY_STRING,
     REDISMODULE_NO_EXPIRE, REDISMODULE_OK, REDISMODULE_READ, REDISMODULE_WRITE,
 };
@@ -201,6 +202,23 @@ impl Drop for CounterKey {
         if !self.key.is_null() {
             unsafe { api!(RedisModule_CloseKey)(self.key) };
         }
+    }
+}
+
+/// The commands are not flagged deny-oom, so that existing counters and buckets keep limiting when
+/// memory is full (a write in place allocates nothing); only creating one is refused. The flags
+/// cost a memory-state computation when maxmemory is set, so they are asked only on that path.
+///
+/// # Safety
+/// `ctx` must be the context of the command being executed.
+pub unsafe fn refuse_new_counter_over_maxmemory(ctx: *mut RedisModuleCtx, counters: &[Counter]) -> Result<(), KeyError> {
+    if !counters.contains(&Counter::Missing) {
+        return Ok(());
+    }
+    let flags = unsafe { api!(RedisModule_GetContextFlags)(ctx) } as u32;
+    match flags & REDISMODULE_CTX_FLAGS_OOM {
+        0 => Ok(()),
+        _ => Err(KeyError::OutOfMemory),
     }
 }
 

@@ -3,11 +3,11 @@
 
 use std::os::raw::c_int;
 
-use redis_module::raw::{RedisModuleCtx, RedisModuleString, REDISMODULE_CTX_FLAGS_OOM};
+use redis_module::raw::{RedisModuleCtx, RedisModuleString};
 
 use crate::args::{parse_hit, parse_hitall, ArgError, HitArgs};
 use crate::command::{api, arguments, bytes, reply_error, reply_integers, OK};
-use crate::counter_key::{CounterKey, KeyError};
+use crate::counter_key::{refuse_new_counter_over_maxmemory, CounterKey, KeyError};
 use crate::stats;
 use crate::window::{decide, decide_all, Counter, Outcome};
 
@@ -100,20 +100,6 @@ unsafe fn hit_counters(
     let outcomes: Vec<(Counter, Outcome)> = counters.into_iter().zip(outcomes).collect();
     record(allowed, &outcomes);
     Ok((allowed, outcomes))
-}
-
-/// HIT is not flagged deny-oom, so that existing counters keep limiting when memory is full (an
-/// increment in place allocates nothing); only creating a counter is refused. The flags cost a
-/// memory-state computation when maxmemory is set, so they are asked only on that path.
-pub unsafe fn refuse_new_counter_over_maxmemory(ctx: *mut RedisModuleCtx, counters: &[Counter]) -> Result<(), KeyError> {
-    if !counters.contains(&Counter::Missing) {
-        return Ok(());
-    }
-    let flags = unsafe { api!(RedisModule_GetContextFlags)(ctx) } as u32;
-    match flags & REDISMODULE_CTX_FLAGS_OOM {
-        0 => Ok(()),
-        _ => Err(KeyError::OutOfMemory),
-    }
 }
 
 /// INFO counters for one HIT or HITALL call.

@@ -180,7 +180,7 @@ mod module {
             api!(RedisModule_SetModuleOptions)(ctx.ctx, raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int)
         };
         let commands: [(&CStr, Entry, &CStr, c_int); 6] = [
-            // Not deny-oom: over maxmemory only new counters are refused (see hit.rs).
+            // Not deny-oom: over maxmemory only new counters are refused (see counter_key.rs).
             (c"ratelimit.hit", hit_command, c"write fast", 1),
             // Keys given by numkeys: a key spec (set with the command docs) for COMMAND GETKEYS and
             // ACLs, and getkeys-api for 7.0's cluster routing, which reads only that.

@@ -10,9 +10,8 @@ use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
 
 use crate::args::{parse_cl_throttle, parse_gcra, ArgError};
 use crate::command::{api, arguments, reply_error, reply_integers};
-use crate::counter_key::{CounterKey, KeyError};
+use crate::counter_key::{refuse_new_counter_over_maxmemory, CounterKey, KeyError};
 use crate::gcra::{decide, Bucket, Outcome, Rate, Write};
-use crate::hit::refuse_new_counter_over_maxmemory;
 use crate::stats;
 use crate::window::{Counter, Effects};
 

@@ -239,7 +239,7 @@ fn walker() {
 pub fn in_progress() -> (usize, usize) {
     let queue = queue();
     let running = queue.waiting.iter().filter(|t| t.started).count() + usize::from(queue.in_hand.is_some());
-    (running, queue.waiting.len() + usize::from(queue.in_hand.is_some()) - running)
+    (running, queue.in_progress() - running)
 }
 
 /// At module unload: refuses while walks are in progress, else waits for the walker to be gone
