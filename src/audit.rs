@@ -13,6 +13,7 @@ use redis_module::raw::{
 use crate::args::{parse_audit, parse_repair, WalkArgs};
 use crate::audit_filter::{classify, Probe, Seen, Tally};
 use crate::command::{api, arguments, bytes, reply_error, OK};
+use crate::clock;
 use crate::config;
 use crate::counter_key::{heal_if_leaked, holds_integer};
 use crate::stats;
@@ -131,7 +132,7 @@ impl Walk for Sweep {
                     }
                 }
                 Some(window_ms) => {
-                    if unsafe { heal_if_leaked(ctx, &name, window_ms) } && self.tally.found(&name) {
+                    if unsafe { heal_if_leaked(ctx, &name, window_ms, clock::wall_ms()) } && self.tally.found(&name) {
                         stats::REPAIRED.add(1);
                     }
                 }

@@ -241,23 +241,20 @@ pub unsafe fn holds_integer(ctx: *mut RedisModuleCtx, name: &[u8]) -> bool {
     value.text().is_some_and(is_counter_value)
 }
 
-/// Gives the counter at `name` a TTL of `window_ms` from now if it has none (REPAIR's heal and
+/// Gives the counter at `name` a TTL of `window_ms` from `now_ms` if it has none (REPAIR's heal and
 /// the guard's), with HIT's effects: `PEXPIREAT` for replicas and the AOF, an `expire` event.
 /// Anything else (no counter, a TTL already) is left as it is. True when it healed.
 ///
 /// # Safety
 /// `ctx` must be a context in which keys may be written.
-pub unsafe fn heal_if_leaked(ctx: *mut RedisModuleCtx, name: &[u8], window_ms: i64) -> bool {
+pub unsafe fn heal_if_leaked(ctx: *mut RedisModuleCtx, name: &[u8], window_ms: i64, now_ms: i64) -> bool {
     let name_string = unsafe { api!(RedisModule_CreateString)(ctx, name.as_ptr().cast(), name.len()) };
     let open = || unsafe { CounterKey::open(ctx, name_string) }.ok().filter(CounterKey::is_string_without_ttl);
     // The cheap look first (most keys a guard checks have their TTL); then the value, asked with
     // the key closed; then the heal.
     let healed = open().is_some()
         && unsafe { holds_integer(ctx, name) }
-        && open().is_some_and(|mut key| {
-            let now_ms = unsafe { api!(RedisModule_Milliseconds)() };
-            key.apply(&Effects::heal(now_ms.saturating_add(window_ms))).is_ok()
-        });
+        && open().is_some_and(|mut key| key.apply(&Effects::heal(now_ms.saturating_add(window_ms))).is_ok());
     unsafe { api!(RedisModule_FreeString)(ctx, name_string) };
     healed
 }

@@ -8,7 +8,8 @@
 //! write and replicated with it; on Redis 7.0 in the event loop's before-sleep, before the server
 //! waits for more input. So `MULTI; INCR; EXPIRE NX; EXEC` and scripts that set their own expiry
 //! are left as they set themselves. Nothing is recorded on a replica (the primary's heals arrive
-//! through replication) or while the server loads its data (a replay reproduces, not re-decides).
+//! through replication), while the server loads its data (a replay reproduces, not re-decides), or
+//! for keys arriving by Valkey 9's atomic slot migration (the source's guard decided for them).
 
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
@@ -19,13 +20,15 @@ use std::sync::{Mutex, MutexGuard, RwLock};
 
 use redis_module::raw::{
     self, RedisModuleCtx, RedisModuleEvent, RedisModuleString, REDISMODULE_CONFIG_DEFAULT, REDISMODULE_CTX_FLAGS_LOADING,
-    REDISMODULE_CTX_FLAGS_SLAVE, REDISMODULE_ERR, REDISMODULE_EVENT_EVENTLOOP, REDISMODULE_NOTIFY_GENERIC,
+    REDISMODULE_CTX_FLAGS_REPLICATED, REDISMODULE_CTX_FLAGS_SLAVE, REDISMODULE_ERR, REDISMODULE_EVENT_EVENTLOOP, REDISMODULE_NOTIFY_GENERIC,
     REDISMODULE_NOTIFY_STRING, REDISMODULE_OK, REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP,
 };
 
+use crate::clock;
 use crate::command::{api, bytes};
 use crate::counter_key::{announcing, heal_if_leaked};
 use crate::guard_rules::Rules;
+use crate::server;
 use crate::stats;
 
 static RULES: RwLock<Rules> = RwLock::new(Rules::none());
@@ -133,7 +136,7 @@ pub unsafe fn subscribe_when_ruled(ctx: *mut RedisModuleCtx) {
     }
     let classes = (REDISMODULE_NOTIFY_STRING | REDISMODULE_NOTIFY_GENERIC) as c_int;
     unsafe { api!(RedisModule_SubscribeToKeyspaceEvents)(ctx, classes, Some(written)) };
-    if unsafe { raw::RedisModule_AddPostNotificationJob }.is_none() {
+    if !server::has_post_notification_jobs() {
         let event_loop = RedisModuleEvent { id: REDISMODULE_EVENT_EVENTLOOP, dataver: 1 };
         unsafe { api!(RedisModule_SubscribeToServerEvent)(ctx, event_loop, Some(before_sleep)) };
     }
@@ -176,8 +179,10 @@ unsafe fn record(ctx: *mut RedisModuleCtx, event: *const c_char, key: *mut Redis
     if !event.is_null() && HARMLESS.contains(&unsafe { CStr::from_ptr(event) }) {
         return false;
     }
+    // Reproductions, not decisions: on a replica, while loading, and for writes that arrive over a
+    // link (Valkey 9 flags a slot import's as replicated too: its keys are not yet this node's).
     let flags = unsafe { api!(RedisModule_GetContextFlags)(ctx) } as u32;
-    if flags & (REDISMODULE_CTX_FLAGS_SLAVE | REDISMODULE_CTX_FLAGS_LOADING) != 0 {
+    if flags & (REDISMODULE_CTX_FLAGS_SLAVE | REDISMODULE_CTX_FLAGS_LOADING | REDISMODULE_CTX_FLAGS_REPLICATED) != 0 {
         return false;
     }
     let db = unsafe { api!(RedisModule_GetSelectedDb)(ctx) };
@@ -203,12 +208,13 @@ unsafe fn heal_written(ctx: *mut RedisModuleCtx) {
         return;
     }
     let selected = unsafe { api!(RedisModule_GetSelectedDb)(ctx) };
+    let now = clock::command_now();
     for Written { db, key, window_ms } in written {
         stats::GUARD_CHECKED.add(1);
         if unsafe { api!(RedisModule_SelectDb)(ctx, db) } != REDISMODULE_OK as c_int {
             continue;
         }
-        if unsafe { heal_if_leaked(ctx, &key, window_ms) } {
+        if unsafe { heal_if_leaked(ctx, &key, window_ms, now.ms) } {
             stats::GUARD_HEALS.add(1);
             unsafe { note_heal(ctx, key) };
         }
@@ -218,7 +224,7 @@ unsafe fn heal_written(ctx: *mut RedisModuleCtx) {
 
 /// Tells the log, at most once a second, that some client still writes counters without TTL.
 unsafe fn note_heal(ctx: *mut RedisModuleCtx, key: Vec<u8>) {
-    let now_ms = unsafe { api!(RedisModule_Milliseconds)() };
+    let now_ms = clock::wall_ms();
     let mut log = locked(&HEAL_LOG);
     match &log.first {
         None => log.first = Some(key),

@@ -7,6 +7,7 @@ use redis_module::raw::{RedisModuleCtx, RedisModuleString};
 
 use crate::args::{parse_hit, parse_hitall, ArgError, HitArgs};
 use crate::command::{api, arguments, bytes, reply_error, reply_integers, OK};
+use crate::clock;
 use crate::counter_key::{refuse_new_counter_over_maxmemory, CounterKey, KeyError};
 use crate::stats;
 use crate::window::{decide, decide_all, Counter, Outcome};
@@ -33,12 +34,11 @@ unsafe fn hit_counter(
     name: *mut RedisModuleString,
     args: &HitArgs,
 ) -> Result<Outcome, KeyError> {
-    // Redis 7.0 has no module call for the command's cached time (CachedMicroseconds is 7.2+).
-    let now_ms = unsafe { api!(RedisModule_Milliseconds)() };
+    let now = clock::command_now();
     let mut key = unsafe { CounterKey::open(ctx, name)? };
     let counter = key.read()?;
     unsafe { refuse_new_counter_over_maxmemory(ctx, &[counter])? };
-    let outcome = decide(args, counter, now_ms);
+    let outcome = decide(args, counter, now.ms);
     key.apply(&outcome.effects)?;
     record(outcome.allowed, &[(counter, outcome)]);
     Ok(outcome)
@@ -88,12 +88,12 @@ unsafe fn hit_counters(
     names: &[*mut RedisModuleString],
     limits: &[HitArgs],
 ) -> Result<(bool, Vec<(Counter, Outcome)>), KeyError> {
-    let now_ms = unsafe { api!(RedisModule_Milliseconds)() };
+    let now = clock::command_now();
     let mut keys = names.iter().map(|&name| unsafe { CounterKey::open(ctx, name) }).collect::<Result<Vec<_>, _>>()?;
     let counters = keys.iter_mut().map(CounterKey::read).collect::<Result<Vec<_>, _>>()?;
     unsafe { refuse_new_counter_over_maxmemory(ctx, &counters)? };
     let hits: Vec<(HitArgs, Counter)> = limits.iter().copied().zip(counters.iter().copied()).collect();
-    let (allowed, outcomes) = decide_all(&hits, now_ms);
+    let (allowed, outcomes) = decide_all(&hits, now.ms);
     for (key, outcome) in keys.iter_mut().zip(&outcomes) {
         key.apply(&outcome.effects)?;
     }

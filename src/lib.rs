@@ -15,6 +15,8 @@ mod window;
 #[cfg(not(test))]
 mod audit;
 #[cfg(not(test))]
+mod clock;
+#[cfg(not(test))]
 mod command;
 #[cfg(not(test))]
 mod command_docs;
@@ -28,6 +30,10 @@ mod guard;
 mod hit;
 #[cfg(not(test))]
 mod peek;
+#[cfg(not(test))]
+mod server;
+#[cfg(not(test))]
+mod slot_migration;
 #[cfg(not(test))]
 mod stats;
 #[cfg(not(test))]
@@ -108,6 +114,7 @@ mod module {
             RedisModule_KeyAtPos,
             RedisModule_InfoAddSection,
             RedisModule_InfoAddFieldULongLong,
+            RedisModule_InfoAddFieldCString,
             RedisModule_RegisterStringConfig,
             RedisModule_RetainString,
             RedisModule_SubscribeToKeyspaceEvents,
@@ -176,9 +183,12 @@ mod module {
             }
         };
         // We signal WATCH ourselves, only when a counter really changed (a denied hit changes nothing).
-        unsafe {
-            api!(RedisModule_SetModuleOptions)(ctx.ctx, raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int)
-        };
+        let mut options = raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int;
+        // Without it, Valkey 9 refuses CLUSTER MIGRATESLOTS while we are loaded (see slot_migration.rs).
+        if crate::server::has_atomic_slot_migration() {
+            options |= crate::server::OPTION_HANDLE_ATOMIC_SLOT_MIGRATION;
+        }
+        unsafe { api!(RedisModule_SetModuleOptions)(ctx.ctx, options) };
         let commands: [(&CStr, Entry, &CStr, c_int); 6] = [
             // Not deny-oom: over maxmemory only new counters are refused (see counter_key.rs).
             (c"ratelimit.hit", hit_command, c"write fast", 1),
@@ -208,6 +218,10 @@ mod module {
         }
         // Rules given at load time (redis.conf, the command line).
         unsafe { crate::guard::subscribe_when_ruled(ctx.ctx) };
+        if crate::server::has_slot_migration_events() && !unsafe { crate::slot_migration::subscribe(ctx.ctx) } {
+            ctx.log_warning("ratelimit: could not subscribe to the atomic slot migration events");
+            return Status::Err;
+        }
         if let Err(e) = crate::command_docs::set_all(ctx.ctx) {
             ctx.log_warning(&format!("ratelimit: {e}"));
             return Status::Err;
@@ -225,6 +239,19 @@ mod module {
                 Status::Err
             }
         }
+    }
+
+    /// Valkey looks for its own entry point names first, and logs a module that only has the Redis
+    /// ones as a "Legacy Redis Module". Both servers pass the same context and arguments.
+    #[no_mangle]
+    pub extern "C" fn ValkeyModule_OnLoad(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_int) -> c_int {
+        // SAFETY: the server's own arguments to its module entry point, passed on unchanged.
+        unsafe { RedisModule_OnLoad(ctx, argv, argc) }
+    }
+
+    #[no_mangle]
+    pub extern "C" fn ValkeyModule_OnUnload(ctx: *mut RedisModuleCtx) -> c_int {
+        RedisModule_OnUnload(ctx)
     }
 
     redis_module::redis_module! {

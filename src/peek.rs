@@ -5,7 +5,8 @@ use std::os::raw::c_int;
 use redis_module::raw::{RedisModuleCtx, RedisModuleString};
 
 use crate::args::parse_peek;
-use crate::command::{api, arguments, reply_error, reply_integers};
+use crate::clock;
+use crate::command::{arguments, reply_error, reply_integers};
 use crate::counter_key::CounterKey;
 use crate::stats;
 use crate::window::peek as decide_peek;
@@ -18,13 +19,13 @@ pub unsafe fn peek(ctx: *mut RedisModuleCtx, argv: &[*mut RedisModuleString]) ->
         Err(e) => return reply_error(ctx, &e.message()),
     };
     stats::PEEKS.add(1);
+    let now = clock::command_now();
     let mut key = unsafe { CounterKey::open_read(ctx, argv[1]) };
     let counter = match key.read() {
         Ok(counter) => counter,
         Err(e) => return reply_error(ctx, e.message()),
     };
     drop(key);
-    let now_ms = unsafe { api!(RedisModule_Milliseconds)() };
-    let o = decide_peek(args.limit, args.cost, counter, now_ms);
+    let o = decide_peek(args.limit, args.cost, counter, now.ms);
     reply_integers(ctx, &[i64::from(o.allowed), o.count, o.remaining, o.reset_ms])
 }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use redis_module::raw::RedisModuleInfoCtx;
 
 use crate::command::api;
+use crate::server;
 
 pub struct Stat(AtomicU64);
 
@@ -75,5 +76,12 @@ pub unsafe extern "C" fn info(ctx: *mut RedisModuleInfoCtx, _for_crash_report: c
         let (running, queued) = crate::walk::in_progress();
         api!(RedisModule_InfoAddFieldULongLong)(ctx, c"walks_running".as_ptr(), running as u64);
         api!(RedisModule_InfoAddFieldULongLong)(ctx, c"walks_queued".as_ptr(), queued as u64);
+        let imports = crate::slot_migration::imports_in_progress();
+        api!(RedisModule_InfoAddFieldULongLong)(ctx, c"slot_imports".as_ptr(), imports);
+        // What differs between servers, as this one does it.
+        let clock = if server::has_command_clock() { c"command_us" } else { c"wall_ms" };
+        api!(RedisModule_InfoAddFieldCString)(ctx, c"clock".as_ptr(), clock.as_ptr());
+        let heal_at = if server::has_post_notification_jobs() { c"command_end" } else { c"before_sleep" };
+        api!(RedisModule_InfoAddFieldCString)(ctx, c"guard_heal_at".as_ptr(), heal_at.as_ptr());
     }
 }

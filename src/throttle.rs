@@ -6,10 +6,11 @@
 
 use std::os::raw::c_int;
 
-use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
+use redis_module::raw::{RedisModuleCtx, RedisModuleString};
 
 use crate::args::{parse_cl_throttle, parse_gcra, ArgError};
-use crate::command::{api, arguments, reply_error, reply_integers};
+use crate::clock;
+use crate::command::{arguments, reply_error, reply_integers};
 use crate::counter_key::{refuse_new_counter_over_maxmemory, CounterKey, KeyError};
 use crate::gcra::{decide, Bucket, Outcome, Rate, Write};
 use crate::stats;
@@ -59,7 +60,7 @@ unsafe fn answer(
 
 /// One request against the bucket at `name`, arguments already validated.
 unsafe fn throttle(ctx: *mut RedisModuleCtx, name: *mut RedisModuleString, rate: &Rate) -> Result<Outcome, KeyError> {
-    let (now_ns, now_ms) = now();
+    let now = clock::command_now();
     let mut key = unsafe { CounterKey::open(ctx, name)? };
     let counter = key.read()?;
     unsafe { refuse_new_counter_over_maxmemory(ctx, &[counter])? };
@@ -67,7 +68,7 @@ unsafe fn throttle(ctx: *mut RedisModuleCtx, name: *mut RedisModuleString, rate:
         Counter::Missing => Bucket::Missing,
         Counter::Present { count, expires_at } => Bucket::Present { tat_ns: count, expires_at },
     };
-    let outcome = decide(rate, bucket, now_ns, now_ms);
+    let outcome = decide(rate, bucket, now.ns, now.ms);
     match outcome.write {
         Write::Store { tat_ns, expires_at } => key.set(tat_ns, expires_at)?,
         Write::Heal { expires_at } => key.apply(&Effects::heal(expires_at))?,
@@ -80,20 +81,4 @@ unsafe fn throttle(ctx: *mut RedisModuleCtx, name: *mut RedisModuleString, rate:
         stats::HEALED.add(1);
     }
     Ok(outcome)
-}
-
-/// Now, in Unix nanoseconds and the same instant in milliseconds: to the microsecond where the
-/// server tells it (Redis 7.2+ and Valkey: the command's cached time, the same for a whole
-/// script or transaction), to the millisecond on Redis 7.0.
-fn now() -> (i64, i64) {
-    match unsafe { raw::RedisModule_CachedMicroseconds } {
-        Some(cached) => {
-            let us = unsafe { cached() };
-            (us.saturating_mul(1_000), us.div_euclid(1_000))
-        }
-        None => {
-            let ms = unsafe { api!(RedisModule_Milliseconds)() };
-            (ms.saturating_mul(1_000_000), ms)
-        }
-    }
 }

@@ -129,15 +129,18 @@ fn main() {
             out_dir: root.join("bench/results"),
         }
     };
-    let valkey = std::env::var("VALKEY_SERVER").ok();
-    if valkey.is_none() {
-        eprintln!("VALKEY_SERVER is not set: Redis only (make bench sets it)");
+    // The servers to measure, in order; the first also gets the memory, audit and guard sections.
+    let binaries = std::env::var("BENCH_SERVERS").unwrap_or_default();
+    let mut binaries: Vec<&str> = binaries.split_whitespace().collect();
+    if binaries.is_empty() {
+        eprintln!("BENCH_SERVERS is not set: the redis-server on PATH only (make bench sets it)");
+        binaries.push("redis-server");
     }
     let cell = redis_cell_module();
     let cell_line = ["--loadmodule", cell.to_str().unwrap()];
     let mut servers = Vec::new();
-    for binary in std::iter::once(None).chain(valkey.as_deref().map(Some)) {
-        let server = Server::with(Config { binary, args: &cell_line, ..Config::default() });
+    for binary in binaries.iter().copied() {
+        let server = Server::with(Config { binary: Some(binary), args: &cell_line, ..Config::default() });
         let mut con = server.connect();
         let setup = prepare(&mut con);
         let name = report::server_name(&mut con);
@@ -148,9 +151,9 @@ fn main() {
     }
 
     eprintln!("the guard's cost, {} reps", plan.reps);
-    let guard = guard_overhead(&plan);
+    let guard = guard_overhead(binaries[0], &plan);
 
-    let server = Server::start();
+    let server = Server::with(Config { binary: Some(binaries[0]), ..Config::default() });
     let mut con = server.connect();
     let setup = prepare(&mut con);
     eprintln!("memory per counter");
@@ -254,10 +257,11 @@ fn interleaved(servers: &[&Server], contenders: &[Contender], setup: &Setup, pla
 
 /// The guard's cost: writes outside the guarded prefix on a server without rules and on one with
 /// them (it has subscribed to keyspace events), interleaved; and writes under the prefix.
-fn guard_overhead(plan: &Plan) -> Vec<GuardRow> {
-    let off = Server::start();
+fn guard_overhead(binary: &str, plan: &Plan) -> Vec<GuardRow> {
+    let off = Server::with(Config { binary: Some(binary), ..Config::default() });
     // INCR's and SET's keys are outside these prefixes; `rl:` is IncrGuarded's, `b:hit:` HIT's.
-    let on = Server::with(Config { args: &["--ratelimit.guard", "rl: 60 b:hit: 60"], ..Config::default() });
+    let rules = ["--ratelimit.guard", "rl: 60 b:hit: 60"];
+    let on = Server::with(Config { binary: Some(binary), args: &rules, ..Config::default() });
     let setup = prepare(&mut off.connect());
     prepare(&mut on.connect());
     let contenders = [Contender::Incr, Contender::Set, Contender::IncrGuarded, Contender::Hit];

@@ -84,8 +84,13 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
          {} repetitions interleaved (A, B, C, then again), medians. Server CPU is the redis-server \
          process's user+system time per operation (from /proc), steadier than throughput on a shared machine. \
          redis-cell is its crates.io release 0.2.2, loaded beside this module in the same server. Memory, \
-         the audit and the concurrent walks are measured on Redis.\n",
-        machine.date, machine.description, results.connections, results.keyspace, results.reps
+         the audit, the concurrent walks and the guard's cost are measured on {}.\n",
+        machine.date,
+        machine.description,
+        results.connections,
+        results.keyspace,
+        results.reps,
+        results.servers[0].name
     );
     for run in &results.servers {
         let _ = writeln!(out, "## {}: throughput, pipelined {} deep\n", run.name, results.pipeline);

@@ -322,6 +322,16 @@ pub fn value_and_expiry(con: &mut Connection, key: &str) -> (Option<String>, i64
     (get(con, key), expiry)
 }
 
+/// `MODULE LIST`, by name: `(name, version)`. Servers list their own built-in modules too (Redis 8's
+/// `vectorset`, Valkey 9's `lua`).
+pub fn loaded_modules(con: &mut Connection) -> Vec<(String, i64)> {
+    let modules: Vec<std::collections::HashMap<String, Value>> = redis::cmd("MODULE").arg("LIST").query(con).unwrap();
+    modules
+        .iter()
+        .map(|m| (redis::from_redis_value(&m["name"]).unwrap(), redis::from_redis_value(&m["ver"]).unwrap()))
+        .collect()
+}
+
 /// One field of `INFO <section>`.
 pub fn info_field(con: &mut Connection, section: &str, field: &str) -> Option<String> {
     let info: String = redis::cmd("INFO").arg(section).query(con).unwrap();
@@ -351,6 +361,22 @@ pub fn settled_memory(con: &mut Connection) -> i64 {
         }
     }
     last
+}
+
+/// Runs `f` and returns its result with the milliseconds that passed, rounded up: the most that
+/// the server's millisecond clock can have moved between any two of its reads inside `f`. Timing
+/// assertions allow exactly this, never a guess.
+pub fn timed<T>(f: impl FnOnce() -> T) -> (T, i64) {
+    let started = Instant::now();
+    let value = f();
+    let elapsed_us = started.elapsed().as_micros();
+    (value, elapsed_us.div_ceil(1_000) as i64)
+}
+
+/// `value` is in `low..=high`.
+#[track_caller]
+pub fn assert_within(value: i64, low: i64, high: i64, what: &str) {
+    assert!((low..=high).contains(&value), "{what}: {value} is not within {low}..={high}");
 }
 
 /// Waits (bounded) until `condition` holds; panics with `what` otherwise.

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Fetches a server binary from another Debian suite, to run on this machine beside its own.
+
+    scripts/debian-server.py SUITE SOURCE DEST      e.g. trixie redis target/servers/redis-8.0
+
+Reads SUITE's signed package index from Debian's registry, downloads the `SOURCE-server` and
+`SOURCE-tools` packages (the second holds the binary) and the shared libraries they need, each
+checked against the index's SHA256, and unpacks them into DEST/root. DEST/SOURCE-server then runs
+the binary with the suite's own loader and libraries, so nothing of the machine's changes: the
+suite is never added to apt's sources. Whatever point release the suite holds today is taken, and
+said. Run again, it does nothing once DEST/SOURCE-server exists.
+"""
+
+import hashlib
+import lzma
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+
+MIRROR = "http://deb.debian.org/debian"
+KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+INDEX = "main/binary-amd64/Packages.xz"
+
+
+def fail(message):
+    sys.exit(f"debian-server: {message}")
+
+
+def download(url):
+    try:
+        with urllib.request.urlopen(url, timeout=120) as response:
+            return response.read()
+    except OSError as e:
+        fail(f"cannot download {url}: {e}")
+
+
+def verified_release(suite):
+    """The suite's InRelease text, once gpgv has checked its signature with Debian's keyring."""
+    signed = download(f"{MIRROR}/dists/{suite}/InRelease")
+    with tempfile.NamedTemporaryFile(suffix=".InRelease") as f:
+        f.write(signed)
+        f.flush()
+        check = subprocess.run(["gpgv", "--keyring", KEYRING, f.name], capture_output=True, text=True)
+    if check.returncode != 0:
+        fail(f"the signature of {suite}'s InRelease does not verify with {KEYRING}:\n{check.stderr}")
+    return signed.decode()
+
+
+def sha256_in_release(release, path):
+    in_sha256 = False
+    for line in release.splitlines():
+        if not line.startswith(" "):
+            in_sha256 = line.startswith("SHA256:")
+        elif in_sha256 and line.split()[2:] == [path]:
+            return line.split()[0]
+    fail(f"the release file has no SHA256 for {path}")
+
+
+def checked(data, sha256, what):
+    if hashlib.sha256(data).hexdigest() != sha256:
+        fail(f"{what}: SHA256 mismatch (a corrupt or tampered download)")
+    return data
+
+
+def packages(suite):
+    """Package name -> its stanza's fields, from the suite's verified index."""
+    release = verified_release(suite)
+    index = checked(download(f"{MIRROR}/dists/{suite}/{INDEX}"), sha256_in_release(release, INDEX), INDEX)
+    found = {}
+    for stanza in lzma.decompress(index).decode().split("\n\n"):
+        fields = dict(re.findall(r"^([\w-]+): (.*)$", stanza, re.M))
+        if "Package" in fields:
+            found[fields["Package"]] = fields
+    return found
+
+
+def is_library(name):
+    # What a binary needs at run time; the rest of a package's dependencies (adduser, systemd,
+    # init-system-helpers...) is install-time machinery.
+    return name.startswith("lib") or name == "zlib1g"
+
+
+def needed(index, roots):
+    """The roots and, transitively, the libraries they depend on (first alternative present)."""
+    wanted, queue = [], list(roots)
+    while queue:
+        name = queue.pop()
+        if name in wanted:
+            continue
+        if name not in index:
+            fail(f"package {name} is not in the suite's index")
+        wanted.append(name)
+        fields = index[name]
+        for relation in ", ".join(filter(None, [fields.get("Pre-Depends"), fields.get("Depends")])).split(","):
+            alternatives = [a.split()[0].split(":")[0] for a in relation.split("|") if a.strip()]
+            present = next((a for a in alternatives if a in index), None)
+            if present and is_library(present):
+                queue.append(present)
+    return wanted
+
+
+def main():
+    if len(sys.argv) != 4:
+        fail("usage: debian-server.py SUITE SOURCE DEST")
+    suite, source, dest = sys.argv[1:]
+    launcher = os.path.join(dest, f"{source}-server")
+    if os.path.exists(launcher):
+        return
+    index = packages(suite)
+    names = needed(index, [f"{source}-server", f"{source}-tools"])
+    root = os.path.join(dest, "root")
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(root)
+    with tempfile.TemporaryDirectory() as debs:
+        for name in names:
+            fields = index[name]
+            deb = checked(download(f"{MIRROR}/{fields['Filename']}"), fields["SHA256"], fields["Filename"])
+            path = os.path.join(debs, os.path.basename(fields["Filename"]))
+            with open(path, "wb") as f:
+                f.write(deb)
+            subprocess.run(["dpkg-deb", "-x", path, root], check=True)
+    loader = os.path.join(root, "usr/lib64/ld-linux-x86-64.so.2")
+    binary = os.path.join(root, f"usr/bin/{source}-server")
+    for path in (loader, binary):
+        if not os.path.exists(path):
+            fail(f"{path} is missing after unpacking {', '.join(names)}")
+    # The binary acts as a server when started under that name (it is a link to the tools' binary).
+    with open(launcher + ".tmp", "w") as f:
+        f.write(
+            "#!/bin/sh\n"
+            f"# {source}-server {index[f'{source}-server']['Version']} from Debian {suite}, run with its own\n"
+            "# loader and libraries (written by scripts/debian-server.py).\n"
+            'here=$(dirname "$(readlink -f "$0")")\n'
+            'exec "$here/root/usr/lib64/ld-linux-x86-64.so.2" --library-path "$here/root/usr/lib/x86_64-linux-gnu" \\\n'
+            f'    "$here/root/usr/bin/{source}-server" "$@"\n'
+        )
+    os.chmod(launcher + ".tmp", 0o755)
+    version = subprocess.run([launcher + ".tmp", "--version"], capture_output=True, text=True)
+    if version.returncode != 0 or "v=" not in version.stdout:
+        fail(f"the unpacked {source}-server does not run here:\n{version.stdout}{version.stderr}")
+    os.rename(launcher + ".tmp", launcher)
+    print(f"debian-server: {suite}'s {source}-server {index[f'{source}-server']['Version']} in {dest}: {version.stdout.strip()}")
+
+
+if __name__ == "__main__":
+    main()
