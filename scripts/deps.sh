@@ -13,6 +13,9 @@ compgen -G '/usr/lib/llvm-*/lib/libclang.so' >/dev/null || compgen -G '/usr/lib/
 if [ "${1:-build}" = test ]; then
     python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
     need npm nodejs npm
+    # scripts/debian-server.py: the signature of Debian's index, and unpacking its packages.
+    need gpgv gpgv
+    need dpkg-deb dpkg
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then

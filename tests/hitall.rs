@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{error_of, info_field, pttl, run_all, snapshot, value_and_expiry, Server};
+use common::{assert_within, error_of, info_field, pttl, run_all, snapshot, timed, value_and_expiry, Server};
 use redis::{Connection, RedisResult, Value};
 
 /// `[allowed, [[count, remaining, reset_ms] per key]]`.
@@ -15,29 +15,40 @@ fn hitall(con: &mut Connection, args: &[&str]) -> RedisResult<(i64, Vec<Vec<i64>
     Ok((allowed, per_key))
 }
 
-/// 2 per second and 5 per hour for one user.
-const SECOND_AND_HOUR: [&str; 7] = ["2", "u:s", "u:h", "2", "1", "5", "3600"];
-
 #[test]
 fn every_limit_must_admit_and_then_every_counter_counts() {
     let server = Server::start();
     let mut con = server.connect();
-    let (allowed, keys) = hitall(&mut con, &SECOND_AND_HOUR).unwrap();
-    assert_eq!(allowed, 1);
-    assert_eq!((keys[0][..2].to_vec(), keys[1][..2].to_vec()), (vec![1, 1], vec![1, 4]));
-    assert!((1..=1_000).contains(&keys[0][2]) && (3_599_000..=3_600_000).contains(&keys[1][2]));
-    assert!(pttl(&mut con, "u:s") > 0 && pttl(&mut con, "u:h") > 3_500_000);
+    // 2 per second and 5 per hour for one user. The second's window must outlast the first three
+    // calls: a run held up longer proves nothing, and goes again on fresh keys.
+    for attempt in 1.. {
+        let (second, hour) = (format!("{attempt}:u:s"), format!("{attempt}:u:h"));
+        let args = ["2", &second, &hour, "2", "1", "5", "3600"];
+        let ((first, denied, ttls), ms) = timed(|| {
+            let first = hitall(&mut con, &args).unwrap();
+            hitall(&mut con, &args).unwrap();
+            let denied = hitall(&mut con, &args).unwrap();
+            (first, denied, (pttl(&mut con, &second), pttl(&mut con, &hour)))
+        });
+        if ms >= 1_000 {
+            assert!(attempt < 10, "three calls never ran within a second");
+            continue;
+        }
+        assert_eq!(first, (1, vec![vec![1, 1, 1_000], vec![1, 4, 3_600_000]]), "new windows, each exactly its length");
+        assert_within(ttls.0, 1_000 - ms, 1_000, "the second's PTTL");
+        assert_within(ttls.1, 3_600_000 - ms, 3_600_000, "the hour's PTTL");
+        // The per-second budget is spent: the hourly one must not be burnt by the denied call.
+        let (allowed, keys) = denied;
+        assert_eq!(allowed, 0);
+        assert_eq!((keys[0][..2].to_vec(), keys[1][..2].to_vec()), (vec![2, 0], vec![2, 3]));
+        assert_eq!(redis::cmd("GET").arg(&hour).query::<String>(&mut con).unwrap(), "2");
 
-    hitall(&mut con, &SECOND_AND_HOUR).unwrap();
-    // The per-second budget is spent: the hourly one must not be burnt by the denied call.
-    let (allowed, keys) = hitall(&mut con, &SECOND_AND_HOUR).unwrap();
-    assert_eq!(allowed, 0);
-    assert_eq!((keys[0][..2].to_vec(), keys[1][..2].to_vec()), (vec![2, 0], vec![2, 3]));
-    assert_eq!(redis::cmd("GET").arg("u:h").query::<String>(&mut con).unwrap(), "2");
-
-    std::thread::sleep(Duration::from_millis(1_100));
-    assert_eq!(hitall(&mut con, &SECOND_AND_HOUR).unwrap().0, 1, "a new second");
-    assert_eq!(redis::cmd("GET").arg("u:h").query::<String>(&mut con).unwrap(), "3");
+        // Past the second's reset, a new second.
+        std::thread::sleep(Duration::from_millis(keys[0][2] as u64 + 1));
+        assert_eq!(hitall(&mut con, &args).unwrap().0, 1, "a new second");
+        assert_eq!(redis::cmd("GET").arg(&hour).query::<String>(&mut con).unwrap(), "3");
+        return;
+    }
 }
 
 #[test]
@@ -45,17 +56,21 @@ fn cost_and_ms_apply_to_every_limit_and_leaked_counters_heal() {
     let server = Server::start();
     let mut con = server.connect();
     run_all(&mut con, &["SET b 9"]);
-    let (allowed, keys) = hitall(&mut con, &["2", "a", "b", "10", "500", "10", "700", "COST", "2", "MS"]).unwrap();
+    let args = ["2", "a", "b", "10", "50000", "10", "70000", "COST", "2", "MS"];
+    let (((allowed, keys), ttl), ms) = timed(|| (hitall(&mut con, &args).unwrap(), pttl(&mut con, "b")));
     assert_eq!(allowed, 0, "b would reach 11");
-    assert_eq!((keys[0][..2].to_vec(), keys[1][..2].to_vec()), (vec![0, 10], vec![9, 1]));
+    assert_eq!(keys, [vec![0, 10, 0], vec![9, 1, 70_000]], "the leaked counter healed although denied");
     let exists: i64 = redis::cmd("EXISTS").arg("a").query(&mut con).unwrap();
     assert_eq!(exists, 0, "nothing created by a denied call");
-    assert!((1..=700).contains(&pttl(&mut con, "b")), "the leaked counter healed although denied");
+    assert_within(ttl, 70_000 - ms, 70_000, "b's PTTL, in ms");
 
-    let (allowed, keys) = hitall(&mut con, &["2", "a", "c", "10", "500", "10", "700", "COST", "2", "MS"]).unwrap();
+    let args = ["2", "a", "c", "10", "50000", "10", "70000", "COST", "2", "MS"];
+    let (((allowed, keys), ttls), ms) =
+        timed(|| (hitall(&mut con, &args).unwrap(), (pttl(&mut con, "a"), pttl(&mut con, "c"))));
     assert_eq!(allowed, 1);
-    assert_eq!((keys[0][1], keys[1][1]), (8, 8));
-    assert!((1..=500).contains(&pttl(&mut con, "a")) && (1..=700).contains(&pttl(&mut con, "c")));
+    assert_eq!(keys, [vec![2, 8, 50_000], vec![2, 8, 70_000]]);
+    assert_within(ttls.0, 50_000 - ms, 50_000, "a's PTTL");
+    assert_within(ttls.1, 70_000 - ms, 70_000, "c's PTTL");
 }
 
 #[test]

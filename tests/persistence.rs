@@ -4,10 +4,10 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{hit, info_field, value_and_expiry, wait_for, Config, Server, TempDir};
 use redis::Connection;
@@ -81,28 +81,32 @@ fn a_crash_under_load_leaves_a_sound_aof() {
     let dir = TempDir::new();
     let aof = ["--appendonly", "yes", "--appendfsync", "always"];
     let mut server = Server::with(Config { dir: Some(&dir.0), args: &aof, ..Config::default() });
-    let stop = Arc::new(AtomicBool::new(false));
+    let (stop, hits) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
     let workers: Vec<_> = (0..6)
         .map(|w| {
             let mut con = server.connect();
-            let stop = Arc::clone(&stop);
+            let (stop, hits) = (Arc::clone(&stop), Arc::clone(&hits));
             thread::spawn(move || {
                 let mut i = w;
                 // Until the server dies under us: errors are the end of the load, not a failure.
                 while !stop.load(Ordering::Relaxed) {
                     let key = format!("crash:{}", i % 40);
-                    let window = ["60", "120", "90"][i % 3];
+                    let window = ["600", "1200", "900"][i % 3];
                     if hit(&mut con, &key, &[&LIMIT.to_string(), window]).is_err() {
                         break;
                     }
+                    hits.fetch_add(1, Ordering::Relaxed);
                     i += 7;
                 }
             })
         })
         .collect();
-    // `make soak` (RATELIMIT_SOAK=1) loads for longer before the crash.
-    let load_ms = if common::soak() { 10_000 } else { 700 };
-    thread::sleep(Duration::from_millis(load_ms));
+    // Load for a while (longer under `make soak`), and until every counter has had hits.
+    let load = Duration::from_millis(if common::soak() { 10_000 } else { 700 });
+    let started = Instant::now();
+    wait_for("the load's first hits", Duration::from_secs(120), || {
+        started.elapsed() >= load && hits.load(Ordering::Relaxed) >= 400
+    });
     server.kill(); // kill -9 in the middle of the load
     stop.store(true, Ordering::Relaxed);
     for worker in workers {
@@ -112,8 +116,9 @@ fn a_crash_under_load_leaves_a_sound_aof() {
     // Loading needs no module.
     let mut restarted = Server::with(Config { module: false, dir: Some(&dir.0), args: &aof, ..Config::default() });
     let mut con = restarted.connect();
+    // 400 acknowledged hits (appendfsync always) cycle through all 40 counters.
     let counters = all_counters_sound(&mut con);
-    assert!(counters > 10, "only {counters} counters survived");
+    assert_eq!(counters, 40, "every counter hit before the crash survives it");
 
     let _: String = redis::cmd("BGREWRITEAOF").query(&mut con).unwrap();
     wait_for("AOF rewrite", Duration::from_secs(30), || {

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{hit, info_field, pttl, soak, Server};
+use common::{info_field, pttl, soak, Server};
 use redis::Connection;
 
 /// Hot key `i`: its window (50-200 ms) and limit.
@@ -16,11 +16,13 @@ fn hot_key(i: usize) -> (String, u64, i64) {
     (format!("hot:{i}"), 50 + 50 * i as u64, 5 + i as i64)
 }
 
-/// An admitted hit as a client saw it: the count, and when its window ends (the request's send
-/// time plus reset_ms, exact to within one round trip).
+/// An admitted hit: its count, the absolute end of the window it counted in (the key's
+/// PEXPIRETIME, read in the same transaction), and when the client sent and got it.
 struct Admitted {
     count: i64,
-    window_end: Instant,
+    window_end: i64,
+    sent: Instant,
+    received: Instant,
 }
 
 fn hammer(active_expire: bool) {
@@ -42,12 +44,18 @@ fn hammer(active_expire: bool) {
                 while Instant::now() < deadline {
                     let (key, window_ms, limit) = hot_key(i % KEYS);
                     let sent = Instant::now();
-                    let reply = hit(&mut con, &key, &[&limit.to_string(), &window_ms.to_string(), "MS"]).unwrap();
+                    let (reply, window_end): (Vec<i64>, i64) = redis::pipe()
+                        .atomic()
+                        .cmd("RATELIMIT.HIT")
+                        .arg(&[&key, &limit.to_string(), &window_ms.to_string(), "MS"])
+                        .cmd("PEXPIRETIME")
+                        .arg(&key)
+                        .query(&mut con)
+                        .unwrap();
                     assert!(reply[1] <= limit && reply[2] == limit - reply[1], "{key}: {reply:?}");
                     assert!((0..=window_ms as i64).contains(&reply[3]), "{key}: {reply:?}");
                     if reply[0] == 1 {
-                        let window_end = sent + Duration::from_millis(reply[3] as u64);
-                        seen[i % KEYS].push(Admitted { count: reply[1], window_end });
+                        seen[i % KEYS].push(Admitted { count: reply[1], window_end, sent, received: Instant::now() });
                     }
                     i += 1;
                 }
@@ -61,27 +69,25 @@ fn hammer(active_expire: bool) {
             per_key.entry(k).or_default().extend(seen);
         }
     }
-    for (k, mut admitted) in per_key {
+    for (k, admitted) in per_key {
         let (key, window_ms, limit) = hot_key(k);
-        // Window ends of one key are at least a window apart: split where the end jumps.
-        admitted.sort_by_key(|a| a.window_end);
-        let mut windows: Vec<Vec<i64>> = Vec::new();
-        let mut last_end: Option<Instant> = None;
-        for a in admitted {
-            let new_window = last_end.is_none_or(|end| a.window_end > end + Duration::from_millis(window_ms / 2));
-            if new_window {
-                windows.push(Vec::new());
-            }
-            windows.last_mut().unwrap().push(a.count);
-            last_end = Some(a.window_end);
+        let mut windows: HashMap<i64, Vec<i64>> = HashMap::new();
+        for a in &admitted {
+            windows.entry(a.window_end).or_default().push(a.count);
         }
-        assert!(windows.len() as u64 >= duration.as_millis() as u64 / window_ms / 2, "{key}: {} windows", windows.len());
-        for counts in &mut windows {
+        // The admitted hits of one window fall within window_ms of server time: hits spread over
+        // more time than that must have found new windows.
+        let first_received = admitted.iter().map(|a| a.received).min().unwrap();
+        let last_sent = admitted.iter().map(|a| a.sent).max().unwrap();
+        let span_ms = last_sent.saturating_duration_since(first_received).as_millis() as u64;
+        assert!(windows.len() as u64 >= span_ms / window_ms, "{key}: {} windows over {span_ms} ms", windows.len());
+        for counts in windows.values_mut() {
             counts.sort_unstable();
             let expected: Vec<i64> = (1..=counts.len() as i64).collect();
             assert!(counts.len() as i64 <= limit, "{key}: one window admitted {counts:?}");
             assert_eq!(*counts, expected, "{key}: a window's admitted counts must be 1..=n once each");
         }
+        eprintln!("{key}: {} admitted hits in {} windows", admitted.len(), windows.len());
     }
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
     for key in keys {
