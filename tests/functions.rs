@@ -1,11 +1,18 @@
 //! The Redis Functions library (functions/ratelimit.lua) against the module: the same random
-//! argument vectors and call sequences sent to a server with the module and to one with only the
-//! library, at the same instants; every reply and every resulting key must agree.
+//! argument vectors and call sequences sent to both in one server, each to its own keys, in one
+//! transaction; every reply and every resulting key must agree.
+//!
+//! Where the server hands modules the command's cached time (Redis 7.2+, Valkey), a transaction
+//! runs at one instant: the module reads it, and so does the library's `TIME`, so everything must
+//! be equal, times included. On Redis 7.0 both read the wall clock: a transaction during which the
+//! millisecond ticked is not compared (the two read different times), and the library's keys are
+//! set back to the module's; GCRA's times, to the µs in the library and to the ms in the module,
+//! agree within a millisecond.
 
 mod common;
 
-use common::{error_text, value_and_expiry, Config, Rng, Server};
-use redis::Value;
+use common::{error_text, info_field, value_and_expiry, Config, Rng, Server};
+use redis::{Connection, ConnectionLike, Value};
 
 const LIBRARY: &str = include_str!("../functions/ratelimit.lua");
 /// The library's error for a valid number it cannot compute exactly (a documented difference).
@@ -46,47 +53,91 @@ impl Words for Rng {
     }
 }
 
-/// The module's reply and the library's agree: errors word for word, numbers exactly except the
-/// times (HIT's and PEEK's `reset_ms`, the 3rd of each HITALL triple, GCRA's `retry_after_ms` and
-/// `full_after_ms`), which may differ by the few ms between the two calls.
-fn agree(command: &str, module: &redis::RedisResult<Value>, library: &redis::RedisResult<Value>) -> bool {
-    fn numbers(value: &Value) -> Option<Vec<i64>> {
-        match value {
-            Value::Int(n) => Some(vec![*n]),
-            Value::Array(items) => items.iter().map(numbers).collect::<Option<Vec<_>>>().map(|v| v.concat()),
-            _ => None,
-        }
+/// A reply's integers, flattened, and its shape; None for anything else.
+fn numbers(value: &Value) -> Option<Vec<i64>> {
+    match value {
+        Value::Int(n) => Some(vec![*n]),
+        Value::Array(items) => items.iter().map(numbers).collect::<Option<Vec<_>>>().map(|v| v.concat()),
+        _ => None,
     }
-    let timing = |i: usize| match command {
-        "RATELIMIT.HITALL" => i > 0 && i % 3 == 0,
-        "RATELIMIT.GCRA" => i >= 3,
-        _ => i == 3,
-    };
+}
+
+/// The module's reply and the library's agree: errors word for word, numbers exactly, except
+/// that GCRA's times (`retry_after_ms`, `full_after_ms`) may differ by `gcra_ms`.
+fn agree(command: &str, module: &Value, library: &Value, gcra_ms: i64) -> bool {
     match (module, library) {
-        (Err(a), Err(b)) => error_text(a) == error_text(b),
-        (Ok(a), Ok(b)) => {
+        (Value::ServerError(a), Value::ServerError(b)) => {
+            error_text(&a.clone().into()) == error_text(&b.clone().into())
+        }
+        (a, b) => {
             let shape = |v: &Value| format!("{v:?}").chars().filter(|c| "[]".contains(*c)).collect::<String>();
             let (Some(x), Some(y)) = (numbers(a), numbers(b)) else { return false };
+            let timing = |i: usize| command == "RATELIMIT.GCRA" && i >= 3;
             x.len() == y.len()
                 && shape(a) == shape(b)
-                && x.iter().zip(&y).enumerate().all(|(i, (p, q))| p == q || timing(i) && (p - q).abs() <= 5)
+                && x.iter().zip(&y).enumerate().all(|(i, (p, q))| p == q || timing(i) && (p - q).abs() <= gcra_ms)
         }
-        _ => false,
+    }
+}
+
+/// One raw reply, errors kept as values (the client would turn an error inside EXEC into an
+/// error for the whole transaction).
+fn raw(con: &mut Connection, cmd: &redis::Cmd) -> Value {
+    con.req_packed_command(&cmd.get_packed_command()).unwrap()
+}
+
+/// `[TIME, module call, library call, TIME]` in one transaction; None if the transaction was
+/// refused (a call with the wrong number of arguments is refused as it is queued).
+fn in_one_transaction(con: &mut Connection, calls: [&redis::Cmd; 2]) -> Option<Vec<Value>> {
+    let time = redis::cmd("TIME");
+    raw(con, &redis::cmd("MULTI"));
+    for cmd in [&time, calls[0], calls[1], &time] {
+        raw(con, cmd);
+    }
+    match raw(con, &redis::cmd("EXEC")) {
+        Value::Array(replies) => Some(replies),
+        _ => None,
+    }
+}
+
+/// A `TIME` reply in whole milliseconds.
+fn time_ms(value: &Value) -> i64 {
+    let (s, us): (i64, i64) = redis::from_redis_value(value).unwrap();
+    s * 1_000 + us / 1_000
+}
+
+/// The library's copy of `key` made the module's again: value and absolute expiry.
+fn realign(con: &mut Connection, key: &str) {
+    let dump: Value = redis::cmd("DUMP").arg(format!("m:{key}")).query(con).unwrap();
+    let expiry: i64 = redis::cmd("PEXPIRETIME").arg(format!("m:{key}")).query(con).unwrap();
+    let _: () = redis::cmd("DEL").arg(format!("l:{key}")).query(con).unwrap();
+    if let Value::BulkString(dump) = dump {
+        let mut restore = redis::cmd("RESTORE");
+        restore.arg(format!("l:{key}")).arg(expiry.max(0)).arg(dump).arg("REPLACE");
+        if expiry > 0 {
+            restore.arg("ABSTTL");
+        }
+        let _: Value = restore.query(con).unwrap();
     }
 }
 
 #[test]
 fn the_library_answers_as_the_module_does() {
     let (mut rng, seed) = Rng::from_env();
-    let (module, library) = (Server::start(), with_library());
-    let (mut m, mut l) = (module.connect(), library.connect());
-    for con in [&mut m, &mut l] {
+    let server = Server::start();
+    let mut con = server.connect();
+    let _: String = redis::cmd("FUNCTION").arg(&["LOAD", "REPLACE", LIBRARY]).query(&mut con).unwrap();
+    let one_instant = info_field(&mut con, "ratelimit", "ratelimit_clock").as_deref() == Some("command_us");
+    for side in ["m", "l"] {
         // A list, a text, and two counters leaked without TTL (the heal paths).
         // And GCRA's: a list, a text, a bucket without TTL.
-        common::run_all(con, &["RPUSH fz:list x", "SET fz:text abc", "SET fz:5 3", "SET fz:6 -7"]);
-        common::run_all(con, &["RPUSH fg:list x", "SET fg:text abc", "SET fg:5 3"]);
+        let setup = ["RPUSH {}fz:list x", "SET {}fz:text abc", "SET {}fz:5 3", "SET {}fz:6 -7", "RPUSH {}fg:list x"];
+        let setup = setup.iter().chain(&["SET {}fg:text abc", "SET {}fg:5 3"]).map(|l| l.replace("{}", &format!("{side}:")));
+        common::run_all(&mut con, &setup.collect::<Vec<_>>().iter().map(String::as_str).collect::<Vec<_>>());
     }
-    let (mut compared, mut gcra_replies, mut mismatches) = (0, 0, Vec::new());
+    // GCRA's times: the module's clock is in whole ms on Redis 7.0, the library's TIME in µs.
+    let gcra_ms = if one_instant { 0 } else { 1 };
+    let (mut compared, mut gcra_replies, mut ticked, mut mismatches) = (0, 0, 0, Vec::new());
     for i in 0..4_000 {
         let (command, function) = [
             ("RATELIMIT.HIT", "ratelimit_hit"),
@@ -109,8 +160,8 @@ fn the_library_answers_as_the_module_does() {
             if command == "RATELIMIT.PEEK" {
                 args.push(number(&mut rng));
             }
-            // Slow rates (a token back every 6 minutes or more): the two servers' clocks differ by up
-            // to a millisecond, and a token coming back between the two calls would part them.
+            // Slow rates (a token back every 6 minutes or more): on Redis 7.0 the two clocks
+            // differ by up to a millisecond, and a token coming back in between would part them.
             if gcra {
                 args.push(["0", "1", "4", "9"][rng.below(4)].to_string());
                 args.push(["1", "2", "10"][rng.below(3)].to_string());
@@ -128,40 +179,56 @@ fn the_library_answers_as_the_module_does() {
         for _ in 0..junk {
             args.push(rng.word());
         }
+        let on = |side: &str| keys.iter().map(|k| format!("{side}:{k}")).collect::<Vec<_>>();
         let mut module_call = redis::cmd(command);
         if hitall {
             module_call.arg(keys.len());
         }
-        module_call.arg(&keys).arg(&args);
+        module_call.arg(on("m")).arg(&args);
         let mut library_call = redis::cmd("FCALL");
-        library_call.arg(function).arg(keys.len()).arg(&keys).arg(&args);
-        let (a, b) = (module_call.query::<Value>(&mut m), library_call.query::<Value>(&mut l));
+        library_call.arg(function).arg(keys.len()).arg(on("l")).arg(&args);
+        let (module, library) = match in_one_transaction(&mut con, [&module_call, &library_call]) {
+            Some(replies) => {
+                let (before, after) = (time_ms(&replies[0]), time_ms(&replies[3]));
+                if one_instant {
+                    assert_eq!(replies[0], replies[3], "a transaction runs at one instant here");
+                } else if before != after {
+                    ticked += 1;
+                    keys.iter().for_each(|key| realign(&mut con, key));
+                    continue;
+                }
+                (replies[1].clone(), replies[2].clone())
+            }
+            // Refused as queued (arity): errors that depend on no clock, and write nothing.
+            None => (raw(&mut con, &module_call), raw(&mut con, &library_call)),
+        };
         compared += 1;
-        gcra_replies += usize::from(gcra && a.is_ok());
-        if !agree(command, &a, &b) {
-            mismatches.push(format!("vector {i}: {command} {keys:?} {args:?}: module {a:?}, library {b:?}"));
+        gcra_replies += usize::from(gcra && !matches!(module, Value::ServerError(_)));
+        if !agree(command, &module, &library, gcra_ms) {
+            mismatches.push(format!("vector {i}: {command} {keys:?} {args:?}: module {module:?}, library {library:?}"));
         }
     }
-    // The same keys, values and expiry instants (within the clock's tick and the calls' skew).
-    let keys: Vec<String> = redis::cmd("KEYS").arg("f[zg]:*").query(&mut m).unwrap();
-    for key in keys.iter().filter(|k| !k.ends_with("list")) {
-        let (value_m, expiry_m) = value_and_expiry(&mut m, key);
-        let (value_l, expiry_l) = value_and_expiry(&mut l, key);
-        // A GCRA bucket's TAT is in ns of each server's clock: equal within the calls' 5 ms.
+    // The same keys, with the same values and expiry instants.
+    let module_keys: Vec<String> = redis::cmd("KEYS").arg("m:f[zg]:*").query(&mut con).unwrap();
+    for key in module_keys.iter().map(|k| &k[2..]).filter(|k| !k.ends_with("list")) {
+        let (value_m, expiry_m) = value_and_expiry(&mut con, &format!("m:{key}"));
+        let (value_l, expiry_l) = value_and_expiry(&mut con, &format!("l:{key}"));
+        // A GCRA bucket's TAT is in ns: on Redis 7.0 the two clocks' readings differ below the ms.
         let tat = |v: &Option<String>| v.as_deref().and_then(|v| v.parse::<i64>().ok());
         let same = match (key.starts_with("fg:"), tat(&value_m), tat(&value_l)) {
-            (true, Some(a), Some(b)) => (a - b).abs() <= 5_000_000,
-            _ => value_m == value_l,
+            (true, Some(a), Some(b)) => (a - b).abs() <= gcra_ms * 1_000_000 && (expiry_m - expiry_l).abs() <= gcra_ms,
+            _ => value_m == value_l && expiry_m == expiry_l,
         };
-        if !same || (expiry_m - expiry_l).abs() > 5 {
+        if !same {
             mismatches.push(format!("key {key}: module {value_m:?} expires {expiry_m}, library {value_l:?} expires {expiry_l}"));
         }
     }
-    let library_keys: Vec<String> = redis::cmd("KEYS").arg("f[zg]:*").query(&mut l).unwrap();
-    assert_eq!(library_keys.len(), keys.len(), "the same keys exist");
+    let library_keys: Vec<String> = redis::cmd("KEYS").arg("l:f[zg]:*").query(&mut con).unwrap();
+    assert_eq!(library_keys.len(), module_keys.len(), "the same keys exist");
     eprintln!(
-        "{compared} calls ({gcra_replies} GCRA replies) and {} keys compared, {} mismatches (seed {seed})",
-        keys.len(),
+        "{compared} calls ({gcra_replies} GCRA replies) and {} keys compared, {ticked} transactions across a \
+         millisecond's tick left out, {} mismatches (seed {seed})",
+        module_keys.len(),
         mismatches.len()
     );
     assert!(gcra_replies > 100, "too few GCRA calls got through to compare: {gcra_replies}");
