@@ -226,7 +226,9 @@ pub unsafe fn refuse_new_counter_over_maxmemory(ctx: *mut RedisModuleCtx, counte
 /// the guard count as a counter. An integer-encoded value (what INCR and SET leave) answers from
 /// `OBJECT ENCODING`, which neither reads nor touches the value; only other strings are read with
 /// `GET`. Reading through a key handle (`StringDMA`) would rewrite an int-encoded value as a raw
-/// string, which a check must not do.
+/// string, which a check should not do; it is done only where the server refuses the call itself:
+/// in a cluster, for a key of a slot being imported by `MIGRATE`, or while the cluster is down.
+/// (The value stays the same; the next INCR makes it an integer again.)
 ///
 /// # Safety
 /// `ctx` must be a context in which commands may be called.
@@ -234,6 +236,12 @@ pub unsafe fn holds_integer(ctx: *mut RedisModuleCtx, name: &[u8]) -> bool {
     let (key, len) = (name.as_ptr(), name.len());
     let encoding =
         unsafe { Reply(api!(RedisModule_Call)(ctx, c"OBJECT".as_ptr(), c"cb".as_ptr(), c"ENCODING".as_ptr(), key, len)) };
+    if encoding.0.is_null() {
+        let name_string = unsafe { api!(RedisModule_CreateString)(ctx, name.as_ptr().cast(), name.len()) };
+        let counter = unsafe { CounterKey::open_read(ctx, name_string) }.read();
+        unsafe { api!(RedisModule_FreeString)(ctx, name_string) };
+        return matches!(counter, Ok(Counter::Present { .. }));
+    }
     if encoding.text() == Some(b"int") {
         return true;
     }

@@ -218,9 +218,9 @@ mod module {
         }
         // Rules given at load time (redis.conf, the command line).
         unsafe { crate::guard::subscribe_when_ruled(ctx.ctx) };
-        if crate::server::has_slot_migration_events() && !unsafe { crate::slot_migration::subscribe(ctx.ctx) } {
+        // Only for the log and INFO: the guard and the walks do not depend on them.
+        if !unsafe { crate::slot_migration::subscribe(ctx.ctx) } {
             ctx.log_warning("ratelimit: could not subscribe to the atomic slot migration events");
-            return Status::Err;
         }
         if let Err(e) = crate::command_docs::set_all(ctx.ctx) {
             ctx.log_warning(&format!("ratelimit: {e}"));

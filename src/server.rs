@@ -13,12 +13,6 @@ use redis_module::raw;
 /// does not know it; the bit means something only to a server that speaks Valkey's API.
 pub const OPTION_HANDLE_ATOMIC_SLOT_MIGRATION: c_int = 1 << 5;
 
-/// Valkey's `VALKEYMODULE_EVENT_ATOMIC_SLOT_MIGRATION` and its sub-events (Valkey 9).
-pub const EVENT_ATOMIC_SLOT_MIGRATION: u64 = 19;
-pub const SUBEVENT_IMPORT_STARTED: u64 = 0;
-pub const SUBEVENT_IMPORT_ABORTED: u64 = 2;
-pub const SUBEVENT_IMPORT_COMPLETED: u64 = 4;
-
 /// Whether the server exports Valkey's own API names: then Valkey's option bits and event ids
 /// apply, which Redis may one day give other meanings.
 fn speaks_valkey_api() -> bool {
@@ -42,16 +36,6 @@ fn known_options() -> c_int {
 /// module has not declared that it handles it.
 pub fn has_atomic_slot_migration() -> bool {
     speaks_valkey_api() && known_options() & OPTION_HANDLE_ATOMIC_SLOT_MIGRATION != 0
-}
-
-/// Whether the server tells when slot imports start and end.
-pub fn has_slot_migration_events() -> bool {
-    let Some(supported) = (unsafe { raw::RedisModule_IsSubEventSupported }) else {
-        return false;
-    };
-    let event = raw::RedisModuleEvent { id: EVENT_ATOMIC_SLOT_MIGRATION, dataver: 1 };
-    // SAFETY: a plain query of the server's event table.
-    speaks_valkey_api() && unsafe { supported(event, SUBEVENT_IMPORT_STARTED) } != 0
 }
 
 /// Post-notification jobs (Redis 7.2+, Valkey): work that runs right after the command, script

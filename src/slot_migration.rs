@@ -17,9 +17,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use redis_module::raw::{RedisModuleCtx, RedisModuleEvent, REDISMODULE_OK};
 
 use crate::command::api;
-use crate::server::{
-    self, EVENT_ATOMIC_SLOT_MIGRATION, SUBEVENT_IMPORT_ABORTED, SUBEVENT_IMPORT_COMPLETED, SUBEVENT_IMPORT_STARTED,
-};
+use crate::server;
+
+/// Valkey's `VALKEYMODULE_EVENT_ATOMIC_SLOT_MIGRATION` and its sub-events (Valkey 9, which has
+/// them wherever it has the option; its `IsSubEventSupported` does not list them).
+const EVENT_ATOMIC_SLOT_MIGRATION: u64 = 19;
+const SUBEVENT_IMPORT_STARTED: u64 = 0;
+const SUBEVENT_IMPORT_ABORTED: u64 = 2;
+const SUBEVENT_IMPORT_COMPLETED: u64 = 4;
 
 /// Imports in progress on this node (as the target, or as a replica of the target).
 static IMPORTS: AtomicU64 = AtomicU64::new(0);
@@ -44,13 +49,14 @@ struct MigrationInfo {
     num_slot_ranges: u32,
 }
 
-/// Subscribes to the migration events where the server has them; true if it did.
+/// Subscribes to the migration events where the server has atomic slot migration; false if the
+/// server refused.
 ///
 /// # Safety
 /// `ctx` must be this module's context in `on_load`.
 pub unsafe fn subscribe(ctx: *mut RedisModuleCtx) -> bool {
-    if !server::has_slot_migration_events() {
-        return false;
+    if !server::has_atomic_slot_migration() {
+        return true;
     }
     let event = RedisModuleEvent { id: EVENT_ATOMIC_SLOT_MIGRATION, dataver: 1 };
     // SAFETY: `ctx` is the loading module's context; the callback lives as long as the module.
@@ -79,7 +85,7 @@ unsafe extern "C" fn migration_event(ctx: *mut RedisModuleCtx, _event: RedisModu
     let _ = catch_unwind(|| {
         // SAFETY: for this event the server passes its migration info (or nothing).
         let slots = unsafe { data.cast::<MigrationInfo>().as_ref() }.map_or_else(String::new, |info| unsafe { slot_ranges(info) });
-        if let Ok(line) = CString::new(format!("ratelimit: slots {slots} {what}")) {
+        if let Ok(line) = CString::new(format!("slots {slots} {what}")) {
             // SAFETY: a format and one NUL-terminated argument, as `%s` expects.
             unsafe { api!(RedisModule_Log)(ctx, c"notice".as_ptr(), c"%s".as_ptr(), line.as_ptr()) };
         }

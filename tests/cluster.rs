@@ -1,15 +1,21 @@
 //! A real Redis Cluster on loopback: 3 primaries + 3 replicas, the module on every node, joined
 //! with `redis-cli --cluster create`. Routing, MOVED, hash tags, resharding a slot of live
-//! counters, failover, and AUDIT/REPAIR fanned out over the primaries.
+//! counters, failover, and AUDIT/REPAIR fanned out over the primaries. And slots moved back and
+//! forth under load, with the guard on every node: by atomic slot migration (`CLUSTER
+//! MIGRATESLOTS`) where the server has it (Valkey 9), else by `CLUSTER SETSLOT` and `MIGRATE`.
 
 mod common;
 
+use std::collections::HashMap;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
 use std::time::Duration;
 
-use common::{audit, error_of, info_field, repair, value_and_expiry, wait_for, Config, Server};
+use common::{audit, error_of, error_text, info_field, pttl, repair, run_all, value_and_expiry, wait_for, Config, Server};
 use redis::cluster::{ClusterClient, ClusterConnection};
-use redis::Connection;
+use redis::{Connection, Value};
 
 struct Node {
     id: String,
@@ -22,8 +28,9 @@ struct Cluster {
 }
 
 impl Cluster {
-    fn start() -> Cluster {
-        let servers: Vec<Server> = (0..6).map(|_| Server::with(Config { cluster: true, ..Config::default() })).collect();
+    /// Six nodes started with `args`.
+    fn start(args: &[&str]) -> Cluster {
+        let servers: Vec<Server> = (0..6).map(|_| Server::with(Config { cluster: true, args, ..Config::default() })).collect();
         let mut create = Command::new("redis-cli");
         create.args(["--cluster", "create"]);
         for s in &servers {
@@ -80,7 +87,9 @@ impl Cluster {
 
     fn client(&self) -> ClusterConnection {
         let urls: Vec<String> = self.servers.iter().map(Server::url).collect();
-        ClusterClient::new(urls).unwrap().get_connection().unwrap()
+        // Redirections and TRYAGAIN (a multi-key call whose keys a migration has split) are
+        // followed and retried: what a cluster client is for.
+        ClusterClient::builder(urls).retries(100).build().unwrap().get_connection().unwrap()
     }
 
     fn node_connection(&self, port: u16) -> Connection {
@@ -91,6 +100,12 @@ impl Cluster {
     fn owner(&self, key: &str) -> Node {
         let mut con = self.servers[0].connect();
         let slot: i64 = redis::cmd("CLUSTER").arg("KEYSLOT").arg(key).query(&mut con).unwrap();
+        self.slot_owner(slot)
+    }
+
+    /// The primary that serves `slot`, as the first node sees it.
+    fn slot_owner(&self, slot: i64) -> Node {
+        let mut con = self.servers[0].connect();
         // Each entry: start, end, then the primary as [ip, port, id, ...], then its replicas.
         let slots: Vec<Vec<redis::Value>> = redis::cmd("CLUSTER").arg("SLOTS").query(&mut con).unwrap();
         let entry = slots
@@ -105,6 +120,47 @@ impl Cluster {
         let id: String = redis::from_redis_value(&primary[2]).unwrap();
         Node { id, port, primary_id: None }
     }
+
+    /// Moves slots `slots` from `from` to `to` the classic way: `CLUSTER SETSLOT` IMPORTING and
+    /// MIGRATING, `MIGRATE` of the keys in batches until none is left (clients create new keys on
+    /// the target meanwhile, following ASK), then `SETSLOT NODE` on every primary. Returns the
+    /// whole ms the MIGRATE calls took: MIGRATE carries a key's remaining TTL, so its expiry
+    /// instant may move by at most that.
+    fn move_slots_classic(&self, slots: std::ops::RangeInclusive<i64>, from: &Node, to: &Node) -> i64 {
+        let mut src = self.node_connection(from.port);
+        let mut dst = self.node_connection(to.port);
+        let mut migrate_ms = 0;
+        for slot in slots.clone() {
+            let _: () = redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("IMPORTING").arg(&from.id).query(&mut dst).unwrap();
+            let _: () = redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("MIGRATING").arg(&to.id).query(&mut src).unwrap();
+        }
+        for slot in slots.clone() {
+            loop {
+                let keys: Vec<String> = redis::cmd("CLUSTER").arg("GETKEYSINSLOT").arg(slot).arg(100).query(&mut src).unwrap();
+                if keys.is_empty() {
+                    break;
+                }
+                let ((), ms) = common::timed(|| {
+                    let _: () = redis::cmd("MIGRATE")
+                        .arg(&["127.0.0.1", &to.port.to_string(), "", "0", "5000", "KEYS"])
+                        .arg(&keys)
+                        .query(&mut src)
+                        .unwrap();
+                });
+                migrate_ms += ms;
+            }
+        }
+        // The target first, so that it answers for the slots before the source stops to.
+        let primaries = self.primaries();
+        let order = primaries.iter().filter(|n| n.id == to.id).chain(primaries.iter().filter(|n| n.id != to.id));
+        for node in order {
+            let mut con = self.node_connection(node.port);
+            for slot in slots.clone() {
+                let _: () = redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("NODE").arg(&to.id).query(&mut con).unwrap();
+            }
+        }
+        migrate_ms
+    }
 }
 
 fn hit(con: &mut impl redis::ConnectionLike, key: &str, args: &[&str]) -> Vec<i64> {
@@ -117,7 +173,7 @@ fn gcra(con: &mut impl redis::ConnectionLike, key: &str, args: &[&str]) -> Vec<i
 
 #[test]
 fn a_cluster_keeps_every_promise() {
-    let cluster = Cluster::start();
+    let cluster = Cluster::start(&[]);
     let mut client = cluster.client();
     keys_spread_over_every_primary(&cluster, &mut client);
     a_wrong_node_answers_moved(&cluster);
@@ -180,25 +236,13 @@ fn resharding_moves_live_counters(cluster: &Cluster, client: &mut ClusterConnect
     let before: Vec<_> = keys.iter().map(|k| value_and_expiry(&mut src, k)).collect();
 
     let slot: i64 = redis::cmd("CLUSTER").arg("KEYSLOT").arg("{moving}").query(&mut src).unwrap();
-    let _: () = redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("IMPORTING").arg(&source.id).query(&mut dst).unwrap();
-    let _: () = redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("MIGRATING").arg(&target.id).query(&mut src).unwrap();
-    let in_slot: Vec<String> = redis::cmd("CLUSTER").arg("GETKEYSINSLOT").arg(slot).arg(100).query(&mut src).unwrap();
-    assert_eq!(in_slot.len(), keys.len());
-    let _: () = redis::cmd("MIGRATE")
-        .arg(&["127.0.0.1", &target.port.to_string(), "", "0", "5000", "KEYS"])
-        .arg(&in_slot)
-        .query(&mut src)
-        .unwrap();
-    for node in cluster.primaries() {
-        let mut con = cluster.node_connection(node.port);
-        let _: () = redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("NODE").arg(&target.id).query(&mut con).unwrap();
-    }
+    let migrate_ms = cluster.move_slots_classic(slot..=slot, &source, &target);
     assert_eq!(cluster.owner("{moving}").id, target.id);
     for (key, (value, expiry)) in keys.iter().zip(&before) {
         let (moved_value, moved_expiry) = value_and_expiry(&mut dst, key);
         assert_eq!(&moved_value, value, "{key} kept its value");
         // MIGRATE carries the remaining TTL, so the instant may move by the transfer time.
-        assert!((moved_expiry - expiry).abs() < 1_000, "{key}: expiry {expiry} became {moved_expiry}");
+        assert!((0..=migrate_ms).contains(&(moved_expiry - expiry)), "{key}: expiry {expiry} became {moved_expiry}");
     }
     // The client follows MOVED to the new owner and the counters go on counting.
     assert_eq!(hit(client, &keys[0], &["100", "3600"])[..2], [1, 2]);
@@ -264,4 +308,335 @@ fn audit_and_repair_fan_out_over_primaries(cluster: &Cluster, client: &mut Clust
 
     assert_eq!(sum_over_primaries("REPAIR"), (30, 30));
     assert_eq!(sum_over_primaries("AUDIT"), (30, 0));
+}
+
+/// The guard's rules on every node of the migration test.
+const RULES: &str = "rl: 3600 g: 3600";
+
+/// What a load thread saw: the count each of its counters reached, and any error a cluster
+/// client does not follow or retry by itself.
+#[derive(Default)]
+struct LoadSeen {
+    counts: HashMap<String, i64>,
+    errors: Vec<String>,
+    calls: u64,
+}
+
+/// HIT, HITALL and GCRA on the counters of `tags`, and a plain INCR without expiry (the guard's
+/// to heal), until `stop`. Limits too high to deny: every call counts, so each reply's count must
+/// be the one before plus one, wherever the key lives by then.
+fn load(cluster: &Cluster, tags: Vec<String>, stop: Arc<AtomicBool>) -> thread::JoinHandle<LoadSeen> {
+    let mut client = cluster.client();
+    thread::spawn(move || {
+        let mut seen = LoadSeen::default();
+        let record = |seen: &mut LoadSeen, key: String, count: Result<i64, String>| match count {
+            Ok(count) => {
+                let expected = seen.counts.get(&key).copied().unwrap_or(0) + 1;
+                if count != expected {
+                    seen.errors.push(format!("{key}: count {count}, expected {expected}"));
+                }
+                seen.counts.insert(key, count);
+            }
+            Err(e) => seen.errors.push(format!("{key}: {e}")),
+        };
+        while !stop.load(Ordering::Relaxed) {
+            for tag in &tags {
+                seen.calls += 1;
+                let key = format!("rl:{{{tag}}}:live");
+                let reply: redis::RedisResult<Vec<i64>> =
+                    redis::cmd("RATELIMIT.HIT").arg(&key).arg(&["1000000000", "3600"]).query(&mut client);
+                record(&mut seen, key, reply.map(|r| r[1]).map_err(|e| error_text(&e)));
+
+                let (a, b) = (format!("rl:{{{tag}}}:a"), format!("rl:{{{tag}}}:b"));
+                let reply: redis::RedisResult<(i64, Vec<i64>, Vec<i64>)> = redis::cmd("RATELIMIT.HITALL")
+                    .arg(2)
+                    .arg(&a)
+                    .arg(&b)
+                    .arg(&["1000000000", "3600", "1000000000", "3600"])
+                    .query(&mut client);
+                match reply {
+                    Ok((_, ra, rb)) => {
+                        record(&mut seen, a, Ok(ra[0]));
+                        record(&mut seen, b, Ok(rb[0]));
+                    }
+                    Err(e) => seen.errors.push(format!("HITALL {a} {b}: {}", error_text(&e))),
+                }
+
+                let key = format!("g:{{{tag}}}:live");
+                let reply: redis::RedisResult<Vec<i64>> =
+                    redis::cmd("RATELIMIT.GCRA").arg(&key).arg(&["1000000000", "1", "1"]).query(&mut client);
+                match reply {
+                    Ok(r) if r[0] == 0 => {}
+                    other => seen.errors.push(format!("{key}: {other:?}")),
+                }
+
+                let key = format!("rl:{{{tag}}}:leak");
+                if let Err(e) = redis::cmd("INCR").arg(&key).query::<i64>(&mut client) {
+                    seen.errors.push(format!("{key}: {}", error_text(&e)));
+                }
+            }
+        }
+        seen
+    })
+}
+
+/// Whether the cluster's nodes have atomic slot migration (Valkey 9).
+fn has_atomic_slot_migration(con: &mut Connection) -> bool {
+    let info: Vec<Value> = redis::cmd("COMMAND").arg("INFO").arg("CLUSTER|MIGRATESLOTS").query(con).unwrap();
+    info.first().is_some_and(|v| *v != Value::Nil)
+}
+
+/// The migration jobs `node` knows, each as its fields.
+fn slot_migrations(con: &mut Connection) -> Vec<HashMap<String, Value>> {
+    let jobs: Vec<Value> = redis::cmd("CLUSTER").arg("GETSLOTMIGRATIONS").query(con).unwrap();
+    jobs.into_iter()
+        .map(|job| match job {
+            Value::Map(pairs) => pairs.into_iter().map(|(k, v)| (redis::from_redis_value(&k).unwrap(), v)).collect(),
+            Value::Array(flat) => flat
+                .chunks(2)
+                .map(|pair| (redis::from_redis_value(&pair[0]).unwrap(), pair[1].clone()))
+                .collect(),
+            other => panic!("not a migration job: {other:?}"),
+        })
+        .collect()
+}
+
+fn field(job: &HashMap<String, Value>, name: &str) -> String {
+    redis::from_redis_value(&job[name]).unwrap()
+}
+
+/// `CLUSTER MIGRATESLOTS` of `slots` from `from` to `to`; the job's name on the source.
+fn start_migration(con: &mut Connection, slots: &std::ops::RangeInclusive<i64>, to: &Node) -> String {
+    let known: Vec<String> = slot_migrations(con).iter().map(|job| field(job, "name")).collect();
+    let _: () = redis::cmd("CLUSTER")
+        .arg(&["MIGRATESLOTS", "SLOTSRANGE"])
+        .arg(slots.start())
+        .arg(slots.end())
+        .arg("NODE")
+        .arg(&to.id)
+        .query(con)
+        .unwrap();
+    let jobs = slot_migrations(con);
+    let new = jobs.iter().map(|job| field(job, "name")).find(|name| !known.contains(name));
+    new.expect("a new migration job on the source")
+}
+
+/// The state of the migration job `name` on the node of `con`.
+fn migration_state(con: &mut Connection, name: &str) -> Option<String> {
+    slot_migrations(con).iter().find(|job| field(job, "name") == name).map(|job| field(job, "state"))
+}
+
+/// Moves `slots` from `from` to `to` by atomic slot migration, waited for until the source says
+/// success and every node sees the target own them.
+fn move_slots_atomically(cluster: &Cluster, slots: &std::ops::RangeInclusive<i64>, from: &Node, to: &Node) {
+    let mut src = cluster.node_connection(from.port);
+    let job = start_migration(&mut src, slots, to);
+    wait_for("the migration to succeed", Duration::from_secs(120), || {
+        let state = migration_state(&mut src, &job);
+        assert!(!matches!(state.as_deref(), Some("failed" | "cancelled")), "migration {job} ended {state:?}");
+        state.as_deref() == Some("success")
+    });
+    wait_for("every node to see the target own the slots", Duration::from_secs(60), || {
+        cluster.servers.iter().all(|s| {
+            let mut con = s.connect();
+            let slot_map: Vec<Vec<Value>> = redis::cmd("CLUSTER").arg("SLOTS").query(&mut con).unwrap();
+            slot_map.iter().any(|e| {
+                let (lo, hi): (i64, i64) = (redis::from_redis_value(&e[0]).unwrap(), redis::from_redis_value(&e[1]).unwrap());
+                let owner: Vec<Value> = redis::from_redis_value(&e[2]).unwrap();
+                let port: u16 = redis::from_redis_value(&owner[1]).unwrap();
+                lo <= *slots.start() && *slots.end() <= hi && port == to.port
+            })
+        })
+    });
+}
+
+fn guard_field(con: &mut Connection, field: &str) -> i64 {
+    info_field(con, "ratelimit", &format!("ratelimit_{field}")).unwrap().parse().unwrap()
+}
+
+#[test]
+fn slots_move_back_and_forth_under_load_and_every_counter_keeps_its_value_and_expiry() {
+    let cluster = Cluster::start(&["--ratelimit.guard", RULES]);
+    let atomic = has_atomic_slot_migration(&mut cluster.servers[0].connect());
+    eprintln!("moving slots {}", if atomic { "by CLUSTER MIGRATESLOTS" } else { "by CLUSTER SETSLOT and MIGRATE" });
+    // Twenty slots of one primary, and the hash tags that fall in them.
+    let a = cluster.primaries().remove(0);
+    let b = cluster.primaries().into_iter().find(|n| n.id != a.id).unwrap();
+    let mut probe = cluster.node_connection(a.port);
+    let slot_map: Vec<Vec<Value>> = redis::cmd("CLUSTER").arg("SLOTS").query(&mut probe).unwrap();
+    let first_slot: i64 = slot_map
+        .iter()
+        .find(|e| redis::from_redis_value::<Vec<Value>>(&e[2]).unwrap()[1] == Value::Int(i64::from(a.port)))
+        .map(|e| redis::from_redis_value(&e[0]).unwrap())
+        .unwrap();
+    let slots = first_slot..=first_slot + 19;
+    let mut pipe = redis::pipe();
+    for i in 0..20_000 {
+        pipe.cmd("CLUSTER").arg("KEYSLOT").arg(format!("t{i}"));
+    }
+    let tag_slots: Vec<i64> = pipe.query(&mut probe).unwrap();
+    let tags: Vec<String> =
+        tag_slots.iter().enumerate().filter(|(_, slot)| slots.contains(slot)).map(|(i, _)| format!("t{i}")).take(8).collect();
+    assert!(tags.len() >= 4, "hash tags in slots {slots:?}: {tags:?}");
+
+    let mut client = cluster.client();
+    // Counters the load never touches, and one written without TTL while the rules were off:
+    // what arrives by migration is not the target's to heal (atomic migration).
+    for tag in &tags {
+        let _: Vec<i64> = redis::cmd("RATELIMIT.HIT").arg(format!("rl:{{{tag}}}:still")).arg(&["10", "3600"]).query(&mut client).unwrap();
+        let _: Vec<i64> = redis::cmd("RATELIMIT.GCRA").arg(format!("g:{{{tag}}}:still")).arg(&["9", "1", "3600"]).query(&mut client).unwrap();
+    }
+    let arrived = format!("rl:{{{}}}:arrived", tags[0]);
+    let mut on_a = cluster.node_connection(a.port);
+    let set_rules = |con: &mut Connection, rules: &str| {
+        let _: () = redis::cmd("CONFIG").arg(&["SET", "ratelimit.guard", rules]).query(con).unwrap();
+    };
+    set_rules(&mut on_a, "");
+    run_all(&mut on_a, &[&format!("SET {arrived} 5")]);
+    set_rules(&mut on_a, RULES);
+    assert_eq!(pttl(&mut on_a, &arrived), -1);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let loads: Vec<_> = tags.chunks(tags.len() / 2).map(|chunk| load(&cluster, chunk.to_vec(), Arc::clone(&stop))).collect();
+    // Every counter exists (with its window) before the first move.
+    wait_for("the load's first rounds", Duration::from_secs(60), || {
+        tags.iter().all(|tag| {
+            let live: Option<i64> = redis::cmd("GET").arg(format!("g:{{{tag}}}:live")).query(&mut client).unwrap();
+            live.is_some()
+        })
+    });
+    let still: Vec<String> = tags.iter().flat_map(|t| [format!("rl:{{{t}}}:still"), format!("g:{{{t}}}:still")]).collect();
+    let windowed: Vec<String> = tags
+        .iter()
+        .flat_map(|t| [format!("rl:{{{t}}}:live"), format!("rl:{{{t}}}:a"), format!("rl:{{{t}}}:b"), format!("rl:{{{t}}}:still")])
+        .collect();
+    let mut before: HashMap<String, (Option<String>, i64)> = HashMap::new();
+    for key in &still {
+        before.insert(key.clone(), value_and_expiry(&mut on_a, key));
+    }
+    for key in &windowed {
+        before.insert(key.clone(), (None, value_and_expiry(&mut on_a, key).1));
+    }
+
+    // Atomic migration: keys arriving on the target are not yet its own. Held before its end
+    // (the source never pauses to hand over), then cancelled: neither side changes.
+    let mut on_b = cluster.node_connection(b.port);
+    if atomic {
+        run_all(&mut on_a, &["DEBUG SLOTMIGRATION PREVENT-PAUSE 1"]);
+        let checked = guard_field(&mut on_b, "guard_checked");
+        let job = start_migration(&mut on_a, &slots, &b);
+        wait_for("the target to import", Duration::from_secs(60), || guard_field(&mut on_b, "slot_imports") == 1);
+        // Let the stream of the load's writes (and the source's heals) flow for a while.
+        let streamed = guard_field(&mut on_a, "hits");
+        wait_for("writes streamed to the target", Duration::from_secs(60), || guard_field(&mut on_a, "hits") > streamed + 200);
+        let seen_by_b = audit(&mut on_b, &["rl:"]).unwrap();
+        assert!(!seen_by_b.keys.contains(&arrived), "AUDIT on the target lists a key still being imported");
+        assert_eq!(seen_by_b.matched, 0, "AUDIT on the target sees keys still being imported");
+        assert!(audit(&mut on_a, &["rl:"]).unwrap().keys.contains(&arrived), "the source's AUDIT does");
+        assert_eq!(guard_field(&mut on_b, "guard_checked"), checked, "the target's guard checked imported keys");
+        run_all(&mut on_a, &["CLUSTER CANCELSLOTMIGRATIONS"]);
+        wait_for("the import to end", Duration::from_secs(60), || guard_field(&mut on_b, "slot_imports") == 0);
+        assert_eq!(migration_state(&mut on_a, &job).as_deref(), Some("cancelled"));
+        assert_eq!(cluster.slot_owner(*slots.start()).id, a.id, "the source keeps the slots");
+        wait_for("the target to drop what it imported", Duration::from_secs(60), || {
+            slots.clone().all(|slot| {
+                let on_target: i64 = redis::cmd("CLUSTER").arg("COUNTKEYSINSLOT").arg(slot).query(&mut on_b).unwrap();
+                on_target == 0
+            })
+        });
+        for (key, (value, expiry)) in &before {
+            let now = value_and_expiry(&mut on_a, key);
+            assert_eq!(now.1, *expiry, "{key}: its expiry on the source");
+            if value.is_some() {
+                assert_eq!(&now.0, value, "{key}: its value on the source");
+            }
+        }
+        assert_eq!(guard_field(&mut on_b, "guard_checked"), checked, "the target's guard checked imported keys");
+        run_all(&mut on_a, &["DEBUG SLOTMIGRATION PREVENT-PAUSE 0"]);
+    }
+
+    // Back and forth, three times, under load.
+    let mut moved_ms = 0;
+    for round in 0..3 {
+        for (from, to) in [(&a, &b), (&b, &a)] {
+            if atomic {
+                move_slots_atomically(&cluster, &slots, from, to);
+            } else {
+                moved_ms += cluster.move_slots_classic(slots.clone(), from, to);
+            }
+            if round == 0 && from.id == a.id {
+                // The counter that arrived without a TTL: atomic migration brings it as it was
+                // (the target's guard does not decide for keys it imports); the classic MIGRATE
+                // restores it with a write on the target, which the guard checks like any other.
+                let ttl = pttl(&mut on_b, &arrived);
+                if atomic {
+                    assert_eq!(ttl, -1, "{arrived} arrived as it was");
+                    assert_eq!(audit(&mut on_b, &["rl:"]).unwrap().keys, [arrived.clone()], "and AUDIT finds it");
+                    run_all(&mut on_b, &[&format!("INCR {arrived}")]);
+                    assert!(pttl(&mut on_b, &arrived) > 0, "the next write under the guard heals it");
+                } else {
+                    assert!(ttl > 0, "{arrived} was healed as MIGRATE restored it on the target");
+                }
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let seen: Vec<LoadSeen> = loads.into_iter().map(|l| l.join().unwrap()).collect();
+    let errors: Vec<&String> = seen.iter().flat_map(|s| &s.errors).collect();
+    let calls: u64 = seen.iter().map(|s| s.calls).sum();
+    let cancelled = if atomic { " (and a cancelled one)" } else { "" };
+    eprintln!("{calls} rounds of load over {} tags through 6 moves{cancelled}", tags.len());
+    assert!(errors.is_empty(), "the load met errors: {errors:?}");
+
+    // Back on the first primary: every counter has the count its client saw last, and the
+    // expiry it had before the moves (moved by no more than MIGRATE's transfer times).
+    let mut home = cluster.node_connection(a.port);
+    let counts: HashMap<&String, i64> = seen.iter().flat_map(|s| &s.counts).map(|(k, c)| (k, *c)).collect();
+    for (key, count) in &counts {
+        let value: Option<i64> = redis::cmd("GET").arg(*key).query(&mut home).unwrap();
+        assert_eq!(value, Some(*count), "{key}");
+    }
+    for (key, (value, expiry)) in &before {
+        let now = value_and_expiry(&mut home, key);
+        assert!((0..=moved_ms).contains(&(now.1 - expiry)), "{key}: expiry {expiry} became {}", now.1);
+        if value.is_some() {
+            assert_eq!(&now.0, value, "{key}: its value");
+        }
+    }
+    // No counter anywhere is left without a TTL.
+    for node in cluster.primaries() {
+        let mut con = cluster.node_connection(node.port);
+        for prefix in ["rl:", "g:"] {
+            let reply = audit(&mut con, &[prefix]).unwrap();
+            assert_eq!(reply.found, 0, "{prefix} counters without TTL on {}: {:?}", node.port, reply.keys);
+        }
+    }
+}
+
+/// AUDIT and REPAIR read counters through the key, not through commands, where the server refuses
+/// commands on keys: while the cluster is down (and for keys of a slot being imported by MIGRATE,
+/// seen in the test above).
+#[test]
+fn audit_and_repair_still_see_counters_while_the_cluster_is_down() {
+    let node = Server::with(Config { cluster: true, ..Config::default() });
+    let mut con = node.connect();
+    run_all(&mut con, &["CLUSTER ADDSLOTSRANGE 0 16383"]);
+    let state = |con: &mut Connection| -> String {
+        let info: String = redis::cmd("CLUSTER").arg("INFO").query(con).unwrap();
+        info.lines().find_map(|l| l.strip_prefix("cluster_state:")).unwrap_or_default().trim().to_string()
+    };
+    wait_for("cluster_state:ok", Duration::from_secs(60), || state(&mut con) == "ok");
+    let keys: Vec<String> = (0..20).map(|i| format!("rl:{i}")).collect();
+    for (i, key) in keys.iter().enumerate() {
+        run_all(&mut con, &[&format!("SET {key} {i}")]);
+    }
+    let empty_slot = (0..16_384)
+        .find(|slot| redis::cmd("CLUSTER").arg("COUNTKEYSINSLOT").arg(slot).query::<i64>(&mut con).unwrap() == 0)
+        .unwrap();
+    run_all(&mut con, &[&format!("CLUSTER DELSLOTS {empty_slot}")]);
+    wait_for("cluster_state:fail", Duration::from_secs(60), || state(&mut con) == "fail");
+    assert!(error_of(redis::cmd("GET").arg(&keys[0]).query::<Value>(&mut con)).starts_with("CLUSTERDOWN"));
+    assert_eq!(audit(&mut con, &["rl:"]).unwrap().found, 20, "leaked counters found while the cluster is down");
+    assert_eq!(repair(&mut con, &["rl:", "60"]).unwrap().found, 20);
+    assert_eq!(audit(&mut con, &["rl:"]).unwrap().found, 0);
 }
