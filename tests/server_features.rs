@@ -232,3 +232,41 @@ fn configs_are_set_at_load_and_with_config_set() {
     assert!(error.contains("argument must be between 1 and 100000"), "{error}");
     assert_eq!(get(&mut con, "ratelimit.max-walks"), "3");
 }
+
+/// One clock per command: where the server runs a transaction at one instant (its `TIME` does not
+/// move inside MULTI), the module decides with that instant too, so keys created in it expire at
+/// exactly the same moment, a window after it. Elsewhere (Redis 7.0) the module reads the wall
+/// clock at each call.
+#[test]
+fn a_command_decides_with_the_servers_own_time() {
+    if common::module_only("INFO ratelimit_clock") {
+        return;
+    }
+    let server = Server::start();
+    let mut con = server.connect();
+    let (t1, _, _, e1, e2, g, t2): ((i64, i64), Vec<i64>, Vec<i64>, i64, i64, Vec<i64>, (i64, i64)) = redis::pipe()
+        .atomic()
+        .cmd("TIME")
+        .cmd("RATELIMIT.HIT").arg(&["a", "10", "60"])
+        .cmd("RATELIMIT.HIT").arg(&["b", "10", "60000", "MS"])
+        .cmd("PEXPIRETIME").arg("a")
+        .cmd("PEXPIRETIME").arg("b")
+        .cmd("RATELIMIT.GCRA").arg(&["g", "0", "1", "60"])
+        // A wall clock moves by at least this much before the second TIME.
+        .cmd("DEBUG").arg(&["SLEEP", "0.002"]).ignore()
+        .cmd("TIME")
+        .query(&mut con)
+        .unwrap();
+    let clock = common::info_field(&mut con, "ratelimit", "ratelimit_clock");
+    if t1 == t2 {
+        assert_eq!(clock.as_deref(), Some("command_us"), "the server has one instant per transaction");
+        let now_ms = t1.0 * 1_000 + t1.1 / 1_000;
+        assert_eq!((e1, e2), (now_ms + 60_000, now_ms + 60_000), "both windows from the transaction's instant");
+        let tat: i64 = redis::cmd("GET").arg("g").query(&mut con).unwrap();
+        assert_eq!(tat, (t1.0 * 1_000_000 + t1.1) * 1_000 + 60_000_000_000, "GCRA's TAT from the same µs");
+        assert_eq!(g[4], 60_000);
+    } else {
+        assert_eq!(clock.as_deref(), Some("wall_ms"), "the server's TIME moves inside a transaction");
+        assert!(e1 <= e2, "the wall clock at each call: {e1} then {e2}");
+    }
+}
