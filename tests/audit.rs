@@ -379,7 +379,7 @@ fn hundreds_of_concurrent_walks_share_one_walker() {
     let repaired: i64 = replies[250..].iter().map(|r| r.found).sum();
     assert_eq!(repaired, 300, "each leaked counter repaired by exactly one of the REPAIRs");
     let ttls: Vec<i64> = (0..300).map(|i| pttl(&mut admin, &format!("fix:{i}"))).collect();
-    let since_storm = storm_started.elapsed().as_micros().div_ceil(1_000) as i64;
+    let since_storm = common::ms_since(storm_started);
     for ttl in ttls {
         assert_within(ttl, 60_000 - since_storm, 60_000, "a repaired counter's PTTL");
     }

@@ -28,7 +28,7 @@ fn a_full_bucket_admits_its_burst_then_denies() {
     // machine). The first call's instant anchors the TAT: each call adds a minute to wait for a
     // full bucket, less the time since the first call.
     let first_sent = Instant::now();
-    let since_first = || first_sent.elapsed().as_micros().div_ceil(1_000) as i64;
+    let since_first = || common::ms_since(first_sent);
     for taken in 1..=5 {
         let ((reply, ttl), ms) = timed(|| (gcra(&mut con, "g", &["4", "1", "60"]).unwrap(), pttl(&mut con, "g")));
         assert_eq!(reply[..4], [0, 5, 5 - taken, -1]);

@@ -34,7 +34,7 @@ fn set_rules(con: &mut Connection, rules: &str) {
 /// `key` has a TTL of `window_ms` from a heal made after `written` (an instant before its write).
 fn assert_healed(con: &mut Connection, key: &str, window_ms: i64, written: Instant, how: &str) {
     let ttl = pttl(con, key);
-    let since = written.elapsed().as_micros().div_ceil(1_000) as i64;
+    let since = common::ms_since(written);
     assert_within(ttl, window_ms - since, window_ms, &format!("{how}: {key}'s PTTL"));
 }
 

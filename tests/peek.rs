@@ -23,7 +23,7 @@ fn peek_answers_like_hit_and_writes_nothing() {
     }
     let before = snapshot(&mut con, "k");
     let reply = peek(&mut con, "k", &["5"]).unwrap();
-    let since_first = first_sent.elapsed().as_micros().div_ceil(1_000) as i64;
+    let since_first = common::ms_since(first_sent);
     assert_eq!(reply[..3], [1, 3, 2]);
     assert_within(60_000 - reply[3], 0, since_first, "the window's time gone by");
     assert_eq!(peek(&mut con, "k", &["5", "COST", "2"]).unwrap()[..3], [1, 3, 2]);

@@ -369,8 +369,12 @@ pub fn settled_memory(con: &mut Connection) -> i64 {
 pub fn timed<T>(f: impl FnOnce() -> T) -> (T, i64) {
     let started = Instant::now();
     let value = f();
-    let elapsed_us = started.elapsed().as_micros();
-    (value, elapsed_us.div_ceil(1_000) as i64)
+    (value, ms_since(started))
+}
+
+/// The milliseconds since `started`, rounded up (see `timed`).
+pub fn ms_since(started: Instant) -> i64 {
+    started.elapsed().as_micros().div_ceil(1_000) as i64
 }
 
 /// `value` is in `low..=high`.
