@@ -1,9 +1,10 @@
 //! redis-ratelimit: an atomic fixed-window rate limiter as native Redis commands.
 //!
 //! Pure logic (no Redis types): `decimal`, `args`, `window` (fixed window), `gcra`,
-//! `audit_filter`, `guard_rules`. Redis glue: `command` (entry and replies), `counter_key` (the
-//! counter in the keyspace), the commands (`hit`, `peek`, `throttle`, `audit` over `walk`), the
-//! `guard`, `stats`, `config`, `command_docs`, and the module registration below.
+//! `audit_filter`, `guard_rules`. Redis glue: `server` (what the server can do), `clock` (the time
+//! a command decides with), `command` (entry and replies), `counter_key` (the counter in the
+//! keyspace), the commands (`hit`, `peek`, `throttle`, `audit` over `walk`), the `guard`,
+//! `slot_migration`, `stats`, `config`, `command_docs`, and the module registration below.
 
 mod args;
 mod audit_filter;
