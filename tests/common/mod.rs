@@ -150,7 +150,6 @@ impl Server {
             Some(d) => (d.to_path_buf(), true),
             None => (new_dir(), false),
         };
-        let mut last_log = String::new();
         // A port picked free can be taken by another test before the server binds it: retry.
         for _ in 0..5 {
             let port = if config.cluster { free_cluster_port() } else { free_port() };
@@ -178,10 +177,15 @@ impl Server {
                 }
                 return server;
             }
-            last_log = server.log();
+            // The next attempt starts in the same directory (the log grows with each).
+            server.keep_dir = true;
             server.kill();
         }
-        panic!("redis-server did not start; its log:\n{last_log}");
+        let log = std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default();
+        if !keep_dir {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        panic!("redis-server did not start in 5 attempts; its log:\n{log}");
     }
 
     fn wait_ready(&mut self) -> bool {
