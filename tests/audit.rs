@@ -218,14 +218,14 @@ fn on_a_replica_audit_works_and_repair_is_refused() {
     let mut p = primary.connect();
     let mut r = replica.connect();
     mixed_keyspace(&mut p);
-    let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut p).unwrap();
+    common::wait_for_replica(&mut p);
 
     assert_eq!(audit(&mut r, &["rl:"]).unwrap(), audit(&mut p, &["rl:"]).unwrap());
     let error = error_of(repair(&mut r, &["rl:", "60"]));
     assert!(error.starts_with("READONLY"), "{error}");
 
     repair(&mut p, &["rl:", "3600"]).unwrap();
-    let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut p).unwrap();
+    common::wait_for_replica(&mut p);
     for key in LEAKED {
         let on_primary = snapshot(&mut p, key).2;
         assert!(on_primary > 0);
@@ -281,7 +281,7 @@ fn a_client_that_disconnects_stops_the_walk() {
     let scanned_before = keys_scanned(&mut con);
     let mut raw = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
     raw.write_all(b"RATELIMIT.AUDIT key: LIMIT 0\r\n").unwrap();
-    wait_for("the walk to start", Duration::from_secs(30), || walks_in_progress(&mut con) == (1, 0));
+    wait_for("the walk to start", Duration::from_secs(60), || walks_in_progress(&mut con) == (1, 0));
     drop(raw);
     wait_for("the walk to stop", Duration::from_secs(60), || walks_in_progress(&mut con) == (0, 0));
     let scanned = keys_scanned(&mut con) - scanned_before;
@@ -397,7 +397,7 @@ fn hundreds_of_concurrent_walks_share_one_walker() {
     assert!(storm.pings.worst() < storm.took / 10, "a PING waited {:?} of {:?}", storm.pings.worst(), storm.took);
 
     let everyone_left = |admin: &mut Connection| {
-        wait_for("the callers to be gone", Duration::from_secs(10), || connected_clients(admin) == clients);
+        wait_for("the callers to be gone", Duration::from_secs(60), || connected_clients(admin) == clients);
         assert_eq!(walks_in_progress(admin), (0, 0));
         assert_eq!(info_field(admin, "clients", "blocked_clients").as_deref(), Some("0"));
     };
@@ -423,7 +423,7 @@ fn past_max_walks_a_call_is_refused_and_a_leaver_frees_its_place() {
 
     let first = leaver(&server);
     let _second = leaver(&server);
-    wait_for("two walks in progress", Duration::from_secs(30), || {
+    wait_for("two walks in progress", Duration::from_secs(60), || {
         let (running, queued) = walks_in_progress(&mut con);
         running + queued == 2
     });
@@ -438,7 +438,7 @@ fn past_max_walks_a_call_is_refused_and_a_leaver_frees_its_place() {
     assert_eq!(info_field(&mut con, "ratelimit", "ratelimit_audits"), audits, "refused calls are not audits");
 
     drop(first);
-    wait_for("the leaver's walk to be freed", Duration::from_secs(30), || {
+    wait_for("the leaver's walk to be freed", Duration::from_secs(60), || {
         let (running, queued) = walks_in_progress(&mut con);
         running + queued == 1
     });
@@ -460,11 +460,11 @@ fn the_module_unloads_after_walks_and_not_during_one() {
     let mut con = server.connect();
     let _: () = redis::cmd("DEBUG").arg("POPULATE").arg(1_000_000).query(&mut con).unwrap();
     let walking = leaver(&server);
-    wait_for("a walk in progress", Duration::from_secs(30), || walks_in_progress(&mut con) != (0, 0));
+    wait_for("a walk in progress", Duration::from_secs(60), || walks_in_progress(&mut con) != (0, 0));
     let error = error_of(redis::cmd("MODULE").arg(&["UNLOAD", "ratelimit"]).query::<()>(&mut con));
     assert!(error.contains("blocked clients"), "{error}");
     drop(walking);
-    wait_for("no walk in progress", Duration::from_secs(30), || walks_in_progress(&mut con) == (0, 0));
+    wait_for("no walk in progress", Duration::from_secs(60), || walks_in_progress(&mut con) == (0, 0));
     audit(&mut con, &["rl:"]).unwrap();
 
     // Unloading right after a reply finds the walker still leaving: the unload waits for it, so

@@ -261,16 +261,15 @@ fn failover_keeps_counters_and_expiry_instants(cluster: &Cluster, client: &mut C
     let replica = cluster.nodes().into_iter().find(|n| n.primary_id.as_deref() == Some(&old.id)).unwrap();
     let mut primary = cluster.node_connection(old.port);
     let before: Vec<_> = keys.iter().map(|k| value_and_expiry(&mut primary, k)).collect();
-    let acked: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut primary).unwrap();
-    assert_eq!(acked, 1);
+    common::wait_for_replica(&mut primary);
 
     let mut promoted = cluster.node_connection(replica.port);
     let _: () = redis::cmd("CLUSTER").arg("FAILOVER").query(&mut promoted).unwrap();
-    wait_for("the replica's promotion", Duration::from_secs(30), || {
+    wait_for("the replica's promotion", Duration::from_secs(60), || {
         info_field(&mut promoted, "replication", "role").as_deref() == Some("master")
     });
     cluster.wait_healthy();
-    wait_for("the cluster to see the new owner", Duration::from_secs(30), || cluster.owner("{failing}").id == replica.id);
+    wait_for("the cluster to see the new owner", Duration::from_secs(60), || cluster.owner("{failing}").id == replica.id);
     for (key, want) in keys.iter().zip(&before) {
         assert_eq!(&value_and_expiry(&mut promoted, key), want, "{key}: same value, same expiry instant");
     }

@@ -128,7 +128,7 @@ fn a_replica_without_the_module_gets_every_counter() {
     for _ in 0..3 {
         hitall(&mut p, &["3", "x", "y", "leaked", "10", "60", "20", "3600", "30", "86400"]).unwrap();
     }
-    let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut p).unwrap();
+    common::wait_for_replica(&mut p);
     for key in ["x", "y", "leaked"] {
         let on_primary = value_and_expiry(&mut p, key);
         assert!(on_primary.1 > 0, "{key}");

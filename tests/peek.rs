@@ -71,7 +71,7 @@ fn peek_runs_on_a_replica_and_under_a_read_only_acl() {
     let mut p = primary.connect();
     let mut r = replica.connect();
     hit(&mut p, "k", &["5", "60"]).unwrap();
-    let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut p).unwrap();
+    common::wait_for_replica(&mut p);
     assert_eq!(peek(&mut r, "k", &["5"]).unwrap()[..3], [1, 1, 4]);
     assert!(error_of(hit(&mut r, "k", &["5", "60"])).starts_with("READONLY"));
 

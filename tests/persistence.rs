@@ -121,7 +121,7 @@ fn a_crash_under_load_leaves_a_sound_aof() {
     assert_eq!(counters, 40, "every counter hit before the crash survives it");
 
     let _: String = redis::cmd("BGREWRITEAOF").query(&mut con).unwrap();
-    wait_for("AOF rewrite", Duration::from_secs(30), || {
+    wait_for("AOF rewrite", Duration::from_secs(60), || {
         info_field(&mut con, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
             && info_field(&mut con, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
     });

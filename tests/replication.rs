@@ -53,8 +53,7 @@ fn a_replica_without_the_module_gets_identical_counters() {
     assert_eq!(hit(&mut p, "rl:full", &["2", "3600000", "MS"]).unwrap()[0], 0);
     assert_eq!(repl_offset(&mut p), before);
 
-    let acked: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut p).unwrap();
-    assert_eq!(acked, 1);
+    common::wait_for_replica(&mut p);
     for key in keys {
         let on_primary = value_and_expiry(&mut p, key);
         assert!(on_primary.1 > 0, "{key} has no expiry on the primary");

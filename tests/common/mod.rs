@@ -189,7 +189,7 @@ impl Server {
     }
 
     fn wait_ready(&mut self) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
             if let Some(Ok(Some(_))) = self.child.as_mut().map(|c| c.try_wait()) {
                 return false; // exited: port taken, bad config, module refused...
@@ -256,10 +256,17 @@ pub fn primary_and_replica(replica_has_module: bool) -> (Server, Server) {
         ..Config::default()
     });
     let mut con = replica.connect();
-    wait_for("replica link", Duration::from_secs(20), || {
+    wait_for("replica link", Duration::from_secs(60), || {
         info_field(&mut con, "replication", "master_link_status").as_deref() == Some("up")
     });
     (primary, replica)
+}
+
+/// Waits until the one replica of the primary at `con` has acknowledged every write so far.
+pub fn wait_for_replica(con: &mut Connection) {
+    // WAIT answers as soon as the replica acknowledges, or after its timeout with how many did.
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(60_000).query(con).unwrap();
+    assert_eq!(acked, 1, "the replica did not acknowledge the writes");
 }
 
 /// A directory that outlives the servers started in it (for restarts), removed on drop.
