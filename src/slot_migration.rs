@@ -44,6 +44,7 @@ struct SlotRange {
 #[repr(C)]
 struct MigrationInfo {
     version: u64,
+    /// Not read: it places the fields after it.
     job_name: [c_char; 41],
     slot_ranges: *const SlotRange,
     num_slot_ranges: u32,
