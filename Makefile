@@ -22,9 +22,14 @@ FETCHED := $(filter /%,$(call server_binaries,$(SERVERS)))
 # The tests that run both against the module and against the Functions library (functions/).
 LIBRARY_TESTS := --test hit --test peek --test hitall --test gcra --test replication
 
-.PHONY: all deps test-deps build test servers examples demo pydeps bench soak memcheck install run clean redis-cell functions
+.PHONY: all deps test-deps build lint test servers examples demo pydeps bench soak memcheck install run clean redis-cell functions
 
 all: build
+
+# The gates: formatting (rustfmt.toml) and every clippy warning, on every target.
+lint: test-deps
+	cargo fmt --check
+	cargo clippy --release --locked --all-targets -- -D warnings
 
 # Debian packages: what building and running need, and what the tests need on top.
 deps:
@@ -68,7 +73,7 @@ define test-on
 
 endef
 
-test: build servers redis-cell
+test: build servers redis-cell lint
 	cargo test --release --locked --lib
 	$(foreach binary,$(call server_binaries,$(SERVERS)),$(call test-on,$(binary)))
 	$(MAKE) --no-print-directory examples

@@ -3,6 +3,11 @@
 # to install). `deps.sh build`: to build and run the module. `deps.sh test`: to run the tests too.
 set -euo pipefail
 command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (https://rustup.rs)"; exit 1; }
+if [ "${1:-build}" = test ]; then
+    for tool in fmt clippy; do
+        cargo "$tool" --version >/dev/null 2>&1 || { echo "cargo $tool not found: rustup component add ${tool/fmt/rustfmt}"; exit 1; }
+    done
+fi
 missing=()
 need() { command -v "$1" >/dev/null 2>&1 || missing+=("${@:2}"); }
 need redis-server redis-server

@@ -211,7 +211,8 @@ fn period_ns(bytes: &[u8]) -> Result<i64, ArgError> {
 /// nanosecond below (at least 1 ns), as redis-cell computes it.
 pub fn parse_gcra<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Rate, ArgError> {
     let mut args = args.into_iter();
-    let (Some(_key), Some(max_burst), Some(per_period), Some(period)) = (args.next(), args.next(), args.next(), args.next())
+    let (Some(_key), Some(max_burst), Some(per_period), Some(period)) =
+        (args.next(), args.next(), args.next(), args.next())
     else {
         return Err(ArgError::Arity("ratelimit.gcra"));
     };
@@ -245,7 +246,8 @@ pub fn parse_cl_throttle<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result
         return Err(ArgError::Arity("cl.throttle"));
     }
     let integer = |bytes: &[u8], name: &'static str, min: i64| -> Result<i64, ArgError> {
-        let value: i64 = std::str::from_utf8(bytes).ok().and_then(|t| t.parse().ok()).ok_or(ArgError::NotAnInteger(name))?;
+        let value: i64 =
+            std::str::from_utf8(bytes).ok().and_then(|t| t.parse().ok()).ok_or(ArgError::NotAnInteger(name))?;
         (value >= min).then_some(value).ok_or(ArgError::OutOfRange(name, min))
     };
     let max_burst = integer(max_burst, "max_burst", 0)?;
@@ -267,7 +269,10 @@ fn names_limit(value: Option<&[u8]>, default: usize) -> Result<usize, ArgError> 
 }
 
 /// `prefix [LIMIT n]`, after the command name; `default_names` stands for a missing LIMIT.
-pub fn parse_audit<'a>(args: impl IntoIterator<Item = &'a [u8]>, default_names: usize) -> Result<WalkArgs<'a>, ArgError> {
+pub fn parse_audit<'a>(
+    args: impl IntoIterator<Item = &'a [u8]>,
+    default_names: usize,
+) -> Result<WalkArgs<'a>, ArgError> {
     let mut args = args.into_iter();
     let Some(prefix) = args.next() else {
         return Err(ArgError::Arity("ratelimit.audit"));
@@ -277,7 +282,10 @@ pub fn parse_audit<'a>(args: impl IntoIterator<Item = &'a [u8]>, default_names: 
 }
 
 /// `prefix window [MS] [LIMIT n]`, after the command name; `default_names` stands for a missing LIMIT.
-pub fn parse_repair<'a>(args: impl IntoIterator<Item = &'a [u8]>, default_names: usize) -> Result<WalkArgs<'a>, ArgError> {
+pub fn parse_repair<'a>(
+    args: impl IntoIterator<Item = &'a [u8]>,
+    default_names: usize,
+) -> Result<WalkArgs<'a>, ArgError> {
     let mut args = args.into_iter();
     let (Some(prefix), Some(window)) = (args.next(), args.next()) else {
         return Err(ArgError::Arity("ratelimit.repair"));
@@ -549,8 +557,10 @@ mod properties {
 
     fn word() -> impl Strategy<Value = Vec<u8>> {
         prop_oneof![
-            prop::sample::select(vec!["COST", "cost", "MS", "ms", "LIMIT", "TOKENS", "0", "1", "-1", "60", "0.5", "", "+1", "01"])
-                .prop_map(|w| w.as_bytes().to_vec()),
+            prop::sample::select(vec![
+                "COST", "cost", "MS", "ms", "LIMIT", "TOKENS", "0", "1", "-1", "60", "0.5", "", "+1", "01"
+            ])
+            .prop_map(|w| w.as_bytes().to_vec()),
             any::<i64>().prop_map(|n| n.to_string().into_bytes()),
             prop::collection::vec(any::<u8>(), 0..24),
         ]

@@ -12,8 +12,8 @@ use redis_module::raw::{
 
 use crate::args::{parse_audit, parse_repair, WalkArgs};
 use crate::audit_filter::{classify, Probe, Seen, Tally};
-use crate::command::{api, arguments, bytes, reply_error, OK};
 use crate::clock;
+use crate::command::{api, arguments, bytes, reply_error, OK};
 use crate::config;
 use crate::counter_key::{heal_if_leaked, holds_integer};
 use crate::stats;
@@ -111,7 +111,9 @@ impl Walk for Sweep {
 
     fn visit(&mut self, _ctx: *mut RedisModuleCtx, name: *mut RedisModuleString, key: *mut RedisModuleKey) {
         // Keys the caller may not see are not counted at all, not even as scanned.
-        if unsafe { api!(RedisModule_ACLCheckKeyPermissions)(self.user, name, self.acl_flags()) } != REDISMODULE_OK as c_int {
+        if unsafe { api!(RedisModule_ACLCheckKeyPermissions)(self.user, name, self.acl_flags()) }
+            != REDISMODULE_OK as c_int
+        {
             return;
         }
         let name = unsafe { bytes(name) };
@@ -181,4 +183,3 @@ impl Probe for ScannedKey {
         unsafe { api!(RedisModule_ValueLength)(self.0) }
     }
 }
-

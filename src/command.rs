@@ -26,12 +26,7 @@ pub type Handler = unsafe fn(*mut RedisModuleCtx, &[*mut RedisModuleString]) -> 
 ///
 /// # Safety
 /// `ctx`, `argv` and `argc` must be the ones Redis passed to the command callback.
-pub unsafe fn run(
-    ctx: *mut RedisModuleCtx,
-    argv: *mut *mut RedisModuleString,
-    argc: c_int,
-    handler: Handler,
-) -> c_int {
+pub unsafe fn run(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_int, handler: Handler) -> c_int {
     let args: &[*mut RedisModuleString] = match usize::try_from(argc) {
         Ok(n) if !argv.is_null() => unsafe { std::slice::from_raw_parts(argv, n) },
         _ => &[],
@@ -59,7 +54,7 @@ pub unsafe fn bytes<'a>(s: *mut RedisModuleString) -> &'a [u8] {
 ///
 /// # Safety
 /// `argv` must be the live arguments of the command being executed.
-pub unsafe fn arguments<'a>(argv: &'a [*mut RedisModuleString]) -> impl Iterator<Item = &'a [u8]> {
+pub unsafe fn arguments(argv: &[*mut RedisModuleString]) -> impl Iterator<Item = &[u8]> {
     argv.iter().skip(1).map(|&s| unsafe { bytes(s) })
 }
 

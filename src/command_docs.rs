@@ -20,8 +20,8 @@ use redis_module::raw::{
     RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX as BS_INDEX,
     RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM as FK_KEYNUM,
     RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE as FK_RANGE, REDISMODULE_CMD_ARG_MULTIPLE,
-    REDISMODULE_CMD_ARG_OPTIONAL, REDISMODULE_CMD_KEY_ACCESS, REDISMODULE_CMD_KEY_RO,
-    REDISMODULE_CMD_KEY_RW, REDISMODULE_CMD_KEY_UPDATE, REDISMODULE_OK,
+    REDISMODULE_CMD_ARG_OPTIONAL, REDISMODULE_CMD_KEY_ACCESS, REDISMODULE_CMD_KEY_RO, REDISMODULE_CMD_KEY_RW,
+    REDISMODULE_CMD_KEY_UPDATE, REDISMODULE_OK,
 };
 
 use crate::command::api;
@@ -45,9 +45,11 @@ const fn option(name: &'static CStr, kind: RedisModuleCommandArgType, token: &'s
     Arg { token: Some(token), optional: true, ..arg(name, kind) }
 }
 
-const COST: Arg = Arg { summary: Some(c"how many hits this call counts for (default 1)"), ..option(c"cost", INTEGER, c"COST") };
+const COST: Arg =
+    Arg { summary: Some(c"how many hits this call counts for (default 1)"), ..option(c"cost", INTEGER, c"COST") };
 const MS: Arg = Arg { summary: Some(c"the window is in milliseconds"), ..option(c"ms", PURE_TOKEN, c"MS") };
-const NAMES: Arg = Arg { summary: Some(c"how many key names to list (default 100)"), ..option(c"count", INTEGER, c"LIMIT") };
+const NAMES: Arg =
+    Arg { summary: Some(c"how many key names to list (default 100)"), ..option(c"count", INTEGER, c"LIMIT") };
 
 /// How a command's keys are found.
 enum Keys {
@@ -196,7 +198,9 @@ fn key_specs(keys: &Keys) -> Vec<RedisModuleCommandKeySpec> {
         notes: ptr::null(),
         flags,
         begin_search_type: BS_INDEX,
-        bs: RedisModuleCommandKeySpec__bindgen_ty_1 { index: RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos } },
+        bs: RedisModuleCommandKeySpec__bindgen_ty_1 {
+            index: RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos },
+        },
         find_keys_type: fk_type,
         fk,
     };

@@ -45,7 +45,12 @@ unsafe extern "C" fn get(_name: *const c_char, privdata: *mut c_void) -> c_longl
     unsafe { &*privdata.cast::<Setting>() }.get()
 }
 
-unsafe extern "C" fn set(_name: *const c_char, value: c_longlong, privdata: *mut c_void, _err: *mut *mut RedisModuleString) -> c_int {
+unsafe extern "C" fn set(
+    _name: *const c_char,
+    value: c_longlong,
+    privdata: *mut c_void,
+    _err: *mut *mut RedisModuleString,
+) -> c_int {
     unsafe { &*privdata.cast::<Setting>() }.value.store(value, Ordering::Relaxed);
     REDISMODULE_OK as c_int
 }

@@ -12,8 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::raw::{
     RedisModuleCallReply, RedisModuleCtx, RedisModuleKey, RedisModuleString, REDISMODULE_CTX_FLAGS_OOM,
-    REDISMODULE_KEYTYPE_EMPTY,
-    REDISMODULE_KEYTYPE_STRING, REDISMODULE_NOTIFY_GENERIC, REDISMODULE_NOTIFY_STRING,
+    REDISMODULE_KEYTYPE_EMPTY, REDISMODULE_KEYTYPE_STRING, REDISMODULE_NOTIFY_GENERIC, REDISMODULE_NOTIFY_STRING,
     REDISMODULE_NO_EXPIRE, REDISMODULE_OK, REDISMODULE_READ, REDISMODULE_WRITE,
 };
 
@@ -89,7 +88,8 @@ impl CounterKey {
     /// A string key with no TTL, looked at without reading its value.
     fn is_string_without_ttl(&self) -> bool {
         let key_type = unsafe { api!(RedisModule_KeyType)(self.key) } as isize;
-        key_type == REDISMODULE_KEYTYPE_STRING && unsafe { api!(RedisModule_GetAbsExpire)(self.key) } == REDISMODULE_NO_EXPIRE as i64
+        key_type == REDISMODULE_KEYTYPE_STRING
+            && unsafe { api!(RedisModule_GetAbsExpire)(self.key) } == REDISMODULE_NO_EXPIRE as i64
     }
 
     pub fn read(&mut self) -> Result<Counter, KeyError> {
@@ -211,7 +211,10 @@ impl Drop for CounterKey {
 ///
 /// # Safety
 /// `ctx` must be the context of the command being executed.
-pub unsafe fn refuse_new_counter_over_maxmemory(ctx: *mut RedisModuleCtx, counters: &[Counter]) -> Result<(), KeyError> {
+pub unsafe fn refuse_new_counter_over_maxmemory(
+    ctx: *mut RedisModuleCtx,
+    counters: &[Counter],
+) -> Result<(), KeyError> {
     if !counters.contains(&Counter::Missing) {
         return Ok(());
     }
@@ -234,8 +237,9 @@ pub unsafe fn refuse_new_counter_over_maxmemory(ctx: *mut RedisModuleCtx, counte
 /// `ctx` must be a context in which commands may be called.
 pub unsafe fn holds_integer(ctx: *mut RedisModuleCtx, name: &[u8]) -> bool {
     let (key, len) = (name.as_ptr(), name.len());
-    let encoding =
-        unsafe { Reply(api!(RedisModule_Call)(ctx, c"OBJECT".as_ptr(), c"cb".as_ptr(), c"ENCODING".as_ptr(), key, len)) };
+    let encoding = unsafe {
+        Reply(api!(RedisModule_Call)(ctx, c"OBJECT".as_ptr(), c"cb".as_ptr(), c"ENCODING".as_ptr(), key, len))
+    };
     if encoding.0.is_null() {
         let name_string = unsafe { api!(RedisModule_CreateString)(ctx, name.as_ptr().cast(), name.len()) };
         let counter = unsafe { CounterKey::open_read(ctx, name_string) }.read();

@@ -109,7 +109,8 @@ mod properties {
     fn reference(bytes: &[u8]) -> Option<i64> {
         let text = std::str::from_utf8(bytes).ok()?;
         let digits = text.strip_prefix('-').unwrap_or(text);
-        let canonical = !text.starts_with('+') && !(digits.len() > 1 && digits.starts_with('0')) && text != "-0";
+        let leading_zero = digits.len() > 1 && digits.starts_with('0');
+        let canonical = !(text.starts_with('+') || leading_zero || text == "-0");
         text.parse().ok().filter(|_| canonical)
     }
 

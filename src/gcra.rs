@@ -88,9 +88,14 @@ impl Outcome {
 pub enum Write {
     Nothing,
     /// A new TAT, with the key's new absolute expiry (Unix ms).
-    Store { tat_ns: i64, expires_at: i64 },
+    Store {
+        tat_ns: i64,
+        expires_at: i64,
+    },
     /// Only an expiry (Unix ms), for a key that has none: the heal.
-    Heal { expires_at: i64 },
+    Heal {
+        expires_at: i64,
+    },
 }
 
 const NS_PER_MS: i64 = 1_000_000;

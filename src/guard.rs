@@ -19,9 +19,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, RwLock};
 
 use redis_module::raw::{
-    self, RedisModuleCtx, RedisModuleEvent, RedisModuleString, REDISMODULE_CONFIG_DEFAULT, REDISMODULE_CTX_FLAGS_LOADING,
-    REDISMODULE_CTX_FLAGS_REPLICATED, REDISMODULE_CTX_FLAGS_SLAVE, REDISMODULE_ERR, REDISMODULE_EVENT_EVENTLOOP, REDISMODULE_NOTIFY_GENERIC,
-    REDISMODULE_NOTIFY_STRING, REDISMODULE_OK, REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP,
+    self, RedisModuleCtx, RedisModuleEvent, RedisModuleString, REDISMODULE_CONFIG_DEFAULT,
+    REDISMODULE_CTX_FLAGS_LOADING, REDISMODULE_CTX_FLAGS_REPLICATED, REDISMODULE_CTX_FLAGS_SLAVE, REDISMODULE_ERR,
+    REDISMODULE_EVENT_EVENTLOOP, REDISMODULE_NOTIFY_GENERIC, REDISMODULE_NOTIFY_STRING, REDISMODULE_OK,
+    REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP,
 };
 
 use crate::clock;
@@ -101,8 +102,8 @@ unsafe extern "C" fn set_text(
     _privdata: *mut c_void,
     err: *mut *mut RedisModuleString,
 ) -> c_int {
-    let parsed =
-        catch_unwind(AssertUnwindSafe(|| Rules::parse(unsafe { bytes(value) }))).unwrap_or_else(|_| Err("internal error".into()));
+    let parsed = catch_unwind(AssertUnwindSafe(|| Rules::parse(unsafe { bytes(value) })))
+        .unwrap_or_else(|_| Err("internal error".into()));
     match parsed {
         Ok(parsed) => {
             *RULES.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = parsed;
@@ -121,7 +122,11 @@ unsafe extern "C" fn set_text(
     }
 }
 
-unsafe extern "C" fn apply(ctx: *mut RedisModuleCtx, _privdata: *mut c_void, _err: *mut *mut RedisModuleString) -> c_int {
+unsafe extern "C" fn apply(
+    ctx: *mut RedisModuleCtx,
+    _privdata: *mut c_void,
+    _err: *mut *mut RedisModuleString,
+) -> c_int {
     unsafe { subscribe_when_ruled(ctx) };
     REDISMODULE_OK as c_int
 }
@@ -195,7 +200,12 @@ unsafe extern "C" fn post_job(ctx: *mut RedisModuleCtx, _privdata: *mut c_void) 
     let _ = catch_unwind(AssertUnwindSafe(|| unsafe { heal_written(ctx) }));
 }
 
-unsafe extern "C" fn before_sleep(ctx: *mut RedisModuleCtx, _event: RedisModuleEvent, subevent: u64, _data: *mut c_void) {
+unsafe extern "C" fn before_sleep(
+    ctx: *mut RedisModuleCtx,
+    _event: RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
     if subevent == REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP && !locked(&WRITTEN).is_empty() {
         let _ = catch_unwind(AssertUnwindSafe(|| unsafe { heal_written(ctx) }));
     }
@@ -238,7 +248,8 @@ unsafe fn note_heal(ctx: *mut RedisModuleCtx, key: Vec<u8>) {
         0 => String::new(),
         n => format!(" and {n} more since the last notice"),
     };
-    let line = format!("ratelimit guard: gave a TTL to counter '{first}'{more}: a client writes counters without expiry");
+    let line =
+        format!("ratelimit guard: gave a TTL to counter '{first}'{more}: a client writes counters without expiry");
     (log.first, log.more, log.last_ms) = (None, 0, now_ms);
     drop(log);
     if let Ok(line) = std::ffi::CString::new(line) {

@@ -22,7 +22,7 @@ impl Rules {
 
     pub fn parse(text: &[u8]) -> Result<Rules, String> {
         let words: Vec<&[u8]> = text.split(|&b| b == b' ').filter(|w| !w.is_empty()).collect();
-        if words.len() % 2 != 0 {
+        if !words.len().is_multiple_of(2) {
             return Err("the guard takes prefix/window pairs: 'prefix window [prefix window ...]'".into());
         }
         let mut rules: Vec<(Vec<u8>, i64)> = Vec::with_capacity(words.len() / 2);
@@ -59,10 +59,7 @@ fn window_ms(word: &[u8]) -> Option<i64> {
         Some(digits) => (digits, 1),
         None => (word, 1000),
     };
-    parse_i64(digits)
-        .filter(|&n| n >= 1)
-        .and_then(|n| n.checked_mul(scale))
-        .filter(|&ms| ms <= MAX_WINDOW_MS)
+    parse_i64(digits).filter(|&n| n >= 1).and_then(|n| n.checked_mul(scale)).filter(|&ms| ms <= MAX_WINDOW_MS)
 }
 
 #[cfg(test)]
@@ -103,7 +100,8 @@ mod tests {
 
     #[test]
     fn bad_rules_are_refused() {
-        for bad in ["rl:", "rl: 60 api:", "rl: 0", "rl: -5", "rl: x", "rl: 1.5", "rl: 60s", "rl: 0ms", "rl: 60 rl: 30"] {
+        for bad in ["rl:", "rl: 60 api:", "rl: 0", "rl: -5", "rl: x", "rl: 1.5", "rl: 60s", "rl: 0ms", "rl: 60 rl: 30"]
+        {
             assert!(Rules::parse(bad.as_bytes()).is_err(), "{bad}");
         }
         assert!(Rules::parse(b"rl: 9223372036854775807").is_err(), "too large");

@@ -6,8 +6,8 @@ use std::os::raw::c_int;
 use redis_module::raw::{RedisModuleCtx, RedisModuleString};
 
 use crate::args::{parse_hit, parse_hitall, ArgError, HitArgs};
-use crate::command::{api, arguments, bytes, reply_error, reply_integers, OK};
 use crate::clock;
+use crate::command::{api, arguments, bytes, reply_error, reply_integers, OK};
 use crate::counter_key::{refuse_new_counter_over_maxmemory, CounterKey, KeyError};
 use crate::stats;
 use crate::window::{decide, decide_all, Counter, Outcome};

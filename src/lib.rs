@@ -148,7 +148,15 @@ mod module {
     /// `first_key`: the position of the command's one key, 0 for commands without keys.
     fn create_command(ctx: &Context, name: &CStr, handler: Entry, flags: &CStr, first_key: c_int) -> Status {
         let created = unsafe {
-            api!(RedisModule_CreateCommand)(ctx.ctx, name.as_ptr(), Some(handler), flags.as_ptr(), first_key, first_key, first_key)
+            api!(RedisModule_CreateCommand)(
+                ctx.ctx,
+                name.as_ptr(),
+                Some(handler),
+                flags.as_ptr(),
+                first_key,
+                first_key,
+                first_key,
+            )
         };
         if created == raw::REDISMODULE_OK as c_int {
             Status::Ok
@@ -245,7 +253,11 @@ mod module {
     /// Valkey looks for its own entry point names first, and logs a module that only has the Redis
     /// ones as a "Legacy Redis Module". Both servers pass the same context and arguments.
     #[no_mangle]
-    pub extern "C" fn ValkeyModule_OnLoad(ctx: *mut RedisModuleCtx, argv: *mut *mut RedisModuleString, argc: c_int) -> c_int {
+    pub extern "C" fn ValkeyModule_OnLoad(
+        ctx: *mut RedisModuleCtx,
+        argv: *mut *mut RedisModuleString,
+        argc: c_int,
+    ) -> c_int {
         // SAFETY: the server's own arguments to its module entry point, passed on unchanged.
         unsafe { RedisModule_OnLoad(ctx, argv, argc) }
     }

@@ -64,7 +64,12 @@ pub unsafe fn subscribe(ctx: *mut RedisModuleCtx) -> bool {
     unsafe { api!(RedisModule_SubscribeToServerEvent)(ctx, event, Some(migration_event)) == REDISMODULE_OK as c_int }
 }
 
-unsafe extern "C" fn migration_event(ctx: *mut RedisModuleCtx, _event: RedisModuleEvent, subevent: u64, data: *mut c_void) {
+unsafe extern "C" fn migration_event(
+    ctx: *mut RedisModuleCtx,
+    _event: RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
     let what = match subevent {
         SUBEVENT_IMPORT_STARTED => {
             IMPORTS.fetch_add(1, Ordering::Relaxed);
@@ -85,7 +90,8 @@ unsafe extern "C" fn migration_event(ctx: *mut RedisModuleCtx, _event: RedisModu
     };
     let _ = catch_unwind(|| {
         // SAFETY: for this event the server passes its migration info (or nothing).
-        let slots = unsafe { data.cast::<MigrationInfo>().as_ref() }.map_or_else(String::new, |info| unsafe { slot_ranges(info) });
+        let slots = unsafe { data.cast::<MigrationInfo>().as_ref() }
+            .map_or_else(String::new, |info| unsafe { slot_ranges(info) });
         if let Ok(line) = CString::new(format!("slots {slots} {what}")) {
             // SAFETY: a format and one NUL-terminated argument, as `%s` expects.
             unsafe { api!(RedisModule_Log)(ctx, c"notice".as_ptr(), c"%s".as_ptr(), line.as_ptr()) };

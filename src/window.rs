@@ -100,9 +100,7 @@ fn settle(args: &HitArgs, counter: Counter, now_ms: i64, admit: bool) -> Outcome
         remaining: args.limit.saturating_sub(final_count).max(0),
         reset_ms: final_expiry.map_or(0, |t| t.saturating_sub(now_ms).max(0)),
         effects: Effects {
-            store: admitted
-                .zip(final_expiry)
-                .map(|(count, expires_at)| Store { count, added: args.cost, expires_at }),
+            store: admitted.zip(final_expiry).map(|(count, expires_at)| Store { count, added: args.cost, expires_at }),
             set_expiry,
         },
     }
@@ -268,7 +266,11 @@ mod properties {
     use crate::args::MAX_WINDOW_MS;
 
     fn any_args() -> impl Strategy<Value = HitArgs> {
-        (1..=i64::MAX, 1..=MAX_WINDOW_MS, 1..=i64::MAX).prop_map(|(limit, window_ms, cost)| HitArgs { limit, window_ms, cost })
+        (1..=i64::MAX, 1..=MAX_WINDOW_MS, 1..=i64::MAX).prop_map(|(limit, window_ms, cost)| HitArgs {
+            limit,
+            window_ms,
+            cost,
+        })
     }
 
     fn any_counter(now: i64) -> impl Strategy<Value = Counter> {

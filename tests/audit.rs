@@ -8,8 +8,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    assert_within, audit, error_of, hit, info_field, pttl, repair, run_all, settled_memory, snapshot, timed,
-    wait_for, walk_storm, Server, WalkReply,
+    assert_within, audit, error_of, hit, info_field, pttl, repair, run_all, settled_memory, snapshot, timed, wait_for,
+    walk_storm, Server, WalkReply,
 };
 use redis::{Connection, Value};
 
@@ -267,7 +267,12 @@ fn a_large_walk_does_not_stall_other_clients() {
     // A walk that held the server would keep a PING waiting for much of the walk; the slices hold
     // it ~1 ms each (the bench holds the real target: a few ms).
     assert!(timed.pings.count() >= 10, "only {} PINGs were answered during the walk", timed.pings.count());
-    assert!(timed.pings.worst() < timed.took / 10, "a PING waited {:?} of the walk's {:?}", timed.pings.worst(), timed.took);
+    assert!(
+        timed.pings.worst() < timed.took / 10,
+        "a PING waited {:?} of the walk's {:?}",
+        timed.pings.worst(),
+        timed.took
+    );
 }
 
 #[test]

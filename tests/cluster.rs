@@ -13,7 +13,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use common::{audit, error_of, error_text, info_field, pttl, repair, run_all, value_and_expiry, wait_for, Config, Server};
+use common::{
+    audit, error_of, error_text, info_field, pttl, repair, run_all, value_and_expiry, wait_for, Config, Server,
+};
 use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::{Connection, Value};
 
@@ -30,7 +32,8 @@ struct Cluster {
 impl Cluster {
     /// Six nodes started with `args`.
     fn start(args: &[&str]) -> Cluster {
-        let servers: Vec<Server> = (0..6).map(|_| Server::with(Config { cluster: true, args, ..Config::default() })).collect();
+        let servers: Vec<Server> =
+            (0..6).map(|_| Server::with(Config { cluster: true, args, ..Config::default() })).collect();
         let mut create = Command::new("redis-cli");
         create.args(["--cluster", "create"]);
         for s in &servers {
@@ -111,7 +114,8 @@ impl Cluster {
         let entry = slots
             .into_iter()
             .find(|e| {
-                let (lo, hi): (i64, i64) = (redis::from_redis_value(&e[0]).unwrap(), redis::from_redis_value(&e[1]).unwrap());
+                let (lo, hi): (i64, i64) =
+                    (redis::from_redis_value(&e[0]).unwrap(), redis::from_redis_value(&e[1]).unwrap());
                 (lo..=hi).contains(&slot)
             })
             .unwrap();
@@ -131,12 +135,15 @@ impl Cluster {
         let mut dst = self.node_connection(to.port);
         let mut migrate_ms = 0;
         for slot in slots.clone() {
-            let _: () = redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("IMPORTING").arg(&from.id).query(&mut dst).unwrap();
-            let _: () = redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("MIGRATING").arg(&to.id).query(&mut src).unwrap();
+            let _: () =
+                redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("IMPORTING").arg(&from.id).query(&mut dst).unwrap();
+            let _: () =
+                redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("MIGRATING").arg(&to.id).query(&mut src).unwrap();
         }
         for slot in slots.clone() {
             loop {
-                let keys: Vec<String> = redis::cmd("CLUSTER").arg("GETKEYSINSLOT").arg(slot).arg(100).query(&mut src).unwrap();
+                let keys: Vec<String> =
+                    redis::cmd("CLUSTER").arg("GETKEYSINSLOT").arg(slot).arg(100).query(&mut src).unwrap();
                 if keys.is_empty() {
                     break;
                 }
@@ -156,7 +163,8 @@ impl Cluster {
         for node in order {
             let mut con = self.node_connection(node.port);
             for slot in slots.clone() {
-                let _: () = redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("NODE").arg(&to.id).query(&mut con).unwrap();
+                let _: () =
+                    redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("NODE").arg(&to.id).query(&mut con).unwrap();
             }
         }
         migrate_ms
@@ -269,7 +277,9 @@ fn failover_keeps_counters_and_expiry_instants(cluster: &Cluster, client: &mut C
         info_field(&mut promoted, "replication", "role").as_deref() == Some("master")
     });
     cluster.wait_healthy();
-    wait_for("the cluster to see the new owner", Duration::from_secs(60), || cluster.owner("{failing}").id == replica.id);
+    wait_for("the cluster to see the new owner", Duration::from_secs(60), || {
+        cluster.owner("{failing}").id == replica.id
+    });
     for (key, want) in keys.iter().zip(&before) {
         assert_eq!(&value_and_expiry(&mut promoted, key), want, "{key}: same value, same expiry instant");
     }
@@ -391,10 +401,9 @@ fn slot_migrations(con: &mut Connection) -> Vec<HashMap<String, Value>> {
     jobs.into_iter()
         .map(|job| match job {
             Value::Map(pairs) => pairs.into_iter().map(|(k, v)| (redis::from_redis_value(&k).unwrap(), v)).collect(),
-            Value::Array(flat) => flat
-                .chunks(2)
-                .map(|pair| (redis::from_redis_value(&pair[0]).unwrap(), pair[1].clone()))
-                .collect(),
+            Value::Array(flat) => {
+                flat.chunks(2).map(|pair| (redis::from_redis_value(&pair[0]).unwrap(), pair[1].clone())).collect()
+            }
             other => panic!("not a migration job: {other:?}"),
         })
         .collect()
@@ -440,7 +449,8 @@ fn move_slots_atomically(cluster: &Cluster, slots: &std::ops::RangeInclusive<i64
             let mut con = s.connect();
             let slot_map: Vec<Vec<Value>> = redis::cmd("CLUSTER").arg("SLOTS").query(&mut con).unwrap();
             slot_map.iter().any(|e| {
-                let (lo, hi): (i64, i64) = (redis::from_redis_value(&e[0]).unwrap(), redis::from_redis_value(&e[1]).unwrap());
+                let (lo, hi): (i64, i64) =
+                    (redis::from_redis_value(&e[0]).unwrap(), redis::from_redis_value(&e[1]).unwrap());
                 let owner: Vec<Value> = redis::from_redis_value(&e[2]).unwrap();
                 let port: u16 = redis::from_redis_value(&owner[1]).unwrap();
                 lo <= *slots.start() && *slots.end() <= hi && port == to.port
@@ -474,16 +484,29 @@ fn slots_move_back_and_forth_under_load_and_every_counter_keeps_its_value_and_ex
         pipe.cmd("CLUSTER").arg("KEYSLOT").arg(format!("t{i}"));
     }
     let tag_slots: Vec<i64> = pipe.query(&mut probe).unwrap();
-    let tags: Vec<String> =
-        tag_slots.iter().enumerate().filter(|(_, slot)| slots.contains(slot)).map(|(i, _)| format!("t{i}")).take(8).collect();
+    let tags: Vec<String> = tag_slots
+        .iter()
+        .enumerate()
+        .filter(|(_, slot)| slots.contains(slot))
+        .map(|(i, _)| format!("t{i}"))
+        .take(8)
+        .collect();
     assert!(tags.len() >= 4, "hash tags in slots {slots:?}: {tags:?}");
 
     let mut client = cluster.client();
     // Counters the load never touches, and one written without TTL while the rules were off:
     // what arrives by migration is not the target's to heal (atomic migration).
     for tag in &tags {
-        let _: Vec<i64> = redis::cmd("RATELIMIT.HIT").arg(format!("rl:{{{tag}}}:still")).arg(&["10", "3600"]).query(&mut client).unwrap();
-        let _: Vec<i64> = redis::cmd("RATELIMIT.GCRA").arg(format!("g:{{{tag}}}:still")).arg(&["9", "1", "3600"]).query(&mut client).unwrap();
+        let _: Vec<i64> = redis::cmd("RATELIMIT.HIT")
+            .arg(format!("rl:{{{tag}}}:still"))
+            .arg(&["10", "3600"])
+            .query(&mut client)
+            .unwrap();
+        let _: Vec<i64> = redis::cmd("RATELIMIT.GCRA")
+            .arg(format!("g:{{{tag}}}:still"))
+            .arg(&["9", "1", "3600"])
+            .query(&mut client)
+            .unwrap();
     }
     let arrived = format!("rl:{{{}}}:arrived", tags[0]);
     let mut on_a = cluster.node_connection(a.port);
@@ -496,7 +519,8 @@ fn slots_move_back_and_forth_under_load_and_every_counter_keeps_its_value_and_ex
     assert_eq!(pttl(&mut on_a, &arrived), -1);
 
     let stop = Arc::new(AtomicBool::new(false));
-    let loads: Vec<_> = tags.chunks(tags.len() / 2).map(|chunk| load(&cluster, chunk.to_vec(), Arc::clone(&stop))).collect();
+    let loads: Vec<_> =
+        tags.chunks(tags.len() / 2).map(|chunk| load(&cluster, chunk.to_vec(), Arc::clone(&stop))).collect();
     // Every counter exists (with its window) before the first move.
     wait_for("the load's first rounds", Duration::from_secs(60), || {
         tags.iter().all(|tag| {
@@ -504,10 +528,13 @@ fn slots_move_back_and_forth_under_load_and_every_counter_keeps_its_value_and_ex
             live.is_some()
         })
     });
-    let still: Vec<String> = tags.iter().flat_map(|t| [format!("rl:{{{t}}}:still"), format!("g:{{{t}}}:still")]).collect();
+    let still: Vec<String> =
+        tags.iter().flat_map(|t| [format!("rl:{{{t}}}:still"), format!("g:{{{t}}}:still")]).collect();
     let windowed: Vec<String> = tags
         .iter()
-        .flat_map(|t| [format!("rl:{{{t}}}:live"), format!("rl:{{{t}}}:a"), format!("rl:{{{t}}}:b"), format!("rl:{{{t}}}:still")])
+        .flat_map(|t| {
+            [format!("rl:{{{t}}}:live"), format!("rl:{{{t}}}:a"), format!("rl:{{{t}}}:b"), format!("rl:{{{t}}}:still")]
+        })
         .collect();
     let mut before: HashMap<String, (Option<String>, i64)> = HashMap::new();
     for key in &still {
@@ -527,7 +554,9 @@ fn slots_move_back_and_forth_under_load_and_every_counter_keeps_its_value_and_ex
         wait_for("the target to import", Duration::from_secs(60), || guard_field(&mut on_b, "slot_imports") == 1);
         // Let the stream of the load's writes (and the source's heals) flow for a while.
         let streamed = guard_field(&mut on_a, "hits");
-        wait_for("writes streamed to the target", Duration::from_secs(60), || guard_field(&mut on_a, "hits") > streamed + 200);
+        wait_for("writes streamed to the target", Duration::from_secs(60), || {
+            guard_field(&mut on_a, "hits") > streamed + 200
+        });
         let seen_by_b = audit(&mut on_b, &["rl:"]).unwrap();
         assert!(!seen_by_b.keys.contains(&arrived), "AUDIT on the target lists a key still being imported");
         assert_eq!(seen_by_b.matched, 0, "AUDIT on the target sees keys still being imported");
@@ -570,7 +599,11 @@ fn slots_move_back_and_forth_under_load_and_every_counter_keeps_its_value_and_ex
                 let ttl = pttl(&mut on_b, &arrived);
                 if atomic {
                     assert_eq!(ttl, -1, "{arrived} arrived as it was");
-                    assert_eq!(audit(&mut on_b, &["rl:"]).unwrap().keys, [arrived.clone()], "and AUDIT finds it");
+                    assert_eq!(
+                        audit(&mut on_b, &["rl:"]).unwrap().keys,
+                        std::slice::from_ref(&arrived),
+                        "and AUDIT finds it"
+                    );
                     run_all(&mut on_b, &[&format!("INCR {arrived}")]);
                     assert!(pttl(&mut on_b, &arrived) > 0, "the next write under the guard heals it");
                 } else {

@@ -34,8 +34,29 @@ impl Words for Rng {
     /// Numbers, option names and junk; no valid number above 2^53 (the library's own error).
     fn word(&mut self) -> String {
         const WORDS: &[&str] = &[
-            "COST", "cost", "MS", "ms", "Ms", "LIMIT", "0", "1", "2", "3", "-1", "10", "60", "250", "", "1.5", "+1", "01",
-            "-0", "99999999999999999999", "-9223372036854775809", "4611686018427388", "x",
+            "COST",
+            "cost",
+            "MS",
+            "ms",
+            "Ms",
+            "LIMIT",
+            "0",
+            "1",
+            "2",
+            "3",
+            "-1",
+            "10",
+            "60",
+            "250",
+            "",
+            "1.5",
+            "+1",
+            "01",
+            "-0",
+            "99999999999999999999",
+            "-9223372036854775809",
+            "4611686018427388",
+            "x",
         ];
         match self.below(5) {
             0 => (self.next() % 2_000).to_string(),
@@ -132,7 +153,8 @@ fn the_library_answers_as_the_module_does() {
         // A list, a text, and two counters leaked without TTL (the heal paths).
         // And GCRA's: a list, a text, a bucket without TTL.
         let setup = ["RPUSH {}fz:list x", "SET {}fz:text abc", "SET {}fz:5 3", "SET {}fz:6 -7", "RPUSH {}fg:list x"];
-        let setup = setup.iter().chain(&["SET {}fg:text abc", "SET {}fg:5 3"]).map(|l| l.replace("{}", &format!("{side}:")));
+        let setup =
+            setup.iter().chain(&["SET {}fg:text abc", "SET {}fg:5 3"]).map(|l| l.replace("{}", &format!("{side}:")));
         common::run_all(&mut con, &setup.collect::<Vec<_>>().iter().map(String::as_str).collect::<Vec<_>>());
     }
     // GCRA's times: the module's clock is in whole ms on Redis 7.0, the library's TIME in µs.
@@ -220,7 +242,9 @@ fn the_library_answers_as_the_module_does() {
             _ => value_m == value_l && expiry_m == expiry_l,
         };
         if !same {
-            mismatches.push(format!("key {key}: module {value_m:?} expires {expiry_m}, library {value_l:?} expires {expiry_l}"));
+            mismatches.push(format!(
+                "key {key}: module {value_m:?} expires {expiry_m}, library {value_l:?} expires {expiry_l}"
+            ));
         }
     }
     let library_keys: Vec<String> = redis::cmd("KEYS").arg("l:f[zg]:*").query(&mut con).unwrap();
@@ -239,14 +263,18 @@ fn the_library_answers_as_the_module_does() {
 fn numbers_beyond_2_53_get_the_library_error_and_write_nothing() {
     let library = with_library();
     let mut con = library.connect();
-    for args in [&["ratelimit_hit", "1", "k", "9007199254740993", "60"][..], &["ratelimit_hit", "1", "k", "10", "60", "COST", "9223372036854775807"]] {
+    for args in [
+        &["ratelimit_hit", "1", "k", "9007199254740993", "60"][..],
+        &["ratelimit_hit", "1", "k", "10", "60", "COST", "9223372036854775807"],
+    ] {
         let error = common::error_of(redis::cmd("FCALL").arg(args).query::<Value>(&mut con));
         assert_eq!(error, BEYOND, "{args:?}");
     }
     let exists: i64 = redis::cmd("EXISTS").arg("k").query(&mut con).unwrap();
     assert_eq!(exists, 0);
     // Invalid numbers get the module's errors, not the library's.
-    let error = common::error_of(redis::cmd("FCALL").arg(&["ratelimit_hit", "1", "k", "0", "60"]).query::<Value>(&mut con));
+    let error =
+        common::error_of(redis::cmd("FCALL").arg(&["ratelimit_hit", "1", "k", "0", "60"]).query::<Value>(&mut con));
     assert_eq!(error, "ERR limit must be an integer >= 1");
     // FCALL_RO serves PEEK (flag no-writes).
     let reply: Vec<i64> = redis::cmd("FCALL_RO").arg(&["ratelimit_peek", "1", "k", "5"]).query(&mut con).unwrap();

@@ -110,7 +110,8 @@ fn a_bucket_without_ttl_heals_admitted_or_not() {
     assert_eq!(tat(&mut con, "denied"), empty_until, "only the expiry is written");
     assert_eq!(pexpiretime(&mut con, "denied"), (empty_until + NS_PER_MS - 1) / NS_PER_MS);
 
-    let ((reply, ttl), ms) = timed(|| (gcra(&mut con, "admitted", &["4", "1", "1"]).unwrap(), pttl(&mut con, "admitted")));
+    let ((reply, ttl), ms) =
+        timed(|| (gcra(&mut con, "admitted", &["4", "1", "1"]).unwrap(), pttl(&mut con, "admitted")));
     assert_eq!(reply[0], 0);
     // A full bucket less one token: its TAT a second on, the expiry that rounded up to the ms.
     assert_within(ttl, 1_000 - ms, 1_001, "PTTL");
@@ -181,7 +182,8 @@ fn inside_multi_and_lua_with_acls_and_info() {
     assert_eq!(field(&mut con, "calls").as_deref(), Some("4"));
     assert_eq!(field(&mut con, "admitted").as_deref(), Some("3"));
     assert_eq!(field(&mut con, "denied").as_deref(), Some("1"));
-    let keys: Vec<String> = redis::cmd("COMMAND").arg(&["GETKEYS", "RATELIMIT.GCRA", "g", "0", "1", "60"]).query(&mut con).unwrap();
+    let keys: Vec<String> =
+        redis::cmd("COMMAND").arg(&["GETKEYS", "RATELIMIT.GCRA", "g", "0", "1", "60"]).query(&mut con).unwrap();
     assert_eq!(keys, ["g"]);
     let docs: Value = redis::cmd("COMMAND").arg(&["DOCS", "ratelimit.gcra"]).query(&mut con).unwrap();
     assert!(format!("{docs:?}").contains("tokens_per_period"));
@@ -224,9 +226,26 @@ fn concurrent_clients_never_get_more_than_the_rate() {
 /// One sequence of redis-cell calls: a burst to the limit, denials, a look (quantity 0), several
 /// tokens, more than the capacity, a look at a missing key, sub-minute rates.
 const CELL_CALLS: &[&str] = &[
-    "k1 4 1 60", "k1 4 1 60", "k1 4 1 60", "k1 4 1 60", "k1 4 1 60", "k1 4 1 60", "k1 4 1 60",
-    "k1 4 1 60 0", "k1 4 1 60 3", "k2 15 30 60", "k2 15 30 60 4", "k2 15 30 60 20", "k2 15 30 60 12",
-    "k2 15 30 60", "k3 4 1 60 0", "k4 0 2 1", "k4 0 2 1", "k4 0 2 1", "k5 99 10 3600 50", "k5 99 10 3600 50",
+    "k1 4 1 60",
+    "k1 4 1 60",
+    "k1 4 1 60",
+    "k1 4 1 60",
+    "k1 4 1 60",
+    "k1 4 1 60",
+    "k1 4 1 60",
+    "k1 4 1 60 0",
+    "k1 4 1 60 3",
+    "k2 15 30 60",
+    "k2 15 30 60 4",
+    "k2 15 30 60 20",
+    "k2 15 30 60 12",
+    "k2 15 30 60",
+    "k3 4 1 60 0",
+    "k4 0 2 1",
+    "k4 0 2 1",
+    "k4 0 2 1",
+    "k5 99 10 3600 50",
+    "k5 99 10 3600 50",
     "k5 99 10 3600 1",
 ];
 
@@ -297,7 +316,8 @@ fn cl_throttle_is_off_unless_asked_for() {
     let refused = redis::cmd("MODULE").arg("LOAD").arg(module.to_str().unwrap()).arg("BOGUS").query::<()>(&mut con);
     assert!(refused.is_err(), "an unknown module argument is refused");
     assert!(server.log().contains("unknown module argument \"BOGUS\""), "the log says why");
-    let _: () = redis::cmd("MODULE").arg("LOAD").arg(module.to_str().unwrap()).arg("cl.throttle").query(&mut con).unwrap();
+    let _: () =
+        redis::cmd("MODULE").arg("LOAD").arg(module.to_str().unwrap()).arg("cl.throttle").query(&mut con).unwrap();
     let reply: Vec<i64> = redis::cmd("CL.THROTTLE").arg(&["k", "4", "1", "60"]).query(&mut con).unwrap();
     assert_eq!(reply, [0, 5, 4, -1, 60]);
     let docs: Value = redis::cmd("COMMAND").arg(&["DOCS", "cl.throttle"]).query(&mut con).unwrap();

@@ -60,17 +60,32 @@ fn every_write_path_is_healed() {
     for (how, lines) in paths {
         for line in *lines {
             let words: Vec<&str> = line.split(' ').collect();
-            let _: Value = redis::cmd(words[0]).arg(&words[1..]).query(&mut con).unwrap_or_else(|e| panic!("{how}: {e}"));
+            let _: Value =
+                redis::cmd(words[0]).arg(&words[1..]).query(&mut con).unwrap_or_else(|e| panic!("{how}: {e}"));
         }
     }
     let _: () = redis::cmd("RESTORE").arg("rl:restored").arg(0).arg(&dump).query(&mut con).unwrap();
-    let _: Value = redis::cmd("EVAL").arg(&["return redis.call('INCR', KEYS[1])", "1", "rl:lua"]).query(&mut con).unwrap();
-    let _: Value = redis::pipe().atomic().cmd("INCR").arg("rl:multi").cmd("INCR").arg("rl:multi").query(&mut con).unwrap();
+    let _: Value =
+        redis::cmd("EVAL").arg(&["return redis.call('INCR', KEYS[1])", "1", "rl:lua"]).query(&mut con).unwrap();
+    let _: Value =
+        redis::pipe().atomic().cmd("INCR").arg("rl:multi").cmd("INCR").arg("rl:multi").query(&mut con).unwrap();
     let _: () = redis::cmd("SET").arg(&["fast:1", "1"]).query(&mut con).unwrap();
 
     let keys = [
-        "rl:incr", "rl:incrby", "rl:decr", "rl:set", "rl:getset", "rl:persisted", "rl:renamed", "rl:copied", "rl:mset1",
-        "rl:mset2", "rl:range", "rl:restored", "rl:lua", "rl:multi",
+        "rl:incr",
+        "rl:incrby",
+        "rl:decr",
+        "rl:set",
+        "rl:getset",
+        "rl:persisted",
+        "rl:renamed",
+        "rl:copied",
+        "rl:mset1",
+        "rl:mset2",
+        "rl:range",
+        "rl:restored",
+        "rl:lua",
+        "rl:multi",
     ];
     for key in keys {
         assert_healed(&mut con, key, 60_000, written, key);
@@ -141,7 +156,8 @@ fn the_heal_comes_before_the_next_command_or_before_the_server_sleeps() {
 fn rules_are_validated_changed_at_run_time_and_rewritten() {
     let dir = TempDir::new();
     let conf = dir.0.join("redis.conf");
-    std::fs::write(&conf, format!("loadmodule {}\nratelimit.guard \"{RULES}\"\n", common::module_path().display())).unwrap();
+    std::fs::write(&conf, format!("loadmodule {}\nratelimit.guard \"{RULES}\"\n", common::module_path().display()))
+        .unwrap();
     let server = Server::with(Config { module: false, dir: Some(&dir.0), conf: Some(&conf), ..Config::default() });
     let mut con = server.connect();
     let get = |con: &mut Connection| -> String {
@@ -171,7 +187,8 @@ fn replicas_and_the_aof_get_the_heals_and_a_replica_never_heals_itself() {
     // A guarded primary: its heals reach a replica without the module as PEXPIREAT.
     let primary = guarded();
     let port = primary.port.to_string();
-    let replica = Server::with(Config { module: false, args: &["--replicaof", "127.0.0.1", &port], ..Config::default() });
+    let replica =
+        Server::with(Config { module: false, args: &["--replicaof", "127.0.0.1", &port], ..Config::default() });
     let mut p = primary.connect();
     let mut r = replica.connect();
     common::wait_for("replica link", Duration::from_secs(60), || {

@@ -16,10 +16,42 @@ trait Words {
 impl Words for Rng {
     fn word(&mut self) -> Vec<u8> {
         const WORDS: &[&str] = &[
-            "COST", "cost", "CoSt", "MS", "ms", "LIMIT", "limit", "0", "1", "2", "-1", "10", "60", "250",
-            "9223372036854775807", "-9223372036854775808", "9223372036854775808", "99999999999999999999",
-            "4611686018427387903", "", "1.5", " 1", "+1", "01", "1e3", "NaN", "fz:", "*", "?", "TOKENS", "tokens",
-            "0.5", "1e-3", "inf", "86400", "200000000",
+            "COST",
+            "cost",
+            "CoSt",
+            "MS",
+            "ms",
+            "LIMIT",
+            "limit",
+            "0",
+            "1",
+            "2",
+            "-1",
+            "10",
+            "60",
+            "250",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "9223372036854775808",
+            "99999999999999999999",
+            "4611686018427387903",
+            "",
+            "1.5",
+            " 1",
+            "+1",
+            "01",
+            "1e3",
+            "NaN",
+            "fz:",
+            "*",
+            "?",
+            "TOKENS",
+            "tokens",
+            "0.5",
+            "1e-3",
+            "inf",
+            "86400",
+            "200000000",
         ];
         match self.below(4) {
             0 => (0..self.below(12)).map(|_| self.next() as u8).collect(),
@@ -82,7 +114,9 @@ fn random_arguments_never_hurt_the_server() {
                     }
                     &mut cmd
                 }
-                "RATELIMIT.GCRA" => cmd.arg(number(&mut rng)).arg(number(&mut rng)).arg(["1", "0.5", "60"][rng.below(3)]),
+                "RATELIMIT.GCRA" => {
+                    cmd.arg(number(&mut rng)).arg(number(&mut rng)).arg(["1", "0.5", "60"][rng.below(3)])
+                }
                 "CL.THROTTLE" => cmd.arg(number(&mut rng)).arg(number(&mut rng)).arg(number(&mut rng)),
                 "RATELIMIT.AUDIT" => cmd.arg("fz:"),
                 _ => cmd.arg("fz:").arg(number(&mut rng)),

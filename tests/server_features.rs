@@ -43,10 +43,14 @@ fn works_inside_multi_exec() {
     let mut con = server.connect();
     let replies: (Vec<i64>, Vec<i64>, Vec<i64>, i64) = redis::pipe()
         .atomic()
-        .cmd("RATELIMIT.HIT").arg(&["k", "2", "60"])
-        .cmd("RATELIMIT.HIT").arg(&["k", "2", "60"])
-        .cmd("RATELIMIT.HIT").arg(&["k", "2", "60"])
-        .cmd("INCR").arg("other")
+        .cmd("RATELIMIT.HIT")
+        .arg(&["k", "2", "60"])
+        .cmd("RATELIMIT.HIT")
+        .arg(&["k", "2", "60"])
+        .cmd("RATELIMIT.HIT")
+        .arg(&["k", "2", "60"])
+        .cmd("INCR")
+        .arg("other")
         .query(&mut con)
         .unwrap();
     assert_eq!((replies.0[0], replies.1[0], replies.2[0], replies.3), (1, 1, 0, 1));
@@ -173,8 +177,17 @@ fn info_ratelimit_counts_what_the_module_did() {
     hit(&mut con, "leaked", &["1", "60"]).unwrap(); // denied, healed
     let _: Vec<i64> = redis::cmd("RATELIMIT.PEEK").arg(&["k", "2"]).query(&mut con).unwrap();
     let _: Value = redis::cmd("RATELIMIT.AUDIT").arg("").query(&mut con).unwrap();
-    let field = |con: &mut redis::Connection, name: &str| common::info_field(con, "ratelimit", &format!("ratelimit_{name}"));
-    let expected = [("hits", "4"), ("admitted", "2"), ("denied", "2"), ("healed", "1"), ("peeks", "1"), ("audits", "1"), ("keys_scanned", "2")];
+    let field =
+        |con: &mut redis::Connection, name: &str| common::info_field(con, "ratelimit", &format!("ratelimit_{name}"));
+    let expected = [
+        ("hits", "4"),
+        ("admitted", "2"),
+        ("denied", "2"),
+        ("healed", "1"),
+        ("peeks", "1"),
+        ("audits", "1"),
+        ("keys_scanned", "2"),
+    ];
     for (name, value) in expected {
         assert_eq!(field(&mut con, name).as_deref(), Some(value), "{name}");
     }
@@ -244,16 +257,24 @@ fn a_command_decides_with_the_servers_own_time() {
     }
     let server = Server::start();
     let mut con = server.connect();
-    let (t1, _, _, e1, e2, g, t2): ((i64, i64), Vec<i64>, Vec<i64>, i64, i64, Vec<i64>, (i64, i64)) = redis::pipe()
+    type Time = (i64, i64);
+    let (t1, _, _, e1, e2, g, t2): (Time, Vec<i64>, Vec<i64>, i64, i64, Vec<i64>, Time) = redis::pipe()
         .atomic()
         .cmd("TIME")
-        .cmd("RATELIMIT.HIT").arg(&["a", "10", "60"])
-        .cmd("RATELIMIT.HIT").arg(&["b", "10", "60000", "MS"])
-        .cmd("PEXPIRETIME").arg("a")
-        .cmd("PEXPIRETIME").arg("b")
-        .cmd("RATELIMIT.GCRA").arg(&["g", "0", "1", "60"])
+        .cmd("RATELIMIT.HIT")
+        .arg(&["a", "10", "60"])
+        .cmd("RATELIMIT.HIT")
+        .arg(&["b", "10", "60000", "MS"])
+        .cmd("PEXPIRETIME")
+        .arg("a")
+        .cmd("PEXPIRETIME")
+        .arg("b")
+        .cmd("RATELIMIT.GCRA")
+        .arg(&["g", "0", "1", "60"])
         // A wall clock moves by at least this much before the second TIME.
-        .cmd("DEBUG").arg(&["SLEEP", "0.002"]).ignore()
+        .cmd("DEBUG")
+        .arg(&["SLEEP", "0.002"])
+        .ignore()
         .cmd("TIME")
         .query(&mut con)
         .unwrap();

@@ -95,7 +95,8 @@ impl Contender {
 
     /// The floods' few hot keys; the others spread over the run's keyspace.
     pub fn hot_keys(self) -> Option<u64> {
-        matches!(self, Contender::IncrFlood | Contender::HitFlood | Contender::GcraFlood | Contender::CellFlood).then_some(10)
+        matches!(self, Contender::IncrFlood | Contender::HitFlood | Contender::GcraFlood | Contender::CellFlood)
+            .then_some(10)
     }
 
     pub fn prefix(self) -> &'static str {
@@ -312,7 +313,7 @@ impl Load<'_> {
                     batch_started: Instant::now(),
                     follow_ups: Vec::new(),
                     incr_keys: Vec::new(),
-                    rng: Rng(0x9E37_79B9_7F4A_7C15 ^ (i as u64 + 1) * 0x1000_0000_01B3),
+                    rng: Rng(0x9E37_79B9_7F4A_7C15 ^ ((i as u64 + 1) * 0x1000_0000_01B3)),
                 }
             })
             .collect();
@@ -323,10 +324,8 @@ impl Load<'_> {
         for conn in &mut conns {
             self.start_batch(conn);
         }
-        let mut fds: Vec<libc::pollfd> = conns
-            .iter()
-            .map(|c| libc::pollfd { fd: c.stream.as_raw_fd(), events: 0, revents: 0 })
-            .collect();
+        let mut fds: Vec<libc::pollfd> =
+            conns.iter().map(|c| libc::pollfd { fd: c.stream.as_raw_fd(), events: 0, revents: 0 }).collect();
         let mut active = conns.len();
         let mut buf = vec![0u8; 64 * 1024];
         while active > 0 {
@@ -386,7 +385,7 @@ impl Load<'_> {
                     continue;
                 }
                 let rtt = conn.batch_started.elapsed().as_micros().min(u32::MAX as u128) as u32;
-                latencies_us.extend(std::iter::repeat(rtt).take(conn.batch_ops));
+                latencies_us.extend(std::iter::repeat_n(rtt, conn.batch_ops));
                 ops += conn.batch_ops as u64;
                 if Instant::now() < deadline {
                     self.start_batch(conn);

@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::{
-    audit_while_pinging, client_side_audit, cpu_ticks, info_field, redis_cell_module, walk_storm, Config, PingWaits, Server,
+    audit_while_pinging, client_side_audit, cpu_ticks, info_field, redis_cell_module, walk_storm, Config, PingWaits,
+    Server,
 };
 use loadgen::{Contender, Load, Setup, ALL};
 use redis::Connection;
@@ -217,8 +218,15 @@ fn throughput(server: &Server, setup: &Setup, plan: &Plan, pipeline: usize) -> V
 
 /// Each contender on each server once per repetition, interleaved, medians reported: one row list
 /// per server.
-fn interleaved(servers: &[&Server], contenders: &[Contender], setup: &Setup, plan: &Plan, pipeline: usize) -> Vec<Vec<Row>> {
-    let runs: Vec<(usize, Contender)> = (0..servers.len()).flat_map(|s| contenders.iter().map(move |&c| (s, c))).collect();
+fn interleaved(
+    servers: &[&Server],
+    contenders: &[Contender],
+    setup: &Setup,
+    plan: &Plan,
+    pipeline: usize,
+) -> Vec<Vec<Row>> {
+    let runs: Vec<(usize, Contender)> =
+        (0..servers.len()).flat_map(|s| contenders.iter().map(move |&c| (s, c))).collect();
     let mut samples: Vec<(Vec<f64>, Vec<f64>, Vec<u32>)> = runs.iter().map(|_| Default::default()).collect();
     for _ in 0..plan.reps {
         for (i, &(s, contender)) in runs.iter().enumerate() {
@@ -267,7 +275,12 @@ fn guard_overhead(binary: &str, plan: &Plan) -> Vec<GuardRow> {
     let contenders = [Contender::Incr, Contender::Set, Contender::IncrGuarded, Contender::Hit];
     let mut rows = interleaved(&[&off, &on], &contenders, &setup, plan, PIPELINE);
     let on_rows = rows.pop().unwrap();
-    rows.pop().unwrap().into_iter().zip(on_rows).map(|(off, on)| GuardRow { contender: off.contender, off, on }).collect()
+    rows.pop()
+        .unwrap()
+        .into_iter()
+        .zip(on_rows)
+        .map(|(off, on)| GuardRow { contender: off.contender, off, on })
+        .collect()
 }
 
 fn samples_of(stats: &loadgen::RunStats, server_ticks: u64) -> (f64, f64) {
@@ -356,7 +369,8 @@ fn audit_vs_client(server: &Server, plan: &Plan) -> AuditResult {
     let timed = audit_while_pinging(server, &mut con, &["a:", "LIMIT", "0"]);
     assert_eq!(timed.reply.found as u64, leaked);
     // Again without the PINGs, whose own cost would count as the audit's.
-    let audit_cpu_s = cpu_s(&mut || assert_eq!(common::audit(&mut con, &["a:", "LIMIT", "0"]).unwrap().found as u64, leaked));
+    let audit_cpu_s =
+        cpu_s(&mut || assert_eq!(common::audit(&mut con, &["a:", "LIMIT", "0"]).unwrap().found as u64, leaked));
     let mut client = None;
     let client_side_cpu_s = cpu_s(&mut || client = Some(client_side_audit(&mut con, "a:")));
     let (found, client_side) = client.unwrap();
@@ -364,7 +378,8 @@ fn audit_vs_client(server: &Server, plan: &Plan) -> AuditResult {
     let scan_cpu_s = cpu_s(&mut || {
         let mut cursor = 0u64;
         loop {
-            let (next, _): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN").arg(cursor).arg("COUNT").arg(1000).query(&mut con).unwrap();
+            let (next, _): (u64, Vec<Vec<u8>>) =
+                redis::cmd("SCAN").arg(cursor).arg("COUNT").arg(1000).query(&mut con).unwrap();
             cursor = next;
             if cursor == 0 {
                 break;
@@ -402,7 +417,8 @@ fn concurrent_walks(server: &Server, plan: &Plan) -> Vec<WalksRow> {
         .iter()
         .rev()
         .map(|&walks| {
-            let (mut pings, mut batches, mut extra_threads, mut walk_threads) = (PingWaits::default(), Vec::new(), 0, 0);
+            let (mut pings, mut batches, mut extra_threads, mut walk_threads) =
+                (PingWaits::default(), Vec::new(), 0, 0);
             while pings.count() < wanted {
                 let callers = (0..walks).map(|_| (server.connect(), "RATELIMIT.AUDIT rl: LIMIT 0")).collect();
                 let storm = walk_storm(server, callers);
@@ -417,7 +433,14 @@ fn concurrent_walks(server: &Server, plan: &Plan) -> Vec<WalksRow> {
             }
             wanted = wanted.max(pings.count());
             batches.sort_unstable();
-            WalksRow { walks, batches: batches.len(), extra_threads, walk_threads, pings, batch: batches[batches.len() / 2] }
+            WalksRow {
+                walks,
+                batches: batches.len(),
+                extra_threads,
+                walk_threads,
+                pings,
+                batch: batches[batches.len() / 2],
+            }
         })
         .collect();
     rows.reverse();

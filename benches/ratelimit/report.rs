@@ -85,12 +85,7 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
          process's user+system time per operation (from /proc), steadier than throughput on a shared machine. \
          redis-cell is its crates.io release 0.2.2, loaded beside this module in the same server. Memory, \
          the audit, the concurrent walks and the guard's cost are measured on {}.\n",
-        machine.date,
-        machine.description,
-        results.connections,
-        results.keyspace,
-        results.reps,
-        results.servers[0].name
+        machine.date, machine.description, results.connections, results.keyspace, results.reps, results.servers[0].name
     );
     for run in &results.servers {
         let _ = writeln!(out, "## {}: throughput, pipelined {} deep\n", run.name, results.pipeline);
@@ -131,11 +126,8 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
     let _ = writeln!(out, "| client-side `SCAN COUNT 1000`, no other command | {:.2} |", a.scan_cpu_s);
     let _ = writeln!(out, "| client-side `SCAN MATCH` + pipelined `TTL` | {:.2} |", a.client_side_cpu_s);
 
-    let _ = writeln!(
-        out,
-        "\n## Concurrent AUDITs over {} keys, another client PINGing every 10 ms\n",
-        results.walk_keys
-    );
+    let _ =
+        writeln!(out, "\n## Concurrent AUDITs over {} keys, another client PINGing every 10 ms\n", results.walk_keys);
     out.push_str("| AUDITs at once | batches | server threads added (module's) | worst PING | p99 PING | PINGs | wall time of a batch |\n");
     out.push_str("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for w in &results.walks {
@@ -160,7 +152,9 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
         "\n## The guard's cost ({}, pipelined {} deep; rules `rl: 60 b:hit: 60` on one server, none on the other, interleaved)\n",
         results.servers[0].name, results.pipeline
     );
-    out.push_str("| writes | guard off ops/s | µs CPU/op | guard on ops/s | µs CPU/op | on/off throughput | on/off CPU |\n");
+    out.push_str(
+        "| writes | guard off ops/s | µs CPU/op | guard on ops/s | µs CPU/op | on/off throughput | on/off CPU |\n",
+    );
     out.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for g in &results.guard {
         let what = match g.contender {
@@ -194,23 +188,63 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
         let on = &run.name;
         target(format!("{on}: HIT throughput ≥ 1.05× MULTI"), ops(Contender::Hit) / ops(Contender::Multi), 1.05, true);
         target(format!("{on}: HIT server CPU ≤ 0.95× MULTI"), cpu(Contender::Hit) / cpu(Contender::Multi), 0.95, false);
-        target(format!("{on}: HIT throughput ≥ 1.4× EVALSHA"), ops(Contender::Hit) / ops(Contender::EvalSha), 1.4, true);
-        target(format!("{on}: HIT throughput ≥ 1.6× CL.THROTTLE"), ops(Contender::Hit) / ops(Contender::Cell), 1.6, true);
-        target(format!("{on}: GCRA throughput ≥ 1.5× CL.THROTTLE"), ops(Contender::Gcra) / ops(Contender::Cell), 1.5, true);
-        target(format!("{on}: HIT throughput ≥ 1× the library's (informative)"), ops(Contender::Hit) / ops(Contender::Library), 1.0, true);
-        target(format!("{on}: GCRA throughput ≥ 1× the library's (informative)"), ops(Contender::Gcra) / ops(Contender::LibraryGcra), 1.0, true);
+        target(
+            format!("{on}: HIT throughput ≥ 1.4× EVALSHA"),
+            ops(Contender::Hit) / ops(Contender::EvalSha),
+            1.4,
+            true,
+        );
+        target(
+            format!("{on}: HIT throughput ≥ 1.6× CL.THROTTLE"),
+            ops(Contender::Hit) / ops(Contender::Cell),
+            1.6,
+            true,
+        );
+        target(
+            format!("{on}: GCRA throughput ≥ 1.5× CL.THROTTLE"),
+            ops(Contender::Gcra) / ops(Contender::Cell),
+            1.5,
+            true,
+        );
+        target(
+            format!("{on}: HIT throughput ≥ 1× the library's (informative)"),
+            ops(Contender::Hit) / ops(Contender::Library),
+            1.0,
+            true,
+        );
+        target(
+            format!("{on}: GCRA throughput ≥ 1× the library's (informative)"),
+            ops(Contender::Gcra) / ops(Contender::LibraryGcra),
+            1.0,
+            true,
+        );
         let flood = ops(Contender::HitFlood);
         target(format!("{on}: HIT denied flood ≥ 0.95× INCR flood"), flood / ops(Contender::IncrFlood), 0.95, true);
         target(format!("{on}: HIT denied flood ≥ 1.6× CL.THROTTLE's"), flood / ops(Contender::CellFlood), 1.6, true);
     }
     for g in results.guard.iter().filter(|g| matches!(g.contender, Contender::Incr | Contender::Set)) {
         let name = g.contender.name();
-        target(format!("guard on: {name} outside the prefix ≥ 0.97× guard off"), g.on.ops_per_s / g.off.ops_per_s, 0.97, true);
-        target(format!("guard on: {name} server CPU ≤ 1.03× guard off"), g.on.cpu_us_per_op / g.off.cpu_us_per_op, 1.03, false);
+        target(
+            format!("guard on: {name} outside the prefix ≥ 0.97× guard off"),
+            g.on.ops_per_s / g.off.ops_per_s,
+            0.97,
+            true,
+        );
+        target(
+            format!("guard on: {name} server CPU ≤ 1.03× guard off"),
+            g.on.cpu_us_per_op / g.off.cpu_us_per_op,
+            1.03,
+            false,
+        );
     }
     target("memory per counter ≤ 1.25× INCR + EXPIRE NX".into(), memory_ratio, 1.25, false);
     target("AUDIT server CPU ≤ client-side SCAN walk's".into(), a.audit_cpu_s / a.scan_cpu_s, 1.0, false);
-    target("AUDIT server CPU ≤ 0.5× client-side SCAN + TTL audit's".into(), a.audit_cpu_s / a.client_side_cpu_s, 0.5, false);
+    target(
+        "AUDIT server CPU ≤ 0.5× client-side SCAN + TTL audit's".into(),
+        a.audit_cpu_s / a.client_side_cpu_s,
+        0.5,
+        false,
+    );
     target("worst PING wait during AUDIT ≤ 10 ms".into(), a.worst_ping.as_secs_f64() * 1e3, 10.0, false);
     target(
         "worst PING, most AUDITs at once ≤ 2× worst PING, one AUDIT".into(),
@@ -258,8 +292,18 @@ pub fn svg(results: &Results, machine: &Machine) -> String {
             Contender::Incr => "#7f8c8d",
             _ => "#2980b9",
         };
-        let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#, label_w - 8.0, y + 17.0, escape(r.contender.name()));
-        let _ = writeln!(s, r#"<rect x="{label_w}" y="{y}" width="{:.1}" height="{bar_h}" fill="{colour}"/>"#, ratio * scale);
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
+            label_w - 8.0,
+            y + 17.0,
+            escape(r.contender.name())
+        );
+        let _ = writeln!(
+            s,
+            r#"<rect x="{label_w}" y="{y}" width="{:.1}" height="{bar_h}" fill="{colour}"/>"#,
+            ratio * scale
+        );
         let _ = writeln!(s, r#"<text x="{:.1}" y="{}">{ratio:.2}×</text>"#, label_w + ratio * scale + 6.0, y + 17.0);
     }
     let target_x = label_w + 0.8 * scale;
@@ -269,7 +313,11 @@ pub fn svg(results: &Results, machine: &Machine) -> String {
         r##"<line x1="{target_x:.1}" y1="{}" x2="{target_x:.1}" y2="{bottom}" stroke="#333" stroke-dasharray="4 3"/>"##,
         top - 6.0
     );
-    let _ = writeln!(s, r##"<text x="{target_x:.1}" y="{}" text-anchor="middle" fill="#333">target 0.8×</text>"##, bottom + 16.0);
+    let _ = writeln!(
+        s,
+        r##"<text x="{target_x:.1}" y="{}" text-anchor="middle" fill="#333">target 0.8×</text>"##,
+        bottom + 16.0
+    );
     s.push_str("</svg>\n");
     s
 }

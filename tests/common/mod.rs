@@ -173,7 +173,8 @@ impl Server {
             if server.wait_ready() {
                 // A replica gets the library through replication.
                 if config.module && library() && !config.args.contains(&"--replicaof") {
-                    let _: String = redis::cmd("FUNCTION").arg(&["LOAD", "REPLACE", LIBRARY]).query(&mut server.connect()).unwrap();
+                    let _: String =
+                        redis::cmd("FUNCTION").arg(&["LOAD", "REPLACE", LIBRARY]).query(&mut server.connect()).unwrap();
                 }
                 return server;
             }
@@ -346,9 +347,7 @@ pub fn loaded_modules(con: &mut Connection) -> Vec<(String, i64)> {
 /// One field of `INFO <section>`.
 pub fn info_field(con: &mut Connection, section: &str, field: &str) -> Option<String> {
     let info: String = redis::cmd("INFO").arg(section).query(con).unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .map(|v| v.trim().to_string())
+    info.lines().find_map(|line| line.strip_prefix(field)?.strip_prefix(':')).map(|v| v.trim().to_string())
 }
 
 /// `used_memory` less the connected clients' buffers, which grow and shrink with traffic.
