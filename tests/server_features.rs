@@ -9,13 +9,20 @@ use std::time::Duration;
 use common::{error_of, hit, pttl, Server};
 use redis::Value;
 
+/// One version: the crate's (Cargo.toml), which `MODULE LIST` shows as Redis modules encode theirs
+/// (1.0.0 is 10000) and `COMMAND DOCS` as the commands' `since`.
 #[test]
-fn the_module_is_listed_as_ratelimit_version_1() {
+fn the_module_is_listed_as_ratelimit_with_the_crates_version() {
     let server = Server::start();
     let mut con = server.connect();
     let modules = common::loaded_modules(&mut con);
     let ours: Vec<_> = modules.iter().filter(|(name, _)| name == "ratelimit").collect();
-    assert_eq!(ours, [&("ratelimit".to_string(), 1)], "{modules:?}");
+    let version: Vec<i64> = env!("CARGO_PKG_VERSION").split('.').map(|p| p.parse().unwrap()).collect();
+    let encoded = version[0] * 10_000 + version[1] * 100 + version[2];
+    assert_eq!(ours, [&("ratelimit".to_string(), encoded)], "{modules:?}");
+    let docs: Vec<Value> = redis::cmd("COMMAND").arg("DOCS").arg("ratelimit.hit").query(&mut con).unwrap();
+    let doc: HashMap<String, Value> = redis::from_redis_value(&docs[1]).unwrap();
+    assert_eq!(redis::from_redis_value::<String>(&doc["since"]).unwrap(), env!("CARGO_PKG_VERSION"));
     // Valkey names a module that has only Redis's entry points a "Legacy Redis Module".
     assert!(!server.log().contains("Legacy Redis Module"), "{}", server.log());
 }

@@ -1,16 +1,9 @@
 //! Argument parsing for every command, free of Redis types so that each rule is unit-tested here
 //! and the command glue only moves bytes in and errors out.
 
-use crate::decimal::parse_i64;
-use crate::gcra::{Overflow, Rate};
-
-/// `RATELIMIT.HIT key limit window [COST cost] [MS]`, validated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HitArgs {
-    pub limit: i64,
-    pub window_ms: i64,
-    pub cost: i64,
-}
+use crate::core::decimal::parse_i64;
+use crate::core::gcra::{Overflow, Rate};
+use crate::core::window::{Limit, MAX_WINDOW_MS};
 
 /// `RATELIMIT.PEEK key limit [COST cost]`, validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,11 +13,11 @@ pub struct PeekArgs {
 }
 
 /// `RATELIMIT.HITALL numkeys key [key ...] limit window [limit window ...] [COST cost] [MS]`:
-/// one `HitArgs` per key, in order (COST and MS apply to all).
+/// one `Limit` per key, in order (COST and MS apply to all).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HitAllArgs<'a> {
     pub keys: Vec<&'a [u8]>,
-    pub limits: Vec<HitArgs>,
+    pub limits: Vec<Limit>,
 }
 
 /// `RATELIMIT.AUDIT prefix [LIMIT n]` and `RATELIMIT.REPAIR prefix window [MS] [LIMIT n]`.
@@ -36,10 +29,6 @@ pub struct WalkArgs<'a> {
     /// The TTL REPAIR gives each leaked counter; `None` for AUDIT.
     pub repair_window_ms: Option<i64>,
 }
-
-/// The largest window accepted, in milliseconds: about 146 million years, so that adding it to
-/// any current time stays far inside an `i64` of milliseconds.
-pub const MAX_WINDOW_MS: i64 = i64::MAX / 2;
 
 /// Why the arguments were refused; `message()` is the Redis error reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,7 +122,7 @@ fn window_ms(window: &[u8], in_ms: bool) -> Result<i64, ArgError> {
 
 /// Parses the arguments after the command name: `key limit window [COST cost] [MS]`.
 /// The key itself is not inspected here; it is only counted.
-pub fn parse_hit<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitArgs, ArgError> {
+pub fn parse_hit<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Limit, ArgError> {
     let mut args = args.into_iter();
     let (Some(_key), Some(limit), Some(window)) = (args.next(), args.next(), args.next()) else {
         return Err(ArgError::Arity("ratelimit.hit"));
@@ -143,7 +132,7 @@ pub fn parse_hit<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitArgs
     let [cost, ms] = options(args, spec, "COST or MS")?;
     let window_ms = window_ms(window, ms.is_some())?;
     let cost = cost.map_or(Ok(1), |c| positive(c, "COST"))?;
-    Ok(HitArgs { limit, window_ms, cost })
+    Ok(Limit { limit, window_ms, cost })
 }
 
 /// `key limit [COST cost]`, after the command name.
@@ -183,7 +172,7 @@ pub fn parse_hitall<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitA
     let cost = cost.map_or(Ok(1), |c| positive(c, "COST"))?;
     let limits = pairs
         .into_iter()
-        .map(|(limit, window)| Ok(HitArgs { limit, window_ms: window_ms(window, ms.is_some())?, cost }))
+        .map(|(limit, window)| Ok(Limit { limit, window_ms: window_ms(window, ms.is_some())?, cost }))
         .collect::<Result<_, ArgError>>()?;
     Ok(HitAllArgs { keys, limits })
 }
@@ -304,12 +293,12 @@ mod tests {
         line.split(' ').map(str::as_bytes)
     }
 
-    fn hit(line: &str) -> Result<HitArgs, ArgError> {
+    fn hit(line: &str) -> Result<Limit, ArgError> {
         parse_hit(words(line))
     }
 
-    fn ok(limit: i64, window_ms: i64, cost: i64) -> Result<HitArgs, ArgError> {
-        Ok(HitArgs { limit, window_ms, cost })
+    fn ok(limit: i64, window_ms: i64, cost: i64) -> Result<Limit, ArgError> {
+        Ok(Limit { limit, window_ms, cost })
     }
 
     #[test]
@@ -437,10 +426,10 @@ mod tests {
         assert_eq!(parsed.keys, [b"a", b"b"]);
         assert_eq!(
             parsed.limits,
-            [HitArgs { limit: 10, window_ms: 1, cost: 2 }, HitArgs { limit: 1000, window_ms: 3600, cost: 2 }]
+            [Limit { limit: 10, window_ms: 1, cost: 2 }, Limit { limit: 1000, window_ms: 3600, cost: 2 }]
         );
         let one = parse_hitall(words("1 a 5 60")).unwrap();
-        assert_eq!(one.limits, [HitArgs { limit: 5, window_ms: 60_000, cost: 1 }]);
+        assert_eq!(one.limits, [Limit { limit: 5, window_ms: 60_000, cost: 1 }]);
         let arity = Err(ArgError::Arity("ratelimit.hitall"));
         assert_eq!(parse_hitall(std::iter::empty()), arity);
         assert_eq!(parse_hitall(words("2 a b 10 1")), arity);
@@ -618,7 +607,7 @@ mod properties {
                 line.push("MS");
             }
             let parsed = parse_hit(line.iter().map(|w| w.as_bytes())).unwrap();
-            prop_assert_eq!(parsed, HitArgs { limit, window_ms: if ms { window } else { window * 1000 }, cost });
+            prop_assert_eq!(parsed, Limit { limit, window_ms: if ms { window } else { window * 1000 }, cost });
         }
     }
 }

@@ -16,6 +16,7 @@ pub const OPTION_HANDLE_ATOMIC_SLOT_MIGRATION: c_int = 1 << 5;
 /// Whether the server exports Valkey's own API names: then Valkey's option bits and event ids
 /// apply, which Redis may one day give other meanings.
 fn speaks_valkey_api() -> bool {
+    // SAFETY: reading a pointer written once at load time.
     let Some(get_api) = (unsafe { raw::RedisModule_GetApi }) else {
         return false;
     };
@@ -41,11 +42,13 @@ pub fn has_atomic_slot_migration() -> bool {
 /// Post-notification jobs (Redis 7.2+, Valkey): work that runs right after the command, script
 /// or transaction whose writes it follows, inside the same atomic unit.
 pub fn has_post_notification_jobs() -> bool {
+    // SAFETY: reading a pointer written once at load time.
     unsafe { raw::RedisModule_AddPostNotificationJob }.is_some()
 }
 
 /// The command's cached time, to the microsecond (Redis 7.2+, Valkey): the time the server itself
 /// checks expiries against during that command.
 pub fn has_command_clock() -> bool {
+    // SAFETY: reading a pointer written once at load time.
     unsafe { raw::RedisModule_CachedMicroseconds }.is_some()
 }

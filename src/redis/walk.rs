@@ -22,11 +22,15 @@ use std::time::{Duration, Instant};
 
 use redis_module::raw::{
     RedisModuleBlockedClient, RedisModuleCtx, RedisModuleKey, RedisModuleScanCursor, RedisModuleString,
-    REDISMODULE_CTX_FLAGS_DENY_BLOCKING,
+    RedisModuleUser, REDISMODULE_CMD_KEY_ACCESS, REDISMODULE_CMD_KEY_UPDATE, REDISMODULE_CTX_FLAGS_DENY_BLOCKING,
+    REDISMODULE_KEYTYPE_STRING, REDISMODULE_NO_EXPIRE, REDISMODULE_OK,
 };
 
-use crate::command::{api, reply_error};
-use crate::{config, stats};
+use crate::core::audit_filter::Probe;
+use crate::redis::api::api;
+use crate::redis::call::Call;
+use crate::redis::ctx::{bytes_of, Ctx};
+use crate::redis::{config, stats};
 
 /// Scan steps (one hash bucket each) between two looks at the clock.
 const STEPS_PER_CHECK: usize = 32;
@@ -37,14 +41,74 @@ const PAUSE: Duration = Duration::from_micros(100);
 /// server lock held.
 pub trait Walk: Send {
     /// Before a slice's scan steps; an error ends the walk and is the reply.
-    fn begin_slice(&mut self, ctx: *mut RedisModuleCtx) -> Result<(), String>;
-    /// One key, from inside `RedisModule_Scan`: read-only, the keyspace must not change here.
-    fn visit(&mut self, ctx: *mut RedisModuleCtx, name: *mut RedisModuleString, key: *mut RedisModuleKey);
+    fn begin_slice(&mut self, ctx: &Ctx) -> Result<(), String>;
+    /// One key, from inside the scan: read-only, the keyspace must not change here.
+    fn visit(&mut self, key: &ScannedKey);
     /// After each batch of scan steps: reads and writes that must not run inside a scan step.
-    fn settle(&mut self, ctx: *mut RedisModuleCtx);
-    fn end_slice(&mut self, ctx: *mut RedisModuleCtx);
+    fn settle(&mut self, ctx: &Ctx);
+    fn end_slice(&mut self);
     /// The reply, on the main thread, once the walk is over (never if the client left).
-    fn reply(&self, ctx: *mut RedisModuleCtx) -> c_int;
+    fn reply(&self, ctx: &Ctx);
+}
+
+/// A key as the scan hands it over: asked without reopening it (reopening could expire it and
+/// emit a DEL in the middle of a read-only walk).
+pub struct ScannedKey {
+    name: *mut RedisModuleString,
+    key: *mut RedisModuleKey,
+}
+
+impl ScannedKey {
+    pub fn name(&self) -> &[u8] {
+        // SAFETY: the scan's key name, live through the visit.
+        unsafe { bytes_of(self.name) }
+    }
+}
+
+impl Probe for &ScannedKey {
+    fn is_string(&mut self) -> bool {
+        // SAFETY: the scan's open key, live through the visit.
+        unsafe { api!(RedisModule_KeyType)(self.key) as isize == REDISMODULE_KEYTYPE_STRING }
+    }
+    fn has_ttl(&mut self) -> bool {
+        // SAFETY: as above.
+        unsafe { api!(RedisModule_GetAbsExpire)(self.key) != REDISMODULE_NO_EXPIRE as i64 }
+    }
+    fn len(&mut self) -> usize {
+        // SAFETY: as above.
+        unsafe { api!(RedisModule_ValueLength)(self.key) }
+    }
+}
+
+/// An ACL user looked up by name, freed on drop: the walk asks it, key by key, what its caller
+/// may see.
+pub struct AclUser(*mut RedisModuleUser);
+
+// SAFETY: used only by the walker thread, with the server lock held, within one slice.
+unsafe impl Send for AclUser {}
+
+impl AclUser {
+    /// The user named `name` as it is now; `None` if it was deleted.
+    pub fn named(ctx: &Ctx, name: &[u8]) -> Option<AclUser> {
+        let name = ctx.string(name);
+        // SAFETY: a live string; the user returned is ours to free.
+        let user = unsafe { api!(RedisModule_GetModuleUserFromUserName)(name.raw()) };
+        (!user.is_null()).then_some(AclUser(user))
+    }
+
+    /// Whether the user may read `key` (and write it, with `write`).
+    pub fn may(&self, key: &ScannedKey, write: bool) -> bool {
+        let flags = REDISMODULE_CMD_KEY_ACCESS | if write { REDISMODULE_CMD_KEY_UPDATE } else { 0 };
+        // SAFETY: a live user and the scan's key name.
+        unsafe { api!(RedisModule_ACLCheckKeyPermissions)(self.0, key.name, flags as c_int) == REDISMODULE_OK as c_int }
+    }
+}
+
+impl Drop for AclUser {
+    fn drop(&mut self) {
+        // SAFETY: looked up by `named`, freed once.
+        unsafe { api!(RedisModule_FreeModuleUser)(self.0) };
+    }
 }
 
 /// One walk in progress: its caller, a context on the caller's database (Redis gives it the
@@ -66,6 +130,7 @@ unsafe impl Send for Task {}
 
 impl Drop for Task {
     fn drop(&mut self) {
+        // SAFETY: both made for this task in `start`, freed once, on the main thread.
         unsafe {
             api!(RedisModule_ScanCursorDestroy)(self.cursor);
             api!(RedisModule_FreeThreadSafeContext)(self.ctx);
@@ -77,14 +142,14 @@ const INTERNAL_ERROR: &str = "ERR ratelimit: internal error during the walk, see
 
 impl Task {
     /// One slice with the server lock held; false once the walk is over.
-    unsafe fn slice(&mut self, cancel: &AtomicBool) -> bool {
-        let _locked = unsafe { Locked::new(self.ctx) };
+    fn slice(&mut self, cancel: &AtomicBool) -> bool {
+        let _locked = Locked::new(self.ctx);
         // Read under the lock: the disconnect callback, which sets it, runs on the main thread.
         if cancel.load(Ordering::Relaxed) {
             return false;
         }
         self.started = true;
-        match catch_unwind(AssertUnwindSafe(|| unsafe { self.scan_for_a_slice() })) {
+        match catch_unwind(AssertUnwindSafe(|| self.scan_for_a_slice())) {
             Ok(more) => more && self.error.is_none(),
             Err(_) => {
                 self.error = Some(INTERNAL_ERROR.into());
@@ -93,10 +158,11 @@ impl Task {
         }
     }
 
-    unsafe fn scan_for_a_slice(&mut self) -> bool {
-        let ctx = self.ctx;
-        unsafe { api!(RedisModule_SelectDb)(ctx, self.db) };
-        if let Err(e) = self.walk.begin_slice(ctx) {
+    fn scan_for_a_slice(&mut self) -> bool {
+        // SAFETY: the task's thread-safe context, live until the task is dropped; the lock is held.
+        let ctx = unsafe { Ctx::from_raw(self.ctx) };
+        ctx.select_db(self.db);
+        if let Err(e) = self.walk.begin_slice(&ctx) {
             self.error = Some(e);
             return false;
         }
@@ -107,23 +173,27 @@ impl Task {
         while more && self.error.is_none() {
             for _ in 0..STEPS_PER_CHECK {
                 let privdata = (self as *mut Task).cast::<c_void>();
-                more = unsafe { api!(RedisModule_Scan)(ctx, self.cursor, Some(visit), privdata) } != 0;
+                // SAFETY: the context and cursor are the task's; `visit` gets the task back as its
+                // private data, used only during this call.
+                more = unsafe { api!(RedisModule_Scan)(self.ctx, self.cursor, Some(visit), privdata) } != 0;
                 if !more {
                     break;
                 }
             }
-            self.walk.settle(ctx);
+            self.walk.settle(&ctx);
             if started.elapsed() >= slice {
                 break;
             }
         }
-        self.walk.end_slice(ctx);
+        self.walk.end_slice();
         more
     }
 
     /// Hands the task to the main thread, which replies (unless the caller left) and frees it.
     fn finish(self: Box<Task>) {
         let bc = self.bc;
+        // SAFETY: the task's blocked client, unblocked once; the task becomes its private data,
+        // freed by `free_task`.
         unsafe { api!(RedisModule_UnblockClient)(bc, Box::into_raw(self).cast()) };
     }
 }
@@ -159,10 +229,9 @@ fn queue() -> MutexGuard<'static, Queue> {
 
 /// Blocks the caller and queues a walk of its selected database with `walk`. An error is the
 /// reply to give instead; then nothing was started.
-///
-/// # Safety
-/// `ctx` must be the context of the command being executed.
-pub unsafe fn start(ctx: *mut RedisModuleCtx, command: &str, walk: Box<dyn Walk>) -> Result<(), String> {
+pub fn start(call: &Call, command: &str, walk: Box<dyn Walk>) -> Result<(), String> {
+    let ctx = call.raw();
+    // SAFETY: the command's live context.
     let flags = unsafe { api!(RedisModule_GetContextFlags)(ctx) } as u32;
     if flags & REDISMODULE_CTX_FLAGS_DENY_BLOCKING != 0 {
         return Err(format!(
@@ -187,17 +256,20 @@ pub unsafe fn start(ctx: *mut RedisModuleCtx, command: &str, walk: Box<dyn Walk>
         queue.walker = Some(spawned.map_err(|_| "ERR ratelimit: could not start the walk thread".to_string())?);
         queue.walker_running = true;
     }
-    let db = unsafe { api!(RedisModule_GetSelectedDb)(ctx) };
-    let bc = unsafe { api!(RedisModule_BlockClient)(ctx, Some(reply), None, Some(free_task), 0) };
-    unsafe { api!(RedisModule_SetDisconnectCallback)(bc, Some(disconnected)) };
-    let task = Task {
-        bc,
-        ctx: unsafe { api!(RedisModule_GetThreadSafeContext)(bc) },
-        cursor: unsafe { api!(RedisModule_ScanCursorCreate)() },
-        db,
-        walk,
-        error: None,
-        started: false,
+    // SAFETY: the command's live context; the blocked client and its thread-safe context live
+    // until the task is freed on the main thread (`free_task` or `disconnected`).
+    let task = unsafe {
+        let bc = api!(RedisModule_BlockClient)(ctx, Some(reply), None, Some(free_task), 0);
+        api!(RedisModule_SetDisconnectCallback)(bc, Some(disconnected));
+        Task {
+            bc,
+            ctx: api!(RedisModule_GetThreadSafeContext)(bc),
+            cursor: api!(RedisModule_ScanCursorCreate)(),
+            db: call.selected_db(),
+            walk,
+            error: None,
+            started: false,
+        }
     };
     queue.waiting.push_back(Box::new(task));
     Ok(())
@@ -217,7 +289,7 @@ fn walker() {
             CANCEL_IN_HAND.store(false, Ordering::Relaxed);
             task
         };
-        let more = unsafe { task.slice(&CANCEL_IN_HAND) };
+        let more = task.slice(&CANCEL_IN_HAND);
         let finished = {
             let mut queue = queue();
             queue.in_hand = None;
@@ -264,7 +336,8 @@ pub fn stop() -> Result<(), String> {
 struct Locked(*mut RedisModuleCtx);
 
 impl Locked {
-    unsafe fn new(ctx: *mut RedisModuleCtx) -> Locked {
+    fn new(ctx: *mut RedisModuleCtx) -> Locked {
+        // SAFETY: a task's thread-safe context, live until the task is dropped.
         unsafe { api!(RedisModule_ThreadSafeContextLock)(ctx) };
         Locked(ctx)
     }
@@ -272,21 +345,24 @@ impl Locked {
 
 impl Drop for Locked {
     fn drop(&mut self) {
+        // SAFETY: locked by `new` on this thread.
         unsafe { api!(RedisModule_ThreadSafeContextUnlock)(self.0) };
     }
 }
 
 unsafe extern "C" fn visit(
-    ctx: *mut RedisModuleCtx,
+    _ctx: *mut RedisModuleCtx,
     name: *mut RedisModuleString,
     key: *mut RedisModuleKey,
     privdata: *mut c_void,
 ) {
+    // SAFETY: the task given as private data by `scan_for_a_slice`, which waits for the scan step.
     let task = unsafe { &mut *privdata.cast::<Task>() };
     if task.error.is_some() {
         return;
     }
-    if catch_unwind(AssertUnwindSafe(|| task.walk.visit(ctx, name, key))).is_err() {
+    let scanned = ScannedKey { name, key };
+    if catch_unwind(AssertUnwindSafe(|| task.walk.visit(&scanned))).is_err() {
         task.error = Some(INTERNAL_ERROR.into());
     }
 }
@@ -304,20 +380,24 @@ unsafe extern "C" fn disconnected(_ctx: *mut RedisModuleCtx, bc: *mut RedisModul
 }
 
 unsafe extern "C" fn reply(ctx: *mut RedisModuleCtx, _argv: *mut *mut RedisModuleString, _argc: c_int) -> c_int {
-    let task = unsafe { api!(RedisModule_GetBlockedClientPrivateData)(ctx) }.cast::<Task>();
-    if task.is_null() {
-        return reply_error(ctx, "ERR ratelimit: the walk ended without a result");
-    }
-    let task = unsafe { &*task };
-    let replied = catch_unwind(AssertUnwindSafe(|| match &task.error {
-        Some(error) => reply_error(ctx, error),
-        None => task.walk.reply(ctx),
+    // SAFETY: the reply callback's live context; its private data is the finished task, alive
+    // until `free_task` runs after this.
+    let (ctx, task) =
+        unsafe { (Ctx::from_raw(ctx), api!(RedisModule_GetBlockedClientPrivateData)(ctx).cast::<Task>().as_ref()) };
+    let replied = catch_unwind(AssertUnwindSafe(|| match task {
+        None => ctx.reply_error("ERR ratelimit: the walk ended without a result"),
+        Some(Task { error: Some(error), .. }) => ctx.reply_error(error),
+        Some(task) => task.walk.reply(&ctx),
     }));
-    replied.unwrap_or_else(|_| reply_error(ctx, "ERR ratelimit: internal error, see the server log"))
+    if replied.is_err() {
+        ctx.reply_error("ERR ratelimit: internal error, see the server log");
+    }
+    REDISMODULE_OK as c_int
 }
 
 unsafe extern "C" fn free_task(_ctx: *mut RedisModuleCtx, privdata: *mut c_void) {
     if !privdata.is_null() {
+        // SAFETY: the task `finish` handed over with `Box::into_raw`, freed once.
         drop(unsafe { Box::from_raw(privdata.cast::<Task>()) });
     }
 }

@@ -5,8 +5,8 @@
 //! characters included) and may not contain a space; a window is whole seconds (`60`) or
 //! milliseconds with `ms` (`1500ms`). The empty string means no rules: the guard is off.
 
-use crate::args::MAX_WINDOW_MS;
-use crate::decimal::parse_i64;
+use crate::core::decimal::parse_i64;
+use crate::core::window::MAX_WINDOW_MS;
 
 /// Validated rules, the longest prefix first so that the most specific rule decides.
 #[derive(Debug, Clone, PartialEq, Eq)]

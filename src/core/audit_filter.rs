@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::hash::{BuildHasher, RandomState};
 
-use crate::decimal::{parse_i64, MAX_LEN};
+use crate::core::decimal::{parse_i64, MAX_LEN};
 
 /// What the keyspace walk can ask of a key without reading its value; each answer costs a
 /// server call, so `classify` asks only what it needs.

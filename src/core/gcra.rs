@@ -7,6 +7,8 @@
 //! when the bucket is full and the key says nothing a missing key doesn't. A denied request
 //! writes nothing but the heal: a key without TTL gets one at its TAT, as in the fixed window.
 
+use crate::core::stored::{Change, Stored};
+
 /// Limits validated by the parser: every product below fits in an `i64` of nanoseconds, with room
 /// to add to any current time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,16 +49,6 @@ pub enum Overflow {
     Tokens,
 }
 
-/// What the key holds before the request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bucket {
-    /// No key (or one that has logically expired): a full bucket.
-    Missing,
-    /// A TAT in Unix nanoseconds; `expires_at` its key's absolute expiry in Unix ms, `None` if it
-    /// has no TTL.
-    Present { tat_ns: i64, expires_at: Option<i64> },
-}
-
 /// The decision for one request: the reply numbers and the writes to make, in one step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outcome {
@@ -68,7 +60,8 @@ pub struct Outcome {
     pub retry_after_ns: Option<i64>,
     /// How long until the bucket is full again; 0 when it is.
     pub full_after_ns: i64,
-    pub write: Write,
+    /// A new TAT with its expiry, or the heal's expiry alone, or nothing.
+    pub change: Option<Change>,
 }
 
 impl Outcome {
@@ -83,21 +76,6 @@ impl Outcome {
     }
 }
 
-/// The writes to the key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Write {
-    Nothing,
-    /// A new TAT, with the key's new absolute expiry (Unix ms).
-    Store {
-        tat_ns: i64,
-        expires_at: i64,
-    },
-    /// Only an expiry (Unix ms), for a key that has none: the heal.
-    Heal {
-        expires_at: i64,
-    },
-}
-
 const NS_PER_MS: i64 = 1_000_000;
 
 /// Nanoseconds to milliseconds, rounded up: an expiry or a wait never ends early.
@@ -105,11 +83,12 @@ pub fn ceil_ms(ns: i64) -> i64 {
     ns.div_euclid(NS_PER_MS) + i64::from(ns.rem_euclid(NS_PER_MS) != 0)
 }
 
-/// Decides one request at `now_ns` (Unix nanoseconds; `now_ms` is the same instant in ms).
-pub fn decide(rate: &Rate, bucket: Bucket, now_ns: i64, now_ms: i64) -> Outcome {
+/// Decides one request at `now_ns` (Unix nanoseconds; `now_ms` is the same instant in ms) on a
+/// bucket whose stored value is its TAT (a missing key is a full bucket).
+pub fn decide(rate: &Rate, bucket: Stored, now_ns: i64, now_ms: i64) -> Outcome {
     let (tat, expires_at) = match bucket {
-        Bucket::Missing => (now_ns, None),
-        Bucket::Present { tat_ns, expires_at } => (tat_ns.max(now_ns), expires_at),
+        Stored::Missing => (now_ns, None),
+        Stored::Present { value: tat_ns, expires_at } => (tat_ns.max(now_ns), expires_at),
     };
     // A TAT far in the future (written by hand) is simply over any limit: widen, don't wrap.
     let new_tat = i128::from(tat) + i128::from(rate.increment_ns);
@@ -119,10 +98,10 @@ pub fn decide(rate: &Rate, bucket: Bucket, now_ns: i64, now_ms: i64) -> Outcome 
     let expiry_of = |tat_ns: i64| ceil_ms(tat_ns).max(now_ms + 1);
     // A request of 0 tokens (CL.THROTTLE's look) changes nothing but the heal.
     let stores = admitted && rate.tokens > 0;
-    let write = match (stores, bucket, expires_at) {
-        (true, _, _) => Write::Store { tat_ns: tat_after, expires_at: expiry_of(tat_after) },
-        (false, Bucket::Present { tat_ns, .. }, None) => Write::Heal { expires_at: expiry_of(tat_ns) },
-        (false, _, _) => Write::Nothing,
+    let change = match (stores, bucket, expires_at) {
+        (true, _, _) => Some(Change::Set { value: tat_after, expires_at: expiry_of(tat_after) }),
+        (false, Stored::Present { value: tat_ns, .. }, None) => Some(Change::Expire { at: expiry_of(tat_ns) }),
+        (false, _, _) => None,
     };
     // Both spans are below i64::MAX: tat_after <= i64::MAX and now_ns >= 0 for any real clock.
     let used_ns = i128::from(tat_after) - i128::from(now_ns);
@@ -133,7 +112,7 @@ pub fn decide(rate: &Rate, bucket: Bucket, now_ns: i64, now_ms: i64) -> Outcome 
         remaining: (free_ns.max(0) / i128::from(rate.emission_ns)) as i64,
         retry_after_ns: (!admitted && !never).then(|| late_by.min(i128::from(i64::MAX)) as i64),
         full_after_ns: used_ns.clamp(0, i128::from(i64::MAX)) as i64,
-        write,
+        change,
     }
 }
 
@@ -150,21 +129,29 @@ mod tests {
         Rate::new(4, SECOND, tokens).unwrap()
     }
 
-    fn at(tat_ns: i64) -> Bucket {
-        Bucket::Present { tat_ns, expires_at: Some(ceil_ms(tat_ns)) }
+    fn at(tat_ns: i64) -> Stored {
+        Stored::Present { value: tat_ns, expires_at: Some(ceil_ms(tat_ns)) }
     }
 
-    fn decide_at(rate: &Rate, bucket: Bucket, now_ns: i64) -> Outcome {
+    fn store(value: i64, expires_at: i64) -> Option<Change> {
+        Some(Change::Set { value, expires_at })
+    }
+
+    fn heal(at: i64) -> Option<Change> {
+        Some(Change::Expire { at })
+    }
+
+    fn decide_at(rate: &Rate, bucket: Stored, now_ns: i64) -> Outcome {
         decide(rate, bucket, now_ns, now_ns.div_euclid(NS_PER_MS))
     }
 
     #[test]
     fn a_full_bucket_admits_its_capacity_then_denies() {
-        let mut bucket = Bucket::Missing;
+        let mut bucket = Stored::Missing;
         for remaining in (0..5).rev() {
             let o = decide_at(&rate(1), bucket, NOW);
             assert_eq!((o.limited, o.remaining, o.retry_after_ms()), (false, remaining, -1));
-            let Write::Store { tat_ns, expires_at } = o.write else { panic!("{o:?}") };
+            let Some(Change::Set { value: tat_ns, expires_at }) = o.change else { panic!("{o:?}") };
             assert_eq!(tat_ns, NOW + (5 - remaining) * SECOND);
             assert_eq!(expires_at, ceil_ms(tat_ns), "the key goes when the bucket is full again");
             assert_eq!(o.full_after_ms(), (5 - remaining) * 1_000);
@@ -172,7 +159,7 @@ mod tests {
         }
         let o = decide_at(&rate(1), bucket, NOW);
         assert_eq!((o.limited, o.remaining, o.retry_after_ms(), o.full_after_ms()), (true, 0, 1_000, 5_000));
-        assert_eq!(o.write, Write::Nothing, "a denied request writes nothing");
+        assert_eq!(o.change, None, "a denied request writes nothing");
     }
 
     #[test]
@@ -198,7 +185,7 @@ mod tests {
 
     #[test]
     fn tokens_take_several_at_once() {
-        let o = decide_at(&rate(3), Bucket::Missing, NOW);
+        let o = decide_at(&rate(3), Stored::Missing, NOW);
         assert_eq!((o.limited, o.remaining), (false, 2));
         let o = decide_at(&rate(3), at(NOW + 3 * SECOND), NOW);
         assert_eq!((o.limited, o.remaining, o.retry_after_ms()), (true, 2, 1_000));
@@ -206,21 +193,21 @@ mod tests {
 
     #[test]
     fn more_tokens_than_the_capacity_are_never_admitted() {
-        let o = decide_at(&rate(6), Bucket::Missing, NOW);
+        let o = decide_at(&rate(6), Stored::Missing, NOW);
         assert_eq!((o.limited, o.remaining, o.retry_after_ms(), o.full_after_ms()), (true, 5, -1, 0));
-        assert_eq!(o.write, Write::Nothing, "a fresh key denied creates nothing");
+        assert_eq!(o.change, None, "a fresh key denied creates nothing");
     }
 
     #[test]
     fn a_key_without_ttl_heals_admitted_or_not() {
-        let leaked = Bucket::Present { tat_ns: NOW + 5 * SECOND, expires_at: None };
+        let leaked = Stored::Present { value: NOW + 5 * SECOND, expires_at: None };
         let o = decide_at(&rate(1), leaked, NOW);
-        assert_eq!(o.write, Write::Heal { expires_at: NOW_MS + 5_000 });
+        assert_eq!(o.change, heal(NOW_MS + 5_000));
         let o = decide_at(&rate(1), leaked, NOW + 2 * SECOND);
-        assert_eq!(o.write, Write::Store { tat_ns: NOW + 6 * SECOND, expires_at: NOW_MS + 6_000 });
+        assert_eq!(o.change, store(NOW + 6 * SECOND, NOW_MS + 6_000));
         // A TAT in the past: the bucket is full; the heal must not expire it in the past.
-        let stale = Bucket::Present { tat_ns: NOW - SECOND, expires_at: None };
-        assert_eq!(decide_at(&rate(6), stale, NOW).write, Write::Heal { expires_at: NOW_MS + 1 });
+        let stale = Stored::Present { value: NOW - SECOND, expires_at: None };
+        assert_eq!(decide_at(&rate(6), stale, NOW).change, heal(NOW_MS + 1));
     }
 
     #[test]
@@ -228,17 +215,17 @@ mod tests {
         let half = at(NOW + 2 * SECOND);
         let o = decide_at(&rate(0), half, NOW);
         assert_eq!((o.limited, o.remaining, o.full_after_ns), (false, 3, 2 * SECOND));
-        assert_eq!(o.write, Write::Nothing);
-        assert_eq!(decide_at(&rate(0), Bucket::Missing, NOW).write, Write::Nothing);
-        let leaked = Bucket::Present { tat_ns: NOW + 2 * SECOND, expires_at: None };
-        assert_eq!(decide_at(&rate(0), leaked, NOW).write, Write::Heal { expires_at: NOW_MS + 2_000 });
+        assert_eq!(o.change, None);
+        assert_eq!(decide_at(&rate(0), Stored::Missing, NOW).change, None);
+        let leaked = Stored::Present { value: NOW + 2 * SECOND, expires_at: None };
+        assert_eq!(decide_at(&rate(0), leaked, NOW).change, heal(NOW_MS + 2_000));
     }
 
     #[test]
     fn a_past_tat_counts_from_now() {
         let o = decide_at(&rate(1), at(NOW - 60 * SECOND), NOW);
         assert_eq!((o.limited, o.remaining), (false, 4));
-        assert_eq!(o.write, Write::Store { tat_ns: NOW + SECOND, expires_at: NOW_MS + 1_000 });
+        assert_eq!(o.change, store(NOW + SECOND, NOW_MS + 1_000));
     }
 
     #[test]
@@ -279,20 +266,20 @@ mod properties {
             steps in proptest::collection::vec(0i64..3_000_000_000, 1..60),
         ) {
             let start = 1_700_000_000_000 * NS_PER_MS;
-            let (mut bucket, mut now, mut admitted) = (Bucket::Missing, start, 0i64);
+            let (mut bucket, mut now, mut admitted) = (Stored::Missing, start, 0i64);
             for step in steps {
                 now += step;
                 let o = decide(&rate, bucket, now, now.div_euclid(NS_PER_MS));
                 prop_assert!(o.remaining >= 0 && o.remaining <= rate.capacity);
-                match o.write {
-                    Write::Store { tat_ns, expires_at } => {
+                match o.change {
+                    Some(Change::Set { value: tat_ns, expires_at }) => {
                         prop_assert!(!o.limited);
                         prop_assert!(expires_at * NS_PER_MS >= tat_ns && expires_at > now.div_euclid(NS_PER_MS));
                         admitted += rate.tokens;
-                        bucket = Bucket::Present { tat_ns, expires_at: Some(expires_at) };
+                        bucket = Stored::Present { value: tat_ns, expires_at: Some(expires_at) };
                     }
-                    Write::Nothing => prop_assert!(o.limited),
-                    Write::Heal { .. } => prop_assert!(false, "every key here has a TTL"),
+                    None => prop_assert!(o.limited),
+                    Some(other) => prop_assert!(false, "every key here has a TTL: {:?}", other),
                 }
                 let allowance = rate.capacity as i128 + (now - start) as i128 / rate.emission_ns as i128;
                 prop_assert!(admitted as i128 <= allowance);

@@ -9,15 +9,15 @@
 //! The migration events tell operators which slots are arriving (the log, and INFO's
 //! `ratelimit_slot_imports`).
 
-use std::ffi::CString;
 use std::os::raw::{c_char, c_int, c_void};
 use std::panic::catch_unwind;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use redis_module::raw::{RedisModuleCtx, RedisModuleEvent, REDISMODULE_OK};
 
-use crate::command::api;
-use crate::server;
+use crate::redis::api::api;
+use crate::redis::ctx::Ctx;
+use crate::redis::server;
 
 /// Valkey's `VALKEYMODULE_EVENT_ATOMIC_SLOT_MIGRATION` and its sub-events (Valkey 9, which has
 /// them wherever it has the option; its `IsSubEventSupported` does not list them).
@@ -52,16 +52,15 @@ struct MigrationInfo {
 
 /// Subscribes to the migration events where the server has atomic slot migration; false if the
 /// server refused.
-///
-/// # Safety
-/// `ctx` must be this module's context in `on_load`.
-pub unsafe fn subscribe(ctx: *mut RedisModuleCtx) -> bool {
+pub fn subscribe(ctx: &Ctx) -> bool {
     if !server::has_atomic_slot_migration() {
         return true;
     }
     let event = RedisModuleEvent { id: EVENT_ATOMIC_SLOT_MIGRATION, dataver: 1 };
-    // SAFETY: `ctx` is the loading module's context; the callback lives as long as the module.
-    unsafe { api!(RedisModule_SubscribeToServerEvent)(ctx, event, Some(migration_event)) == REDISMODULE_OK as c_int }
+    // SAFETY: a live context; the callback is a plain function for the module's life.
+    unsafe {
+        api!(RedisModule_SubscribeToServerEvent)(ctx.raw(), event, Some(migration_event)) == REDISMODULE_OK as c_int
+    }
 }
 
 unsafe extern "C" fn migration_event(
@@ -89,13 +88,12 @@ unsafe extern "C" fn migration_event(
         _ => return,
     };
     let _ = catch_unwind(|| {
-        // SAFETY: for this event the server passes its migration info (or nothing).
-        let slots = unsafe { data.cast::<MigrationInfo>().as_ref() }
-            .map_or_else(String::new, |info| unsafe { slot_ranges(info) });
-        if let Ok(line) = CString::new(format!("slots {slots} {what}")) {
-            // SAFETY: a format and one NUL-terminated argument, as `%s` expects.
-            unsafe { api!(RedisModule_Log)(ctx, c"notice".as_ptr(), c"%s".as_ptr(), line.as_ptr()) };
-        }
+        // SAFETY: for this event the server passes its migration info (or nothing), and a context
+        // live through the callback.
+        let (info, ctx) = unsafe { (data.cast::<MigrationInfo>().as_ref(), Ctx::from_raw(ctx)) };
+        // SAFETY: the server's migration info, valid through the callback.
+        let slots = info.map_or_else(String::new, |info| unsafe { slot_ranges(info) });
+        ctx.log_notice(&format!("slots {slots} {what}"));
     });
 }
 

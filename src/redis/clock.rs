@@ -7,7 +7,7 @@
 
 use redis_module::raw;
 
-use crate::command::api;
+use crate::redis::api::api;
 
 /// An instant in Unix time, in nanoseconds and the same instant in whole milliseconds.
 #[derive(Debug, Clone, Copy)]
@@ -22,6 +22,7 @@ pub fn command_now() -> Now {
     // SAFETY: both are the server's own functions, resolved at load time and taking nothing.
     match unsafe { raw::RedisModule_CachedMicroseconds } {
         Some(cached) => {
+            // SAFETY: as above.
             let us = unsafe { cached() };
             Now { ns: us.saturating_mul(1_000), ms: us.div_euclid(1_000) }
         }

@@ -1,0 +1,160 @@
+//! The commands, one file each, in safe code over `crate::redis`'s values and `crate::core`'s
+//! decisions; and the command table, from which the module registers each command and tells the
+//! server its docs and keys (see `crate::redis::command`). Adding a command: its file here, and
+//! its row below.
+
+mod audit;
+mod cl_throttle;
+mod gcra;
+pub mod guard;
+mod hit;
+mod hitall;
+mod peek;
+mod repair;
+mod sweep;
+
+use crate::core::args::ArgError;
+use crate::core::stored::Stored;
+use crate::redis::call::{entry_point, Error};
+use crate::redis::command::{
+    arg, option, Arg, Command, Keys, BLOCK, DOUBLE, INTEGER, KEY, PURE_TOKEN, READS, STRING, WRITES,
+};
+use crate::redis::stats;
+
+impl From<ArgError> for Error {
+    fn from(e: ArgError) -> Error {
+        Error::from(e.message())
+    }
+}
+
+/// INFO counters for one HIT or HITALL call on `counters` (as they were before it): one without
+/// TTL always gets one, admitted or not.
+fn record_hits(allowed: bool, counters: &[Stored]) {
+    stats::HITS.add(1);
+    if allowed { &stats::ADMITTED } else { &stats::DENIED }.add(1);
+    let healed = counters.iter().filter(|c| matches!(c, Stored::Present { expires_at: None, .. })).count();
+    stats::HEALED.add(healed as u64);
+}
+
+const COST: Arg =
+    Arg { summary: Some(c"how many hits this call counts for (default 1)"), ..option(c"cost", INTEGER, c"COST") };
+const MS: Arg = Arg { summary: Some(c"the window is in milliseconds"), ..option(c"ms", PURE_TOKEN, c"MS") };
+const NAMES: Arg =
+    Arg { summary: Some(c"how many key names to list (default 100)"), ..option(c"count", INTEGER, c"LIMIT") };
+
+/// Every command of the module.
+pub const COMMANDS: &[Command] = &[
+    Command {
+        name: c"ratelimit.hit",
+        // Not deny-oom: over maxmemory only new counters are refused (see redis/key.rs).
+        flags: c"write fast",
+        keys: Keys::At(1, WRITES),
+        arity: -4,
+        entry: entry_point!(hit::hit),
+        opt_in: None,
+        summary: c"Counts a hit against a fixed-window limit and sets the window's expiry in one step; gives a counter without TTL one. Replies [allowed, count, remaining, reset_ms].",
+        complexity: c"O(1)",
+        args: &[
+            Arg { summary: Some(c"the counter"), ..arg(c"key", KEY) },
+            Arg { summary: Some(c"hits admitted per window"), ..arg(c"limit", INTEGER) },
+            Arg { summary: Some(c"the window's length in seconds (milliseconds with MS)"), ..arg(c"window", INTEGER) },
+            COST,
+            MS,
+        ],
+    },
+    Command {
+        name: c"ratelimit.hitall",
+        // Keys given by numkeys: a key spec for COMMAND GETKEYS and ACLs, and getkeys-api for 7.0's
+        // cluster routing, which reads only that.
+        flags: c"write getkeys-api",
+        keys: Keys::Counted(WRITES),
+        arity: -5,
+        entry: entry_point!(hitall::hitall),
+        opt_in: None,
+        summary: c"Counts one hit against several limits, all or nothing. Replies [allowed, [count, remaining, reset_ms] per key].",
+        complexity: c"O(N) where N is the number of keys",
+        args: &[
+            arg(c"numkeys", INTEGER),
+            Arg { multiple: true, ..arg(c"key", KEY) },
+            Arg {
+                multiple: true,
+                subargs: &[arg(c"limit", INTEGER), arg(c"window", INTEGER)],
+                ..arg(c"limit-window", BLOCK)
+            },
+            COST,
+            MS,
+        ],
+    },
+    Command {
+        name: c"ratelimit.peek",
+        flags: c"readonly fast",
+        keys: Keys::At(1, READS),
+        arity: -3,
+        entry: entry_point!(peek::peek),
+        opt_in: None,
+        summary: c"Tells what a hit would get without making it. Replies [allowed, count, remaining, reset_ms]; reset_ms is -1 for a counter without TTL.",
+        complexity: c"O(1)",
+        args: &[arg(c"key", KEY), arg(c"limit", INTEGER), COST],
+    },
+    Command {
+        name: c"ratelimit.gcra",
+        // As HIT: over maxmemory only new buckets are refused.
+        flags: c"write fast",
+        keys: Keys::At(1, WRITES),
+        arity: -5,
+        entry: entry_point!(gcra::gcra),
+        opt_in: None,
+        summary: c"Takes tokens from a GCRA bucket (smooth rate limiting, as redis-cell): value and expiry in one step. Replies [limited, capacity, remaining, retry_after_ms, full_after_ms].",
+        complexity: c"O(1)",
+        args: &[
+            Arg { summary: Some(c"the bucket: its theoretical arrival time in Unix ns"), ..arg(c"key", KEY) },
+            Arg { summary: Some(c"the bucket holds max_burst + 1 tokens"), ..arg(c"max_burst", INTEGER) },
+            Arg { summary: Some(c"tokens that come back per period"), ..arg(c"tokens_per_period", INTEGER) },
+            Arg { summary: Some(c"seconds, a decimal number"), ..arg(c"period", DOUBLE) },
+            Arg { summary: Some(c"tokens this call takes (default 1)"), ..option(c"count", INTEGER, c"TOKENS") },
+        ],
+    },
+    Command {
+        name: c"cl.throttle",
+        // redis-cell registered it `write`; `fast` as GCRA's, and its key for cluster routing.
+        flags: c"write fast",
+        keys: Keys::At(1, WRITES),
+        arity: -5,
+        entry: entry_point!(cl_throttle::cl_throttle),
+        // Off by default, so that it never collides with a loaded redis-cell.
+        opt_in: Some("CL.THROTTLE"),
+        summary: c"redis-cell's command on the same GCRA bucket, for its users (enabled by the module argument CL.THROTTLE). Replies [limited, limit, remaining, retry_after, reset_after] in whole seconds.",
+        complexity: c"O(1)",
+        args: &[
+            arg(c"key", KEY),
+            arg(c"max_burst", INTEGER),
+            arg(c"count_per_period", INTEGER),
+            Arg { summary: Some(c"whole seconds"), ..arg(c"period", INTEGER) },
+            Arg { optional: true, summary: Some(c"tokens to take (default 1; 0 only looks)"), ..arg(c"quantity", INTEGER) },
+        ],
+    },
+    Command {
+        name: c"ratelimit.audit",
+        // Read-only, so that replicas can be audited; no keys, so it runs on any cluster node.
+        flags: c"readonly",
+        keys: Keys::None,
+        arity: -2,
+        entry: entry_point!(audit::audit),
+        opt_in: None,
+        summary: c"Counts the counters under a prefix that have no TTL, walking the keyspace without stalling the server.",
+        complexity: c"O(N) where N is the number of keys in the database",
+        args: &[Arg { summary: Some(c"compared byte for byte, glob characters are literal"), ..arg(c"prefix", STRING) }, NAMES],
+    },
+    Command {
+        name: c"ratelimit.repair",
+        // Not deny-oom: giving leaked counters a TTL is how memory comes back.
+        flags: c"write",
+        keys: Keys::None,
+        arity: -3,
+        entry: entry_point!(repair::repair),
+        opt_in: None,
+        summary: c"Gives every counter under a prefix that has no TTL a window's expiry, walking the keyspace without stalling the server.",
+        complexity: c"O(N) where N is the number of keys in the database",
+        args: &[arg(c"prefix", STRING), arg(c"window", INTEGER), MS, NAMES],
+    },
+];

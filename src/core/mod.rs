@@ -1,0 +1,12 @@
+//! The pure decisions: every rule of the commands and the guard, free of Redis types and FFI, so
+//! that each is unit- and property-tested here. The glue (`crate::redis`) and the commands
+//! (`crate::commands`) call into this layer; nothing here calls out of it.
+
+pub mod args;
+pub mod audit_filter;
+pub mod decimal;
+pub mod gcra;
+pub mod guard_rules;
+pub mod stored;
+pub mod version;
+pub mod window;

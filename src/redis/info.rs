@@ -1,0 +1,52 @@
+//! `INFO ratelimit`: one section named after the module, fields `ratelimit_<name>`.
+
+use std::ffi::CStr;
+use std::os::raw::c_int;
+
+use redis_module::raw::RedisModuleInfoCtx;
+
+use crate::redis::api::api;
+use crate::redis::stats::*;
+use crate::redis::{server, slot_migration, walk};
+
+const COUNTERS: [(&CStr, &Stat); 15] = [
+    (c"hits", &HITS),
+    (c"admitted", &ADMITTED),
+    (c"denied", &DENIED),
+    (c"healed", &HEALED),
+    (c"gcra_calls", &GCRA_CALLS),
+    (c"gcra_admitted", &GCRA_ADMITTED),
+    (c"gcra_denied", &GCRA_DENIED),
+    (c"peeks", &PEEKS),
+    (c"audits", &AUDITS),
+    (c"repairs", &REPAIRS),
+    (c"keys_scanned", &KEYS_SCANNED),
+    (c"counters_repaired", &REPAIRED),
+    (c"walks_refused", &WALKS_REFUSED),
+    (c"guard_checked", &GUARD_CHECKED),
+    (c"guard_heals", &GUARD_HEALS),
+];
+
+/// The INFO callback, registered at load time.
+pub unsafe extern "C" fn info(ctx: *mut RedisModuleInfoCtx, _for_crash_report: c_int) {
+    let number = |name: &CStr, value: u64| {
+        // SAFETY: the callback's live INFO context and a static field name.
+        unsafe { api!(RedisModule_InfoAddFieldULongLong)(ctx, name.as_ptr(), value) };
+    };
+    let text = |name: &CStr, value: &CStr| {
+        // SAFETY: as above, with a static value.
+        unsafe { api!(RedisModule_InfoAddFieldCString)(ctx, name.as_ptr(), value.as_ptr()) };
+    };
+    // SAFETY: the callback's live INFO context; "" names the section after the module.
+    unsafe { api!(RedisModule_InfoAddSection)(ctx, c"".as_ptr()) };
+    for (name, counter) in COUNTERS {
+        number(name, counter.get());
+    }
+    let (running, queued) = walk::in_progress();
+    number(c"walks_running", running as u64);
+    number(c"walks_queued", queued as u64);
+    number(c"slot_imports", slot_migration::imports_in_progress());
+    // What differs between servers, as this one does it.
+    text(c"clock", if server::has_command_clock() { c"command_us" } else { c"wall_ms" });
+    text(c"guard_heal_at", if server::has_post_notification_jobs() { c"command_end" } else { c"before_sleep" });
+}

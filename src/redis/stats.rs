@@ -1,0 +1,43 @@
+//! What the module has done since it was loaded, for `INFO ratelimit` (info.rs). Relaxed atomic
+//! counters, cheap enough for the hot path and safe from the walk thread.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub struct Stat(AtomicU64);
+
+impl Stat {
+    const fn new() -> Stat {
+        Stat(AtomicU64::new(0))
+    }
+
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Calls of RATELIMIT.HIT and RATELIMIT.HITALL (one each, however many limits).
+pub static HITS: Stat = Stat::new();
+pub static ADMITTED: Stat = Stat::new();
+pub static DENIED: Stat = Stat::new();
+/// Counters and GCRA keys without TTL that HIT, HITALL or GCRA gave one.
+pub static HEALED: Stat = Stat::new();
+/// Calls of RATELIMIT.GCRA.
+pub static GCRA_CALLS: Stat = Stat::new();
+pub static GCRA_ADMITTED: Stat = Stat::new();
+pub static GCRA_DENIED: Stat = Stat::new();
+pub static PEEKS: Stat = Stat::new();
+pub static AUDITS: Stat = Stat::new();
+pub static REPAIRS: Stat = Stat::new();
+/// Keys visited by AUDIT and REPAIR walks (those the caller may see).
+pub static KEYS_SCANNED: Stat = Stat::new();
+/// Counters REPAIR gave a TTL.
+pub static REPAIRED: Stat = Stat::new();
+/// AUDIT and REPAIR calls refused because `ratelimit.max-walks` walks were in progress.
+pub static WALKS_REFUSED: Stat = Stat::new();
+/// Keys written under a guarded prefix that the guard checked, and the counters it gave a TTL.
+pub static GUARD_CHECKED: Stat = Stat::new();
+pub static GUARD_HEALS: Stat = Stat::new();
