@@ -28,8 +28,8 @@ all: build
 
 # The gates: formatting (rustfmt.toml) and every clippy warning, on every target.
 lint: test-deps
-	cargo fmt --check
-	cargo clippy --release --locked --all-targets -- -D warnings
+	cargo fmt --all --check
+	cargo clippy --workspace --release --locked --all-targets -- -D warnings
 
 # Debian packages: what building and running need, and what the tests need on top.
 deps:

@@ -1,6 +1,6 @@
 //! RATELIMIT.AUDIT and RATELIMIT.REPAIR against real servers.
 
-mod common;
+use ratelimit_testkit as common;
 
 use std::io::Write;
 use std::net::TcpStream;

@@ -4,7 +4,7 @@
 //! forth under load, with the guard on every node: by atomic slot migration (`CLUSTER
 //! MIGRATESLOTS`) where the server has it (Valkey 9), else by `CLUSTER SETSLOT` and `MIGRATE`.
 
-mod common;
+use ratelimit_testkit as common;
 
 use std::collections::HashMap;
 use std::process::Command;
@@ -171,14 +171,6 @@ impl Cluster {
     }
 }
 
-fn hit(con: &mut impl redis::ConnectionLike, key: &str, args: &[&str]) -> Vec<i64> {
-    redis::cmd("RATELIMIT.HIT").arg(key).arg(args).query(con).unwrap()
-}
-
-fn gcra(con: &mut impl redis::ConnectionLike, key: &str, args: &[&str]) -> Vec<i64> {
-    redis::cmd("RATELIMIT.GCRA").arg(key).arg(args).query(con).unwrap()
-}
-
 #[test]
 fn a_cluster_keeps_every_promise() {
     let cluster = Cluster::start(&[]);
@@ -194,8 +186,11 @@ fn a_cluster_keeps_every_promise() {
 fn keys_spread_over_every_primary(cluster: &Cluster, client: &mut ClusterConnection) {
     for round in 1..=3 {
         for i in 0..300 {
-            assert_eq!(hit(client, &format!("spread:{i}"), &["100", "3600"])[..2], [1, round]);
-            assert_eq!(gcra(client, &format!("gspread:{i}"), &["9", "1", "3600"])[..3], [0, 10, 10 - round]);
+            assert_eq!(common::hit(client, &format!("spread:{i}"), &["100", "3600"]).unwrap()[..2], [1, round]);
+            assert_eq!(
+                common::gcra(client, &format!("gspread:{i}"), &["9", "1", "3600"]).unwrap()[..3],
+                [0, 10, 10 - round]
+            );
         }
     }
     for primary in cluster.primaries() {
@@ -214,8 +209,8 @@ fn a_wrong_node_answers_moved(cluster: &Cluster) {
 }
 
 fn hash_tags_keep_keys_together(cluster: &Cluster, client: &mut ClusterConnection) {
-    hit(client, "{user:42}:second", &["10", "1"]);
-    hit(client, "{user:42}:hour", &["1000", "3600"]);
+    common::hit(client, "{user:42}:second", &["10", "1"]).unwrap();
+    common::hit(client, "{user:42}:hour", &["1000", "3600"]).unwrap();
     let mut con = cluster.node_connection(cluster.owner("{user:42}").port);
     let together: i64 = redis::cmd("EXISTS").arg(&["{user:42}:second", "{user:42}:hour"]).query(&mut con).unwrap();
     assert_eq!(together, 2, "one hash tag, one node");
@@ -234,7 +229,7 @@ fn resharding_moves_live_counters(cluster: &Cluster, client: &mut ClusterConnect
     let keys: Vec<String> = (0..20).map(|i| format!("{{moving}}:{i}")).collect();
     for (i, key) in keys.iter().enumerate() {
         for _ in 0..=i {
-            hit(client, key, &["100", "3600"]);
+            common::hit(client, key, &["100", "3600"]).unwrap();
         }
     }
     let source = cluster.owner("{moving}");
@@ -253,16 +248,16 @@ fn resharding_moves_live_counters(cluster: &Cluster, client: &mut ClusterConnect
         assert!((0..=migrate_ms).contains(&(moved_expiry - expiry)), "{key}: expiry {expiry} became {moved_expiry}");
     }
     // The client follows MOVED to the new owner and the counters go on counting.
-    assert_eq!(hit(client, &keys[0], &["100", "3600"])[..2], [1, 2]);
-    assert_eq!(hit(client, &keys[19], &["100", "3600"])[..2], [1, 21]);
+    assert_eq!(common::hit(client, &keys[0], &["100", "3600"]).unwrap()[..2], [1, 2]);
+    assert_eq!(common::hit(client, &keys[19], &["100", "3600"]).unwrap()[..2], [1, 21]);
 }
 
 fn failover_keeps_counters_and_expiry_instants(cluster: &Cluster, client: &mut ClusterConnection) {
     let keys: Vec<String> = (0..10).map(|i| format!("{{failing}}:{i}")).collect();
     for key in &keys {
-        hit(client, key, &["100", "3600"]);
-        hit(client, key, &["100", "3600"]);
-        gcra(client, &format!("{key}:gcra"), &["9", "1", "3600"]);
+        common::hit(client, key, &["100", "3600"]).unwrap();
+        common::hit(client, key, &["100", "3600"]).unwrap();
+        common::gcra(client, &format!("{key}:gcra"), &["9", "1", "3600"]).unwrap();
     }
     let keys: Vec<String> = keys.iter().flat_map(|k| [k.clone(), format!("{k}:gcra")]).collect();
     let old = cluster.owner("{failing}");
@@ -283,8 +278,12 @@ fn failover_keeps_counters_and_expiry_instants(cluster: &Cluster, client: &mut C
     for (key, want) in keys.iter().zip(&before) {
         assert_eq!(&value_and_expiry(&mut promoted, key), want, "{key}: same value, same expiry instant");
     }
-    assert_eq!(hit(client, &keys[0], &["100", "3600"])[..2], [1, 3], "HIT goes on on the promoted node");
-    assert_eq!(gcra(client, &keys[1], &["9", "1", "3600"])[..3], [0, 10, 8], "and GCRA");
+    assert_eq!(
+        common::hit(client, &keys[0], &["100", "3600"]).unwrap()[..2],
+        [1, 3],
+        "HIT goes on on the promoted node"
+    );
+    assert_eq!(common::gcra(client, &keys[1], &["9", "1", "3600"]).unwrap()[..3], [0, 10, 8], "and GCRA");
 }
 
 fn audit_and_repair_fan_out_over_primaries(cluster: &Cluster, client: &mut ClusterConnection) {

@@ -9,18 +9,17 @@
 //! set back to the module's; GCRA's times, to the µs in the library and to the ms in the module,
 //! agree within a millisecond.
 
-mod common;
+use ratelimit_testkit as common;
 
 use common::{error_text, info_field, value_and_expiry, Config, Rng, Server};
 use redis::{Connection, ConnectionLike, Value};
 
-const LIBRARY: &str = include_str!("../functions/ratelimit.lua");
 /// The library's error for a valid number it cannot compute exactly (a documented difference).
 const BEYOND: &str = "ERR ratelimit library: a number above 2^53 cannot be computed exactly here; use the module";
 
 fn with_library() -> Server {
     let server = Server::with(Config { module: false, ..Config::default() });
-    let _: String = redis::cmd("FUNCTION").arg(&["LOAD", "REPLACE", LIBRARY]).query(&mut server.connect()).unwrap();
+    common::load_library(&mut server.connect());
     server
 }
 
@@ -59,8 +58,8 @@ impl Words for Rng {
             "x",
         ];
         match self.below(5) {
-            0 => (self.next() % 2_000).to_string(),
-            1 => (-((self.next() % 2_000) as i64)).to_string(),
+            0 => (self.next_u64() % 2_000).to_string(),
+            1 => (-((self.next_u64() % 2_000) as i64)).to_string(),
             _ => WORDS[self.below(WORDS.len())].to_string(),
         }
     }
@@ -147,7 +146,7 @@ fn the_library_answers_as_the_module_does() {
     let (mut rng, seed) = Rng::from_env();
     let server = Server::start();
     let mut con = server.connect();
-    let _: String = redis::cmd("FUNCTION").arg(&["LOAD", "REPLACE", LIBRARY]).query(&mut con).unwrap();
+    common::load_library(&mut con);
     let one_instant = info_field(&mut con, "ratelimit", "ratelimit_clock").as_deref() == Some("command_us");
     for side in ["m", "l"] {
         // A list, a text, and two counters leaked without TTL (the heal paths).

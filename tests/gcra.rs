@@ -1,6 +1,6 @@
 //! RATELIMIT.GCRA against real servers: the rules, the reply, errors, healing, concurrency.
 
-mod common;
+use ratelimit_testkit as common;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;

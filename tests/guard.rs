@@ -1,7 +1,7 @@
 //! The guard (`ratelimit.guard`): counters under guarded prefixes never stay without a TTL,
 //! whichever client wrote them; nothing else is ever touched.
 
-mod common;
+use ratelimit_testkit as common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! RATELIMIT.HIT against a real server: the window rules, the reply, options and every error.
 
-mod common;
+use ratelimit_testkit as common;
 
 use std::thread::sleep;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! RATELIMIT.HITALL: one hit against several limits, all or nothing.
 
-mod common;
+use ratelimit_testkit as common;
 
 use std::time::Duration;
 

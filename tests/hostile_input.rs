@@ -2,7 +2,7 @@
 //! a well-formed Redis error, every success has the documented shape, and no key is ever left
 //! without a TTL. The seed is printed so that a failure can be replayed (RATELIMIT_FUZZ_SEED).
 
-mod common;
+use ratelimit_testkit as common;
 
 use common::{pttl, Rng, Server};
 use redis::Value;
@@ -54,8 +54,8 @@ impl Words for Rng {
             "200000000",
         ];
         match self.below(4) {
-            0 => (0..self.below(12)).map(|_| self.next() as u8).collect(),
-            1 => (self.next() as i64 >> self.below(64)).to_string().into_bytes(),
+            0 => (0..self.below(12)).map(|_| self.next_u64() as u8).collect(),
+            1 => (self.next_u64() as i64 >> self.below(64)).to_string().into_bytes(),
             _ => WORDS[self.below(WORDS.len())].as_bytes().to_vec(),
         }
     }

@@ -1,6 +1,6 @@
 //! RATELIMIT.PEEK: what a hit would get, without writing anything, on primaries and replicas.
 
-mod common;
+use ratelimit_testkit as common;
 
 use common::{assert_within, error_of, hit, pttl, run_all, snapshot, Server};
 use redis::Connection;

@@ -2,7 +2,7 @@
 //! is then killed: values and absolute expiry instants survive, nothing is left without a TTL,
 //! nothing exceeds its limit, and loading never needs the module.
 
-mod common;
+use ratelimit_testkit as common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;

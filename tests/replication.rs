@@ -1,7 +1,7 @@
 //! What reaches replicas and the AOF: effects with absolute expiry times, which a server
 //! without the module reproduces exactly.
 
-mod common;
+use ratelimit_testkit as common;
 
 use common::{gcra, hit, info_field, value_and_expiry, Config, Server, TempDir};
 use redis::Connection;

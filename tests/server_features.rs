@@ -1,7 +1,7 @@
 //! RATELIMIT.HIT as a citizen of the server: module metadata, MULTI, Lua, ACLs, key extraction,
 //! maxmemory, and many concurrent clients.
 
-mod common;
+use ratelimit_testkit as common;
 
 use std::collections::HashMap;
 use std::time::Duration;

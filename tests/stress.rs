@@ -2,7 +2,7 @@
 //! many keys left to expire. Short forms run in `make test`; `make soak` sets RATELIMIT_SOAK=1
 //! for the long forms (same scenarios, longer and bigger).
 
-mod common;
+use ratelimit_testkit as common;
 
 use std::collections::HashMap;
 use std::thread;

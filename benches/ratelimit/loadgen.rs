@@ -7,6 +7,8 @@ use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
+use ratelimit_testkit::Rng;
+
 /// How one logical rate-limit hit is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Contender {
@@ -251,18 +253,6 @@ pub fn parse_reply(buf: &[u8]) -> Option<(usize, Option<i64>)> {
     }
 }
 
-/// A small fast PRNG for key choice (xorshift64*), seeded per connection.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-}
-
 struct Conn {
     stream: TcpStream,
     out: Vec<u8>,
@@ -313,7 +303,7 @@ impl Load<'_> {
                     batch_started: Instant::now(),
                     follow_ups: Vec::new(),
                     incr_keys: Vec::new(),
-                    rng: Rng(0x9E37_79B9_7F4A_7C15 ^ ((i as u64 + 1) * 0x1000_0000_01B3)),
+                    rng: Rng::new(0x9E37_79B9_7F4A_7C15 ^ ((i as u64 + 1) * 0x1000_0000_01B3)),
                 }
             })
             .collect();
@@ -403,7 +393,7 @@ impl Load<'_> {
         conn.batch_ops = self.pipeline;
         for _ in 0..self.pipeline {
             let keys = self.contender.hot_keys().unwrap_or(self.keyspace);
-            let key = format!("{}{}", self.contender.prefix(), conn.rng.below(keys)).into_bytes();
+            let key = format!("{}{}", self.contender.prefix(), conn.rng.below(keys as usize)).into_bytes();
             conn.pending += write_hit(self.contender, self.setup, &key, &mut conn.out);
             if self.contender == Contender::TwoStep {
                 conn.incr_keys.push(key);

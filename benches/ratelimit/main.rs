@@ -2,8 +2,6 @@
 //! in one run against one redis-server with one load generator. `--quick` is a short smoke run
 //! (`make test` runs it so this cannot rot); it writes under target/ instead of bench/results/.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
 mod loadgen;
 mod report;
 
@@ -15,6 +13,7 @@ use common::{
     Server,
 };
 use loadgen::{Contender, Load, Setup, ALL};
+use ratelimit_testkit as common;
 use redis::Connection;
 
 struct Plan {
@@ -197,8 +196,7 @@ fn prepare(con: &mut Connection) -> Setup {
         "#!lua name=ratelimit_bench\nredis.register_function('ratelimit_bench_hit', function(KEYS, ARGV) {body} end)"
     );
     let _: String = redis::cmd("FUNCTION").arg("LOAD").arg("REPLACE").arg(library).query(con).unwrap();
-    let ours = include_str!("../../functions/ratelimit.lua");
-    let _: String = redis::cmd("FUNCTION").arg("LOAD").arg("REPLACE").arg(ours).query(con).unwrap();
+    common::load_library(con);
     Setup { script_sha, function: "ratelimit_bench_hit".into(), window_s: "60", hit_limit: "1000000000" }
 }
 

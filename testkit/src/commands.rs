@@ -1,0 +1,117 @@
+//! The commands as the tests send them, and what the tests read back from a server.
+
+use redis::{Connection, ConnectionLike, RedisResult, Value};
+
+use crate::library::limiter;
+
+/// `RATELIMIT.HIT key <args...>`, reply as `[allowed, count, remaining, reset_ms]`.
+pub fn hit(con: &mut impl ConnectionLike, key: &str, args: &[&str]) -> RedisResult<Vec<i64>> {
+    limiter("RATELIMIT.HIT").arg(key).arg(args).query(con)
+}
+
+/// `RATELIMIT.GCRA key <args...>`, reply as `[limited, capacity, remaining, retry_after_ms, full_after_ms]`.
+pub fn gcra(con: &mut impl ConnectionLike, key: &str, args: &[&str]) -> RedisResult<Vec<i64>> {
+    limiter("RATELIMIT.GCRA").arg(key).arg(args).query(con)
+}
+
+/// The error text of a command that must fail.
+pub fn error_of(result: RedisResult<impl std::fmt::Debug>) -> String {
+    match result {
+        Ok(v) => panic!("expected an error, got {v:?}"),
+        Err(e) => error_text(&e),
+    }
+}
+
+/// An error reply as the server sent it (the redis crate splits "CODE detail").
+pub fn error_text(e: &redis::RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// Everything observable about a key: type, serialized value, absolute expiry (ms).
+pub fn snapshot(con: &mut Connection, key: &str) -> (String, Value, i64) {
+    let key_type: String = redis::cmd("TYPE").arg(key).query(con).unwrap();
+    let dump: Value = redis::cmd("DUMP").arg(key).query(con).unwrap();
+    let expiry: i64 = redis::cmd("PEXPIRETIME").arg(key).query(con).unwrap();
+    (key_type, dump, expiry)
+}
+
+pub fn pttl(con: &mut Connection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query(con).unwrap()
+}
+
+pub fn get(con: &mut Connection, key: &str) -> Option<String> {
+    redis::cmd("GET").arg(key).query(con).unwrap()
+}
+
+/// (value, absolute expiry in ms) for comparing a key across servers.
+pub fn value_and_expiry(con: &mut Connection, key: &str) -> (Option<String>, i64) {
+    let expiry: i64 = redis::cmd("PEXPIRETIME").arg(key).query(con).unwrap();
+    (get(con, key), expiry)
+}
+
+/// `MODULE LIST`, by name: `(name, version)`. Servers list their own built-in modules too (Redis 8's
+/// `vectorset`, Valkey 9's `lua`).
+pub fn loaded_modules(con: &mut Connection) -> Vec<(String, i64)> {
+    let modules: Vec<std::collections::HashMap<String, Value>> = redis::cmd("MODULE").arg("LIST").query(con).unwrap();
+    modules
+        .iter()
+        .map(|m| (redis::from_redis_value(&m["name"]).unwrap(), redis::from_redis_value(&m["ver"]).unwrap()))
+        .collect()
+}
+
+/// One field of `INFO <section>`.
+pub fn info_field(con: &mut Connection, section: &str, field: &str) -> Option<String> {
+    let info: String = redis::cmd("INFO").arg(section).query(con).unwrap();
+    info.lines().find_map(|line| line.strip_prefix(field)?.strip_prefix(':')).map(|v| v.trim().to_string())
+}
+
+/// A RATELIMIT.AUDIT or RATELIMIT.REPAIR reply; `found` is `leaked` or `repaired`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct WalkReply {
+    pub scanned: i64,
+    pub matched: i64,
+    pub found: i64,
+    pub keys: Vec<String>,
+}
+
+/// Reads the reply from a RESP3 map or its RESP2 form, a flat field/value array, checking the
+/// field names and their order.
+pub fn walk_reply(value: Value, found_field: &str) -> WalkReply {
+    let pairs: Vec<(Value, Value)> = match value {
+        Value::Map(pairs) => pairs,
+        Value::Array(flat) => {
+            assert_eq!(flat.len() % 2, 0, "odd field/value array");
+            let mut items = flat.into_iter();
+            std::iter::from_fn(|| Some((items.next()?, items.next()?))).collect()
+        }
+        other => panic!("not a walk reply: {other:?}"),
+    };
+    let fields: Vec<String> = pairs.iter().map(|(k, _)| redis::from_redis_value(k).unwrap()).collect();
+    assert_eq!(fields, ["scanned", "matched", found_field, "keys"]);
+    let int = |i: usize| -> i64 { redis::from_redis_value(&pairs[i].1).unwrap() };
+    let mut keys: Vec<String> = redis::from_redis_value(&pairs[3].1).unwrap();
+    keys.sort();
+    WalkReply { scanned: int(0), matched: int(1), found: int(2), keys }
+}
+
+pub fn audit(con: &mut Connection, args: &[&str]) -> RedisResult<WalkReply> {
+    let reply: Value = redis::cmd("RATELIMIT.AUDIT").arg(args).query(con)?;
+    Ok(walk_reply(reply, "leaked"))
+}
+
+pub fn repair(con: &mut Connection, args: &[&str]) -> RedisResult<WalkReply> {
+    let reply: Value = redis::cmd("RATELIMIT.REPAIR").arg(args).query(con)?;
+    Ok(walk_reply(reply, "repaired"))
+}
+
+/// Runs each command line (split on spaces) and ignores the replies.
+pub fn run_all(con: &mut Connection, lines: &[&str]) {
+    for line in lines {
+        let words: Vec<&str> = line.split(' ').collect();
+        let _: Value = redis::cmd(words[0]).arg(&words[1..]).query(con).unwrap_or_else(|e| panic!("{line}: {e}"));
+    }
+}
