@@ -611,3 +611,87 @@ mod properties {
         }
     }
 }
+
+/// The reference in docs/ keeps up with the parsers: every error text a parser gives is in its
+/// command's page. The argument vectors are every sequence of up to five words from a vocabulary
+/// that reaches each rule (all but those that need more words, such as HITALL's repeated COST,
+/// which the pages list too).
+#[cfg(test)]
+mod docs {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    const WORDS: &[&str] =
+        &["k", "0", "-1", "1", "2", "x", "1.5", "60", "COST", "MS", "LIMIT", "TOKENS", "9223372036854775807", "ms"];
+
+    /// Every error `parse` gives for the vectors, as its message.
+    fn errors(parse: impl Fn(&[&[u8]]) -> Option<ArgError>) -> BTreeSet<String> {
+        let mut found = BTreeSet::new();
+        let mut vector: Vec<usize> = Vec::new();
+        loop {
+            let words: Vec<&[u8]> = vector.iter().map(|&w| WORDS[w].as_bytes()).collect();
+            if let Some(e) = parse(&words) {
+                found.insert(e.message());
+            }
+            // The next vector, counting in base WORDS.len() with lengths 0 to 5.
+            let mut i = 0;
+            loop {
+                if i == vector.len() {
+                    if vector.len() == 5 {
+                        return found;
+                    }
+                    vector.push(0);
+                    break;
+                }
+                vector[i] += 1;
+                if vector[i] < WORDS.len() {
+                    break;
+                }
+                vector[i] = 0;
+                i += 1;
+            }
+        }
+    }
+
+    /// What of `errors` the page does not show, as a line of the test's failure.
+    fn missing(command: &str, page: &str, errors: BTreeSet<String>) -> Option<String> {
+        assert!(errors.len() >= 3, "{command}: the vectors reach too few errors: {errors:?}");
+        let missing: Vec<String> = errors.into_iter().filter(|e| !page.contains(e.as_str())).collect();
+        (!missing.is_empty()).then(|| format!("docs/commands/{command}.md lacks {missing:#?}"))
+    }
+
+    #[test]
+    fn every_parser_error_is_in_its_commands_page() {
+        let pages = [
+            ("ratelimit.hit", include_str!("../../docs/commands/ratelimit.hit.md"), 0),
+            ("ratelimit.peek", include_str!("../../docs/commands/ratelimit.peek.md"), 1),
+            ("ratelimit.hitall", include_str!("../../docs/commands/ratelimit.hitall.md"), 2),
+            ("ratelimit.gcra", include_str!("../../docs/commands/ratelimit.gcra.md"), 3),
+            ("cl.throttle", include_str!("../../docs/commands/cl.throttle.md"), 4),
+            ("ratelimit.audit", include_str!("../../docs/commands/ratelimit.audit.md"), 5),
+            ("ratelimit.repair", include_str!("../../docs/commands/ratelimit.repair.md"), 6),
+        ];
+        let mut lacking = Vec::new();
+        for (command, page, which) in pages {
+            let found = errors(|words| {
+                // The key comes first, as in the calls (the glue passes the arguments after the name).
+                let keyed: Vec<&[u8]> = std::iter::once(&b"k"[..]).chain(words.iter().copied()).collect();
+                let args = || keyed.iter().copied();
+                match which {
+                    0 => parse_hit(args()).err(),
+                    1 => parse_peek(args()).err(),
+                    // HITALL's numkeys comes first; the vocabulary's numbers stand for it.
+                    2 => parse_hitall(words.iter().copied()).err(),
+                    3 => parse_gcra(args()).err(),
+                    4 => parse_cl_throttle(args()).err(),
+                    // The prefix is any word.
+                    5 => parse_audit(words.iter().copied(), 100).err(),
+                    _ => parse_repair(words.iter().copied(), 100).err(),
+                }
+            });
+            lacking.extend(missing(command, page, found));
+        }
+        assert!(lacking.is_empty(), "{}", lacking.join("\n"));
+    }
+}
