@@ -1,6 +1,6 @@
 //! `RATELIMIT.HIT key limit window [COST cost] [MS]`: one hit on one fixed-window counter.
 
-use crate::commands::record_hits;
+use crate::commands::{record, HITS};
 use crate::core::args::{parse_hit, ArgError};
 use crate::core::stored::Stored;
 use crate::core::window::{decide, Limit, Outcome};
@@ -12,7 +12,7 @@ pub fn hit(call: &Call) -> Result<(), Error> {
     let limit = parse_hit(call.args())?;
     let name = call.key(1).ok_or(ArgError::Arity("ratelimit.hit"))?;
     let (counter, o) = hit_counter(call, name, &limit)?;
-    record_hits(o.allowed, &[counter]);
+    record(HITS, o.allowed, &[counter]);
     call.reply_integers(&[i64::from(o.allowed), o.count, o.remaining, o.reset_ms]);
     Ok(())
 }

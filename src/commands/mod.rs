@@ -11,6 +11,7 @@ mod hit;
 mod hitall;
 mod peek;
 mod repair;
+mod slide;
 mod sweep;
 
 use crate::core::args::ArgError;
@@ -27,12 +28,17 @@ impl From<ArgError> for Error {
     }
 }
 
-/// INFO counters for one HIT or HITALL call on `counters` (as they were before it): one without
-/// TTL always gets one, admitted or not.
-fn record_hits(allowed: bool, counters: &[Stored]) {
-    stats::HITS.add(1);
-    if allowed { &stats::ADMITTED } else { &stats::DENIED }.add(1);
-    let healed = counters.iter().filter(|c| matches!(c, Stored::Present { expires_at: None, .. })).count();
+/// INFO's counters of a limiter: calls, admitted, denied.
+type Counted = [&'static stats::Stat; 3];
+const HITS: Counted = [&stats::HITS, &stats::ADMITTED, &stats::DENIED];
+const SLIDES: Counted = [&stats::SLIDE_CALLS, &stats::SLIDE_ADMITTED, &stats::SLIDE_DENIED];
+
+/// INFO counters for one call on `keys` (as they were before it): one without TTL always gets
+/// one, admitted or not.
+fn record<V>([calls, admitted, denied]: Counted, allowed: bool, keys: &[Stored<V>]) {
+    calls.add(1);
+    if allowed { admitted } else { denied }.add(1);
+    let healed = keys.iter().filter(|c| matches!(c, Stored::Present { expires_at: None, .. })).count();
     stats::HEALED.add(healed as u64);
 }
 
@@ -63,6 +69,25 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        name: c"ratelimit.slide",
+        // As HIT: over maxmemory only new keys are refused.
+        flags: c"write fast",
+        keys: Keys::At(1, WRITES),
+        arity: -4,
+        entry: entry_point!(slide::slide),
+        opt_in: None,
+        summary: c"Counts a call against a sliding-window limit (the previous window's count weighted by its overlap), in one key that always expires. Replies [allowed, count, remaining, retry_after_ms, reset_ms].",
+        complexity: c"O(1)",
+        args: &[
+            Arg { summary: Some(c"the window's counts"), ..arg(c"key", KEY) },
+            Arg { summary: Some(c"calls admitted per sliding window"), ..arg(c"limit", INTEGER) },
+            Arg { summary: Some(c"the window's length in seconds (milliseconds with MS)"), ..arg(c"window", INTEGER) },
+            COST,
+            MS,
+            Arg { summary: Some(c"answer without writing"), ..option(c"peek", PURE_TOKEN, c"PEEK") },
+        ],
+    },
+    Command {
         name: c"ratelimit.hitall",
         // Keys given by numkeys: a key spec for COMMAND GETKEYS and ACLs, and getkeys-api for 7.0's
         // cluster routing, which reads only that.
@@ -71,7 +96,7 @@ pub const COMMANDS: &[Command] = &[
         arity: -5,
         entry: entry_point!(hitall::hitall),
         opt_in: None,
-        summary: c"Counts one hit against several limits, all or nothing. Replies [allowed, [count, remaining, reset_ms] per key].",
+        summary: c"Counts one hit against several limits, all or nothing. Replies [allowed, [count, remaining, reset_ms] per key]; with SLIDE, sliding windows and [count, remaining, retry_after_ms, reset_ms] per key.",
         complexity: c"O(N) where N is the number of keys",
         args: &[
             arg(c"numkeys", INTEGER),
@@ -83,6 +108,7 @@ pub const COMMANDS: &[Command] = &[
             },
             COST,
             MS,
+            Arg { summary: Some(c"sliding windows, as RATELIMIT.SLIDE"), ..option(c"slide", PURE_TOKEN, c"SLIDE") },
         ],
     },
     Command {

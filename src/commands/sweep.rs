@@ -5,7 +5,7 @@ use crate::core::args::WalkArgs;
 use crate::core::audit_filter::{classify, Seen, Tally};
 use crate::redis::call::{Call, Error};
 use crate::redis::ctx::Ctx;
-use crate::redis::key::{heal_if_leaked, holds_integer};
+use crate::redis::key::{heal_if_leaked, limiter_at};
 use crate::redis::walk::{self, AclUser, ScannedKey, Walk};
 use crate::redis::{clock, config, stats};
 
@@ -77,7 +77,7 @@ impl Walk for Sweep {
         for name in std::mem::take(&mut self.suspects) {
             match self.repair_window_ms {
                 None => {
-                    if holds_integer(ctx, &name) {
+                    if limiter_at(ctx, &name).is_some() {
                         self.tally.found(&name);
                     }
                 }

@@ -12,12 +12,22 @@ pub struct PeekArgs {
     pub cost: i64,
 }
 
-/// `RATELIMIT.HITALL numkeys key [key ...] limit window [limit window ...] [COST cost] [MS]`:
-/// one `Limit` per key, in order (COST and MS apply to all).
+/// `RATELIMIT.SLIDE key limit window [COST cost] [MS] [PEEK]`, validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlideArgs {
+    pub limit: Limit,
+    /// Answer without writing.
+    pub peek: bool,
+}
+
+/// `RATELIMIT.HITALL numkeys key [key ...] limit window [limit window ...] [COST cost] [MS]
+/// [SLIDE]`: one `Limit` per key, in order (COST, MS and SLIDE apply to all).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HitAllArgs<'a> {
     pub keys: Vec<&'a [u8]>,
     pub limits: Vec<Limit>,
+    /// Sliding windows rather than fixed ones.
+    pub slide: bool,
 }
 
 /// `RATELIMIT.AUDIT prefix [LIMIT n]` and `RATELIMIT.REPAIR prefix window [MS] [LIMIT n]`.
@@ -123,16 +133,40 @@ fn window_ms(window: &[u8], in_ms: bool) -> Result<i64, ArgError> {
 /// Parses the arguments after the command name: `key limit window [COST cost] [MS]`.
 /// The key itself is not inspected here; it is only counted.
 pub fn parse_hit<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Limit, ArgError> {
+    let spec = [Opt { name: "COST", valued: true }, Opt { name: "MS", valued: false }];
+    let (limit, []) = limit_and(args, "ratelimit.hit", spec, "COST or MS")?;
+    Ok(limit)
+}
+
+/// `key limit window [COST cost] [MS] [PEEK]`, after the command name: HIT's rules, and PEEK.
+pub fn parse_slide<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<SlideArgs, ArgError> {
+    let spec =
+        [Opt { name: "COST", valued: true }, Opt { name: "MS", valued: false }, Opt { name: "PEEK", valued: false }];
+    let (limit, [peek]) = limit_and(args, "ratelimit.slide", spec, "COST, MS or PEEK")?;
+    Ok(SlideArgs { limit, peek: peek.is_some() })
+}
+
+/// The values of options after COST and MS (a flag's is its name).
+type Options<'a, const M: usize> = [Option<&'a [u8]>; M];
+
+/// `key limit window [COST cost] [MS]` and the options of `spec` after those two (which come
+/// first in it); the key itself is not inspected, only counted.
+fn limit_and<'a, const N: usize, const M: usize>(
+    args: impl IntoIterator<Item = &'a [u8]>,
+    command: &'static str,
+    spec: [Opt; N],
+    known: &'static str,
+) -> Result<(Limit, Options<'a, M>), ArgError> {
     let mut args = args.into_iter();
     let (Some(_key), Some(limit), Some(window)) = (args.next(), args.next(), args.next()) else {
-        return Err(ArgError::Arity("ratelimit.hit"));
+        return Err(ArgError::Arity(command));
     };
     let limit = positive(limit, "limit")?;
-    let spec = [Opt { name: "COST", valued: true }, Opt { name: "MS", valued: false }];
-    let [cost, ms] = options(args, spec, "COST or MS")?;
-    let window_ms = window_ms(window, ms.is_some())?;
-    let cost = cost.map_or(Ok(1), |c| positive(c, "COST"))?;
-    Ok(Limit { limit, window_ms, cost })
+    let found = options(args, spec, known)?;
+    let window_ms = window_ms(window, found[1].is_some())?;
+    let cost = found[0].map_or(Ok(1), |c| positive(c, "COST"))?;
+    let rest = std::array::from_fn(|i| found[2 + i]);
+    Ok((Limit { limit, window_ms, cost }, rest))
 }
 
 /// `key limit [COST cost]`, after the command name.
@@ -167,14 +201,15 @@ pub fn parse_hitall<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitA
         let (Some(limit), Some(window)) = (args.next(), args.next()) else { return Err(ARITY) };
         pairs.push((positive(limit, "limit")?, window));
     }
-    let spec = [Opt { name: "COST", valued: true }, Opt { name: "MS", valued: false }];
-    let [cost, ms] = options(args, spec, "COST or MS")?;
+    let spec =
+        [Opt { name: "COST", valued: true }, Opt { name: "MS", valued: false }, Opt { name: "SLIDE", valued: false }];
+    let [cost, ms, slide] = options(args, spec, "COST, MS or SLIDE")?;
     let cost = cost.map_or(Ok(1), |c| positive(c, "COST"))?;
     let limits = pairs
         .into_iter()
         .map(|(limit, window)| Ok(Limit { limit, window_ms: window_ms(window, ms.is_some())?, cost }))
         .collect::<Result<_, ArgError>>()?;
-    Ok(HitAllArgs { keys, limits })
+    Ok(HitAllArgs { keys, limits, slide: slide.is_some() })
 }
 
 fn at_least(bytes: &[u8], name: &'static str, min: i64) -> Result<i64, ArgError> {
@@ -365,6 +400,20 @@ mod tests {
         assert_eq!(hit("k 10 60 "), Err(ArgError::UnknownOption("COST or MS")));
     }
 
+    #[test]
+    fn slide_reads_hits_arguments_and_peek() {
+        let slide = |line| parse_slide(words(line));
+        let at = |limit, window_ms, cost, peek| Ok(SlideArgs { limit: Limit { limit, window_ms, cost }, peek });
+        assert_eq!(slide("k 10 60"), at(10, 60_000, 1, false));
+        assert_eq!(slide("k 10 250 peek cost 2 MS"), at(10, 250, 2, true));
+        assert_eq!(slide("k 10"), Err(ArgError::Arity("ratelimit.slide")));
+        assert_eq!(slide("k 0 60"), Err(ArgError::NotPositive("limit")));
+        assert_eq!(slide("k 10 60 PEEK PEEK"), Err(ArgError::Repeated("PEEK")));
+        assert_eq!(slide("k 10 60 SLIDE"), Err(ArgError::UnknownOption("COST, MS or PEEK")));
+        assert_eq!(slide("k 10 60 COST"), Err(ArgError::MissingValue("COST")));
+        assert_eq!(slide("k 10 9223372036854775"), Err(ArgError::WindowTooLarge));
+    }
+
     const DEFAULT: usize = 100;
 
     fn parse_audit_<'a>(words: impl IntoIterator<Item = &'a [u8]>) -> Result<WalkArgs<'a>, ArgError> {
@@ -440,7 +489,10 @@ mod tests {
         assert_eq!(parse_hitall(words("2 a a 1 1 1 1")), Err(ArgError::DuplicateKey));
         assert_eq!(parse_hitall(words("1 a 0 1")), Err(ArgError::NotPositive("limit")));
         assert_eq!(parse_hitall(words("1 a 1 0")), Err(ArgError::NotPositive("window")));
-        assert_eq!(parse_hitall(words("1 a 1 1 LIMIT 1")), Err(ArgError::UnknownOption("COST or MS")));
+        assert_eq!(parse_hitall(words("1 a 1 1 LIMIT 1")), Err(ArgError::UnknownOption("COST, MS or SLIDE")));
+        assert!(!one.slide);
+        assert!(parse_hitall(words("1 a 5 60 slide")).unwrap().slide);
+        assert_eq!(parse_hitall(words("1 a 5 60 SLIDE SLIDE")), Err(ArgError::Repeated("SLIDE")));
         assert_eq!(parse_hitall(words("1 a 1 9223372036854775")), Err(ArgError::WindowTooLarge));
     }
 
@@ -573,6 +625,11 @@ mod properties {
             if let Ok(a) = parse_peek(words()) {
                 prop_assert!(a.limit >= 1 && a.cost >= 1);
             }
+            // SLIDE reads HIT's arguments as HIT does; PEEK is its one more option.
+            if let Ok(a) = parse_slide(words()) {
+                let without_peek = words().filter(|w| !w.eq_ignore_ascii_case(b"PEEK"));
+                prop_assert_eq!(parse_hit(without_peek), Ok(a.limit));
+            }
             if let Ok(r) = parse_gcra(words()) {
                 prop_assert!(r.capacity >= 1 && r.emission_ns >= 1 && r.tokens >= 1);
                 prop_assert_eq!(r.tolerance_ns, r.emission_ns * r.capacity);
@@ -590,6 +647,7 @@ mod properties {
                 parse_audit(words(), 100).err(),
                 parse_repair(words(), 100).err(),
                 parse_peek(words()).err(),
+                parse_slide(words()).err(),
                 parse_hitall(words()).err(),
                 parse_gcra(words()).err(),
                 parse_cl_throttle(words()).err(),
@@ -622,8 +680,23 @@ mod docs {
 
     use super::*;
 
-    const WORDS: &[&str] =
-        &["k", "0", "-1", "1", "2", "x", "1.5", "60", "COST", "MS", "LIMIT", "TOKENS", "9223372036854775807", "ms"];
+    const WORDS: &[&str] = &[
+        "k",
+        "0",
+        "-1",
+        "1",
+        "2",
+        "x",
+        "1.5",
+        "60",
+        "COST",
+        "MS",
+        "LIMIT",
+        "TOKENS",
+        "9223372036854775807",
+        "PEEK",
+        "SLIDE",
+    ];
 
     /// Every error `parse` gives for the vectors, as its message.
     fn errors(parse: impl Fn(&[&[u8]]) -> Option<ArgError>) -> BTreeSet<String> {
@@ -671,6 +744,7 @@ mod docs {
             ("cl.throttle", include_str!("../../docs/commands/cl.throttle.md"), 4),
             ("ratelimit.audit", include_str!("../../docs/commands/ratelimit.audit.md"), 5),
             ("ratelimit.repair", include_str!("../../docs/commands/ratelimit.repair.md"), 6),
+            ("ratelimit.slide", include_str!("../../docs/commands/ratelimit.slide.md"), 7),
         ];
         let mut lacking = Vec::new();
         for (command, page, which) in pages {
@@ -687,7 +761,8 @@ mod docs {
                     4 => parse_cl_throttle(args()).err(),
                     // The prefix is any word.
                     5 => parse_audit(words.iter().copied(), 100).err(),
-                    _ => parse_repair(words.iter().copied(), 100).err(),
+                    6 => parse_repair(words.iter().copied(), 100).err(),
+                    _ => parse_slide(args()).err(),
                 }
             });
             lacking.extend(missing(command, page, found));

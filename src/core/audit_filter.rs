@@ -1,10 +1,13 @@
-//! What AUDIT and REPAIR count, free of Redis types. A leaked counter is a key under the prefix
-//! that holds an integer string (what HIT would count) and has no TTL.
+//! What AUDIT and REPAIR count, free of Redis types. A leaked key is one under the prefix that
+//! holds a limiter's value and has no TTL: an integer string (what HIT, GCRA or a bare INCR would
+//! count) or a sliding window's counts.
 
 use std::collections::HashSet;
 use std::hash::{BuildHasher, RandomState};
 
-use crate::core::decimal::{parse_i64, MAX_LEN};
+use crate::core::decimal::parse_i64;
+use crate::core::slide::Counts;
+use crate::core::stored::{Value, MAX_TEXT};
 
 /// What the keyspace walk can ask of a key without reading its value; each answer costs a
 /// server call, so `classify` asks only what it needs.
@@ -21,7 +24,7 @@ pub enum Seen {
     Outside,
     /// Under the prefix, and certainly not a leaked counter.
     Healthy,
-    /// Under the prefix, a short string without TTL: leaked if its value is an integer.
+    /// Under the prefix, a short string without TTL: leaked if its value is a limiter's.
     Suspect,
 }
 
@@ -31,16 +34,38 @@ pub enum Seen {
 pub fn classify(name: &[u8], prefix: &[u8], key: &mut impl Probe) -> Seen {
     if !name.starts_with(prefix) {
         Seen::Outside
-    } else if key.is_string() && !key.has_ttl() && (1..=MAX_LEN).contains(&key.len()) {
+    } else if key.is_string() && !key.has_ttl() && (1..=MAX_TEXT).contains(&key.len()) {
         Seen::Suspect
     } else {
         Seen::Healthy
     }
 }
 
-/// Whether a suspect's value is a counter.
-pub fn is_counter_value(value: &[u8]) -> bool {
-    parse_i64(value).is_some()
+/// What a limiter's key holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limiter {
+    /// An integer: a fixed window's count (or a GCRA bucket's time, or a bare INCR's).
+    Counter,
+    Slide(Counts),
+}
+
+impl Limiter {
+    /// What a suspect's value is, if it is a limiter's.
+    pub fn of(value: &[u8]) -> Option<Limiter> {
+        match parse_i64(value) {
+            Some(_) => Some(Limiter::Counter),
+            None => Counts::parse(value).map(Limiter::Slide),
+        }
+    }
+
+    /// The expiry that heals it at `now_ms`: a counter gets the `window_ms` it is given (REPAIR's,
+    /// the guard's rule); a sliding window the end of its own counts, which it holds.
+    pub fn heal_at(self, window_ms: i64, now_ms: i64) -> i64 {
+        match self {
+            Limiter::Counter => now_ms.saturating_add(window_ms),
+            Limiter::Slide(counts) => counts.heal_at(now_ms),
+        }
+    }
 }
 
 /// The counts a walk replies with. `found` (leaked for AUDIT, repaired for REPAIR) never counts
@@ -143,8 +168,8 @@ mod tests {
         assert_eq!(classify(b"rl:1", b"rl:", &mut facts(true, true, 3)), Seen::Healthy);
         assert_eq!(classify(b"rl:1", b"rl:", &mut facts(false, false, 3)), Seen::Healthy);
         assert_eq!(classify(b"rl:1", b"rl:", &mut facts(true, false, 0)), Seen::Healthy);
-        assert_eq!(classify(b"rl:1", b"rl:", &mut facts(true, false, 21)), Seen::Healthy);
-        assert_eq!(classify(b"rl:1", b"rl:", &mut facts(true, false, 20)), Seen::Suspect);
+        assert_eq!(classify(b"rl:1", b"rl:", &mut facts(true, false, 97)), Seen::Healthy);
+        assert_eq!(classify(b"rl:1", b"rl:", &mut facts(true, false, 96)), Seen::Suspect);
     }
 
     #[test]
@@ -161,12 +186,17 @@ mod tests {
     }
 
     #[test]
-    fn counter_values() {
-        assert!(is_counter_value(b"0"));
-        assert!(is_counter_value(b"-12"));
-        assert!(!is_counter_value(b"abc"));
-        assert!(!is_counter_value(b"1.5"));
-        assert!(!is_counter_value(b"01"));
+    fn limiter_values() {
+        assert_eq!(Limiter::of(b"0"), Some(Limiter::Counter));
+        assert_eq!(Limiter::of(b"-12"), Some(Limiter::Counter));
+        for other in [&b"abc"[..], b"1.5", b"01", b"slide:60000:1:0:1", b""] {
+            assert_eq!(Limiter::of(other), None);
+        }
+        let counts = Counts { window_ms: 60_000, start_ms: 120_000, prev: 0, curr: 1 };
+        assert_eq!(Limiter::of(b"slide:60000:120000:0:1"), Some(Limiter::Slide(counts)));
+        assert_eq!(Limiter::Slide(counts).heal_at(5, 130_000), 240_000);
+        assert_eq!(Limiter::Slide(counts).heal_at(5, 300_000), 300_001);
+        assert_eq!(Limiter::Counter.heal_at(5, 130_000), 130_005);
     }
 
     #[test]

@@ -1,24 +1,54 @@
-//! What the algorithms read from a key and decide to write to it, in storage's own terms: an
-//! integer value and its absolute expiry. Each algorithm maps its state into these (the fixed
-//! window's count, GCRA's theoretical arrival time); the glue stores them without knowing which.
+//! What the algorithms read from a key and decide to write to it, in storage's own terms: a value
+//! and its absolute expiry. The fixed window and GCRA store an integer (a count, a theoretical
+//! arrival time); the sliding window its counts as one text (`slide::Counts`). The glue stores
+//! any `Value` without knowing which algorithm wrote it.
+
+use crate::core::decimal::{format_i64, parse_i64};
+
+/// The longest stored text of any value.
+pub const MAX_TEXT: usize = 96;
+
+/// A value as stored in a plain Redis string.
+pub trait Value: Copy {
+    /// The error reply for a string that is not such a value.
+    const INVALID: &'static str;
+    fn parse(text: &[u8]) -> Option<Self>;
+    /// Writes the text into `buf` and returns it.
+    fn write(self, buf: &mut [u8; MAX_TEXT]) -> &[u8];
+}
+
+impl Value for i64 {
+    const INVALID: &'static str = "ERR value is not an integer or out of range";
+
+    fn parse(text: &[u8]) -> Option<i64> {
+        parse_i64(text)
+    }
+
+    fn write(self, buf: &mut [u8; MAX_TEXT]) -> &[u8] {
+        let mut digits = [0; crate::core::decimal::MAX_LEN];
+        let text = format_i64(self, &mut digits);
+        buf[..text.len()].copy_from_slice(text);
+        &buf[..text.len()]
+    }
+}
 
 /// A key as it stands before a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stored {
+pub enum Stored<V = i64> {
     /// No key (or one that has logically expired).
     Missing,
-    /// An integer; `expires_at` is its absolute expiry in Unix ms, `None` if it has no TTL.
-    Present { value: i64, expires_at: Option<i64> },
+    /// A value; `expires_at` is its absolute expiry in Unix ms, `None` if it has no TTL.
+    Present { value: V, expires_at: Option<i64> },
 }
 
 /// A write to a key, value and expiry decided together: whatever it writes, the key ends up with
 /// an expiry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Change {
+pub enum Change<V = i64> {
     /// `by` added to the value, which becomes `value`; the key keeps its running expiry.
-    Add { by: i64, value: i64 },
+    Add { by: i64, value: V },
     /// A new value and its absolute expiry (Unix ms).
-    Set { value: i64, expires_at: i64 },
+    Set { value: V, expires_at: i64 },
     /// Only an expiry (Unix ms), for a key that has none: the heal.
     Expire { at: i64 },
 }

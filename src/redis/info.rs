@@ -9,11 +9,14 @@ use crate::redis::api::api;
 use crate::redis::stats::*;
 use crate::redis::{server, slot_migration, walk};
 
-const COUNTERS: [(&CStr, &Stat); 15] = [
+const COUNTERS: [(&CStr, &Stat); 18] = [
     (c"hits", &HITS),
     (c"admitted", &ADMITTED),
     (c"denied", &DENIED),
     (c"healed", &HEALED),
+    (c"slide_calls", &SLIDE_CALLS),
+    (c"slide_admitted", &SLIDE_ADMITTED),
+    (c"slide_denied", &SLIDE_DENIED),
     (c"gcra_calls", &GCRA_CALLS),
     (c"gcra_admitted", &GCRA_ADMITTED),
     (c"gcra_denied", &GCRA_DENIED),

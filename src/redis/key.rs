@@ -17,9 +17,8 @@ use redis_module::raw::{
     REDISMODULE_WRITE,
 };
 
-use crate::core::audit_filter::is_counter_value;
-use crate::core::decimal::{format_i64, parse_i64, MAX_LEN};
-use crate::core::stored::{Change, Stored};
+use crate::core::audit_filter::Limiter;
+use crate::core::stored::{Change, Stored, Value, MAX_TEXT};
 use crate::redis::api::api;
 use crate::redis::call::{Error, KeyName};
 use crate::redis::ctx::Ctx;
@@ -27,7 +26,8 @@ use crate::redis::ctx::Ctx;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyError {
     WrongType,
-    NotInteger,
+    /// A string that is not the value the command stores: the error reply says which.
+    Invalid(&'static str),
     /// Over `maxmemory`: new keys are refused, existing ones keep limiting.
     OutOfMemory,
     /// A write the server refused; never expected, reported rather than ignored.
@@ -38,7 +38,7 @@ impl KeyError {
     pub fn message(self) -> &'static str {
         match self {
             KeyError::WrongType => "WRONGTYPE Operation against a key holding the wrong kind of value",
-            KeyError::NotInteger => "ERR value is not an integer or out of range",
+            KeyError::Invalid(message) => message,
             KeyError::OutOfMemory => "OOM command not allowed when used memory > 'maxmemory'.",
             KeyError::WriteFailed => "ERR ratelimit: the server refused to write the key",
         }
@@ -116,10 +116,17 @@ impl<'a> StoredKey<'a> {
         !self.key.is_null() && self.key_type() == REDISMODULE_KEYTYPE_STRING && self.expiry().is_none()
     }
 
-    pub fn read(&mut self) -> Result<Stored, KeyError> {
+    pub fn read<V: Value>(&mut self) -> Result<Stored<V>, KeyError> {
+        let Some(text) = self.bytes()? else { return Ok(Stored::Missing) };
+        let value = V::parse(text).ok_or(KeyError::Invalid(V::INVALID))?;
+        Ok(Stored::Present { value, expires_at: self.expiry() })
+    }
+
+    /// The string's bytes; `None` for a missing key.
+    fn bytes(&self) -> Result<Option<&[u8]>, KeyError> {
         // Opened read-only, a missing key has no handle.
         if self.key.is_null() || self.key_type() == REDISMODULE_KEYTYPE_EMPTY {
-            return Ok(Stored::Missing);
+            return Ok(None);
         }
         if self.key_type() != REDISMODULE_KEYTYPE_STRING {
             return Err(KeyError::WrongType);
@@ -130,16 +137,15 @@ impl<'a> StoredKey<'a> {
         if ptr.is_null() {
             return Err(KeyError::WrongType);
         }
-        // SAFETY: the server gives `len` bytes at `ptr`, valid while the key is open and unchanged.
-        let text = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
-        let value = parse_i64(text).ok_or(KeyError::NotInteger)?;
-        Ok(Stored::Present { value, expires_at: self.expiry() })
+        // SAFETY: the server gives `len` bytes at `ptr`, valid while the key is open and unchanged
+        // (the borrow of `self` keeps it so).
+        Ok(Some(unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }))
     }
 
     /// Makes the change, value and expiry together, then tells the rest of the server: keyspace
     /// notifications (`written` names the value's), WATCH, and absolute-time effects for replicas
     /// and the AOF.
-    pub fn apply(&mut self, change: &Change, written: Written) -> Result<(), KeyError> {
+    pub fn apply<V: Value>(&mut self, change: &Change<V>, written: Written) -> Result<(), KeyError> {
         let (value, expires_at) = match *change {
             Change::Add { value, .. } => (Some(value), None),
             Change::Set { value, expires_at } => (Some(value), Some(expires_at)),
@@ -157,9 +163,9 @@ impl<'a> StoredKey<'a> {
         result
     }
 
-    fn store(&mut self, value: i64) -> Result<(), KeyError> {
-        let mut buf = [0; MAX_LEN];
-        let digits = format_i64(value, &mut buf);
+    fn store<V: Value>(&mut self, value: V) -> Result<(), KeyError> {
+        let mut buf = [0; MAX_TEXT];
+        let digits = value.write(&mut buf);
         let write = REDISMODULE_WRITE as c_int;
         let mut len = 0;
         // SAFETY: a key opened for writing; a missing key reads as an empty string, so it always
@@ -180,7 +186,7 @@ impl<'a> StoredKey<'a> {
         Ok(())
     }
 
-    fn announce(&self, change: &Change, written: Written) {
+    fn announce<V: Value>(&self, change: &Change<V>, written: Written) {
         let (ctx, name) = (self.ctx.raw(), self.name);
         // Replicas and the AOF get plain commands with absolute times; the cheapest that does it.
         // SAFETY: a live context and the key's name; the format strings match the arguments.
@@ -190,8 +196,10 @@ impl<'a> StoredKey<'a> {
                     api!(RedisModule_Replicate)(ctx, c"INCRBY".as_ptr(), c"sl".as_ptr(), name, by);
                 }
                 Change::Set { value, expires_at } => {
-                    let (cmd, fmt, pxat) = (c"SET".as_ptr(), c"slcl".as_ptr(), c"PXAT".as_ptr());
-                    api!(RedisModule_Replicate)(ctx, cmd, fmt, name, value, pxat, expires_at);
+                    let mut buf = [0; MAX_TEXT];
+                    let text = value.write(&mut buf);
+                    let (cmd, fmt, pxat) = (c"SET".as_ptr(), c"sbcl".as_ptr(), c"PXAT".as_ptr());
+                    api!(RedisModule_Replicate)(ctx, cmd, fmt, name, text.as_ptr(), text.len(), pxat, expires_at);
                 }
                 Change::Expire { at } => {
                     api!(RedisModule_Replicate)(ctx, c"PEXPIREAT".as_ptr(), c"sl".as_ptr(), name, at);
@@ -233,21 +241,21 @@ impl Drop for StoredKey<'_> {
 /// The commands are not flagged deny-oom, so that existing counters and buckets keep limiting when
 /// memory is full (a write in place allocates nothing); only creating a key is refused. The flags
 /// cost a memory-state computation when maxmemory is set, so they are asked only on that path.
-pub fn refuse_new_over_maxmemory(ctx: &Ctx, stored: &[Stored]) -> Result<(), KeyError> {
-    match stored.contains(&Stored::Missing) && ctx.is_out_of_memory() {
+pub fn refuse_new_over_maxmemory<V>(ctx: &Ctx, stored: &[Stored<V>]) -> Result<(), KeyError> {
+    match stored.iter().any(|s| matches!(s, Stored::Missing)) && ctx.is_out_of_memory() {
         true => Err(KeyError::OutOfMemory),
         false => Ok(()),
     }
 }
 
-/// Whether the string at `name`, in the selected database, is an integer: what AUDIT, REPAIR and
-/// the guard count as a counter. An integer-encoded value (what INCR and SET leave) answers from
-/// `OBJECT ENCODING`, which neither reads nor touches the value; only other strings are read with
-/// `GET`. Reading through a key handle (`StringDMA`) would rewrite an int-encoded value as a raw
-/// string, which a check should not do; it is done only where the server refuses the call itself:
-/// in a cluster, for a key of a slot being imported by `MIGRATE`, or while the cluster is down.
-/// (The value stays the same; the next INCR makes it an integer again.)
-pub fn holds_integer(ctx: &Ctx, name: &[u8]) -> bool {
+/// What the string at `name`, in the selected database, holds, if it is a limiter's value: what
+/// AUDIT, REPAIR and the guard count. An integer-encoded value (what INCR and SET leave) answers
+/// from `OBJECT ENCODING`, which neither reads nor touches the value; only other strings are read
+/// with `GET`. Reading through a key handle (`StringDMA`) would rewrite an int-encoded value as a
+/// raw string, which a check should not do; it is done only where the server refuses the call
+/// itself: in a cluster, for a key of a slot being imported by `MIGRATE`, or while the cluster is
+/// down. (The value stays the same; the next INCR makes it an integer again.)
+pub fn limiter_at(ctx: &Ctx, name: &[u8]) -> Option<Limiter> {
     let (key, len) = (name.as_ptr(), name.len());
     // SAFETY: a context in which commands may be called; the format matches the arguments.
     let encoding = CallReply(unsafe {
@@ -255,31 +263,35 @@ pub fn holds_integer(ctx: &Ctx, name: &[u8]) -> bool {
     });
     if encoding.0.is_null() {
         let name = ctx.string(name);
-        return matches!(StoredKey::open_read(ctx, KeyName::of(&name)).read(), Ok(Stored::Present { .. }));
+        let key = StoredKey::open_read(ctx, KeyName::of(&name));
+        return key.bytes().ok().flatten().and_then(Limiter::of);
     }
     if encoding.text() == Some(b"int") {
-        return true;
+        return Some(Limiter::Counter);
     }
     // SAFETY: as above.
     let value = CallReply(unsafe { api!(RedisModule_Call)(ctx.raw(), c"GET".as_ptr(), c"b".as_ptr(), key, len) });
-    value.text().is_some_and(is_counter_value)
+    value.text().and_then(Limiter::of)
 }
 
-/// Gives the counter at `name` a TTL of `window_ms` from `now_ms` if it has none (REPAIR's heal and
-/// the guard's), with HIT's effects: `PEXPIREAT` for replicas and the AOF, an `expire` event.
-/// Anything else (no counter, a TTL already) is left as it is. True when it healed.
+/// Gives the limiter's key at `name` an expiry if it has none (REPAIR's heal and the guard's): a
+/// counter `window_ms` from `now_ms`, a sliding window the end of its counts; with HIT's effects:
+/// `PEXPIREAT` for replicas and the AOF, an `expire` event. Anything else (no limiter, a TTL
+/// already) is left as it is. True when it healed.
 pub fn heal_if_leaked(ctx: &Ctx, name: &[u8], window_ms: i64, now_ms: i64) -> bool {
     let owned = ctx.string(name);
     let key_name = KeyName::of(&owned);
     let open = || StoredKey::open(ctx, key_name).ok().filter(StoredKey::is_string_without_ttl);
     // The cheap look first (most keys a guard checks have their TTL); then the value, asked with
     // the key closed; then the heal.
-    open().is_some()
-        && holds_integer(ctx, name)
-        && open().is_some_and(|mut key| {
-            let heal = Change::Expire { at: now_ms.saturating_add(window_ms) };
-            key.apply(&heal, Written::Incrby).is_ok()
-        })
+    if open().is_none() {
+        return false;
+    }
+    let Some(limiter) = limiter_at(ctx, name) else { return false };
+    open().is_some_and(|mut key| {
+        let heal = Change::<i64>::Expire { at: limiter.heal_at(window_ms, now_ms) };
+        key.apply(&heal, Written::Incrby).is_ok()
+    })
 }
 
 /// A command's reply, freed on drop.

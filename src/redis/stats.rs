@@ -23,7 +23,11 @@ impl Stat {
 pub static HITS: Stat = Stat::new();
 pub static ADMITTED: Stat = Stat::new();
 pub static DENIED: Stat = Stat::new();
-/// Counters and GCRA keys without TTL that HIT, HITALL or GCRA gave one.
+/// Calls of RATELIMIT.SLIDE (PEEK aside) and of RATELIMIT.HITALL with SLIDE.
+pub static SLIDE_CALLS: Stat = Stat::new();
+pub static SLIDE_ADMITTED: Stat = Stat::new();
+pub static SLIDE_DENIED: Stat = Stat::new();
+/// Keys without TTL that HIT, HITALL, SLIDE or GCRA gave one.
 pub static HEALED: Stat = Stat::new();
 /// Calls of RATELIMIT.GCRA.
 pub static GCRA_CALLS: Stat = Stat::new();

@@ -1,0 +1,527 @@
+//! The sliding-window decision: the whole algorithm of `RATELIMIT.SLIDE`, with no Redis in it.
+//!
+//! Windows are aligned to multiples of `window` ms since the Unix epoch. The estimate of the last
+//! window's hits is `prev * (window - elapsed) / window + curr`: the previous aligned window's
+//! count, weighted by how much of it the sliding window still covers, plus the current one's. A
+//! hit is admitted while `estimate + cost <= limit`, and then adds `cost` to `curr`. Everything is
+//! computed as integers scaled by `window` (in `i128`), so nothing is rounded in the caller's
+//! favour.
+//!
+//! One key holds both counts and the window they were counted in, as text:
+//! `slide:<window_ms>:<start_ms>:<prev>:<curr>`. The server's clock decides rotation, never the
+//! TTL: the counts are read relative to the current aligned window whatever the key's expiry.
+//! Every write sets the expiry to the end of the window after the current one, when its counts
+//! stop mattering.
+
+use crate::core::decimal::parse_i64;
+use crate::core::stored::{Change, Stored, Value, MAX_TEXT};
+use crate::core::window::{Limit, MAX_WINDOW_MS};
+
+const TAG: &[u8] = b"slide:";
+
+/// What a sliding-window key holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub window_ms: i64,
+    /// The start of the window `curr` was counted in, a multiple of `window_ms`.
+    pub start_ms: i64,
+    /// The count of the window before `start_ms`.
+    pub prev: i64,
+    pub curr: i64,
+}
+
+impl Value for Counts {
+    const INVALID: &'static str = "ERR value is not a ratelimit sliding window";
+
+    fn parse(text: &[u8]) -> Option<Counts> {
+        let mut fields = text.strip_prefix(TAG)?.split(|&b| b == b':').map(parse_i64);
+        let mut next = || fields.next().flatten();
+        let counts = Counts { window_ms: next()?, start_ms: next()?, prev: next()?, curr: next()? };
+        let valid = fields.next().is_none()
+            && (1..=MAX_WINDOW_MS).contains(&counts.window_ms)
+            && counts.start_ms >= 0
+            && counts.start_ms % counts.window_ms == 0
+            && counts.prev >= 0
+            && counts.curr >= 0;
+        valid.then_some(counts)
+    }
+
+    fn write(self, buf: &mut [u8; MAX_TEXT]) -> &[u8] {
+        let mut len = 0;
+        let mut put = |bytes: &[u8]| {
+            buf[len..len + bytes.len()].copy_from_slice(bytes);
+            len += bytes.len();
+        };
+        put(TAG);
+        for (i, field) in [self.window_ms, self.start_ms, self.prev, self.curr].into_iter().enumerate() {
+            if i > 0 {
+                put(b":");
+            }
+            put(field.write(&mut [0; MAX_TEXT]));
+        }
+        &buf[..len]
+    }
+}
+
+impl Counts {
+    /// When these counts stop mattering: the end of the window after the one `curr` was counted
+    /// in (the end of that one if `curr` is 0 and `prev` is not; its start if both are 0).
+    pub fn end_ms(&self) -> i64 {
+        let windows = if self.curr > 0 { 2 } else { i64::from(self.prev > 0) };
+        self.start_ms.saturating_add(self.window_ms.saturating_mul(windows))
+    }
+
+    /// The expiry that heals a key holding these counts without TTL at `now_ms`: when they stop
+    /// mattering, or 1 ms from now if they already have (an expiry in the past would delete the
+    /// key on the primary and only set it on replicas).
+    pub fn heal_at(&self, now_ms: i64) -> i64 {
+        self.end_ms().max(now_ms.saturating_add(1))
+    }
+
+    /// `(prev, curr)` as they stand in this key's own window length at `now_ms`, and the start
+    /// of the window they are counted in: the clock's, or (a clock set back) a later one, where
+    /// they stay at full weight until the clock reaches it.
+    fn current(&self, now_ms: i64) -> (i64, i64, i64) {
+        let start = now_ms - now_ms.rem_euclid(self.window_ms);
+        match start.saturating_sub(self.start_ms) {
+            d if d < 0 => (self.prev, self.curr, self.start_ms),
+            0 => (self.prev, self.curr, start),
+            d if d == self.window_ms => (self.curr, 0, start),
+            _ => (0, 0, start),
+        }
+    }
+}
+
+/// The estimate scaled by `window_ms`: `prev * (window_ms - elapsed) + curr * window_ms`.
+fn estimate(prev: i64, curr: i64, elapsed: i64, window_ms: i64) -> i128 {
+    i128::from(prev) * i128::from(window_ms - elapsed) + i128::from(curr) * i128::from(window_ms)
+}
+
+/// `ceil(scaled / window_ms)`, saturated to an `i64`.
+fn ceil_div(scaled: i128, window_ms: i64) -> i64 {
+    let w = i128::from(window_ms);
+    i64::try_from((scaled + w - 1).div_euclid(w)).unwrap_or(i64::MAX)
+}
+
+/// The decision for one call: the reply numbers and the write to make, in one step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    pub allowed: bool,
+    /// The estimate after this call, rounded up.
+    pub count: i64,
+    /// `max(limit - count, 0)`.
+    pub remaining: i64,
+    /// -1 when this key admits the call now or never can; else the ms until it would.
+    pub retry_after_ms: i64,
+    /// The key's PTTL after the call: 0 when there is no key, -1 (PEEK only) when it has no TTL.
+    pub reset_ms: i64,
+    pub change: Option<Change<Counts>>,
+}
+
+/// The counts of `stored` at the call, and what the call needs of them.
+struct Now {
+    /// The window length the counts decay by: the call's, or the one they were kept with.
+    window_ms: i64,
+    prev: i64,
+    curr: i64,
+    /// The window's start: the clock's, or a later one the counts were kept in.
+    start: i64,
+    now_ms: i64,
+    /// The estimate scaled by `window_ms`.
+    scaled: i128,
+    /// What an admitted call stores, before its cost.
+    base: Counts,
+}
+
+fn now_of(l: &Limit, stored: Stored<Counts>, now_ms: i64) -> Now {
+    let kept = match stored {
+        Stored::Missing => Counts { window_ms: l.window_ms, start_ms: 0, prev: 0, curr: 0 },
+        Stored::Present { value, .. } => value,
+    };
+    let (prev, curr, start) = kept.current(now_ms);
+    let scaled = estimate(prev, curr, (now_ms - start).max(0), kept.window_ms);
+    // Counts kept with another window length go on decaying by it, so that each call sees their
+    // estimate as it is then; a write carries it over, rounded up, into the call's window.
+    let base = match kept.window_ms == l.window_ms {
+        true => Counts { window_ms: l.window_ms, start_ms: start, prev, curr },
+        false => Counts {
+            window_ms: l.window_ms,
+            start_ms: now_ms - now_ms.rem_euclid(l.window_ms),
+            prev: 0,
+            curr: ceil_div(scaled, kept.window_ms),
+        },
+    };
+    Now { window_ms: kept.window_ms, prev, curr, start, now_ms, scaled, base }
+}
+
+/// Whether `cost` more fits: `estimate + cost <= limit`, scaled.
+fn fits(l: &Limit, n: &Now) -> bool {
+    let w = i128::from(n.window_ms);
+    n.scaled + i128::from(l.cost) * w <= i128::from(l.limit) * w
+}
+
+/// The ms after which a call that does not fit now would fit, if nothing else happened: `prev`'s
+/// weight decays by `prev` per ms until the window ends, then `curr` becomes the previous
+/// window's count and decays the same way. -1 when it never can (`cost > limit`).
+fn retry_after(l: &Limit, n: &Now) -> i64 {
+    if l.cost > l.limit {
+        return -1;
+    }
+    let w = i128::from(n.window_ms);
+    let budget = i128::from(l.limit - l.cost) * w;
+    let (prev, curr) = (i128::from(n.prev), i128::from(n.curr));
+    // In this window: prev * (w - e) + curr * w <= budget, for the least elapsed e.
+    let left = budget - curr * w;
+    if left >= 0 && prev > 0 {
+        let e = w - left / prev;
+        if e < w {
+            return after(n, e);
+        }
+    }
+    // In the next one: curr * (w - e) <= budget (at its end, nothing is left to count).
+    let e = if curr == 0 { 0 } else { (w - budget / curr).max(0) };
+    after(n, w + e)
+}
+
+/// The ms from now to `e` ms after the window's start.
+fn after(n: &Now, e: i128) -> i64 {
+    (i128::from(n.start) + e - i128::from(n.now_ms)).min(i128::from(i64::MAX)) as i64
+}
+
+/// The reply for a call that is `allowed` or not; `counted` when its cost is in the count.
+fn outcome(l: &Limit, n: &Now, allowed: bool, counted: bool, reset_ms: i64, change: Option<Change<Counts>>) -> Outcome {
+    let added = if counted { i128::from(l.cost) * i128::from(n.window_ms) } else { 0 };
+    let count = ceil_div(n.scaled + added, n.window_ms);
+    Outcome {
+        allowed,
+        count,
+        remaining: l.limit.saturating_sub(count).max(0),
+        // Per key: a key that admits the call now says -1, even where another key denied it.
+        retry_after_ms: if fits(l, n) { -1 } else { retry_after(l, n) },
+        reset_ms,
+        change,
+    }
+}
+
+/// Decides one call at `now_ms`. An admitted call stores the rotated counts with `curr + cost`
+/// and the expiry at the end of the next window; a denied one writes nothing but the heal of a
+/// key without TTL.
+pub fn decide(l: &Limit, stored: Stored<Counts>, now_ms: i64) -> Outcome {
+    let n = now_of(l, stored, now_ms);
+    let admit = fits(l, &n);
+    settle(l, stored, &n, now_ms, admit)
+}
+
+/// Decides one call against several sliding windows, all or nothing: admitted only if every one
+/// admits it, and then counted on each; otherwise on none (each key without TTL still heals).
+pub fn decide_all(calls: &[(Limit, Stored<Counts>)], now_ms: i64) -> (bool, Vec<Outcome>) {
+    let nows: Vec<Now> = calls.iter().map(|(l, stored)| now_of(l, *stored, now_ms)).collect();
+    let admit = calls.iter().zip(&nows).all(|((l, _), n)| fits(l, n));
+    let outcomes = calls.iter().zip(&nows).map(|((l, stored), n)| settle(l, *stored, n, now_ms, admit)).collect();
+    (admit, outcomes)
+}
+
+fn settle(l: &Limit, stored: Stored<Counts>, n: &Now, now_ms: i64, admit: bool) -> Outcome {
+    if admit {
+        // curr + cost <= limit: the estimate, which includes curr, fits.
+        let value = Counts { curr: n.base.curr + l.cost, ..n.base };
+        let expires_at = value.end_ms();
+        return outcome(l, n, true, true, expires_at - now_ms, Some(Change::Set { value, expires_at }));
+    }
+    let (change, expiry) = match stored {
+        Stored::Missing => (None, None),
+        Stored::Present { value, expires_at: None } => {
+            let at = value.heal_at(now_ms);
+            (Some(Change::Expire { at }), Some(at))
+        }
+        Stored::Present { expires_at, .. } => (None, expires_at),
+    };
+    outcome(l, n, false, false, expiry.map_or(0, |t| t.saturating_sub(now_ms).max(0)), change)
+}
+
+/// What a call would get, without making it; `reset_ms` is the key's PTTL as it is.
+pub fn peek(l: &Limit, stored: Stored<Counts>, now_ms: i64) -> Outcome {
+    let n = now_of(l, stored, now_ms);
+    let reset_ms = match stored {
+        Stored::Missing => 0,
+        Stored::Present { expires_at: None, .. } => -1,
+        Stored::Present { expires_at: Some(t), .. } => t.saturating_sub(now_ms).max(0),
+    };
+    outcome(l, &n, fits(l, &n), false, reset_ms, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const W: i64 = 60_000;
+    /// A window start.
+    const T0: i64 = 1_700_000_040_000;
+
+    fn limit(limit: i64, cost: i64) -> Limit {
+        Limit { limit, window_ms: W, cost }
+    }
+
+    fn counts(start_ms: i64, prev: i64, curr: i64) -> Counts {
+        Counts { window_ms: W, start_ms, prev, curr }
+    }
+
+    fn present(c: Counts, expires_at: Option<i64>) -> Stored<Counts> {
+        Stored::Present { value: c, expires_at }
+    }
+
+    #[test]
+    fn text_round_trips_and_rejects_anything_else() {
+        let c = counts(T0, 3, 7);
+        let mut buf = [0; MAX_TEXT];
+        assert_eq!(c.write(&mut buf), b"slide:60000:1700000040000:3:7");
+        assert_eq!(Counts::parse(b"slide:60000:1700000040000:3:7"), Some(c));
+        let max = Counts { window_ms: MAX_WINDOW_MS, start_ms: 0, prev: i64::MAX, curr: i64::MAX };
+        assert_eq!(Counts::parse(max.write(&mut buf)), Some(max));
+        for bad in [
+            &b""[..],
+            b"12",
+            b"slide:",
+            b"slide:60000:1700000040000:3",
+            b"slide:60000:1700000040000:3:7:1",
+            b"slide:60000:1700000040001:3:7",
+            b"slide:0:0:3:7",
+            b"slide:60000:-60000:3:7",
+            b"slide:60000:1700000040000:-3:7",
+            b"slide:60000:1700000040000:3:+7",
+            b"slide:60000:1700000040000:3:07",
+            b"slide:4611686018427387904:0:0:1",
+            b"SLIDE:60000:1700000040000:3:7",
+            b"slide:60000:1700000040000:3:7 ",
+        ] {
+            assert_eq!(Counts::parse(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn first_call_counts_in_the_current_window() {
+        let now = T0 + 15_000;
+        let o = decide(&limit(10, 1), Stored::Missing, now);
+        let value = counts(T0, 0, 1);
+        assert_eq!(
+            o,
+            Outcome {
+                allowed: true,
+                count: 1,
+                remaining: 9,
+                retry_after_ms: -1,
+                reset_ms: T0 + 2 * W - now,
+                change: Some(Change::Set { value, expires_at: T0 + 2 * W }),
+            }
+        );
+    }
+
+    #[test]
+    fn previous_window_weighs_by_what_is_left_of_it() {
+        // A quarter into the window: 3/4 of prev = 7.5 of 10, plus 2: 9.5; one more fits (10.5 no).
+        let stored = present(counts(T0 - W, 0, 10), Some(T0 + W));
+        let now = T0 + W / 4;
+        let c = present(counts(T0, 10, 2), Some(T0 + 2 * W));
+        let o = decide(&limit(11, 1), c, now);
+        assert!(o.allowed);
+        assert_eq!((o.count, o.remaining), (11, 0), "10.5 rounds up");
+        let o = decide(&limit(10, 1), c, now);
+        assert!(!o.allowed);
+        assert_eq!((o.count, o.remaining, o.change), (10, 0, None));
+        // 10 * (W - e) / W + 2 + 1 <= 10 once e >= 0.3 W: 18,000 ms in, 3,000 after now.
+        assert_eq!(o.retry_after_ms, 3_000);
+        // The stored key rotates by the clock: last window's curr is this one's prev.
+        let o = decide(&limit(10, 1), stored, now);
+        assert!(o.allowed);
+        assert_eq!(o.count, 9, "7.5 + 1 rounds up to 9");
+        assert_eq!(o.change, Some(Change::Set { value: counts(T0, 10, 1), expires_at: T0 + 2 * W }));
+    }
+
+    #[test]
+    fn counts_older_than_the_previous_window_do_not_matter() {
+        let o = decide(&limit(1, 1), present(counts(T0 - 2 * W, 5, 5), None), T0 + 1);
+        assert!(o.allowed);
+        assert_eq!(o.change, Some(Change::Set { value: counts(T0, 0, 1), expires_at: T0 + 2 * W }));
+    }
+
+    #[test]
+    fn retry_after_reaches_into_the_next_window() {
+        // limit 4, curr 4 in this window, no prev: the next window starts with prev 4, full
+        // weight; the call fits when 4 * (W - e) / W + 1 <= 4: e >= W / 4.
+        let c = present(counts(T0, 0, 4), Some(T0 + 2 * W));
+        let now = T0 + 10_000;
+        let o = decide(&limit(4, 1), c, now);
+        assert!(!o.allowed);
+        assert_eq!(o.retry_after_ms, W - 10_000 + W / 4);
+        assert_eq!(o.reset_ms, T0 + 2 * W - now);
+        // cost == limit: only an empty estimate admits it, at the end of the next window.
+        assert_eq!(decide(&limit(4, 4), c, now).retry_after_ms, 2 * W - 10_000);
+        assert_eq!(decide(&limit(4, 5), c, now).retry_after_ms, -1);
+    }
+
+    #[test]
+    fn denied_call_heals_a_key_without_ttl_and_writes_nothing_else() {
+        let c = counts(T0, 0, 4);
+        let o = decide(&limit(4, 1), present(c, None), T0 + 1);
+        assert_eq!(o.change, Some(Change::Expire { at: T0 + 2 * W }));
+        assert_eq!(o.reset_ms, T0 + 2 * W - (T0 + 1));
+        // Counts that stopped mattering heal 1 ms from now (cost > limit is denied on nothing).
+        let o = decide(&limit(4, 5), present(counts(T0 - 5 * W, 1, 1), None), T0);
+        assert_eq!(o.change, Some(Change::Expire { at: T0 + 1 }));
+        let o = decide(&limit(4, 5), Stored::Missing, T0);
+        assert_eq!((o.allowed, o.change, o.reset_ms, o.count), (false, None, 0, 0));
+    }
+
+    #[test]
+    fn another_window_length_carries_over_its_estimate() {
+        // Written with a 10 s window: prev 10 half-decayed + curr 1 = 6; now read with 60 s.
+        let c = Counts { window_ms: 10_000, start_ms: T0, prev: 10, curr: 1 };
+        let o = decide(&limit(100, 1), present(c, Some(T0 + 20_000)), T0 + 5_000);
+        assert_eq!(o.change, Some(Change::Set { value: counts(T0, 0, 7), expires_at: T0 + 2 * W }));
+    }
+
+    #[test]
+    fn a_window_in_the_clocks_future_keeps_its_counts_at_full_weight() {
+        let o = decide(&limit(10, 1), present(counts(T0 + W, 2, 3), Some(T0 + 3 * W)), T0 + 1);
+        assert_eq!(o.change, Some(Change::Set { value: counts(T0 + W, 2, 4), expires_at: T0 + 3 * W }));
+        assert_eq!(o.count, 6);
+    }
+
+    #[test]
+    fn peek_answers_without_writing() {
+        let c = counts(T0, 10, 2);
+        let o = peek(&limit(10, 1), present(c, None), T0 + W / 4);
+        assert_eq!(
+            o,
+            Outcome { allowed: false, count: 10, remaining: 0, retry_after_ms: 3_000, reset_ms: -1, change: None }
+        );
+        let o = peek(&limit(11, 1), present(c, Some(T0 + 2 * W)), T0 + W / 4);
+        assert_eq!((o.allowed, o.count, o.retry_after_ms, o.reset_ms), (true, 10, -1, 2 * W - W / 4));
+        assert_eq!(peek(&limit(1, 1), Stored::Missing, T0).reset_ms, 0);
+    }
+
+    #[test]
+    fn all_or_nothing() {
+        let full = present(counts(T0, 0, 2), Some(T0 + 2 * W));
+        let (allowed, o) = decide_all(&[(limit(5, 1), Stored::Missing), (limit(2, 1), full)], T0);
+        assert!(!allowed);
+        assert_eq!((o[0].change, o[0].count, o[1].change), (None, 0, None));
+        // The key that would admit it says -1; the one that denied it when it would admit it.
+        assert_eq!((o[0].retry_after_ms, o[1].retry_after_ms), (-1, W + W / 2));
+        let (allowed, o) = decide_all(&[(limit(5, 1), Stored::Missing), (limit(3, 1), full)], T0);
+        assert!(allowed);
+        assert_eq!((o[0].count, o[1].count), (1, 3));
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn any_limit() -> impl Strategy<Value = Limit> {
+        prop_oneof![
+            3 => (1..=20i64, 1..=10_000i64, 1..=5i64),
+            1 => (1..=i64::MAX, 1..=MAX_WINDOW_MS, 1..=i64::MAX),
+        ]
+        .prop_map(|(limit, window_ms, cost)| Limit { limit, window_ms, cost })
+    }
+
+    fn any_stored(window_ms: i64, now: i64) -> impl Strategy<Value = Stored<Counts>> {
+        let start = now - now.rem_euclid(window_ms);
+        prop_oneof![
+            Just(Stored::Missing),
+            (
+                prop_oneof![Just(window_ms), 1..=MAX_WINDOW_MS],
+                -3i64..=1,
+                prop_oneof![0..=30i64, 0..=i64::MAX],
+                prop_oneof![0..=30i64, 0..=i64::MAX],
+                proptest::option::of(now - 1_000..now + 10_000_000),
+            )
+                .prop_map(move |(w, back, prev, curr, expires_at)| {
+                    let own = start - start.rem_euclid(w);
+                    let start_ms = own.saturating_add(back.saturating_mul(w)).max(0);
+                    let start_ms = start_ms - start_ms.rem_euclid(w);
+                    Stored::Present { value: Counts { window_ms: w, start_ms, prev, curr }, expires_at }
+                }),
+        ]
+    }
+
+    fn case() -> impl Strategy<Value = (Limit, Stored<Counts>, i64)> {
+        (0i64..4_000_000_000_000, any_limit())
+            .prop_flat_map(|(now, l)| (Just(l), any_stored(l.window_ms, now), Just(now)))
+    }
+
+    proptest! {
+        #[test]
+        fn every_rule_holds((l, stored, now) in case()) {
+            let o = decide(&l, stored, now);
+            prop_assert_eq!(o.remaining, l.limit.saturating_sub(o.count).max(0));
+            let leaked = matches!(stored, Stored::Present { expires_at: None, .. });
+            match o.change {
+                Some(Change::Set { value, expires_at }) => {
+                    prop_assert!(o.allowed);
+                    prop_assert!(expires_at > now);
+                    prop_assert_eq!(expires_at, value.end_ms());
+                    prop_assert!(value.start_ms >= now - now.rem_euclid(l.window_ms));
+                    prop_assert!(value.curr <= l.limit && o.count <= l.limit);
+                    // The text round-trips.
+                    prop_assert_eq!(Counts::parse(value.write(&mut [0; MAX_TEXT])), Some(value));
+                }
+                Some(Change::Expire { at }) => {
+                    prop_assert!(!o.allowed && at > now);
+                    prop_assert!(leaked);
+                }
+                Some(Change::Add { .. }) => prop_assert!(false, "SLIDE never adds"),
+                None => {
+                    prop_assert!(!o.allowed);
+                    prop_assert!(!leaked);
+                }
+            }
+            // Admitted exactly when the estimate fits, as the same call through peek says.
+            let p = peek(&l, stored, now);
+            prop_assert_eq!(p.allowed, o.allowed);
+            prop_assert_eq!(p.change, None);
+            prop_assert_eq!(p.retry_after_ms, o.retry_after_ms);
+        }
+
+        #[test]
+        fn retry_after_is_exact((l, stored, now) in case()) {
+            let o = decide(&l, stored, now);
+            if !o.allowed && o.retry_after_ms > 0 && o.retry_after_ms < i64::MAX / 4 {
+                // Nothing else happening, the same call fits at now + retry, not a ms before.
+                let later = |t: i64| decide(&l, stored, now + t).allowed;
+                prop_assert!(later(o.retry_after_ms));
+                prop_assert!(!later(o.retry_after_ms - 1));
+            }
+        }
+    }
+
+    /// retry_after_ms against a search, on small windows where every ms can be tried.
+    #[test]
+    fn retry_after_matches_a_search() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % n) as i64
+        };
+        for _ in 0..20_000 {
+            let w = 1 + next(50);
+            let l = Limit { limit: 1 + next(12), window_ms: w, cost: 1 + next(4) };
+            let now = 1_000 + next(1_000);
+            let start = now - now.rem_euclid(w) - next(3) * w;
+            let stored = present_(Counts { window_ms: w, start_ms: start, prev: next(15), curr: next(15) });
+            let o = decide(&l, stored, now);
+            let first = (0..4 * w).find(|&t| decide(&l, stored, now + t).allowed).unwrap_or(-1);
+            let expected = if o.allowed { -1 } else { first };
+            assert_eq!(o.retry_after_ms, expected, "{l:?} {stored:?} {now}");
+        }
+    }
+
+    fn present_(c: Counts) -> Stored<Counts> {
+        Stored::Present { value: c, expires_at: Some(c.end_ms()) }
+    }
+}
