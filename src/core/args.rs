@@ -769,4 +769,17 @@ mod docs {
         }
         assert!(lacking.is_empty(), "{}", lacking.join("\n"));
     }
+
+    #[test]
+    fn the_stored_values_errors_are_in_the_pages() {
+        use crate::core::slide::Counts;
+        use crate::core::stored::Value;
+        for (page, error) in [
+            (include_str!("../../docs/commands/ratelimit.hit.md"), <i64 as Value>::INVALID),
+            (include_str!("../../docs/commands/ratelimit.slide.md"), Counts::INVALID),
+            (include_str!("../../docs/commands/ratelimit.hitall.md"), Counts::INVALID),
+        ] {
+            assert!(page.contains(error), "{error}");
+        }
+    }
 }
