@@ -2,12 +2,13 @@
 
 -- The module's commands as a Redis Functions library, for servers where no module can
 -- be loaded (managed Redis and Valkey): the same arguments, replies, error texts and stored values
--- as RATELIMIT.HIT, RATELIMIT.PEEK, RATELIMIT.HITALL and RATELIMIT.GCRA, proven by
+-- as RATELIMIT.HIT, RATELIMIT.PEEK, RATELIMIT.SLIDE, RATELIMIT.HITALL and RATELIMIT.GCRA, proven by
 -- tests/functions.rs.
 --
 --   FCALL ratelimit_hit 1 key limit window [COST cost] [MS]
 --   FCALL_RO ratelimit_peek 1 key limit [COST cost]
---   FCALL ratelimit_hitall numkeys key [key ...] limit window [limit window ...] [COST cost] [MS]
+--   FCALL ratelimit_slide 1 key limit window [COST cost] [MS] [PEEK]
+--   FCALL ratelimit_hitall numkeys key [key ...] limit window [limit window ...] [COST cost] [MS] [SLIDE]
 --   FCALL ratelimit_gcra 1 key max_burst tokens_per_period period [TOKENS count]
 --
 -- Lua numbers are doubles, exact only up to 2^53: arguments are validated on their text as the
@@ -19,6 +20,7 @@ local MAX_WINDOW_MS = '4611686018427387903' -- i64::MAX / 2, the module's bound
 local BEYOND = 'ERR ratelimit library: a number above 2^53 cannot be computed exactly here; use the module'
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 local NOT_INTEGER = 'ERR value is not an integer or out of range'
+local NOT_SLIDE = 'ERR value is not a ratelimit sliding window'
 
 -- Stands for a valid integer beyond EXACT: the module accepts it, the library cannot compute it.
 local BIG = {}
@@ -186,14 +188,22 @@ local function settle(key, limit, window, cost, count, exists, expires_at, now, 
     return admitted, final, remaining, reset
 end
 
-local function hit(keys, args)
+-- `limit window [COST cost] [MS]` and the options `extra` after them, as the module reads them.
+local function limit_args(args, command, extra, known)
     if #args < 2 then
-        fail("ERR wrong number of arguments for 'ratelimit.hit' command")
+        fail("ERR wrong number of arguments for '" .. command .. "' command")
     end
     local limit = positive(args[1], 'limit')
-    local opts = options(args, 3, { { name = 'COST', valued = true }, { name = 'MS' } }, 'COST or MS')
-    local window = window_ms(args[2], opts.MS)
-    local cost = cost_of(opts)
+    local spec = { { name = 'COST', valued = true }, { name = 'MS' } }
+    for _, name in ipairs(extra) do
+        spec[#spec + 1] = { name = name }
+    end
+    local opts = options(args, 3, spec, known)
+    return limit, window_ms(args[2], opts.MS), cost_of(opts), opts
+end
+
+local function hit(keys, args)
+    local limit, window, cost = limit_args(args, 'ratelimit.hit', {}, 'COST or MS')
     local count, exists, expires_at = read(keys[1])
     local now = now_ms()
     if limit == BIG or cost == BIG or window == BIG or now + window > EXACT then
@@ -221,6 +231,9 @@ local function peek(keys, args)
     return { fits(count, cost, limit) and 1 or 0, count, math.max(limit - count, 0), reset }
 end
 
+-- Defined with the sliding window below.
+local hitall_slide
+
 local function hitall(keys, args)
     -- The module's command has arity -5 (numkeys and three more), which Redis checks first.
     if #keys + #args < 3 then
@@ -243,10 +256,14 @@ local function hitall(keys, args)
         end
         limits[i] = { limit = positive(args[2 * i - 1], 'limit'), window_text = args[2 * i] }
     end
-    local opts = options(args, 2 * #keys + 1, { { name = 'COST', valued = true }, { name = 'MS' } }, 'COST or MS')
+    local spec = { { name = 'COST', valued = true }, { name = 'MS' }, { name = 'SLIDE' } }
+    local opts = options(args, 2 * #keys + 1, spec, 'COST, MS or SLIDE')
     local cost = cost_of(opts)
     for _, l in ipairs(limits) do
         l.window = window_ms(l.window_text, opts.MS)
+    end
+    if opts.SLIDE then
+        return hitall_slide(keys, limits, cost)
     end
     -- Every key is read before anything is written: an error on one changes none.
     local counters = {}
@@ -272,6 +289,189 @@ local function hitall(keys, args)
         local c, l = counters[i], limits[i]
         local _, final, remaining, reset = settle(key, l.limit, l.window, cost, c.count, c.exists, c.expires_at, now, admit)
         reply[i + 1] = { final, remaining, reset }
+    end
+    return reply
+end
+
+-- The sliding window (the module's core/slide.rs). Exact in doubles while every product stays
+-- within 2^53, which `slide_read` and `slide_check` make sure of (else BEYOND).
+
+-- floor(a / b) for exact integers 0 <= a, 0 < b: the double's quotient, corrected.
+local function idiv(a, b)
+    local q = math.floor(a / b)
+    if q * b > a then
+        q = q - 1
+    elseif (q + 1) * b <= a then
+        q = q + 1
+    end
+    return q
+end
+
+-- The sliding window at `key`: its counts { window, start, prev, curr } (nil if missing) and its
+-- absolute expiry in ms (nil if none).
+local function slide_read(key)
+    local value = redis.pcall('GET', key)
+    if type(value) == 'table' and value.err then
+        fail(WRONGTYPE)
+    end
+    if not value then
+        return nil, nil
+    end
+    local fields = { string.match(value, '^slide:([^:]*):([^:]*):([^:]*):([^:]*)$') }
+    if #fields ~= 4 then
+        fail(NOT_SLIDE)
+    end
+    local n = {}
+    for i = 1, 4 do
+        n[i] = must(integer(fields[i]), NOT_SLIDE)
+        if n[i] == -math.huge then
+            fail(NOT_SLIDE)
+        end
+    end
+    if n[1] == BIG or n[2] == BIG or n[3] == BIG or n[4] == BIG then
+        fail(BEYOND)
+    end
+    local c = { window = n[1], start = n[2], prev = n[3], curr = n[4] }
+    if c.window < 1 or c.start < 0 or c.start % c.window ~= 0 or c.prev < 0 or c.curr < 0 then
+        fail(NOT_SLIDE)
+    end
+    local expires_at = redis.call('PEXPIRETIME', key)
+    return c, (expires_at >= 0 and expires_at or nil)
+end
+
+-- BEYOND unless every number of one call stays exact.
+local function slide_check(limit, window, cost, c, now)
+    if limit == BIG or cost == BIG or window == BIG then
+        fail(BEYOND)
+    end
+    local w = c and math.max(c.window, window) or window
+    local counts = c and c.prev + c.curr or 0
+    if (counts + limit + cost) * w > EXACT or now + 2 * w > EXACT then
+        fail(BEYOND)
+    end
+end
+
+-- When counts stop mattering (Counts::end_ms).
+local function slide_end(c)
+    local windows = c.curr > 0 and 2 or (c.prev > 0 and 1 or 0)
+    return c.start + c.window * windows
+end
+
+-- ceil(scaled / w).
+local function ceil_div(scaled, w)
+    return idiv(scaled + w - 1, w)
+end
+
+-- The counts at the call (now_of): decaying by their own window `w`; `base` is what an admitted
+-- call stores before its cost.
+local function slide_now(window, c, now)
+    c = c or { window = window, start = 0, prev = 0, curr = 0 }
+    local w = c.window
+    local start = now - now % w
+    local prev, curr = 0, 0
+    if start < c.start then
+        prev, curr, start = c.prev, c.curr, c.start
+    elseif start == c.start then
+        prev, curr = c.prev, c.curr
+    elseif start - c.start == w then
+        prev = c.curr
+    end
+    local scaled = prev * (w - math.max(now - start, 0)) + curr * w
+    local n = { w = w, prev = prev, curr = curr, start = start, now = now, scaled = scaled }
+    if w == window then
+        n.base = { window = window, start = start, prev = prev, curr = curr }
+    else
+        n.base = { window = window, start = now - now % window, prev = 0, curr = ceil_div(scaled, w) }
+    end
+    return n
+end
+
+local function slide_fits(limit, cost, n)
+    return n.scaled + cost * n.w <= limit * n.w
+end
+
+local function slide_retry(limit, cost, n)
+    if slide_fits(limit, cost, n) or cost > limit then
+        return -1
+    end
+    local w = n.w
+    local budget = (limit - cost) * w
+    local left = budget - n.curr * w
+    if left >= 0 and n.prev > 0 then
+        local e = w - idiv(left, n.prev)
+        if e < w then
+            return n.start + e - n.now
+        end
+    end
+    local e = 0
+    if n.curr > 0 then
+        e = math.max(w - idiv(budget, n.curr), 0)
+    end
+    return n.start + w + e - n.now
+end
+
+-- `{ count, remaining, retry_after_ms, reset_ms }` for the call, `counted` when its cost is in.
+local function slide_fields(limit, cost, n, counted, reset)
+    local count = ceil_div(n.scaled + (counted and cost * n.w or 0), n.w)
+    return { count, math.max(limit - count, 0), slide_retry(limit, cost, n), reset }
+end
+
+-- The module's slide `settle`: writes for a call admitted (`admit`) or not, and its fields.
+local function slide_settle(key, limit, cost, c, expires_at, n, admit)
+    if admit then
+        local v = n.base
+        local curr = v.curr + cost
+        local at = v.start + 2 * v.window
+        redis.call('SET', key, string.format('slide:%d:%d:%d:%d', v.window, v.start, v.prev, curr), 'PXAT', at)
+        return slide_fields(limit, cost, n, true, at - n.now)
+    end
+    if c and not expires_at then
+        expires_at = math.max(slide_end(c), n.now + 1)
+        redis.call('PEXPIREAT', key, expires_at)
+    end
+    return slide_fields(limit, cost, n, false, expires_at and math.max(expires_at - n.now, 0) or 0)
+end
+
+local function slide(keys, args)
+    local limit, window, cost, opts = limit_args(args, 'ratelimit.slide', { 'PEEK' }, 'COST, MS or PEEK')
+    local c, expires_at = slide_read(keys[1])
+    local now = now_ms()
+    slide_check(limit, window, cost, c, now)
+    local n = slide_now(window, c, now)
+    local fits = slide_fits(limit, cost, n)
+    local fields
+    if opts.PEEK then
+        local reset = 0
+        if c then
+            reset = expires_at and math.max(expires_at - now, 0) or -1
+        end
+        fields = slide_fields(limit, cost, n, false, reset)
+    else
+        fields = slide_settle(keys[1], limit, cost, c, expires_at, n, fits)
+    end
+    return { fits and 1 or 0, fields[1], fields[2], fields[3], fields[4] }
+end
+
+-- HITALL's SLIDE: every key read and checked before anything is written, all or nothing.
+hitall_slide = function(keys, limits, cost)
+    local read_keys = {}
+    for i, key in ipairs(keys) do
+        local c, expires_at = slide_read(key)
+        read_keys[i] = { c = c, expires_at = expires_at }
+    end
+    local now = now_ms()
+    for i, l in ipairs(limits) do
+        slide_check(l.limit, l.window, cost, read_keys[i].c, now)
+    end
+    local admit = true
+    for i, l in ipairs(limits) do
+        read_keys[i].n = slide_now(l.window, read_keys[i].c, now)
+        admit = admit and slide_fits(l.limit, cost, read_keys[i].n)
+    end
+    local reply = { admit and 1 or 0 }
+    for i, key in ipairs(keys) do
+        local r, l = read_keys[i], limits[i]
+        reply[i + 1] = slide_settle(key, l.limit, cost, r.c, r.expires_at, r.n, admit)
     end
     return reply
 end
@@ -463,4 +663,5 @@ end
 redis.register_function('ratelimit_hit', command(hit))
 redis.register_function { function_name = 'ratelimit_peek', callback = command(peek), flags = { 'no-writes' } }
 redis.register_function('ratelimit_hitall', command(hitall))
+redis.register_function('ratelimit_slide', command(slide))
 redis.register_function('ratelimit_gcra', command(gcra))
