@@ -47,6 +47,9 @@ impl Words for Rng {
             "?",
             "TOKENS",
             "tokens",
+            "PEEK",
+            "SLIDE",
+            "slide",
             "0.5",
             "1e-3",
             "inf",
@@ -93,18 +96,23 @@ fn random_arguments_never_hurt_the_server() {
             "RATELIMIT.REPAIR",
             "RATELIMIT.GCRA",
             "CL.THROTTLE",
-        ][rng.below(8)];
+            "RATELIMIT.SLIDE",
+        ][rng.below(9)];
         let buckets = command == "RATELIMIT.GCRA" || command == "CL.THROTTLE";
+        let slide = command == "RATELIMIT.SLIDE";
         let mut cmd = redis::cmd(command);
-        if (command == "RATELIMIT.HIT" || command == "RATELIMIT.PEEK" || buckets) && rng.below(8) != 0 {
-            cmd.arg(rng.key());
+        let keyed = ["RATELIMIT.HIT", "RATELIMIT.PEEK", "RATELIMIT.SLIDE"].contains(&command) || buckets;
+        if keyed && rng.below(8) != 0 {
+            // Sliding windows mostly on keys of their own, so that their writes get exercised.
+            let key = rng.key();
+            cmd.arg(if slide && rng.below(4) != 0 { [&b"fs:"[..], &key[3..]].concat() } else { key });
         }
         // Half the vectors start well-formed, so that the options and the writes get exercised.
         let well_formed = rng.below(2) == 0;
         if well_formed {
             let number = |rng: &mut Rng| ["1", "3", "10", "250", "60"][rng.below(5)];
             match command {
-                "RATELIMIT.HIT" => cmd.arg(number(&mut rng)).arg(number(&mut rng)),
+                "RATELIMIT.HIT" | "RATELIMIT.SLIDE" => cmd.arg(number(&mut rng)).arg(number(&mut rng)),
                 "RATELIMIT.PEEK" => cmd.arg(number(&mut rng)),
                 "RATELIMIT.HITALL" => {
                     let (a, b) = (rng.key(), rng.key());
@@ -136,9 +144,15 @@ fn random_arguments_never_hurt_the_server() {
         match cmd.query::<Value>(&mut con) {
             Ok(Value::Array(items)) if command == "RATELIMIT.HITALL" => {
                 assert!(matches!(items[0], Value::Int(0 | 1)) && items.len() >= 2, "{}: {items:?}", context());
+                // [count, remaining, reset_ms], or with SLIDE [count, remaining, retry_after_ms, reset_ms].
                 for per_key in &items[1..] {
-                    let numbers: Vec<i64> = redis::from_redis_value(per_key).unwrap();
-                    assert!(numbers.len() == 3 && numbers[1] >= 0 && numbers[2] >= 0, "{}: {numbers:?}", context());
+                    let n: Vec<i64> = redis::from_redis_value(per_key).unwrap();
+                    let shaped = match n.len() {
+                        3 => n[1] >= 0 && n[2] >= 0,
+                        4 => n[1] >= 0 && n[2] >= -1 && n[3] >= 0,
+                        _ => false,
+                    };
+                    assert!(shaped, "{}: {n:?}", context());
                 }
                 ok += 1;
             }
@@ -146,6 +160,16 @@ fn random_arguments_never_hurt_the_server() {
                 let n: Vec<i64> = redis::from_redis_value(&Value::Array(items)).unwrap();
                 let shaped = n.len() == 5 && (n[0] == 0 || n[0] == 1) && n[1] >= 1 && (0..=n[1]).contains(&n[2]);
                 assert!(shaped && n[3] >= -1 && n[4] >= 0, "{}: {n:?}", context());
+                ok += 1;
+            }
+            Ok(Value::Array(items)) if slide => {
+                let n: Vec<i64> = redis::from_redis_value(&Value::Array(items)).unwrap();
+                // [allowed, count, remaining, retry_after_ms, reset_ms]; reset_ms -1 only with PEEK.
+                let shaped = n.len() == 5 && (n[0] == 0 || n[0] == 1) && n[1] >= 0 && n[2] >= 0;
+                // retry_after_ms: -1 when admitted; when denied, -1 (never) or the ms to wait.
+                let retry = if n[0] == 1 { n[3] == -1 } else { n[3] == -1 || n[3] > 0 };
+                assert!(shaped && retry, "{}: {n:?}", context());
+                assert!(n[4] >= -1, "{}: {n:?}", context());
                 ok += 1;
             }
             Ok(Value::Array(items)) if command == "RATELIMIT.HIT" || command == "RATELIMIT.PEEK" => {

@@ -3,14 +3,18 @@
 
 use ratelimit_testkit as common;
 
-use common::{gcra, hit, info_field, value_and_expiry, Config, Server, TempDir};
+use common::{gcra, hit, info_field, limiter, slide, value_and_expiry, Config, Server, TempDir};
 use redis::Connection;
 
 /// Hits that exercise every write path: create, increment, heal when admitted, heal when
-/// denied, denied without a write, COST, MS; GCRA's create, store, heal when denied. Returns the
-/// keys to compare.
+/// denied, denied without a write, COST, MS; GCRA's create, store, heal when denied; the sliding
+/// window's create, count, rotate, heal when admitted and when denied, and HITALL's SLIDE.
+/// Returns the keys to compare.
 fn every_write_path(con: &mut Connection) -> Vec<&'static str> {
     let set = |con: &mut Connection, key: &str, value: i64| {
+        let _: () = redis::cmd("SET").arg(key).arg(value).query(con).unwrap();
+    };
+    let set_text = |con: &mut Connection, key: &str, value: &str| {
         let _: () = redis::cmd("SET").arg(key).arg(value).query(con).unwrap();
     };
     hit(con, "rl:create", &["10", "3600"]).unwrap();
@@ -31,7 +35,34 @@ fn every_write_path(con: &mut Connection) -> Vec<&'static str> {
     let (s, _): (i64, i64) = redis::cmd("TIME").query(con).unwrap();
     set(con, "g:heal-denied", (s + 3600) * 1_000_000_000);
     assert_eq!(gcra(con, "g:heal-denied", &["0", "1", "60"]).unwrap()[0], 1);
-    vec!["rl:create", "rl:increment", "rl:heal-admitted", "rl:heal-denied", "rl:full", "g:bucket", "g:heal-denied"]
+    for _ in 0..3 {
+        slide(con, "s:count", &["10", "3600", "COST", "2"]).unwrap();
+    }
+    // Counted two windows of 1 s ago (rotated away) and without TTL: admitted, and healed.
+    set_text(con, "s:heal-admitted", "slide:1000:1000:3:4");
+    assert_eq!(slide(con, "s:heal-admitted", &["10", "1"]).unwrap()[0], 1);
+    // A full window of an hour, the current one, without TTL: denied, and healed.
+    set_text(con, "s:heal-denied", &format!("slide:3600000:{}:0:5", (s * 1_000) / 3_600_000 * 3_600_000));
+    assert_eq!(slide(con, "s:heal-denied", &["5", "3600"]).unwrap()[0], 0);
+    let reply: redis::Value = limiter("RATELIMIT.HITALL")
+        .arg(&["2", "s:{all}:m", "s:{all}:h", "5", "60", "50", "3600", "SLIDE"])
+        .query(con)
+        .unwrap();
+    assert!(matches!(reply, redis::Value::Array(ref items) if items[0] == redis::Value::Int(1)));
+    vec![
+        "rl:create",
+        "rl:increment",
+        "rl:heal-admitted",
+        "rl:heal-denied",
+        "rl:full",
+        "g:bucket",
+        "g:heal-denied",
+        "s:count",
+        "s:heal-admitted",
+        "s:heal-denied",
+        "s:{all}:m",
+        "s:{all}:h",
+    ]
 }
 
 fn repl_offset(con: &mut Connection) -> i64 {
@@ -82,7 +113,13 @@ fn the_aof_reloads_on_a_server_without_the_module() {
         .map(|bytes| String::from_utf8_lossy(&bytes).to_lowercase())
         .collect::<String>();
     // Effects, never the calls (with the library the AOF also holds its source, from FUNCTION LOAD).
-    let calls = ["\r\nratelimit.hit\r\n", "\r\nratelimit.gcra\r\n", "\r\nfcall\r\n"];
+    let calls = [
+        "\r\nratelimit.hit\r\n",
+        "\r\nratelimit.gcra\r\n",
+        "\r\nratelimit.slide\r\n",
+        "\r\nratelimit.hitall\r\n",
+        "\r\nfcall\r\n",
+    ];
     assert!(calls.iter().all(|call| !aof_text.contains(call)), "the AOF must hold effects, not the calls");
     assert!(aof_text.contains("pxat"), "absolute expiry times in the AOF");
 

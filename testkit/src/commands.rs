@@ -9,6 +9,11 @@ pub fn hit(con: &mut impl ConnectionLike, key: &str, args: &[&str]) -> RedisResu
     limiter("RATELIMIT.HIT").arg(key).arg(args).query(con)
 }
 
+/// `RATELIMIT.SLIDE key <args...>`, reply as `[allowed, count, remaining, retry_after_ms, reset_ms]`.
+pub fn slide(con: &mut impl ConnectionLike, key: &str, args: &[&str]) -> RedisResult<Vec<i64>> {
+    limiter("RATELIMIT.SLIDE").arg(key).arg(args).query(con)
+}
+
 /// `RATELIMIT.GCRA key <args...>`, reply as `[limited, capacity, remaining, retry_after_ms, full_after_ms]`.
 pub fn gcra(con: &mut impl ConnectionLike, key: &str, args: &[&str]) -> RedisResult<Vec<i64>> {
     limiter("RATELIMIT.GCRA").arg(key).arg(args).query(con)
