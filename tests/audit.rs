@@ -119,6 +119,34 @@ fn repair_heals_leaked_counters_only() {
 }
 
 #[test]
+fn sliding_windows_without_ttl_are_found_and_repaired_to_the_end_of_their_counts() {
+    let server = Server::start();
+    let mut con = server.connect();
+    common::slide(&mut con, "rl:s:ok", &["10", "60"]).unwrap();
+    run_all(
+        &mut con,
+        &[
+            // Counted in the window of 10^12 ms that holds now: its counts matter until 3 * 10^12.
+            "SET rl:s:leak slide:1000000000000:1000000000000:0:3",
+            // Counts that stopped mattering long ago: repaired to expire at once.
+            "SET rl:s:stale slide:1000:0:1:1",
+            // Not a sliding window's value (a start that is no multiple of the window).
+            "SET rl:s:bad slide:60000:1:0:1",
+        ],
+    );
+    let reply = audit(&mut con, &["rl:s:"]).unwrap();
+    assert_eq!(reply, WalkReply { scanned: 4, matched: 4, found: 2, keys: leaked(&["rl:s:leak", "rl:s:stale"]) });
+    let reply = repair(&mut con, &["rl:s:", "90"]).unwrap();
+    assert_eq!((reply.found, reply.keys.len()), (2, 2));
+    assert_eq!(snapshot(&mut con, "rl:s:leak").2, 3_000_000_000_000, "the end of its counts, not REPAIR's window");
+    wait_for("the stale window to expire", Duration::from_secs(10), || {
+        redis::cmd("EXISTS").arg("rl:s:stale").query::<i64>(&mut con).unwrap() == 0
+    });
+    assert_eq!(pttl(&mut con, "rl:s:bad"), -1);
+    assert_eq!(audit(&mut con, &["rl:s:"]).unwrap().found, 0);
+}
+
+#[test]
 fn repair_takes_milliseconds_and_a_limit() {
     let server = Server::start();
     let mut con = server.connect();

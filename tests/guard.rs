@@ -328,3 +328,18 @@ fn memory_stays_flat_with_the_guard_on() {
     let growth = common::settled_memory(&mut con) - before;
     assert!(growth < 16 * 1024, "memory grew by {growth} bytes over {} writes", rounds * 20_000);
 }
+
+#[test]
+fn a_sliding_window_written_without_ttl_is_healed_to_the_end_of_its_counts() {
+    let server = guarded();
+    let mut con = server.connect();
+    // The window of 10^12 ms that holds now began at 10^12; its counts matter until 3 * 10^12.
+    run_all(&mut con, &["SET rl:slide slide:1000000000000:1000000000000:0:4", "SET rl:other slide:1000:1:0:1"]);
+    let expiry: i64 = redis::cmd("PEXPIRETIME").arg("rl:slide").query(&mut con).unwrap();
+    assert_eq!(expiry, 3_000_000_000_000, "healed to the end of the window after its own, not to the rule's");
+    assert_eq!(pttl(&mut con, "rl:other"), -1, "not a sliding window's value: left alone");
+    assert_eq!(
+        redis::cmd("GET").arg("rl:slide").query::<String>(&mut con).unwrap(),
+        "slide:1000000000000:1000000000000:0:4"
+    );
+}
