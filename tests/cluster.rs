@@ -191,6 +191,9 @@ fn keys_spread_over_every_primary(cluster: &Cluster, client: &mut ClusterConnect
                 common::gcra(client, &format!("gspread:{i}"), &["9", "1", "3600"]).unwrap()[..3],
                 [0, 10, 10 - round]
             );
+            // A sliding window of 10^12 ms: no rotation during the test.
+            let slid = common::slide(client, &format!("sspread:{i}"), &["100", "1000000000000", "MS"]).unwrap();
+            assert_eq!(slid[..4], [1, round, 100 - round, -1]);
         }
     }
     for primary in cluster.primaries() {
@@ -223,15 +226,24 @@ fn hash_tags_keep_keys_together(cluster: &Cluster, client: &mut ClusterConnectio
     let crossing = ["2", "user:7:second", "user:8:hour", "10", "1", "1000", "3600"];
     let error = error_of(redis::cmd("RATELIMIT.HITALL").arg(&crossing).query::<redis::Value>(&mut owner));
     assert!(error.starts_with("CROSSSLOT"), "{error}");
+    // So must its sliding windows'; one sliding window is one key, which never crosses slots.
+    let sliding = ["2", "{user:7}:s:minute", "{user:7}:s:day", "10", "60", "1000", "86400", "SLIDE"];
+    let reply: Vec<redis::Value> = redis::cmd("RATELIMIT.HITALL").arg(&sliding).query(client).unwrap();
+    assert_eq!(reply[0], redis::Value::Int(1));
+    let crossing = ["2", "user:7:s:minute", "user:8:s:day", "10", "60", "1000", "86400", "SLIDE"];
+    let error = error_of(redis::cmd("RATELIMIT.HITALL").arg(&crossing).query::<redis::Value>(&mut owner));
+    assert!(error.starts_with("CROSSSLOT"), "{error}");
 }
 
 fn resharding_moves_live_counters(cluster: &Cluster, client: &mut ClusterConnection) {
-    let keys: Vec<String> = (0..20).map(|i| format!("{{moving}}:{i}")).collect();
+    let mut keys: Vec<String> = (0..20).map(|i| format!("{{moving}}:{i}")).collect();
     for (i, key) in keys.iter().enumerate() {
         for _ in 0..=i {
             common::hit(client, key, &["100", "3600"]).unwrap();
         }
     }
+    common::slide(client, "{moving}:slide", &["100", "3600"]).unwrap();
+    keys.push("{moving}:slide".into());
     let source = cluster.owner("{moving}");
     let target = cluster.primaries().into_iter().find(|n| n.id != source.id).unwrap();
     let mut src = cluster.node_connection(source.port);
@@ -250,6 +262,7 @@ fn resharding_moves_live_counters(cluster: &Cluster, client: &mut ClusterConnect
     // The client follows MOVED to the new owner and the counters go on counting.
     assert_eq!(common::hit(client, &keys[0], &["100", "3600"]).unwrap()[..2], [1, 2]);
     assert_eq!(common::hit(client, &keys[19], &["100", "3600"]).unwrap()[..2], [1, 21]);
+    assert_eq!(common::slide(client, "{moving}:slide", &["100", "3600"]).unwrap()[0], 1);
 }
 
 fn failover_keeps_counters_and_expiry_instants(cluster: &Cluster, client: &mut ClusterConnection) {
