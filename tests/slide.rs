@@ -289,3 +289,60 @@ fn info_counts_calls_admitted_denied_and_heals() {
     assert_eq!(field(&mut con, "ratelimit_healed"), "1");
     assert_eq!(field(&mut con, "ratelimit_peeks"), "1");
 }
+
+/// The server's clock of each call and whether it was admitted, for calls sent at `offsets` (ms
+/// after the start of an aligned window of `window_ms`); a call's time is TIME in its MULTI.
+fn run_arrivals(con: &mut Connection, key: &str, limit: i64, window_ms: i64, offsets: &[i64]) -> Vec<(i64, bool)> {
+    let now = server_ms(con);
+    let origin = now - now % window_ms + window_ms;
+    let started = std::time::Instant::now() - Duration::from_millis((now - origin + window_ms) as u64);
+    let (limit, window) = (limit.to_string(), window_ms.to_string());
+    let mut seen = Vec::new();
+    for &offset in offsets {
+        let due = Duration::from_millis((offset + window_ms) as u64);
+        if let Some(wait) = due.checked_sub(started.elapsed()) {
+            sleep(wait);
+        }
+        let ((s, us), reply): ((i64, i64), Vec<i64>) = redis::pipe()
+            .atomic()
+            .cmd("TIME")
+            .add_command(limiter("RATELIMIT.SLIDE").arg(&[key, &limit, &window, "MS"]).clone())
+            .query(con)
+            .unwrap();
+        seen.push((s * 1_000 + us / 1_000, reply[0] == 1));
+    }
+    seen
+}
+
+/// The most admitted calls in any interval (t - window, t].
+fn most_in_a_window(seen: &[(i64, bool)], window_ms: i64) -> usize {
+    let admitted: Vec<i64> = seen.iter().filter(|(_, a)| *a).map(|(t, _)| *t).collect();
+    (0..admitted.len())
+        .map(|i| admitted[..=i].iter().filter(|&&t| t > admitted[i] - window_ms).count())
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn on_real_arrivals_it_stays_within_its_bound() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let (limit, window) = (20, 200);
+    // Twice the limit, evenly: what the estimate assumes; and its worst case: the limit in the
+    // last ms of a window, then calls all through the next.
+    let uniform: Vec<i64> = (0..8 * window).step_by((window / (2 * limit)) as usize).collect();
+    let mut adversarial = Vec::new();
+    for k in [1, 3] {
+        adversarial.extend(std::iter::repeat_n(k * window - 2, limit as usize));
+        adversarial.extend((k * window..(k + 1) * window).step_by(2));
+    }
+    for (name, offsets, key) in [("uniform", &uniform, "u"), ("adversarial", &adversarial, "a")] {
+        let seen = run_arrivals(&mut con, key, limit, window, offsets);
+        let most = most_in_a_window(&seen, window);
+        let admitted = seen.iter().filter(|(_, a)| *a).count();
+        eprintln!("{name}: {admitted} of {} admitted, at most {most} in any {window} ms (limit {limit})", seen.len());
+        // The bound the docs give: under twice the limit in any window-length interval.
+        assert!(most < 2 * limit as usize, "{name}: {most}");
+        assert!(admitted >= limit as usize, "{name}: {admitted}");
+    }
+}

@@ -525,3 +525,163 @@ mod properties {
         Stored::Present { value: c, expires_at: Some(c.end_ms()) }
     }
 }
+
+/// The estimate against an exact sliding log, on the same arrival times: how many calls the
+/// sliding window admits in any window-length interval, and how often more than `limit`. The
+/// fixed window (`window::decide`) on the same arrivals for comparison. `cargo test --release
+/// --lib accuracy -- --nocapture` prints the table that docs/performance.md shows.
+#[cfg(test)]
+mod accuracy {
+    use std::collections::VecDeque;
+
+    use super::*;
+    use crate::core::window;
+
+    const W: i64 = 60_000;
+    const LIMIT: i64 = 100;
+    const WINDOWS: i64 = 200;
+    const T0: i64 = 1_700_000_040_000;
+
+    /// Arrival times (ms, sorted) of one pattern.
+    fn pattern(name: &str) -> Vec<i64> {
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut uniform = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let end = T0 + WINDOWS * W;
+        let mut times = Vec::new();
+        match name {
+            // Twice the limit, evenly spaced.
+            "uniform" => times.extend((T0..end).step_by((W / (2 * LIMIT)) as usize)),
+            // Twice the limit on average, exponential gaps.
+            "poisson" => {
+                let mut t = T0 as f64;
+                while (t as i64) < end {
+                    times.push(t as i64);
+                    t += -(1.0 - uniform()).ln() * (W as f64 / (2 * LIMIT) as f64);
+                }
+            }
+            // Twice the limit in the last ms of each window and again in the first of the next
+            // (the fixed window's weakness: one call at T0 starts its windows on these edges).
+            "boundary bursts" => {
+                times.push(T0);
+                for k in 1..WINDOWS {
+                    let edge = T0 + k * W;
+                    times.extend(std::iter::repeat_n(edge - 1, 2 * LIMIT as usize));
+                    times.extend(std::iter::repeat_n(edge, 2 * LIMIT as usize));
+                }
+            }
+            // The approximation's worst case: the limit in the last ms of a window, then a call
+            // every ms through the next; every other window.
+            "adversarial" => {
+                for k in (1..WINDOWS).step_by(2) {
+                    let edge = T0 + k * W;
+                    times.extend(std::iter::repeat_n(edge - 1, LIMIT as usize));
+                    times.extend(edge..edge + W);
+                }
+            }
+            _ => unreachable!(),
+        }
+        times.sort_unstable();
+        times
+    }
+
+    struct Seen {
+        admitted: usize,
+        /// The most admitted calls in any interval (t - W, t].
+        most: usize,
+        /// Admitted calls after which the interval ending there holds more than LIMIT.
+        over: usize,
+    }
+
+    /// Runs the arrivals through `admit(now) -> bool` and measures what it let through.
+    fn measure(times: &[i64], mut admit: impl FnMut(i64) -> bool) -> Seen {
+        let mut recent = VecDeque::new();
+        let mut seen = Seen { admitted: 0, most: 0, over: 0 };
+        for &t in times {
+            if !admit(t) {
+                continue;
+            }
+            recent.push_back(t);
+            while recent.front().is_some_and(|&f| f <= t - W) {
+                recent.pop_front();
+            }
+            seen.admitted += 1;
+            seen.most = seen.most.max(recent.len());
+            seen.over += usize::from(recent.len() > LIMIT as usize);
+        }
+        seen
+    }
+
+    #[test]
+    fn accuracy_against_an_exact_sliding_log() {
+        let l = Limit { limit: LIMIT, window_ms: W, cost: 1 };
+        println!("| arrivals | exact log admits | sliding window admits | most in any {W} ms, ×limit | admitted calls that left more than limit in the window before them | fixed window: most, ×limit |");
+        println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+        for name in ["uniform", "poisson", "boundary bursts", "adversarial"] {
+            let times = pattern(name);
+            let mut log = VecDeque::new();
+            let exact = measure(&times, |t| {
+                while log.front().is_some_and(|&f| f <= t - W) {
+                    log.pop_front();
+                }
+                let fits = log.len() < LIMIT as usize;
+                if fits {
+                    log.push_back(t);
+                }
+                fits
+            });
+            let mut stored = Stored::Missing;
+            let sliding = measure(&times, |t| {
+                let o = decide(&l, stored, t);
+                if let Some(Change::Set { value, expires_at }) = o.change {
+                    stored = Stored::Present { value, expires_at: Some(expires_at) };
+                }
+                o.allowed
+            });
+            let mut counter = Stored::Missing;
+            let fixed = measure(&times, |t| {
+                if matches!(counter, Stored::Present { expires_at: Some(e), .. } if e <= t) {
+                    counter = Stored::Missing;
+                }
+                let o = window::decide(&l, counter, t);
+                counter = match (o.change, counter) {
+                    (Some(Change::Set { value, expires_at }), _) => {
+                        Stored::Present { value, expires_at: Some(expires_at) }
+                    }
+                    (Some(Change::Add { value, .. }), Stored::Present { expires_at, .. }) => {
+                        Stored::Present { value, expires_at }
+                    }
+                    (_, c) => c,
+                };
+                o.allowed
+            });
+            let ratio = |s: &Seen| s.most as f64 / LIMIT as f64;
+            println!(
+                "| {name} | {} | {} | {:.2} | {:.2}% | {:.2} |",
+                exact.admitted,
+                sliding.admitted,
+                ratio(&sliding),
+                100.0 * sliding.over as f64 / sliding.admitted as f64,
+                ratio(&fixed)
+            );
+            // The exact log is exact; the sliding window stays under twice the limit, always.
+            assert!(exact.most <= LIMIT as usize && exact.over == 0);
+            assert!(sliding.most < 2 * LIMIT as usize, "{name}: {}", sliding.most);
+            match name {
+                // Spread evenly, the previous window's calls are what the estimate assumes.
+                "uniform" => assert!(sliding.most <= LIMIT as usize + 1, "{name}: {}", sliding.most),
+                // The fixed window's weakness is not the sliding window's.
+                "boundary bursts" => {
+                    assert!(sliding.most <= LIMIT as usize && fixed.most > 19 * LIMIT as usize / 10, "{name}")
+                }
+                // Its worst case comes close to the bound.
+                "adversarial" => assert!(sliding.most > 19 * LIMIT as usize / 10, "{name}: {}", sliding.most),
+                _ => {}
+            }
+        }
+    }
+}
