@@ -155,6 +155,9 @@ fn keyspace_notifications_match_the_core_commands() {
     hit(&mut con, "leak", &["1", "60"]).unwrap(); // denied heal: expire
     common::gcra(&mut con, "bucket", &["0", "1", "60"]).unwrap(); // a new TAT: set + expire, as SET PXAT
     common::gcra(&mut con, "bucket", &["0", "1", "60"]).unwrap(); // denied: nothing
+    common::slide(&mut con, "window", &["2", "60"]).unwrap(); // set + expire, as SET PXAT
+    common::slide(&mut con, "window", &["2", "60"]).unwrap(); // the same, the expiry unchanged
+    common::slide(&mut con, "window", &["2", "60"]).unwrap(); // denied: nothing
     let _: () = redis::cmd("SET").arg(&["end", "0"]).query(&mut con).unwrap(); // set: end marker
 
     let mut events = Vec::new();
@@ -169,7 +172,19 @@ fn keyspace_notifications_match_the_core_commands() {
     }
     assert_eq!(
         events,
-        ["incrby new", "expire new", "incrby new", "set leak", "expire leak", "set bucket", "expire bucket"]
+        [
+            "incrby new",
+            "expire new",
+            "incrby new",
+            "set leak",
+            "expire leak",
+            "set bucket",
+            "expire bucket",
+            "set window",
+            "expire window",
+            "set window",
+            "expire window"
+        ]
     );
 }
 

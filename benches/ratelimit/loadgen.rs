@@ -28,6 +28,15 @@ pub enum Contender {
     Hit,
     /// `RATELIMIT.HITALL` with two limits (per minute and per hour) on one identity.
     HitAll,
+    /// `RATELIMIT.SLIDE`: the sliding window, never denied (every call writes).
+    Slide,
+    /// The two-key approximate sliding window as a Lua script, in the shape upstash's
+    /// slidingWindow and limits' sliding window counter use: the client names the current and the
+    /// previous window's counters; GET both, weigh, INCR, PEXPIRE a new one.
+    SlideTwoKey,
+    /// A sliding log as a Lua script: a ZSET of call times per key (ZREMRANGEBYSCORE, ZCARD,
+    /// ZADD, PEXPIRE), limit 100 per 10 s on 1,000 keys, which sit at their limit.
+    SlideLog,
     /// `RATELIMIT.PEEK`: the read-only look.
     Peek,
     /// `FCALL ratelimit_hit` and `FCALL ratelimit_gcra`: the same calls through the Functions
@@ -42,6 +51,7 @@ pub enum Contender {
     /// denied (an abuser being turned away). `INCR` on the same keys is the floor.
     IncrFlood,
     HitFlood,
+    SlideFlood,
     GcraFlood,
     CellFlood,
     /// Plain writes for the guard's overhead (not in `ALL`): `SET key 1`, and `INCR` under the
@@ -50,7 +60,7 @@ pub enum Contender {
     IncrGuarded,
 }
 
-pub const ALL: [Contender; 17] = [
+pub const ALL: [Contender; 21] = [
     Contender::Incr,
     Contender::TwoStep,
     Contender::IncrExpireNx,
@@ -59,6 +69,9 @@ pub const ALL: [Contender; 17] = [
     Contender::Fcall,
     Contender::Hit,
     Contender::HitAll,
+    Contender::Slide,
+    Contender::SlideTwoKey,
+    Contender::SlideLog,
     Contender::Peek,
     Contender::Library,
     Contender::Gcra,
@@ -66,6 +79,7 @@ pub const ALL: [Contender; 17] = [
     Contender::Cell,
     Contender::IncrFlood,
     Contender::HitFlood,
+    Contender::SlideFlood,
     Contender::GcraFlood,
     Contender::CellFlood,
 ];
@@ -81,6 +95,9 @@ impl Contender {
             Contender::Fcall => "FCALL (function)",
             Contender::Hit => "RATELIMIT.HIT",
             Contender::HitAll => "RATELIMIT.HITALL, 2 limits",
+            Contender::Slide => "RATELIMIT.SLIDE",
+            Contender::SlideTwoKey => "two-key sliding window (Lua, upstash/limits shape)",
+            Contender::SlideLog => "ZSET sliding log (Lua), limit 100",
             Contender::Peek => "RATELIMIT.PEEK",
             Contender::Library => "FCALL ratelimit_hit (the library)",
             Contender::LibraryGcra => "FCALL ratelimit_gcra (the library)",
@@ -88,6 +105,7 @@ impl Contender {
             Contender::Cell => "CL.THROTTLE (redis-cell 0.2.2)",
             Contender::IncrFlood => "flood: INCR on 10 hot keys",
             Contender::HitFlood => "flood: RATELIMIT.HIT, denied",
+            Contender::SlideFlood => "flood: RATELIMIT.SLIDE, denied",
             Contender::GcraFlood => "flood: RATELIMIT.GCRA, denied",
             Contender::CellFlood => "flood: CL.THROTTLE (redis-cell), denied",
             Contender::Set => "SET",
@@ -97,8 +115,12 @@ impl Contender {
 
     /// The floods' few hot keys; the others spread over the run's keyspace.
     pub fn hot_keys(self) -> Option<u64> {
-        matches!(self, Contender::IncrFlood | Contender::HitFlood | Contender::GcraFlood | Contender::CellFlood)
-            .then_some(10)
+        match self {
+            Contender::IncrFlood | Contender::HitFlood | Contender::SlideFlood => Some(10),
+            Contender::GcraFlood | Contender::CellFlood => Some(10),
+            Contender::SlideLog => Some(1_000),
+            _ => None,
+        }
     }
 
     pub fn prefix(self) -> &'static str {
@@ -111,6 +133,10 @@ impl Contender {
             Contender::Fcall => "b:fcall:",
             Contender::Hit => "b:hit:",
             Contender::HitAll => "b:all:",
+            Contender::Slide => "b:slide:",
+            Contender::SlideTwoKey => "b:two-key:",
+            Contender::SlideLog => "b:log:",
+            Contender::SlideFlood => "b:fslide:",
             Contender::Peek => "b:hit:",
             Contender::Library => "b:lib:",
             Contender::LibraryGcra => "b:libg:",
@@ -126,9 +152,11 @@ impl Contender {
     }
 }
 
-/// What the contenders need besides the key: the Lua script's SHA and the window.
+/// What the contenders need besides the key: the Lua scripts' SHAs and the window.
 pub struct Setup {
     pub script_sha: String,
+    pub two_key_sha: String,
+    pub log_sha: String,
     pub function: String,
     pub window_s: &'static str,
     pub hit_limit: &'static str,
@@ -171,6 +199,30 @@ fn write_hit(contender: Contender, setup: &Setup, key: &[u8], out: &mut Vec<u8>)
         // 10 an hour: spent by the first calls of a run.
         Contender::HitFlood => {
             command(out, &[b"RATELIMIT.HIT", key, b"10", b"3600"]);
+            1
+        }
+        Contender::SlideFlood => {
+            command(out, &[b"RATELIMIT.SLIDE", key, b"10", b"3600"]);
+            1
+        }
+        Contender::Slide => {
+            command(out, &[b"RATELIMIT.SLIDE", key, setup.hit_limit.as_bytes(), w]);
+            1
+        }
+        // The client computes the windows' keys from its clock, as those libraries do.
+        Contender::SlideTwoKey => {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+            let window = 60_000;
+            let tagged = |index: u64| [b"{", key, b"}:", index.to_string().as_bytes()].concat();
+            let (curr, prev) = (tagged(now / window), tagged(now / window - 1));
+            let (now, window) = (now.to_string(), window.to_string());
+            let sha = setup.two_key_sha.as_bytes();
+            let limit = setup.hit_limit.as_bytes();
+            command(out, &[b"EVALSHA", sha, b"2", &curr, &prev, limit, now.as_bytes(), window.as_bytes()]);
+            1
+        }
+        Contender::SlideLog => {
+            command(out, &[b"EVALSHA", setup.log_sha.as_bytes(), b"1", key, b"100", b"10000"]);
             1
         }
         Contender::GcraFlood => {

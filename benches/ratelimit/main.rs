@@ -188,7 +188,31 @@ fn main() {
     eprintln!("written to {}", plan.out_dir.display());
 }
 
-/// Loads the Lua script and the function that the EVALSHA and FCALL contenders call.
+/// The two-key approximate sliding window, in the shape upstash's slidingWindow and limits'
+/// sliding window counter use (written here): KEYS = the current and the previous window's
+/// counters, ARGV = limit, now (ms), window (ms).
+const TWO_KEY_SLIDING_WINDOW: &str = "
+local limit, now, window = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local curr = tonumber(redis.call('GET', KEYS[1]) or '0')
+local prev = tonumber(redis.call('GET', KEYS[2]) or '0')
+local weighted = math.floor(prev * (1 - (now % window) / window))
+if weighted + curr >= limit then return -1 end
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], window * 2 + 1000) end
+return limit - (n + weighted)";
+
+/// A sliding log (written here): a ZSET of call times per key; ARGV = limit, window (ms).
+const SLIDING_LOG: &str = "
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local window = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], now, t[1] .. t[2] .. math.random())
+redis.call('PEXPIRE', KEYS[1], window)
+return 1";
+
+/// Loads the Lua scripts and the function that the EVALSHA and FCALL contenders call.
 fn prepare(con: &mut Connection) -> Setup {
     let body = "local c = redis.call('INCR', KEYS[1]) redis.call('EXPIRE', KEYS[1], ARGV[1], 'NX') return c";
     let script_sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(body).query(con).unwrap();
@@ -197,7 +221,16 @@ fn prepare(con: &mut Connection) -> Setup {
     );
     let _: String = redis::cmd("FUNCTION").arg("LOAD").arg("REPLACE").arg(library).query(con).unwrap();
     common::load_library(con);
-    Setup { script_sha, function: "ratelimit_bench_hit".into(), window_s: "60", hit_limit: "1000000000" }
+    let load =
+        |con: &mut Connection, body: &str| -> String { redis::cmd("SCRIPT").arg("LOAD").arg(body).query(con).unwrap() };
+    Setup {
+        script_sha,
+        two_key_sha: load(con, TWO_KEY_SLIDING_WINDOW),
+        log_sha: load(con, SLIDING_LOG),
+        function: "ratelimit_bench_hit".into(),
+        window_s: "60",
+        hit_limit: "1000000000",
+    }
 }
 
 fn median(mut values: Vec<f64>) -> f64 {

@@ -221,6 +221,21 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
         let flood = ops(Contender::HitFlood);
         target(format!("{on}: HIT denied flood ≥ 0.95× INCR flood"), flood / ops(Contender::IncrFlood), 0.95, true);
         target(format!("{on}: HIT denied flood ≥ 1.6× CL.THROTTLE's"), flood / ops(Contender::CellFlood), 1.6, true);
+        let slide = ops(Contender::Slide);
+        target(format!("{on}: SLIDE throughput ≥ 0.95× HIT"), slide / ops(Contender::Hit), 0.95, true);
+        target(
+            format!("{on}: SLIDE throughput ≥ 2× the two-key Lua sliding window"),
+            slide / ops(Contender::SlideTwoKey),
+            2.0,
+            true,
+        );
+        target(
+            format!("{on}: SLIDE throughput ≥ 5× the ZSET sliding log"),
+            slide / ops(Contender::SlideLog),
+            5.0,
+            true,
+        );
+        target(format!("{on}: SLIDE denied flood ≥ 0.95× HIT's"), ops(Contender::SlideFlood) / flood, 0.95, true);
     }
     for g in results.guard.iter().filter(|g| matches!(g.contender, Contender::Incr | Contender::Set)) {
         let name = g.contender.name();

@@ -13,7 +13,7 @@
 //! Every write sets the expiry to the end of the window after the current one, when its counts
 //! stop mattering.
 
-use crate::core::decimal::parse_i64;
+use crate::core::decimal::put_u64;
 use crate::core::stored::{Change, Stored, Value, MAX_TEXT};
 use crate::core::window::{Limit, MAX_WINDOW_MS};
 
@@ -33,31 +33,42 @@ pub struct Counts {
 impl Value for Counts {
     const INVALID: &'static str = "ERR value is not a ratelimit sliding window";
 
+    /// One pass over the text (it is read on every call): four decimal integers as Redis reads
+    /// them (no sign: none may be negative), then the rules.
     fn parse(text: &[u8]) -> Option<Counts> {
-        let mut fields = text.strip_prefix(TAG)?.split(|&b| b == b':').map(parse_i64);
-        let mut next = || fields.next().flatten();
-        let counts = Counts { window_ms: next()?, start_ms: next()?, prev: next()?, curr: next()? };
-        let valid = fields.next().is_none()
-            && (1..=MAX_WINDOW_MS).contains(&counts.window_ms)
-            && counts.start_ms >= 0
-            && counts.start_ms % counts.window_ms == 0
-            && counts.prev >= 0
-            && counts.curr >= 0;
-        valid.then_some(counts)
+        let mut fields = [0i64; 4];
+        let (mut n, mut digits) = (0, 0);
+        for &b in text.strip_prefix(TAG)? {
+            if b == b':' {
+                if digits == 0 || n == 3 {
+                    return None;
+                }
+                n += 1;
+                digits = 0;
+                continue;
+            }
+            // No leading zero: a 0 must be alone.
+            if !b.is_ascii_digit() || digits > 0 && fields[n] == 0 {
+                return None;
+            }
+            fields[n] = fields[n].checked_mul(10)?.checked_add(i64::from(b - b'0'))?;
+            digits += 1;
+        }
+        let [window_ms, start_ms, prev, curr] = fields;
+        let valid = n == 3 && digits > 0 && (1..=MAX_WINDOW_MS).contains(&window_ms) && start_ms % window_ms == 0;
+        valid.then_some(Counts { window_ms, start_ms, prev, curr })
     }
 
     fn write(self, buf: &mut [u8; MAX_TEXT]) -> &[u8] {
-        let mut len = 0;
-        let mut put = |bytes: &[u8]| {
-            buf[len..len + bytes.len()].copy_from_slice(bytes);
-            len += bytes.len();
-        };
-        put(TAG);
+        buf[..TAG.len()].copy_from_slice(TAG);
+        let mut len = TAG.len();
         for (i, field) in [self.window_ms, self.start_ms, self.prev, self.curr].into_iter().enumerate() {
             if i > 0 {
-                put(b":");
+                buf[len] = b':';
+                len += 1;
             }
-            put(field.write(&mut [0; MAX_TEXT]));
+            // Never negative: the parser and the decisions keep every field >= 0.
+            len = put_u64(buf, len, field.unsigned_abs());
         }
         &buf[..len]
     }
@@ -99,6 +110,10 @@ fn estimate(prev: i64, curr: i64, elapsed: i64, window_ms: i64) -> i128 {
 
 /// `ceil(scaled / window_ms)`, saturated to an `i64`.
 fn ceil_div(scaled: i128, window_ms: i64) -> i64 {
+    // Most estimates fit in 64 bits, where division is a fraction of 128-bit division's cost.
+    if let (Ok(s), Ok(w)) = (u64::try_from(scaled), u64::try_from(window_ms)) {
+        return i64::try_from(s.div_ceil(w)).unwrap_or(i64::MAX);
+    }
     let w = i128::from(window_ms);
     i64::try_from((scaled + w - 1).div_euclid(w)).unwrap_or(i64::MAX)
 }
@@ -495,6 +510,44 @@ mod properties {
                 prop_assert!(later(o.retry_after_ms));
                 prop_assert!(!later(o.retry_after_ms - 1));
             }
+        }
+    }
+
+    /// The one-pass parser against the rules read plainly: fields split on ':', each an integer
+    /// as Redis reads it.
+    fn parse_plainly(text: &[u8]) -> Option<Counts> {
+        use crate::core::decimal::parse_i64;
+        let mut fields = text.strip_prefix(b"slide:")?.split(|&b| b == b':').map(parse_i64);
+        let mut next = || fields.next().flatten();
+        let c = Counts { window_ms: next()?, start_ms: next()?, prev: next()?, curr: next()? };
+        let valid = fields.next().is_none()
+            && (1..=MAX_WINDOW_MS).contains(&c.window_ms)
+            && c.start_ms >= 0
+            && c.start_ms % c.window_ms == 0
+            && c.prev >= 0
+            && c.curr >= 0;
+        valid.then_some(c)
+    }
+
+    proptest! {
+        #[test]
+        fn the_parser_reads_what_the_rules_say(
+            words in prop::collection::vec(
+                prop_oneof![
+                    Just("slide".to_string()), Just(":".to_string()), Just("0".to_string()),
+                    Just("-".to_string()), Just("00".to_string()), Just("9223372036854775808".to_string()),
+                    Just("4611686018427387904".to_string()), Just(" ".to_string()), Just("+1".to_string()),
+                    any::<i64>().prop_map(|n| n.to_string()), (0..100_000i64).prop_map(|n| n.to_string()),
+                ],
+                0..12,
+            ),
+            fields in (1..=MAX_WINDOW_MS, 0..=5i64, any::<i64>(), any::<i64>()),
+        ) {
+            let text = words.concat();
+            prop_assert_eq!(Counts::parse(text.as_bytes()), parse_plainly(text.as_bytes()));
+            let (w, k, p, c) = fields;
+            let text = format!("slide:{w}:{}:{p}:{c}", w.saturating_mul(k));
+            prop_assert_eq!(Counts::parse(text.as_bytes()), parse_plainly(text.as_bytes()));
         }
     }
 

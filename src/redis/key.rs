@@ -73,6 +73,8 @@ pub struct StoredKey<'a> {
     ctx: Ctx,
     name: *mut RedisModuleString,
     key: *mut RedisModuleKey,
+    /// The expiry `read` found, so that `apply` need not ask again.
+    read_expiry: Option<Option<i64>>,
     _name: PhantomData<&'a ()>,
 }
 
@@ -97,7 +99,7 @@ impl<'a> StoredKey<'a> {
         // SAFETY: a live context, and a name that lives as long as `'a` (a call's argument, or a
         // string of ours held across the key's use).
         let key = unsafe { api!(RedisModule_OpenKey)(ctx.raw(), name, mode as c_int) }.cast::<RedisModuleKey>();
-        StoredKey { ctx: *ctx, name, key, _name: PhantomData }
+        StoredKey { ctx: *ctx, name, key, read_expiry: None, _name: PhantomData }
     }
 
     fn key_type(&self) -> isize {
@@ -117,9 +119,14 @@ impl<'a> StoredKey<'a> {
     }
 
     pub fn read<V: Value>(&mut self) -> Result<Stored<V>, KeyError> {
-        let Some(text) = self.bytes()? else { return Ok(Stored::Missing) };
+        let Some(text) = self.bytes()? else {
+            self.read_expiry = Some(None);
+            return Ok(Stored::Missing);
+        };
         let value = V::parse(text).ok_or(KeyError::Invalid(V::INVALID))?;
-        Ok(Stored::Present { value, expires_at: self.expiry() })
+        let expires_at = self.expiry();
+        self.read_expiry = Some(expires_at);
+        Ok(Stored::Present { value, expires_at })
     }
 
     /// The string's bytes; `None` for a missing key.
@@ -146,26 +153,27 @@ impl<'a> StoredKey<'a> {
     /// notifications (`written` names the value's), WATCH, and absolute-time effects for replicas
     /// and the AOF.
     pub fn apply<V: Value>(&mut self, change: &Change<V>, written: Written) -> Result<(), KeyError> {
-        let (value, expires_at) = match *change {
-            Change::Add { value, .. } => (Some(value), None),
-            Change::Set { value, expires_at } => (Some(value), Some(expires_at)),
+        let mut buf = [0; MAX_TEXT];
+        let (text, expires_at) = match *change {
+            Change::Add { value, .. } => (Some(value.write(&mut buf)), None),
+            Change::Set { value, expires_at } => (Some(value.write(&mut buf)), Some(expires_at)),
             Change::Expire { at } => (None, Some(at)),
         };
-        let mut result = value.map_or(Ok(()), |v| self.store(v));
-        // Even if storing failed, an expiry on whatever is there beats a key without one.
-        if let Some(at) = expires_at {
+        let mut result = text.map_or(Ok(()), |text| self.store(text));
+        // Even if storing failed, an expiry on whatever is there beats a key without one. Storing
+        // in place keeps the key's expiry: an unchanged one is not set again.
+        let current = self.read_expiry.unwrap_or_else(|| self.expiry());
+        if let Some(at) = expires_at.filter(|&at| current != Some(at)) {
             // SAFETY: a key opened for writing.
             if unsafe { api!(RedisModule_SetAbsExpire)(self.key, at) } != REDISMODULE_OK as c_int {
                 result = Err(KeyError::WriteFailed);
             }
         }
-        self.announce(change, written);
+        self.announce(change, text, written);
         result
     }
 
-    fn store<V: Value>(&mut self, value: V) -> Result<(), KeyError> {
-        let mut buf = [0; MAX_TEXT];
-        let digits = value.write(&mut buf);
+    fn store(&mut self, digits: &[u8]) -> Result<(), KeyError> {
         let write = REDISMODULE_WRITE as c_int;
         let mut len = 0;
         // SAFETY: a key opened for writing; a missing key reads as an empty string, so it always
@@ -186,7 +194,8 @@ impl<'a> StoredKey<'a> {
         Ok(())
     }
 
-    fn announce<V: Value>(&self, change: &Change<V>, written: Written) {
+    /// `text` is the value stored, as written for Add and Set.
+    fn announce<V: Value>(&self, change: &Change<V>, text: Option<&[u8]>, written: Written) {
         let (ctx, name) = (self.ctx.raw(), self.name);
         // Replicas and the AOF get plain commands with absolute times; the cheapest that does it.
         // SAFETY: a live context and the key's name; the format strings match the arguments.
@@ -195,9 +204,8 @@ impl<'a> StoredKey<'a> {
                 Change::Add { by, .. } => {
                     api!(RedisModule_Replicate)(ctx, c"INCRBY".as_ptr(), c"sl".as_ptr(), name, by);
                 }
-                Change::Set { value, expires_at } => {
-                    let mut buf = [0; MAX_TEXT];
-                    let text = value.write(&mut buf);
+                Change::Set { expires_at, .. } => {
+                    let text = text.unwrap_or_default();
                     let (cmd, fmt, pxat) = (c"SET".as_ptr(), c"sbcl".as_ptr(), c"PXAT".as_ptr());
                     api!(RedisModule_Replicate)(ctx, cmd, fmt, name, text.as_ptr(), text.len(), pxat, expires_at);
                 }
@@ -220,6 +228,7 @@ impl<'a> StoredKey<'a> {
                 },
             );
         }
+        // As SET with PXAT says: an expire event, even for the expiry it already had.
         if !matches!(change, Change::Add { .. }) {
             notify(REDISMODULE_NOTIFY_GENERIC, c"expire");
         }
