@@ -42,9 +42,11 @@ for (const withModule of [true, false]) {
     let redisServer;
     let redis;
     let http;
+    let slidingHttp;
     let baseUrl;
     let dir;
     let limiter;
+    let slidingUrl;
 
     before(async () => {
       dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ratelimit-node-'));
@@ -64,16 +66,26 @@ for (const withModule of [true, false]) {
         http = app.listen(0, '127.0.0.1', resolve);
       });
       baseUrl = `http://127.0.0.1:${http.address().port}/`;
+      // A sliding window of 10^9 s: the one that holds now began in 2001, so no test crosses into
+      // the next.
+      const sliding = express();
+      sliding.use(rateLimit(redis, { limit: 3, window: 1e9, prefix: 'rl:s:', algorithm: 'sliding' }));
+      sliding.get('/', (req, res) => res.send('hello\n'));
+      await new Promise((resolve) => {
+        slidingHttp = sliding.listen(0, '127.0.0.1', resolve);
+      });
+      slidingUrl = `http://127.0.0.1:${slidingHttp.address().port}/`;
     });
 
     after(async () => {
       await new Promise((resolve) => http.close(resolve));
+      await new Promise((resolve) => slidingHttp.close(resolve));
       redis.disconnect();
       redisServer.kill('SIGKILL');
       fs.rmSync(dir, { recursive: true, force: true });
     });
 
-    const get = (apiKey) => fetch(baseUrl, { headers: { 'X-Api-Key': apiKey } });
+    const get = (apiKey, url = baseUrl) => fetch(url, { headers: { 'X-Api-Key': apiKey } });
 
     test('admits up to the limit, then answers 429 with Retry-After', async () => {
       const statuses = [];
@@ -91,6 +103,22 @@ for (const withModule of [true, false]) {
       const ttlSeconds = Math.ceil((await redis.pttl('rl:alice')) / 1000);
       assert.ok([ttlSeconds, ttlSeconds + 1].includes(Number(denied.headers.get('retry-after'))));
       assert.equal(await redis.get('rl:alice'), '3', 'denied requests do not count');
+    });
+
+    test('the sliding window answers 429 with its exact retry', async () => {
+      const statuses = [];
+      for (let i = 0; i < 3; i++) statuses.push((await get('erin', slidingUrl)).status);
+      const denied = await get('erin', slidingUrl);
+      statuses.push(denied.status);
+      assert.deepEqual(statuses, [200, 200, 200, 429]);
+      assert.equal(await redis.get('rl:s:erin'), 'slide:1000000000000:1000000000000:0:3');
+      // 3 of 3 in this window: one more fits once the next one has let a third go, which is the
+      // key's PTTL less 2/3 of a window (read a moment later: it may have crossed a second).
+      const retrySeconds = Math.ceil(((await redis.pttl('rl:s:erin')) - 666666666666) / 1000);
+      const retryAfter = Number(denied.headers.get('retry-after'));
+      assert.ok([retrySeconds, retrySeconds + 1].includes(retryAfter), `${retryAfter} vs ${retrySeconds}`);
+      assert.equal(denied.headers.get('ratelimit'), `"default";r=0;t=${retryAfter}`);
+      assert.throws(() => rateLimit(redis, { limit: 3, window: 60, algorithm: 'leaky' }), /algorithm/);
     });
 
     test('each client has its own budget', async () => {

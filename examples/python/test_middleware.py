@@ -64,16 +64,23 @@ class MiddlewareTest(unittest.TestCase):
         cls.http = make_server("127.0.0.1", 0, app, handler_class=QuietHandler)
         threading.Thread(target=cls.http.serve_forever, daemon=True).start()
         cls.url = f"http://127.0.0.1:{cls.http.server_port}/"
+        # A sliding window of 10^9 s: the one that holds now began in 2001, so no test crosses
+        # into the next.
+        sliding = RateLimitMiddleware(hello, cls.redis, limit=3, window=10**9, prefix="rl:s:", algorithm="sliding")
+        cls.sliding_http = make_server("127.0.0.1", 0, sliding, handler_class=QuietHandler)
+        threading.Thread(target=cls.sliding_http.serve_forever, daemon=True).start()
+        cls.sliding_url = f"http://127.0.0.1:{cls.sliding_http.server_port}/"
 
     @classmethod
     def tearDownClass(cls):
         cls.http.shutdown()
+        cls.sliding_http.shutdown()
         cls.server.kill()
         cls.server.wait()
         cls.dir.cleanup()
 
-    def get(self, api_key):
-        request = urllib.request.Request(self.url, headers={"X-Api-Key": api_key})
+    def get(self, api_key, url=None):
+        request = urllib.request.Request(url or self.url, headers={"X-Api-Key": api_key})
         try:
             with urllib.request.urlopen(request) as response:
                 return response.status, response.headers
@@ -95,6 +102,20 @@ class MiddlewareTest(unittest.TestCase):
         ttl_seconds = math.ceil(self.redis.pttl("rl:alice") / 1000)
         self.assertIn(int(headers["Retry-After"]), (ttl_seconds, ttl_seconds + 1))
         self.assertEqual(self.redis.get("rl:alice"), b"3", "denied requests do not count")
+
+    def test_the_sliding_window_answers_429_with_its_exact_retry(self):
+        statuses = [self.get("erin", self.sliding_url)[0] for _ in range(3)]
+        status, headers = self.get("erin", self.sliding_url)
+        self.assertEqual(statuses + [status], [200, 200, 200, 429])
+        value = self.redis.get("rl:s:erin").decode()
+        self.assertRegex(value, r"^slide:1000000000000:1000000000000:0:3$")
+        # 3 of 3 in this window: one more fits once the next one has let a third go, which is
+        # the key's PTTL less 2/3 of a window (read a moment later: it may have crossed a second).
+        retry_s = math.ceil((self.redis.pttl("rl:s:erin") - 2 * 10**12 // 3) / 1000)
+        self.assertIn(int(headers["Retry-After"]), (retry_s, retry_s + 1))
+        self.assertEqual(headers["RateLimit"], f'"default";r=0;t={headers["Retry-After"]}')
+        with self.assertRaises(ValueError):
+            RateLimitMiddleware(hello, self.redis, limit=3, window=60, algorithm="leaky")
 
     def test_each_client_has_its_own_budget(self):
         for _ in range(3):
