@@ -18,7 +18,8 @@ use std::sync::{Mutex, MutexGuard};
 use crate::core::guard_rules::Rules;
 use crate::redis::config::StringConfig;
 use crate::redis::ctx::Ctx;
-use crate::redis::key::{announcing, heal_if_leaked};
+use crate::redis::key::announcing;
+use crate::redis::leaked::heal_if_leaked;
 use crate::redis::{clock, events, server, stats};
 
 /// `ratelimit.guard`: `prefix window [prefix window ...]`.

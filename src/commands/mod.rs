@@ -3,6 +3,7 @@
 //! server its docs and keys (see `crate::redis::command`). Adding a command: its file here, and
 //! its row below.
 
+mod acquire;
 mod audit;
 mod cl_throttle;
 mod gcra;
@@ -10,6 +11,8 @@ pub mod guard;
 mod hit;
 mod hitall;
 mod peek;
+mod release;
+mod renew;
 mod repair;
 mod slide;
 mod sweep;
@@ -121,6 +124,51 @@ pub const COMMANDS: &[Command] = &[
         summary: c"Tells what a hit would get without making it. Replies [allowed, count, remaining, reset_ms]; reset_ms is -1 for a counter without TTL.",
         complexity: c"O(1)",
         args: &[arg(c"key", KEY), arg(c"limit", INTEGER), COST],
+    },
+    Command {
+        name: c"ratelimit.acquire",
+        // As HIT: over maxmemory only new lease sets are refused.
+        flags: c"write fast",
+        keys: Keys::At(1, WRITES),
+        arity: -4,
+        entry: entry_point!(acquire::acquire),
+        opt_in: None,
+        summary: c"Takes one of at most limit permits in flight for lease seconds; a live lease of the same ID is renewed and counted once. Replies [acquired, in_use, remaining, ms, id].",
+        complexity: c"O(log N + M) where N is the leases held and M the expired ones pruned",
+        args: &[
+            Arg { summary: Some(c"the lease set: lease ids scored by their expiry"), ..arg(c"key", KEY) },
+            Arg { summary: Some(c"permits in flight at most"), ..arg(c"limit", INTEGER) },
+            Arg { summary: Some(c"the lease's length in seconds (milliseconds with MS)"), ..arg(c"lease", INTEGER) },
+            Arg { summary: Some(c"the lease is in milliseconds"), ..option(c"ms", PURE_TOKEN, c"MS") },
+            Arg { summary: Some(c"the lease's id (default: one the module makes)"), ..option(c"id", STRING, c"ID") },
+        ],
+    },
+    Command {
+        name: c"ratelimit.release",
+        flags: c"write fast",
+        keys: Keys::At(1, WRITES),
+        arity: 3,
+        entry: entry_point!(release::release),
+        opt_in: None,
+        summary: c"Gives a permit back. Replies 1 if the lease was live, 0 if not (it had expired, or never existed).",
+        complexity: c"O(log N + M) where N is the leases held and M the expired ones pruned",
+        args: &[arg(c"key", KEY), Arg { summary: Some(c"the lease's id"), ..arg(c"id", STRING) }],
+    },
+    Command {
+        name: c"ratelimit.renew",
+        flags: c"write fast",
+        keys: Keys::At(1, WRITES),
+        arity: -4,
+        entry: entry_point!(renew::renew),
+        opt_in: None,
+        summary: c"Extends a live lease to lease seconds from now. Replies the ms until it expires, or -1 if it is no longer live.",
+        complexity: c"O(log N + M) where N is the leases held and M the expired ones pruned",
+        args: &[
+            arg(c"key", KEY),
+            Arg { summary: Some(c"the lease's id"), ..arg(c"id", STRING) },
+            Arg { summary: Some(c"the lease's new length in seconds (milliseconds with MS)"), ..arg(c"lease", INTEGER) },
+            Arg { summary: Some(c"the lease is in milliseconds"), ..option(c"ms", PURE_TOKEN, c"MS") },
+        ],
     },
     Command {
         name: c"ratelimit.gcra",

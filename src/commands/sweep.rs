@@ -5,7 +5,7 @@ use crate::core::args::WalkArgs;
 use crate::core::audit_filter::{classify, Seen, Tally};
 use crate::redis::call::{Call, Error};
 use crate::redis::ctx::Ctx;
-use crate::redis::key::{heal_if_leaked, limiter_at};
+use crate::redis::leaked::{heal_if_leaked, limiter_at};
 use crate::redis::walk::{self, AclUser, ScannedKey, Walk};
 use crate::redis::{clock, config, stats};
 

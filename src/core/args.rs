@@ -49,7 +49,10 @@ pub enum ArgError {
     NotPositive(&'static str),
     /// The named argument is not an integer >= 0.
     Negative(&'static str),
-    WindowTooLarge,
+    /// The named length of time exceeds 2^62 ms.
+    TooLarge(&'static str),
+    /// A lease id that is empty or longer than `MAX_ID_LEN`.
+    IdLength,
     MissingValue(&'static str),
     Repeated(&'static str),
     /// An extra argument that is no option of the command; holds the ones it has.
@@ -74,7 +77,8 @@ impl ArgError {
             ArgError::Arity(command) => format!("ERR wrong number of arguments for '{command}' command"),
             ArgError::NotPositive(name) => format!("ERR {name} must be an integer >= 1"),
             ArgError::Negative(name) => format!("ERR {name} must be an integer >= 0"),
-            ArgError::WindowTooLarge => "ERR window is too large".to_string(),
+            ArgError::TooLarge(name) => format!("ERR {name} is too large"),
+            ArgError::IdLength => format!("ERR ID must be 1 to {MAX_ID_LEN} bytes"),
             ArgError::MissingValue(name) => format!("ERR syntax error: {name} needs a value"),
             ArgError::Repeated(name) => format!("ERR syntax error: {name} given more than once"),
             ArgError::UnknownOption(known) => format!("ERR syntax error: unknown option (expected {known})"),
@@ -125,9 +129,63 @@ fn positive(bytes: &[u8], name: &'static str) -> Result<i64, ArgError> {
 }
 
 fn window_ms(window: &[u8], in_ms: bool) -> Result<i64, ArgError> {
-    let window = positive(window, "window")?;
-    let ms = if in_ms { Some(window) } else { window.checked_mul(1000) };
-    ms.filter(|&ms| ms <= MAX_WINDOW_MS).ok_or(ArgError::WindowTooLarge)
+    duration_ms(window, in_ms, "window")
+}
+
+/// A length of time `name` in seconds (ms with `in_ms`): an integer >= 1, at most 2^62 ms.
+fn duration_ms(bytes: &[u8], in_ms: bool, name: &'static str) -> Result<i64, ArgError> {
+    let value = positive(bytes, name)?;
+    let ms = if in_ms { Some(value) } else { value.checked_mul(1000) };
+    ms.filter(|&ms| ms <= MAX_WINDOW_MS).ok_or(ArgError::TooLarge(name))
+}
+
+/// The longest lease id accepted.
+pub const MAX_ID_LEN: usize = 256;
+
+fn lease_id(bytes: &[u8]) -> Result<&[u8], ArgError> {
+    (1..=MAX_ID_LEN).contains(&bytes.len()).then_some(bytes).ok_or(ArgError::IdLength)
+}
+
+/// `RATELIMIT.ACQUIRE key limit lease [MS] [ID id]`, validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcquireArgs<'a> {
+    pub limit: i64,
+    pub lease_ms: i64,
+    /// The caller's id; `None`: the module makes one.
+    pub id: Option<&'a [u8]>,
+}
+
+/// `key limit lease [MS] [ID id]`, after the command name.
+pub fn parse_acquire<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<AcquireArgs<'a>, ArgError> {
+    let mut args = args.into_iter();
+    let (Some(_key), Some(limit), Some(lease)) = (args.next(), args.next(), args.next()) else {
+        return Err(ArgError::Arity("ratelimit.acquire"));
+    };
+    let limit = positive(limit, "limit")?;
+    let spec = [Opt { name: "MS", valued: false }, Opt { name: "ID", valued: true }];
+    let [ms, id] = options(args, spec, "MS or ID")?;
+    let lease_ms = duration_ms(lease, ms.is_some(), "lease")?;
+    Ok(AcquireArgs { limit, lease_ms, id: id.map(lease_id).transpose()? })
+}
+
+/// `key id`, after `RATELIMIT.RELEASE`: the id.
+pub fn parse_release<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<&'a [u8], ArgError> {
+    let mut args = args.into_iter();
+    let (Some(_key), Some(id), None) = (args.next(), args.next(), args.next()) else {
+        return Err(ArgError::Arity("ratelimit.release"));
+    };
+    lease_id(id)
+}
+
+/// `key id lease [MS]`, after `RATELIMIT.RENEW`: the id and the lease in ms.
+pub fn parse_renew<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<(&'a [u8], i64), ArgError> {
+    let mut args = args.into_iter();
+    let (Some(_key), Some(id), Some(lease)) = (args.next(), args.next(), args.next()) else {
+        return Err(ArgError::Arity("ratelimit.renew"));
+    };
+    let id = lease_id(id)?;
+    let [ms] = options(args, [Opt { name: "MS", valued: false }], "MS")?;
+    Ok((id, duration_ms(lease, ms.is_some(), "lease")?))
 }
 
 /// Parses the arguments after the command name: `key limit window [COST cost] [MS]`.
@@ -384,10 +442,10 @@ mod tests {
 
     #[test]
     fn window_overflow() {
-        assert_eq!(hit("k 10 9223372036854775807"), Err(ArgError::WindowTooLarge));
-        assert_eq!(hit("k 10 9223372036854775"), Err(ArgError::WindowTooLarge));
+        assert_eq!(hit("k 10 9223372036854775807"), Err(ArgError::TooLarge("window")));
+        assert_eq!(hit("k 10 9223372036854775"), Err(ArgError::TooLarge("window")));
         assert_eq!(hit("k 10 4611686018427387"), ok(10, 4_611_686_018_427_387_000, 1));
-        assert_eq!(hit("k 10 9223372036854775807 MS"), Err(ArgError::WindowTooLarge));
+        assert_eq!(hit("k 10 9223372036854775807 MS"), Err(ArgError::TooLarge("window")));
         assert_eq!(hit("k 10 4611686018427387903 MS"), ok(10, MAX_WINDOW_MS, 1));
     }
 
@@ -411,7 +469,33 @@ mod tests {
         assert_eq!(slide("k 10 60 PEEK PEEK"), Err(ArgError::Repeated("PEEK")));
         assert_eq!(slide("k 10 60 SLIDE"), Err(ArgError::UnknownOption("COST, MS or PEEK")));
         assert_eq!(slide("k 10 60 COST"), Err(ArgError::MissingValue("COST")));
-        assert_eq!(slide("k 10 9223372036854775"), Err(ArgError::WindowTooLarge));
+        assert_eq!(slide("k 10 9223372036854775"), Err(ArgError::TooLarge("window")));
+    }
+
+    #[test]
+    fn leases() {
+        let acquire = |line| parse_acquire(words(line));
+        let ok = |limit, lease_ms, id: Option<&'static [u8]>| Ok(AcquireArgs { limit, lease_ms, id });
+        assert_eq!(acquire("k 3 30"), ok(3, 30_000, None));
+        assert_eq!(acquire("k 3 30 id job-7 ms"), ok(3, 30, Some(b"job-7")));
+        assert_eq!(acquire("k 3"), Err(ArgError::Arity("ratelimit.acquire")));
+        assert_eq!(acquire("k 0 30"), Err(ArgError::NotPositive("limit")));
+        assert_eq!(acquire("k 3 0"), Err(ArgError::NotPositive("lease")));
+        assert_eq!(acquire("k 3 9223372036854775"), Err(ArgError::TooLarge("lease")));
+        assert_eq!(acquire("k 3 30 ID"), Err(ArgError::MissingValue("ID")));
+        assert_eq!(acquire("k 3 30 ID "), Err(ArgError::IdLength));
+        assert_eq!(acquire("k 3 30 COST 1"), Err(ArgError::UnknownOption("MS or ID")));
+        let long = format!("k 3 30 ID {}", "x".repeat(MAX_ID_LEN + 1));
+        assert_eq!(parse_acquire(words(&long)), Err(ArgError::IdLength));
+        let longest = format!("k 3 30 ID {}", "x".repeat(MAX_ID_LEN));
+        assert!(parse_acquire(words(&longest)).is_ok());
+        assert_eq!(parse_release(words("k a")), Ok(&b"a"[..]));
+        assert_eq!(parse_release(words("k")), Err(ArgError::Arity("ratelimit.release")));
+        assert_eq!(parse_release(words("k a b")), Err(ArgError::Arity("ratelimit.release")));
+        assert_eq!(parse_renew(words("k a 5 MS")), Ok((&b"a"[..], 5)));
+        assert_eq!(parse_renew(words("k a 5")), Ok((&b"a"[..], 5_000)));
+        assert_eq!(parse_renew(words("k a")), Err(ArgError::Arity("ratelimit.renew")));
+        assert_eq!(parse_renew(words("k a 5 ID b")), Err(ArgError::UnknownOption("MS")));
     }
 
     const DEFAULT: usize = 100;
@@ -455,7 +539,7 @@ mod tests {
         assert_eq!(parse_repair_(words("rl: 60 LIMIT -2")), Err(ArgError::Negative("LIMIT")));
         assert_eq!(parse_repair_(words("rl: 60 MS MS")), Err(ArgError::Repeated("MS")));
         assert_eq!(parse_repair_(words("rl: 60 COST 1")), Err(ArgError::UnknownOption("MS or LIMIT")));
-        assert_eq!(parse_repair_(words("rl: 9223372036854775")), Err(ArgError::WindowTooLarge));
+        assert_eq!(parse_repair_(words("rl: 9223372036854775")), Err(ArgError::TooLarge("window")));
     }
 
     #[test]
@@ -493,7 +577,7 @@ mod tests {
         assert!(!one.slide);
         assert!(parse_hitall(words("1 a 5 60 slide")).unwrap().slide);
         assert_eq!(parse_hitall(words("1 a 5 60 SLIDE SLIDE")), Err(ArgError::Repeated("SLIDE")));
-        assert_eq!(parse_hitall(words("1 a 1 9223372036854775")), Err(ArgError::WindowTooLarge));
+        assert_eq!(parse_hitall(words("1 a 1 9223372036854775")), Err(ArgError::TooLarge("window")));
     }
 
     fn gcra(line: &str) -> Result<Rate, ArgError> {
@@ -579,7 +663,7 @@ mod tests {
         );
         assert_eq!(ArgError::NotPositive("COST").message(), "ERR COST must be an integer >= 1");
         assert_eq!(ArgError::Negative("LIMIT").message(), "ERR LIMIT must be an integer >= 0");
-        assert_eq!(ArgError::WindowTooLarge.message(), "ERR window is too large");
+        assert_eq!(ArgError::TooLarge("window").message(), "ERR window is too large");
         assert_eq!(ArgError::MissingValue("COST").message(), "ERR syntax error: COST needs a value");
         assert_eq!(ArgError::Repeated("MS").message(), "ERR syntax error: MS given more than once");
         assert_eq!(
@@ -635,6 +719,16 @@ mod properties {
                 prop_assert_eq!(r.tolerance_ns, r.emission_ns * r.capacity);
                 prop_assert_eq!(r.increment_ns, r.emission_ns * r.tokens);
             }
+            if let Ok(a) = parse_acquire(words()) {
+                prop_assert!(a.limit >= 1 && (1..=MAX_WINDOW_MS).contains(&a.lease_ms));
+                prop_assert!(a.id.is_none_or(|id| (1..=MAX_ID_LEN).contains(&id.len())));
+            }
+            if let Ok((id, lease)) = parse_renew(words()) {
+                prop_assert!((1..=MAX_ID_LEN).contains(&id.len()) && (1..=MAX_WINDOW_MS).contains(&lease));
+            }
+            if let Ok(id) = parse_release(words()) {
+                prop_assert!((1..=MAX_ID_LEN).contains(&id.len()));
+            }
             if let Ok(r) = parse_cl_throttle(words()) {
                 prop_assert!(r.capacity >= 1 && r.emission_ns >= 1 && r.tokens >= 0);
             }
@@ -648,6 +742,9 @@ mod properties {
                 parse_repair(words(), 100).err(),
                 parse_peek(words()).err(),
                 parse_slide(words()).err(),
+                parse_acquire(words()).err(),
+                parse_release(words()).err(),
+                parse_renew(words()).err(),
                 parse_hitall(words()).err(),
                 parse_gcra(words()).err(),
                 parse_cl_throttle(words()).err(),
@@ -696,6 +793,8 @@ mod docs {
         "9223372036854775807",
         "PEEK",
         "SLIDE",
+        "ID",
+        "",
     ];
 
     /// Every error `parse` gives for the vectors, as its message.
@@ -729,7 +828,7 @@ mod docs {
 
     /// What of `errors` the page does not show, as a line of the test's failure.
     fn missing(command: &str, page: &str, errors: BTreeSet<String>) -> Option<String> {
-        assert!(errors.len() >= 3, "{command}: the vectors reach too few errors: {errors:?}");
+        assert!(errors.len() >= 2, "{command}: the vectors reach too few errors: {errors:?}");
         let missing: Vec<String> = errors.into_iter().filter(|e| !page.contains(e.as_str())).collect();
         (!missing.is_empty()).then(|| format!("docs/commands/{command}.md lacks {missing:#?}"))
     }
@@ -745,6 +844,9 @@ mod docs {
             ("ratelimit.audit", include_str!("../../docs/commands/ratelimit.audit.md"), 5),
             ("ratelimit.repair", include_str!("../../docs/commands/ratelimit.repair.md"), 6),
             ("ratelimit.slide", include_str!("../../docs/commands/ratelimit.slide.md"), 7),
+            ("ratelimit.acquire", include_str!("../../docs/commands/ratelimit.acquire.md"), 8),
+            ("ratelimit.release", include_str!("../../docs/commands/ratelimit.release.md"), 9),
+            ("ratelimit.renew", include_str!("../../docs/commands/ratelimit.renew.md"), 10),
         ];
         let mut lacking = Vec::new();
         for (command, page, which) in pages {
@@ -762,7 +864,10 @@ mod docs {
                     // The prefix is any word.
                     5 => parse_audit(words.iter().copied(), 100).err(),
                     6 => parse_repair(words.iter().copied(), 100).err(),
-                    _ => parse_slide(args()).err(),
+                    7 => parse_slide(args()).err(),
+                    8 => parse_acquire(args()).err(),
+                    9 => parse_release(args()).err(),
+                    _ => parse_renew(args()).err(),
                 }
             });
             lacking.extend(missing(command, page, found));

@@ -1,6 +1,6 @@
 //! What AUDIT and REPAIR count, free of Redis types. A leaked key is one under the prefix that
 //! holds a limiter's value and has no TTL: an integer string (what HIT, GCRA or a bare INCR would
-//! count) or a sliding window's counts.
+//! count), a sliding window's counts, or a lease set (a sorted set scored by expiry times).
 
 use std::collections::HashSet;
 use std::hash::{BuildHasher, RandomState};
@@ -13,6 +13,7 @@ use crate::core::stored::{Value, MAX_TEXT};
 /// server call, so `classify` asks only what it needs.
 pub trait Probe {
     fn is_string(&mut self) -> bool;
+    fn is_zset(&mut self) -> bool;
     fn has_ttl(&mut self) -> bool;
     /// The string's length in bytes.
     fn len(&mut self) -> usize;
@@ -24,7 +25,8 @@ pub enum Seen {
     Outside,
     /// Under the prefix, and certainly not a leaked counter.
     Healthy,
-    /// Under the prefix, a short string without TTL: leaked if its value is a limiter's.
+    /// Under the prefix, a short string or a sorted set without TTL: leaked if its value is a
+    /// limiter's.
     Suspect,
 }
 
@@ -34,7 +36,12 @@ pub enum Seen {
 pub fn classify(name: &[u8], prefix: &[u8], key: &mut impl Probe) -> Seen {
     if !name.starts_with(prefix) {
         Seen::Outside
-    } else if key.is_string() && !key.has_ttl() && (1..=MAX_TEXT).contains(&key.len()) {
+    } else if key.is_string() {
+        match !key.has_ttl() && (1..=MAX_TEXT).contains(&key.len()) {
+            true => Seen::Suspect,
+            false => Seen::Healthy,
+        }
+    } else if key.is_zset() && !key.has_ttl() {
         Seen::Suspect
     } else {
         Seen::Healthy
@@ -47,7 +54,16 @@ pub enum Limiter {
     /// An integer: a fixed window's count (or a GCRA bucket's time, or a bare INCR's).
     Counter,
     Slide(Counts),
+    /// A lease set, and its latest lease's expiry.
+    Leases {
+        latest: i64,
+    },
 }
+
+/// The scores a lease set's can have: Unix times in ms from 2001 (10^12) to where doubles stop
+/// counting every ms (2^53, the year 287,396). A sorted set with any other score is something
+/// else (a leaderboard, say), never given an expiry from its scores.
+const LEASE_SCORES: std::ops::Range<f64> = 1e12..9_007_199_254_740_992.0;
 
 impl Limiter {
     /// What a suspect's value is, if it is a limiter's.
@@ -58,12 +74,20 @@ impl Limiter {
         }
     }
 
+    /// A sorted set with these lowest and highest scores, if it is a lease set.
+    pub fn lease_set(lowest: f64, highest: f64) -> Option<Limiter> {
+        (LEASE_SCORES.contains(&lowest) && LEASE_SCORES.contains(&highest))
+            .then(|| Limiter::Leases { latest: highest.ceil() as i64 })
+    }
+
     /// The expiry that heals it at `now_ms`: a counter gets the `window_ms` it is given (REPAIR's,
-    /// the guard's rule); a sliding window the end of its own counts, which it holds.
+    /// the guard's rule); a sliding window the end of its own counts, and a lease set its latest
+    /// lease's expiry, which they hold (1 ms from now where those have passed).
     pub fn heal_at(self, window_ms: i64, now_ms: i64) -> i64 {
         match self {
             Limiter::Counter => now_ms.saturating_add(window_ms),
             Limiter::Slide(counts) => counts.heal_at(now_ms),
+            Limiter::Leases { latest } => latest.max(now_ms.saturating_add(1)),
         }
     }
 }
@@ -124,6 +148,7 @@ mod tests {
     #[derive(Default)]
     struct Facts {
         is_string: bool,
+        is_zset: bool,
         has_ttl: bool,
         len: usize,
         asked: Vec<&'static str>,
@@ -133,6 +158,10 @@ mod tests {
         fn is_string(&mut self) -> bool {
             self.asked.push("is_string");
             self.is_string
+        }
+        fn is_zset(&mut self) -> bool {
+            self.asked.push("is_zset");
+            self.is_zset
         }
         fn has_ttl(&mut self) -> bool {
             self.asked.push("has_ttl");
@@ -145,7 +174,7 @@ mod tests {
     }
 
     fn facts(is_string: bool, has_ttl: bool, len: usize) -> Facts {
-        Facts { is_string, has_ttl, len, asked: Vec::new() }
+        Facts { is_string, is_zset: false, has_ttl, len, asked: Vec::new() }
     }
 
     fn string_no_ttl() -> Facts {
@@ -179,7 +208,12 @@ mod tests {
         assert!(outside.asked.is_empty());
         let mut hash = facts(false, false, 3);
         classify(b"rl:1", b"rl:", &mut hash);
-        assert_eq!(hash.asked, ["is_string"]);
+        assert_eq!(hash.asked, ["is_string", "is_zset"]);
+        let mut zset = Facts { is_zset: true, ..facts(false, false, 3) };
+        assert_eq!(classify(b"rl:1", b"rl:", &mut zset), Seen::Suspect);
+        assert_eq!(zset.asked, ["is_string", "is_zset", "has_ttl"]);
+        let mut zset = Facts { is_zset: true, ..facts(false, true, 3) };
+        assert_eq!(classify(b"rl:1", b"rl:", &mut zset), Seen::Healthy);
         let mut healthy = facts(true, true, 3);
         classify(b"rl:1", b"rl:", &mut healthy);
         assert_eq!(healthy.asked, ["is_string", "has_ttl"]);
@@ -197,6 +231,12 @@ mod tests {
         assert_eq!(Limiter::Slide(counts).heal_at(5, 130_000), 240_000);
         assert_eq!(Limiter::Slide(counts).heal_at(5, 300_000), 300_001);
         assert_eq!(Limiter::Counter.heal_at(5, 130_000), 130_005);
+        let leases = Limiter::lease_set(1.7e12, 1.8e12);
+        assert_eq!(leases, Some(Limiter::Leases { latest: 1_800_000_000_000 }));
+        assert_eq!(leases.unwrap().heal_at(5, 1.75e12 as i64), 1_800_000_000_000);
+        assert_eq!(leases.unwrap().heal_at(5, 1.9e12 as i64), 1_900_000_000_001);
+        assert_eq!(Limiter::lease_set(3.0, 1.8e12), None, "a leaderboard");
+        assert_eq!(Limiter::lease_set(1.7e12, f64::INFINITY), None);
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod audit_filter;
 pub mod decimal;
 pub mod gcra;
 pub mod guard_rules;
+pub mod lease;
 pub mod slide;
 pub mod stored;
 pub mod version;

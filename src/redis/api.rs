@@ -81,6 +81,17 @@ pub fn first_missing() -> Option<&'static str> {
         RedisModule_SubscribeToKeyspaceEvents,
         RedisModule_SubscribeToServerEvent,
         RedisModule_Log,
+        RedisModule_ReplyWithNull,
+        RedisModule_ZsetAdd,
+        RedisModule_ZsetRem,
+        RedisModule_ZsetScore,
+        RedisModule_ZsetFirstInScoreRange,
+        RedisModule_ZsetLastInScoreRange,
+        RedisModule_ZsetRangeCurrentElement,
+        RedisModule_ZsetRangeNext,
+        RedisModule_ZsetRangePrev,
+        RedisModule_ZsetRangeEndReached,
+        RedisModule_ZsetRangeStop,
     );
     None
 }

@@ -126,6 +126,11 @@ impl Ctx {
         // SAFETY: the server copies `bytes`.
         unsafe { api!(RedisModule_ReplyWithStringBuffer)(self.raw, bytes.as_ptr().cast(), bytes.len()) };
     }
+
+    pub fn reply_null(&self) {
+        // SAFETY: a live context.
+        unsafe { api!(RedisModule_ReplyWithNull)(self.raw) };
+    }
 }
 
 /// The bytes of a server string, borrowed for as long as the server keeps the string alive.

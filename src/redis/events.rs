@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use redis_module::raw::{
     self, RedisModuleCtx, RedisModuleEvent, RedisModuleString, REDISMODULE_EVENT_EVENTLOOP, REDISMODULE_NOTIFY_GENERIC,
-    REDISMODULE_NOTIFY_STRING, REDISMODULE_OK, REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP,
+    REDISMODULE_NOTIFY_STRING, REDISMODULE_NOTIFY_ZSET, REDISMODULE_OK, REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP,
 };
 
 use crate::redis::api::api;
@@ -25,7 +25,7 @@ static BEFORE_SLEEP: OnceLock<fn(&Ctx)> = OnceLock::new();
 /// unsubscribe). At most one subscriber.
 pub fn subscribe_to_writes(ctx: &Ctx, on_write: OnWrite) -> Result<(), String> {
     ON_WRITE.set(on_write).map_err(|_| "already subscribed to keyspace events".to_string())?;
-    let classes = (REDISMODULE_NOTIFY_STRING | REDISMODULE_NOTIFY_GENERIC) as c_int;
+    let classes = (REDISMODULE_NOTIFY_STRING | REDISMODULE_NOTIFY_GENERIC | REDISMODULE_NOTIFY_ZSET) as c_int;
     // SAFETY: a live context; the callback is a plain function for the module's life.
     match unsafe { api!(RedisModule_SubscribeToKeyspaceEvents)(ctx.raw(), classes, Some(written)) } {
         s if s == REDISMODULE_OK as c_int => Ok(()),

@@ -12,12 +12,11 @@ use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::raw::{
-    RedisModuleCallReply, RedisModuleKey, RedisModuleString, REDISMODULE_KEYTYPE_EMPTY, REDISMODULE_KEYTYPE_STRING,
+    RedisModuleKey, RedisModuleString, REDISMODULE_KEYTYPE_EMPTY, REDISMODULE_KEYTYPE_STRING, REDISMODULE_KEYTYPE_ZSET,
     REDISMODULE_NOTIFY_GENERIC, REDISMODULE_NOTIFY_STRING, REDISMODULE_NO_EXPIRE, REDISMODULE_OK, REDISMODULE_READ,
     REDISMODULE_WRITE,
 };
 
-use crate::core::audit_filter::Limiter;
 use crate::core::stored::{Change, Stored, Value, MAX_TEXT};
 use crate::redis::api::api;
 use crate::redis::call::{Error, KeyName};
@@ -68,11 +67,19 @@ pub fn announcing() -> bool {
     ANNOUNCING.load(Ordering::Relaxed)
 }
 
+/// A keyspace event for a write of this module's, which the guard need not check.
+pub(in crate::redis) fn notify_ours(ctx: Ctx, name: *mut RedisModuleString, class: c_int, event: &CStr) {
+    ANNOUNCING.store(true, Ordering::Relaxed);
+    // SAFETY: a live context, a static event name and the key's name.
+    unsafe { api!(RedisModule_NotifyKeyspaceEvent)(ctx.raw(), class, event.as_ptr(), name) };
+    ANNOUNCING.store(false, Ordering::Relaxed);
+}
+
 /// A key opened for reading (and writing, with `open`); closed when dropped.
 pub struct StoredKey<'a> {
     ctx: Ctx,
     name: *mut RedisModuleString,
-    key: *mut RedisModuleKey,
+    pub(in crate::redis) key: *mut RedisModuleKey,
     /// The expiry `read` found, so that `apply` need not ask again.
     read_expiry: Option<Option<i64>>,
     _name: PhantomData<&'a ()>,
@@ -95,27 +102,37 @@ impl<'a> StoredKey<'a> {
         StoredKey::open_with(ctx, name.raw(), REDISMODULE_READ)
     }
 
-    fn open_with(ctx: &Ctx, name: *mut RedisModuleString, mode: u32) -> StoredKey<'a> {
+    pub(in crate::redis) fn open_with(ctx: &Ctx, name: *mut RedisModuleString, mode: u32) -> StoredKey<'a> {
         // SAFETY: a live context, and a name that lives as long as `'a` (a call's argument, or a
         // string of ours held across the key's use).
         let key = unsafe { api!(RedisModule_OpenKey)(ctx.raw(), name, mode as c_int) }.cast::<RedisModuleKey>();
         StoredKey { ctx: *ctx, name, key, read_expiry: None, _name: PhantomData }
     }
 
-    fn key_type(&self) -> isize {
+    /// The key handle, the context and the key's name, for the other kinds of keys built on this
+    /// one (lease_set.rs).
+    pub(in crate::redis) fn parts(&self) -> (*mut RedisModuleKey, Ctx, *mut RedisModuleString) {
+        (self.key, self.ctx, self.name)
+    }
+
+    pub(in crate::redis) fn key_type(&self) -> isize {
         // SAFETY: an open key handle (not null: checked by the callers).
         unsafe { api!(RedisModule_KeyType)(self.key) as isize }
     }
 
-    fn expiry(&self) -> Option<i64> {
+    pub(in crate::redis) fn expiry(&self) -> Option<i64> {
         // SAFETY: an open key handle.
         let expire = unsafe { api!(RedisModule_GetAbsExpire)(self.key) };
         (expire != REDISMODULE_NO_EXPIRE as i64).then_some(expire)
     }
 
-    /// A string key with no TTL, looked at without reading its value.
-    fn is_string_without_ttl(&self) -> bool {
-        !self.key.is_null() && self.key_type() == REDISMODULE_KEYTYPE_STRING && self.expiry().is_none()
+    /// A string or a sorted set with no TTL (what a limiter's key might be), looked at without
+    /// reading its value.
+    pub(in crate::redis) fn may_be_leaked(&self) -> bool {
+        let kind = self.key_type();
+        !self.key.is_null()
+            && (kind == REDISMODULE_KEYTYPE_STRING || kind == REDISMODULE_KEYTYPE_ZSET)
+            && self.expiry().is_none()
     }
 
     pub fn read<V: Value>(&mut self) -> Result<Stored<V>, KeyError> {
@@ -130,7 +147,7 @@ impl<'a> StoredKey<'a> {
     }
 
     /// The string's bytes; `None` for a missing key.
-    fn bytes(&self) -> Result<Option<&[u8]>, KeyError> {
+    pub(in crate::redis) fn bytes(&self) -> Result<Option<&[u8]>, KeyError> {
         // Opened read-only, a missing key has no handle.
         if self.key.is_null() || self.key_type() == REDISMODULE_KEYTYPE_EMPTY {
             return Ok(None);
@@ -214,11 +231,7 @@ impl<'a> StoredKey<'a> {
                 }
             }
         }
-        let notify = |class: c_int, event: &CStr| {
-            // SAFETY: a live context, a static event name and the key's name.
-            unsafe { api!(RedisModule_NotifyKeyspaceEvent)(ctx, class, event.as_ptr(), name) };
-        };
-        ANNOUNCING.store(true, Ordering::Relaxed);
+        let notify = |class: c_int, event: &CStr| notify_ours(self.ctx, name, class, event);
         if !matches!(change, Change::Expire { .. }) {
             notify(
                 REDISMODULE_NOTIFY_STRING,
@@ -232,7 +245,6 @@ impl<'a> StoredKey<'a> {
         if !matches!(change, Change::Add { .. }) {
             notify(REDISMODULE_NOTIFY_GENERIC, c"expire");
         }
-        ANNOUNCING.store(false, Ordering::Relaxed);
         // SAFETY: a live context and the key's name.
         unsafe { api!(RedisModule_SignalModifiedKey)(ctx, name) };
     }
@@ -254,77 +266,5 @@ pub fn refuse_new_over_maxmemory<V>(ctx: &Ctx, stored: &[Stored<V>]) -> Result<(
     match stored.iter().any(|s| matches!(s, Stored::Missing)) && ctx.is_out_of_memory() {
         true => Err(KeyError::OutOfMemory),
         false => Ok(()),
-    }
-}
-
-/// What the string at `name`, in the selected database, holds, if it is a limiter's value: what
-/// AUDIT, REPAIR and the guard count. An integer-encoded value (what INCR and SET leave) answers
-/// from `OBJECT ENCODING`, which neither reads nor touches the value; only other strings are read
-/// with `GET`. Reading through a key handle (`StringDMA`) would rewrite an int-encoded value as a
-/// raw string, which a check should not do; it is done only where the server refuses the call
-/// itself: in a cluster, for a key of a slot being imported by `MIGRATE`, or while the cluster is
-/// down. (The value stays the same; the next INCR makes it an integer again.)
-pub fn limiter_at(ctx: &Ctx, name: &[u8]) -> Option<Limiter> {
-    let (key, len) = (name.as_ptr(), name.len());
-    // SAFETY: a context in which commands may be called; the format matches the arguments.
-    let encoding = CallReply(unsafe {
-        api!(RedisModule_Call)(ctx.raw(), c"OBJECT".as_ptr(), c"cb".as_ptr(), c"ENCODING".as_ptr(), key, len)
-    });
-    if encoding.0.is_null() {
-        let name = ctx.string(name);
-        let key = StoredKey::open_read(ctx, KeyName::of(&name));
-        return key.bytes().ok().flatten().and_then(Limiter::of);
-    }
-    if encoding.text() == Some(b"int") {
-        return Some(Limiter::Counter);
-    }
-    // SAFETY: as above.
-    let value = CallReply(unsafe { api!(RedisModule_Call)(ctx.raw(), c"GET".as_ptr(), c"b".as_ptr(), key, len) });
-    value.text().and_then(Limiter::of)
-}
-
-/// Gives the limiter's key at `name` an expiry if it has none (REPAIR's heal and the guard's): a
-/// counter `window_ms` from `now_ms`, a sliding window the end of its counts; with HIT's effects:
-/// `PEXPIREAT` for replicas and the AOF, an `expire` event. Anything else (no limiter, a TTL
-/// already) is left as it is. True when it healed.
-pub fn heal_if_leaked(ctx: &Ctx, name: &[u8], window_ms: i64, now_ms: i64) -> bool {
-    let owned = ctx.string(name);
-    let key_name = KeyName::of(&owned);
-    let open = || StoredKey::open(ctx, key_name).ok().filter(StoredKey::is_string_without_ttl);
-    // The cheap look first (most keys a guard checks have their TTL); then the value, asked with
-    // the key closed; then the heal.
-    if open().is_none() {
-        return false;
-    }
-    let Some(limiter) = limiter_at(ctx, name) else { return false };
-    open().is_some_and(|mut key| {
-        let heal = Change::<i64>::Expire { at: limiter.heal_at(window_ms, now_ms) };
-        key.apply(&heal, Written::Incrby).is_ok()
-    })
-}
-
-/// A command's reply, freed on drop.
-struct CallReply(*mut RedisModuleCallReply);
-
-impl CallReply {
-    /// The reply's bytes when it is a string.
-    fn text(&self) -> Option<&[u8]> {
-        if self.0.is_null() {
-            return None;
-        }
-        let mut len = 0;
-        // SAFETY: a live reply; its bytes live as long as it.
-        let ptr = unsafe { api!(RedisModule_CallReplyStringPtr)(self.0, &mut len) };
-        // SAFETY: `len` bytes at `ptr`, alive as long as the reply.
-        (!ptr.is_null()).then(|| unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) })
-    }
-}
-
-impl Drop for CallReply {
-    fn drop(&mut self) {
-        if !self.0.is_null() {
-            // SAFETY: a reply of ours, freed once.
-            unsafe { api!(RedisModule_FreeCallReply)(self.0) };
-        }
     }
 }

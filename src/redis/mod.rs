@@ -13,6 +13,8 @@ pub mod ctx;
 pub mod events;
 pub mod info;
 pub mod key;
+pub mod leaked;
+pub mod lease_set;
 pub mod register;
 pub mod server;
 pub mod slot_migration;

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use redis_module::raw::{
     RedisModuleBlockedClient, RedisModuleCtx, RedisModuleKey, RedisModuleScanCursor, RedisModuleString,
     RedisModuleUser, REDISMODULE_CMD_KEY_ACCESS, REDISMODULE_CMD_KEY_UPDATE, REDISMODULE_CTX_FLAGS_DENY_BLOCKING,
-    REDISMODULE_KEYTYPE_STRING, REDISMODULE_NO_EXPIRE, REDISMODULE_OK,
+    REDISMODULE_KEYTYPE_STRING, REDISMODULE_KEYTYPE_ZSET, REDISMODULE_NO_EXPIRE, REDISMODULE_OK,
 };
 
 use crate::core::audit_filter::Probe;
@@ -69,6 +69,10 @@ impl Probe for &ScannedKey {
     fn is_string(&mut self) -> bool {
         // SAFETY: the scan's open key, live through the visit.
         unsafe { api!(RedisModule_KeyType)(self.key) as isize == REDISMODULE_KEYTYPE_STRING }
+    }
+    fn is_zset(&mut self) -> bool {
+        // SAFETY: as above.
+        unsafe { api!(RedisModule_KeyType)(self.key) as isize == REDISMODULE_KEYTYPE_ZSET }
     }
     fn has_ttl(&mut self) -> bool {
         // SAFETY: as above.

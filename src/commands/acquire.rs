@@ -1,0 +1,51 @@
+//! `RATELIMIT.ACQUIRE key limit lease [MS] [ID id]`: one of at most `limit` permits in flight, for
+//! `lease` seconds; replies `[acquired, in_use, remaining, ms, id]`.
+
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+use crate::core::args::{parse_acquire, ArgError};
+use crate::core::lease::{acquire as decide, made_id};
+use crate::redis::call::{Call, Error};
+use crate::redis::clock;
+use crate::redis::key::KeyError;
+use crate::redis::lease_set::LeaseSet;
+
+/// A new id for a call that gave none: unique across calls, and across servers (see `made_id`).
+fn new_id() -> String {
+    static SEED: OnceLock<u128> = OnceLock::new();
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    // std's RandomState is keyed from the OS's randomness once per thread.
+    let seed = *SEED.get_or_init(|| {
+        let (a, b) = (RandomState::new(), RandomState::new());
+        u128::from(a.hash_one(1u8)) << 64 | u128::from(b.hash_one(2u8))
+    });
+    made_id(seed, CALLS.fetch_add(1, Ordering::Relaxed))
+}
+
+pub fn acquire(call: &Call) -> Result<(), Error> {
+    let args = parse_acquire(call.args())?;
+    let name = call.key(1).ok_or(ArgError::Arity("ratelimit.acquire"))?;
+    let now = clock::command_now();
+    let made = args.id.is_none().then(new_id);
+    let id = args.id.unwrap_or_else(|| made.as_deref().unwrap_or_default().as_bytes());
+    let mut set = LeaseSet::open(call, name, id)?;
+    let view = set.view(now.ms)?;
+    let a = decide(args.limit, args.lease_ms, &view, now.ms);
+    // Over maxmemory existing sets keep limiting; only a new one is refused.
+    if a.acquired && set.is_missing() && call.is_out_of_memory() {
+        return Err(KeyError::OutOfMemory.into());
+    }
+    set.apply(&a.writes, now.ms)?;
+    call.reply_array(5);
+    for n in [i64::from(a.acquired), a.in_use, a.remaining, a.ms] {
+        call.reply_integer(n);
+    }
+    match a.acquired {
+        true => call.reply_bulk(id),
+        false => call.reply_null(),
+    }
+    Ok(())
+}

@@ -1,0 +1,292 @@
+//! Concurrency leases: the whole algorithm of `RATELIMIT.ACQUIRE`, `RATELIMIT.RELEASE` and
+//! `RATELIMIT.RENEW`, with no Redis in it.
+//!
+//! A key is a sorted set: member = lease id, score = the lease's expiry (Unix ms). A lease is live
+//! while its expiry is after now. At most `limit` are live. Every write first prunes the expired
+//! ones, and leaves the key's own expiry at its latest lease's, so that the key disappears with its
+//! last lease and a holder that crashed gives its permit back when its lease ends.
+
+/// What the glue reads of a lease set at `now`, before a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct View {
+    /// Leases whose expiry is after now.
+    pub live: i64,
+    /// Leases whose expiry has passed: any write removes them.
+    pub expired: i64,
+    /// The earliest live expiry.
+    pub earliest: Option<i64>,
+    /// The latest live expiry among the leases other than the call's id.
+    pub latest_other: Option<i64>,
+    /// The call's id's expiry, if it is a member (live or not).
+    pub mine: Option<i64>,
+    /// The key's own expiry; `None` without TTL (or without key).
+    pub key_expiry: Option<i64>,
+}
+
+impl View {
+    fn mine_live(&self, now_ms: i64) -> bool {
+        self.mine.is_some_and(|at| at > now_ms)
+    }
+}
+
+/// What a call writes, in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Writes {
+    /// Remove every lease whose expiry is at or before now.
+    pub prune: bool,
+    /// Give the id this expiry (add it, or move its lease).
+    pub set_mine: Option<i64>,
+    /// Remove the id's live lease.
+    pub remove_mine: bool,
+    /// The key's new expiry: its latest lease's, where it changes. None when the set ends empty
+    /// (the key goes with its last member).
+    pub expire_at: Option<i64>,
+}
+
+impl Writes {
+    pub fn any(&self) -> bool {
+        self.prune || self.set_mine.is_some() || self.remove_mine || self.expire_at.is_some()
+    }
+}
+
+/// The writes of a call that leaves the id's lease at `mine_after` (None: not live after it):
+/// pruning, the id's change, and the key's expiry set to its latest lease where that moved, or
+/// where the key had none (the heal, even for a call that changes nothing else).
+fn writes(v: &View, now_ms: i64, set_mine: Option<i64>, remove_mine: bool) -> Writes {
+    let mine_after = match (set_mine, remove_mine) {
+        (Some(at), _) => Some(at),
+        (None, true) => None,
+        (None, false) => v.mine.filter(|&at| at > now_ms),
+    };
+    let latest = v.latest_other.max(mine_after);
+    let changes = v.expired > 0 || set_mine.is_some() || remove_mine;
+    let expire_at = latest.filter(|&at| (changes || v.key_expiry.is_none()) && v.key_expiry != Some(at));
+    Writes { prune: v.expired > 0, set_mine, remove_mine, expire_at }
+}
+
+/// `RATELIMIT.ACQUIRE`'s decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acquired {
+    pub acquired: bool,
+    /// Live leases after the call.
+    pub in_use: i64,
+    pub remaining: i64,
+    /// Acquired: ms until this lease expires; denied: ms until the earliest live lease does.
+    pub ms: i64,
+    pub writes: Writes,
+}
+
+/// Takes one of `limit` permits for `lease_ms`: the id's own live lease is renewed and counted
+/// once (a retry after a lost reply never takes a second permit); else a new lease if fewer than
+/// `limit` are live; else denied, writing nothing but the pruning and the heal.
+pub fn acquire(limit: i64, lease_ms: i64, v: &View, now_ms: i64) -> Acquired {
+    let at = now_ms.saturating_add(lease_ms);
+    let (acquired, in_use) = if v.mine_live(now_ms) {
+        (true, v.live)
+    } else if v.live < limit {
+        (true, v.live + 1)
+    } else {
+        (false, v.live)
+    };
+    let ms = if acquired { at - now_ms } else { v.earliest.map_or(0, |e| e - now_ms) };
+    Acquired {
+        acquired,
+        in_use,
+        remaining: (limit - in_use).max(0),
+        ms,
+        writes: writes(v, now_ms, acquired.then_some(at), false),
+    }
+}
+
+/// `RATELIMIT.RELEASE`: whether the id held a live lease, which it then no longer does.
+pub fn release(v: &View, now_ms: i64) -> (bool, Writes) {
+    let live = v.mine_live(now_ms);
+    (live, writes(v, now_ms, None, live))
+}
+
+/// `RATELIMIT.RENEW`: the ms until the id's lease now expires, or -1 if it was not live (the
+/// holder lost its permit).
+pub fn renew(lease_ms: i64, v: &View, now_ms: i64) -> (i64, Writes) {
+    if !v.mine_live(now_ms) {
+        return (-1, writes(v, now_ms, None, false));
+    }
+    let at = now_ms.saturating_add(lease_ms);
+    (at - now_ms, writes(v, now_ms, Some(at), false))
+}
+
+/// A lease id the module makes: 32 hex digits of a seed drawn once per server process, then the
+/// call's number in that process: unique across calls, and across servers but for a chance of
+/// 2^-128.
+pub fn made_id(seed: u128, n: u64) -> String {
+    format!("{seed:032x}-{n}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    fn view(live: &[i64], expired: i64, mine: Option<i64>, key_expiry: Option<i64>) -> View {
+        let others: Vec<i64> = live.iter().copied().filter(|&at| Some(at) != mine).collect();
+        View {
+            live: live.len() as i64,
+            expired,
+            earliest: live.iter().copied().min(),
+            latest_other: others.into_iter().max(),
+            mine,
+            key_expiry,
+        }
+    }
+
+    #[test]
+    fn made_ids_differ_by_call_and_by_seed() {
+        assert_eq!(made_id(0xabc, 7), "00000000000000000000000000000abc-7");
+        assert_ne!(made_id(1, 2), made_id(1, 3));
+        assert_ne!(made_id(1, 2), made_id(2, 2));
+    }
+
+    #[test]
+    fn first_lease_creates_the_set_with_its_expiry() {
+        let a = acquire(2, 5_000, &View::default(), NOW);
+        let writes = Writes { set_mine: Some(NOW + 5_000), expire_at: Some(NOW + 5_000), ..Writes::default() };
+        assert_eq!(a, Acquired { acquired: true, in_use: 1, remaining: 1, ms: 5_000, writes });
+    }
+
+    #[test]
+    fn the_limit_holds_and_a_denial_says_when_a_permit_frees_itself() {
+        let full = view(&[NOW + 700, NOW + 9_000], 0, None, Some(NOW + 9_000));
+        let a = acquire(2, 5_000, &full, NOW);
+        assert_eq!((a.acquired, a.in_use, a.remaining, a.ms), (false, 2, 0, 700));
+        assert!(!a.writes.any(), "a denied call that prunes nothing writes nothing");
+        // The same denial on a key that lost its TTL heals it to its latest lease.
+        let leaked = View { key_expiry: None, ..full };
+        assert_eq!(
+            acquire(2, 5_000, &leaked, NOW).writes,
+            Writes { expire_at: Some(NOW + 9_000), ..Writes::default() }
+        );
+    }
+
+    #[test]
+    fn a_retry_with_the_same_id_is_counted_once() {
+        let held = view(&[NOW + 700, NOW + 9_000], 0, Some(NOW + 700), Some(NOW + 9_000));
+        let a = acquire(2, 5_000, &held, NOW);
+        assert_eq!((a.acquired, a.in_use, a.ms), (true, 2, 5_000));
+        // Renewed to now + 5 s; the key keeps the other lease's later expiry.
+        assert_eq!(a.writes, Writes { set_mine: Some(NOW + 5_000), ..Writes::default() });
+    }
+
+    #[test]
+    fn expired_leases_are_pruned_and_free_their_permits() {
+        let v = view(&[NOW + 9_000], 3, None, Some(NOW + 9_000));
+        let a = acquire(2, 20_000, &v, NOW);
+        assert_eq!((a.acquired, a.in_use), (true, 2));
+        let writes =
+            Writes { prune: true, set_mine: Some(NOW + 20_000), expire_at: Some(NOW + 20_000), ..Writes::default() };
+        assert_eq!(a.writes, writes);
+    }
+
+    #[test]
+    fn release_frees_a_live_lease_and_moves_the_expiry_back() {
+        let v = view(&[NOW + 700, NOW + 9_000], 0, Some(NOW + 9_000), Some(NOW + 9_000));
+        let (released, w) = release(&v, NOW);
+        assert!(released);
+        assert_eq!(w, Writes { remove_mine: true, expire_at: Some(NOW + 700), ..Writes::default() });
+        // The last lease: the key goes with it, no expiry to set.
+        let last = view(&[NOW + 700], 0, Some(NOW + 700), Some(NOW + 700));
+        assert_eq!(release(&last, NOW).1, Writes { remove_mine: true, ..Writes::default() });
+        // An expired lease is no longer held: 0, and it is pruned.
+        let gone = view(&[NOW + 700], 1, Some(NOW - 1), Some(NOW + 700));
+        assert_eq!(release(&gone, NOW), (false, Writes { prune: true, ..Writes::default() }));
+    }
+
+    #[test]
+    fn renew_moves_only_a_live_lease() {
+        let v = view(&[NOW + 700], 0, Some(NOW + 700), Some(NOW + 700));
+        let w = Writes { set_mine: Some(NOW + 60_000), expire_at: Some(NOW + 60_000), ..Writes::default() };
+        assert_eq!(renew(60_000, &v, NOW), (60_000, w));
+        assert_eq!(renew(60_000, &view(&[NOW + 700], 0, None, Some(NOW + 700)), NOW), (-1, Writes::default()));
+        // A shorter lease on the latest one brings the key's expiry back to the next latest.
+        let v = view(&[NOW + 700, NOW + 9_000], 0, Some(NOW + 9_000), Some(NOW + 9_000));
+        assert_eq!(renew(100, &v, NOW).1.expire_at, Some(NOW + 700));
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    /// A set of leases (expiries around now), the call's id among them or not, a TTL or not.
+    fn any_set() -> impl Strategy<Value = (Vec<i64>, Option<usize>, bool)> {
+        (prop::collection::vec(-5_000i64..5_000, 0..8), any::<prop::sample::Index>(), any::<bool>(), any::<bool>())
+            .prop_map(|(offsets, index, has_mine, ttl)| {
+                let leases: Vec<i64> = offsets.iter().map(|o| NOW + o).collect();
+                let mine = (has_mine && !leases.is_empty()).then(|| index.index(leases.len()));
+                (leases, mine, ttl)
+            })
+    }
+
+    fn view_of(leases: &[i64], mine: Option<usize>, ttl: bool) -> View {
+        let live: Vec<i64> = leases.iter().copied().filter(|&at| at > NOW).collect();
+        let others = leases.iter().enumerate().filter(|&(i, &at)| Some(i) != mine && at > NOW).map(|(_, &at)| at);
+        View {
+            live: live.len() as i64,
+            expired: (leases.len() - live.len()) as i64,
+            earliest: live.iter().copied().min(),
+            latest_other: others.max(),
+            mine: mine.map(|i| leases[i]),
+            key_expiry: ttl.then(|| leases.iter().copied().max()).flatten(),
+        }
+    }
+
+    /// The set after `w`, as the glue would leave it: (leases, the key's expiry).
+    fn apply(leases: &[i64], mine: Option<usize>, key_expiry: Option<i64>, w: &Writes) -> (Vec<i64>, Option<i64>) {
+        let mut after: Vec<(bool, i64)> = leases.iter().enumerate().map(|(i, &at)| (Some(i) == mine, at)).collect();
+        if w.prune {
+            after.retain(|&(_, at)| at > NOW);
+        }
+        if let Some(at) = w.set_mine {
+            after.retain(|&(is_mine, _)| !is_mine);
+            after.push((true, at));
+        }
+        if w.remove_mine {
+            after.retain(|&(is_mine, _)| !is_mine);
+        }
+        let expiry = if after.is_empty() { None } else { w.expire_at.or(key_expiry) };
+        (after.into_iter().map(|(_, at)| at).collect(), expiry)
+    }
+
+    proptest! {
+        #[test]
+        fn every_write_leaves_the_set_pruned_with_its_latest_lease_as_expiry(
+            (leases, mine, ttl) in any_set(), limit in 1i64..6, lease in 1i64..10_000, op in 0..3,
+        ) {
+            let v = view_of(&leases, mine, ttl);
+            let w = match op {
+                0 => acquire(limit, lease, &v, NOW).writes,
+                1 => release(&v, NOW).1,
+                _ => renew(lease, &v, NOW).1,
+            };
+            let (after, expiry) = apply(&leases, mine, v.key_expiry, &w);
+            if w.any() {
+                // Pruned, and the key's expiry is its latest lease's (or it is gone).
+                prop_assert!(after.iter().all(|&at| at > NOW));
+                prop_assert_eq!(expiry, after.iter().copied().max());
+            } else {
+                // Nothing written only where nothing needed pruning or healing.
+                prop_assert!(v.expired == 0 && (v.key_expiry.is_some() || v.live == 0));
+            }
+            if op == 0 {
+                let a = acquire(limit, lease, &v, NOW);
+                let live_after = after.iter().filter(|&&at| at > NOW).count() as i64;
+                prop_assert!(live_after <= limit.max(v.live), "never more than limit, unless already over");
+                prop_assert_eq!(a.in_use, live_after);
+                prop_assert_eq!(a.acquired, v.mine.is_some_and(|at| at > NOW) || v.live < limit);
+            }
+        }
+    }
+}
