@@ -9,6 +9,9 @@
 --   FCALL_RO ratelimit_peek 1 key limit [COST cost]
 --   FCALL ratelimit_slide 1 key limit window [COST cost] [MS] [PEEK]
 --   FCALL ratelimit_hitall numkeys key [key ...] limit window [limit window ...] [COST cost] [MS] [SLIDE]
+--   FCALL ratelimit_acquire 1 key limit lease [MS] ID id   (the module makes an id when none is given)
+--   FCALL ratelimit_release 1 key id
+--   FCALL ratelimit_renew 1 key id lease [MS]
 --   FCALL ratelimit_gcra 1 key max_burst tokens_per_period period [TOKENS count]
 --
 -- Lua numbers are doubles, exact only up to 2^53: arguments are validated on their text as the
@@ -122,22 +125,28 @@ end
 
 -- A window in ms from its text, as the module bounds it (2^62 ms); BIG where the module accepts a
 -- window the library cannot add to the clock exactly.
-local function window_ms(text, in_ms)
-    local window = positive(text, 'window')
-    if window == BIG then
+-- A length of time `name` in ms from its text, as the module bounds it (2^62 ms); BIG where the
+-- module accepts one the library cannot add to the clock exactly.
+local function duration_ms(text, in_ms, name)
+    local value = positive(text, name)
+    if value == BIG then
         -- Beyond 2^53 seconds is beyond 2^62 ms; in ms compare the text with the bound.
         if not in_ms or #text > #MAX_WINDOW_MS or (#text == #MAX_WINDOW_MS and text > MAX_WINDOW_MS) then
-            fail('ERR window is too large')
+            fail('ERR ' .. name .. ' is too large')
         end
         return BIG
     end
     if not in_ms then
-        if window > 4611686018427387 then
-            fail('ERR window is too large')
+        if value > 4611686018427387 then
+            fail('ERR ' .. name .. ' is too large')
         end
-        window = window * 1000
+        value = value * 1000
     end
-    return window > EXACT and BIG or window
+    return value > EXACT and BIG or value
+end
+
+local function window_ms(text, in_ms)
+    return duration_ms(text, in_ms, 'window')
 end
 
 local function now_ms()
@@ -476,6 +485,136 @@ hitall_slide = function(keys, limits, cost)
     return reply
 end
 
+-- Leases (the module's core/lease.rs): a sorted set of lease ids scored by their expiry in ms.
+
+local MAX_ID_LEN = 256
+
+local function lease_id(text)
+    if #text < 1 or #text > MAX_ID_LEN then
+        fail('ERR ID must be 1 to ' .. MAX_ID_LEN .. ' bytes')
+    end
+    return text
+end
+
+-- A score as ms, rounded up (scores this library and the module write are integers).
+local function score_ms(text)
+    return math.ceil(tonumber(text))
+end
+
+-- The set at `key` as it stands at `now`, for lease `id` (View).
+local function lease_view(key, id, now)
+    local mine = redis.pcall('ZSCORE', key, id)
+    if type(mine) == 'table' and mine.err then
+        fail(WRONGTYPE)
+    end
+    local v = { live = 0, expired = 0, mine = mine and score_ms(mine) or nil }
+    local total = redis.call('ZCARD', key)
+    if total == 0 then
+        return v
+    end
+    v.expired = redis.call('ZCOUNT', key, '-inf', now)
+    v.live = total - v.expired
+    local first = redis.call('ZRANGEBYSCORE', key, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    v.earliest = first[2] and score_ms(first[2]) or nil
+    local last = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(' .. now, 'WITHSCORES', 'LIMIT', 0, 2)
+    if last[1] == id then
+        v.latest_other = last[4] and score_ms(last[4]) or nil
+    else
+        v.latest_other = last[2] and score_ms(last[2]) or nil
+    end
+    local expires_at = redis.call('PEXPIRETIME', key)
+    v.key_expiry = expires_at >= 0 and expires_at or nil
+    return v
+end
+
+-- The module's `writes`: prune, the id's change, and the key's expiry at its latest lease where
+-- that moved or where the key had none; made here, in that order.
+local function lease_write(key, id, v, now, set_mine, remove_mine)
+    local mine_after = set_mine
+    if not set_mine and not remove_mine and v.mine and v.mine > now then
+        mine_after = v.mine
+    end
+    local latest = v.latest_other
+    if mine_after and (not latest or mine_after > latest) then
+        latest = mine_after
+    end
+    local changes = v.expired > 0 or set_mine ~= nil or remove_mine
+    if v.expired > 0 then
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+    end
+    if set_mine then
+        redis.call('ZADD', key, set_mine, id)
+    end
+    if remove_mine then
+        redis.call('ZREM', key, id)
+    end
+    if latest and (changes or not v.key_expiry) and v.key_expiry ~= latest then
+        redis.call('PEXPIREAT', key, latest)
+    end
+end
+
+local function acquire(keys, args)
+    if #args < 2 then
+        fail("ERR wrong number of arguments for 'ratelimit.acquire' command")
+    end
+    local limit = positive(args[1], 'limit')
+    local opts = options(args, 3, { { name = 'MS' }, { name = 'ID', valued = true } }, 'MS or ID')
+    local lease = duration_ms(args[2], opts.MS, 'lease')
+    local id = opts.ID and lease_id(opts.ID)
+    if not id then
+        fail('ERR ratelimit library: ACQUIRE needs an ID here (the module makes one; a function cannot make ids unique across servers)')
+    end
+    local now = now_ms()
+    local v = lease_view(keys[1], id, now)
+    if limit == BIG or lease == BIG or now + lease > EXACT then
+        fail(BEYOND)
+    end
+    local at = now + lease
+    local acquired, in_use = true, v.live
+    if not (v.mine and v.mine > now) then
+        if v.live < limit then
+            in_use = v.live + 1
+        else
+            acquired = false
+        end
+    end
+    lease_write(keys[1], id, v, now, acquired and at or nil, false)
+    local ms = acquired and lease or (v.earliest and v.earliest - now or 0)
+    return { acquired and 1 or 0, in_use, math.max(limit - in_use, 0), ms, acquired and id or false }
+end
+
+local function release(keys, args)
+    if #args ~= 1 then
+        fail("ERR wrong number of arguments for 'ratelimit.release' command")
+    end
+    local id = lease_id(args[1])
+    local now = now_ms()
+    local v = lease_view(keys[1], id, now)
+    local live = v.mine ~= nil and v.mine > now
+    lease_write(keys[1], id, v, now, nil, live)
+    return live and 1 or 0
+end
+
+local function renew(keys, args)
+    if #args < 2 then
+        fail("ERR wrong number of arguments for 'ratelimit.renew' command")
+    end
+    local id = lease_id(args[1])
+    local opts = options(args, 3, { { name = 'MS' } }, 'MS')
+    local lease = duration_ms(args[2], opts.MS, 'lease')
+    local now = now_ms()
+    local v = lease_view(keys[1], id, now)
+    if lease == BIG or now + lease > EXACT then
+        fail(BEYOND)
+    end
+    if not (v.mine and v.mine > now) then
+        lease_write(keys[1], id, v, now, nil, false)
+        return -1
+    end
+    lease_write(keys[1], id, v, now, now + lease, false)
+    return lease
+end
+
 -- GCRA. Nanosecond quantities are pairs { us, r } (us * 1000 + r, 0 <= r < 1000), so that a TAT
 -- (about 1.8e18 ns) and spans up to the module's 2^62 ns bound stay exact in doubles.
 
@@ -664,4 +803,7 @@ redis.register_function('ratelimit_hit', command(hit))
 redis.register_function { function_name = 'ratelimit_peek', callback = command(peek), flags = { 'no-writes' } }
 redis.register_function('ratelimit_hitall', command(hitall))
 redis.register_function('ratelimit_slide', command(slide))
+redis.register_function('ratelimit_acquire', command(acquire))
+redis.register_function('ratelimit_release', command(release))
+redis.register_function('ratelimit_renew', command(renew))
 redis.register_function('ratelimit_gcra', command(gcra))

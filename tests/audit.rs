@@ -147,6 +147,27 @@ fn sliding_windows_without_ttl_are_found_and_repaired_to_the_end_of_their_counts
 }
 
 #[test]
+fn lease_sets_without_ttl_are_found_and_repaired_to_their_latest_lease() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let _: redis::Value = redis::cmd("RATELIMIT.ACQUIRE").arg(&["rl:l:ok", "1", "60"]).query(&mut con).unwrap();
+    run_all(
+        &mut con,
+        &[
+            // Leases until 2033 and 2036, no TTL: repaired to the later one.
+            "ZADD rl:l:leak 2000000000000 a 2100000000000 b",
+            // A leaderboard (scores that are no times): never a lease set.
+            "ZADD rl:l:board 3 x 10 y",
+        ],
+    );
+    let reply = audit(&mut con, &["rl:l:"]).unwrap();
+    assert_eq!(reply, WalkReply { scanned: 3, matched: 3, found: 1, keys: leaked(&["rl:l:leak"]) });
+    assert_eq!(repair(&mut con, &["rl:l:", "90"]).unwrap().found, 1);
+    assert_eq!(snapshot(&mut con, "rl:l:leak").2, 2_100_000_000_000, "its latest lease, not REPAIR's window");
+    assert_eq!(pttl(&mut con, "rl:l:board"), -1);
+}
+
+#[test]
 fn repair_takes_milliseconds_and_a_limit() {
     let server = Server::start();
     let mut con = server.connect();

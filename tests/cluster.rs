@@ -194,6 +194,14 @@ fn keys_spread_over_every_primary(cluster: &Cluster, client: &mut ClusterConnect
             // A sliding window of 10^12 ms: no rotation during the test.
             let slid = common::slide(client, &format!("sspread:{i}"), &["100", "1000000000000", "MS"]).unwrap();
             assert_eq!(slid[..4], [1, round, 100 - round, -1]);
+            // A lease per round, each under its own id.
+            let id = format!("r{round}");
+            let leased: Vec<redis::Value> = redis::cmd("RATELIMIT.ACQUIRE")
+                .arg(format!("lspread:{i}"))
+                .arg(&["5", "3600", "ID", &id])
+                .query(client)
+                .unwrap();
+            assert_eq!(leased[..3], [redis::Value::Int(1), redis::Value::Int(round), redis::Value::Int(5 - round)]);
         }
     }
     for primary in cluster.primaries() {

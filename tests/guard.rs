@@ -330,6 +330,17 @@ fn memory_stays_flat_with_the_guard_on() {
 }
 
 #[test]
+fn a_lease_set_written_without_ttl_is_healed_to_its_latest_lease() {
+    let server = guarded();
+    let mut con = server.connect();
+    // A semaphore script that forgot its EXPIRE: leases until 2033.
+    run_all(&mut con, &["ZADD rl:sem 2000000000000 worker-1", "ZADD rl:board 1 x"]);
+    let expiry: i64 = redis::cmd("PEXPIRETIME").arg("rl:sem").query(&mut con).unwrap();
+    assert_eq!(expiry, 2_000_000_000_000);
+    assert_eq!(pttl(&mut con, "rl:board"), -1, "not a lease set: left alone");
+}
+
+#[test]
 fn a_sliding_window_written_without_ttl_is_healed_to_the_end_of_its_counts() {
     let server = guarded();
     let mut con = server.connect();

@@ -49,6 +49,7 @@ impl Words for Rng {
             "tokens",
             "PEEK",
             "SLIDE",
+            "ID",
             "slide",
             "0.5",
             "1e-3",
@@ -97,22 +98,32 @@ fn random_arguments_never_hurt_the_server() {
             "RATELIMIT.GCRA",
             "CL.THROTTLE",
             "RATELIMIT.SLIDE",
-        ][rng.below(9)];
+            "RATELIMIT.ACQUIRE",
+            "RATELIMIT.RELEASE",
+            "RATELIMIT.RENEW",
+        ][rng.below(12)];
         let buckets = command == "RATELIMIT.GCRA" || command == "CL.THROTTLE";
         let slide = command == "RATELIMIT.SLIDE";
+        let lease = ["RATELIMIT.ACQUIRE", "RATELIMIT.RELEASE", "RATELIMIT.RENEW"].contains(&command);
         let mut cmd = redis::cmd(command);
-        let keyed = ["RATELIMIT.HIT", "RATELIMIT.PEEK", "RATELIMIT.SLIDE"].contains(&command) || buckets;
+        let keyed = ["RATELIMIT.HIT", "RATELIMIT.PEEK", "RATELIMIT.SLIDE"].contains(&command) || buckets || lease;
         if keyed && rng.below(8) != 0 {
-            // Sliding windows mostly on keys of their own, so that their writes get exercised.
+            // Sliding windows and leases mostly on keys of their own, so that their writes get
+            // exercised.
             let key = rng.key();
-            cmd.arg(if slide && rng.below(4) != 0 { [&b"fs:"[..], &key[3..]].concat() } else { key });
+            let own = if slide { &b"fs:"[..] } else { b"fl:" };
+            cmd.arg(if (slide || lease) && rng.below(4) != 0 { [own, &key[3..]].concat() } else { key });
         }
         // Half the vectors start well-formed, so that the options and the writes get exercised.
         let well_formed = rng.below(2) == 0;
         if well_formed {
             let number = |rng: &mut Rng| ["1", "3", "10", "250", "60"][rng.below(5)];
             match command {
-                "RATELIMIT.HIT" | "RATELIMIT.SLIDE" => cmd.arg(number(&mut rng)).arg(number(&mut rng)),
+                "RATELIMIT.HIT" | "RATELIMIT.SLIDE" | "RATELIMIT.ACQUIRE" => {
+                    cmd.arg(number(&mut rng)).arg(number(&mut rng))
+                }
+                "RATELIMIT.RELEASE" => cmd.arg(["a", "b", "c"][rng.below(3)]),
+                "RATELIMIT.RENEW" => cmd.arg(["a", "b", "c"][rng.below(3)]).arg(number(&mut rng)),
                 "RATELIMIT.PEEK" => cmd.arg(number(&mut rng)),
                 "RATELIMIT.HITALL" => {
                     let (a, b) = (rng.key(), rng.key());
@@ -160,6 +171,22 @@ fn random_arguments_never_hurt_the_server() {
                 let n: Vec<i64> = redis::from_redis_value(&Value::Array(items)).unwrap();
                 let shaped = n.len() == 5 && (n[0] == 0 || n[0] == 1) && n[1] >= 1 && (0..=n[1]).contains(&n[2]);
                 assert!(shaped && n[3] >= -1 && n[4] >= 0, "{}: {n:?}", context());
+                ok += 1;
+            }
+            Ok(Value::Array(items)) if command == "RATELIMIT.ACQUIRE" => {
+                // [acquired, in_use, remaining, ms, id or nil].
+                let n: Vec<i64> = items[..4].iter().map(|v| redis::from_redis_value(v).unwrap()).collect();
+                let id_shaped = matches!((&items[4], n[0]), (Value::BulkString(_), 1) | (Value::Nil, 0));
+                assert!(
+                    items.len() == 5 && n[1] >= 0 && n[2] >= 0 && n[3] >= 0 && id_shaped,
+                    "{}: {items:?}",
+                    context()
+                );
+                ok += 1;
+            }
+            Ok(Value::Int(n)) if lease => {
+                // RELEASE: 1 or 0; RENEW: the lease's ms, or -1.
+                assert!(n >= -1 && (command == "RATELIMIT.RENEW" || n <= 1), "{}: {n}", context());
                 ok += 1;
             }
             Ok(Value::Array(items)) if slide => {

@@ -49,7 +49,26 @@ fn every_write_path(con: &mut Connection) -> Vec<&'static str> {
         .query(con)
         .unwrap();
     assert!(matches!(reply, redis::Value::Array(ref items) if items[0] == redis::Value::Int(1)));
+    // Leases: acquire, renew, release, a denial, and a set healed and pruned.
+    let lease = |con: &mut Connection, command: &str, args: &[&str]| {
+        let _: redis::Value = limiter(command).arg(args).query(con).unwrap();
+    };
+    lease(con, "RATELIMIT.ACQUIRE", &["l:set", "2", "3600", "ID", "a"]);
+    lease(con, "RATELIMIT.ACQUIRE", &["l:set", "2", "7200", "ID", "b"]);
+    lease(con, "RATELIMIT.ACQUIRE", &["l:set", "2", "3600", "ID", "c"]);
+    lease(con, "RATELIMIT.RENEW", &["l:set", "a", "5400"]);
+    lease(con, "RATELIMIT.RELEASE", &["l:set", "b"]);
+    set(con, "l:dummy", 0);
+    let _: () = redis::cmd("ZADD")
+        .arg(&["l:healed", "1000000000000", "old"])
+        .arg((s + 3600) * 1_000)
+        .arg("live")
+        .query(con)
+        .unwrap();
+    lease(con, "RATELIMIT.ACQUIRE", &["l:healed", "1", "60", "ID", "next"]);
     vec![
+        "l:set",
+        "l:healed",
         "rl:create",
         "rl:increment",
         "rl:heal-admitted",

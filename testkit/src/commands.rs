@@ -52,9 +52,16 @@ pub fn get(con: &mut Connection, key: &str) -> Option<String> {
     redis::cmd("GET").arg(key).query(con).unwrap()
 }
 
-/// (value, absolute expiry in ms) for comparing a key across servers.
+/// (value, absolute expiry in ms) for comparing a key across servers: a string's value, or a
+/// sorted set's members and scores (a lease set).
 pub fn value_and_expiry(con: &mut Connection, key: &str) -> (Option<String>, i64) {
     let expiry: i64 = redis::cmd("PEXPIRETIME").arg(key).query(con).unwrap();
+    let kind: String = redis::cmd("TYPE").arg(key).query(con).unwrap();
+    if kind == "zset" {
+        let members: Vec<(String, String)> =
+            redis::cmd("ZRANGE").arg(key).arg(0).arg(-1).arg("WITHSCORES").query(con).unwrap();
+        return (Some(format!("{members:?}")), expiry);
+    }
     (get(con, key), expiry)
 }
 
