@@ -37,6 +37,11 @@ pub enum Contender {
     /// A sliding log as a Lua script: a ZSET of call times per key (ZREMRANGEBYSCORE, ZCARD,
     /// ZADD, PEXPIRE), limit 100 per 10 s on 1,000 keys, which sit at their limit.
     SlideLog,
+    /// `RATELIMIT.ACQUIRE` then `RATELIMIT.RELEASE` of the same lease: one logical op, a pair.
+    LeasePair,
+    /// The same pair as Lua scripts on a sorted set, in the shape of the semaphore scripts of
+    /// other libraries: prune, count, add, expire; then remove.
+    LuaSemaphorePair,
     /// `RATELIMIT.PEEK`: the read-only look.
     Peek,
     /// `FCALL ratelimit_hit` and `FCALL ratelimit_gcra`: the same calls through the Functions
@@ -60,7 +65,7 @@ pub enum Contender {
     IncrGuarded,
 }
 
-pub const ALL: [Contender; 21] = [
+pub const ALL: [Contender; 23] = [
     Contender::Incr,
     Contender::TwoStep,
     Contender::IncrExpireNx,
@@ -72,6 +77,8 @@ pub const ALL: [Contender; 21] = [
     Contender::Slide,
     Contender::SlideTwoKey,
     Contender::SlideLog,
+    Contender::LeasePair,
+    Contender::LuaSemaphorePair,
     Contender::Peek,
     Contender::Library,
     Contender::Gcra,
@@ -98,6 +105,8 @@ impl Contender {
             Contender::Slide => "RATELIMIT.SLIDE",
             Contender::SlideTwoKey => "two-key sliding window (Lua, upstash/limits shape)",
             Contender::SlideLog => "ZSET sliding log (Lua), limit 100",
+            Contender::LeasePair => "RATELIMIT.ACQUIRE + RELEASE (a pair)",
+            Contender::LuaSemaphorePair => "ZSET semaphore (Lua) acquire + release (a pair)",
             Contender::Peek => "RATELIMIT.PEEK",
             Contender::Library => "FCALL ratelimit_hit (the library)",
             Contender::LibraryGcra => "FCALL ratelimit_gcra (the library)",
@@ -136,6 +145,8 @@ impl Contender {
             Contender::Slide => "b:slide:",
             Contender::SlideTwoKey => "b:two-key:",
             Contender::SlideLog => "b:log:",
+            Contender::LeasePair => "b:lease:",
+            Contender::LuaSemaphorePair => "b:sem:",
             Contender::SlideFlood => "b:fslide:",
             Contender::Peek => "b:hit:",
             Contender::Library => "b:lib:",
@@ -157,6 +168,8 @@ pub struct Setup {
     pub script_sha: String,
     pub two_key_sha: String,
     pub log_sha: String,
+    pub semaphore_acquire_sha: String,
+    pub semaphore_release_sha: String,
     pub function: String,
     pub window_s: &'static str,
     pub hit_limit: &'static str,
@@ -225,6 +238,20 @@ fn write_hit(contender: Contender, setup: &Setup, key: &[u8], out: &mut Vec<u8>)
             command(out, &[b"EVALSHA", setup.log_sha.as_bytes(), b"1", key, b"100", b"10000"]);
             1
         }
+        // A lease of 30 s under an id of its own, given back at once; never denied.
+        Contender::LeasePair => {
+            let id = next_lease_id();
+            command(out, &[b"RATELIMIT.ACQUIRE", key, b"1000000", b"30", b"ID", &id]);
+            command(out, &[b"RATELIMIT.RELEASE", key, &id]);
+            2
+        }
+        Contender::LuaSemaphorePair => {
+            let id = next_lease_id();
+            let (acquire, release) = (setup.semaphore_acquire_sha.as_bytes(), setup.semaphore_release_sha.as_bytes());
+            command(out, &[b"EVALSHA", acquire, b"1", key, b"1000000", b"30000", &id]);
+            command(out, &[b"EVALSHA", release, b"1", key, &id]);
+            2
+        }
         Contender::GcraFlood => {
             command(out, &[b"RATELIMIT.GCRA", key, b"9", b"1", b"3600"]);
             1
@@ -272,6 +299,12 @@ fn write_hit(contender: Contender, setup: &Setup, key: &[u8], out: &mut Vec<u8>)
             1
         }
     }
+}
+
+/// Lease ids, unique within the run.
+fn next_lease_id() -> Vec<u8> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed).to_string().into_bytes()
 }
 
 /// Parses one complete RESP2 reply at the start of `buf`: its length and, for an integer, its

@@ -212,6 +212,19 @@ redis.call('ZADD', KEYS[1], now, t[1] .. t[2] .. math.random())
 redis.call('PEXPIRE', KEYS[1], window)
 return 1";
 
+/// A sorted-set semaphore (written here, in the shape of other libraries' scripts): ARGV = limit,
+/// lease (ms), id; and its release.
+const SEMAPHORE_ACQUIRE: &str = "
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], now + lease, ARGV[3])
+redis.call('PEXPIRE', KEYS[1], lease)
+return 1";
+const SEMAPHORE_RELEASE: &str = "return redis.call('ZREM', KEYS[1], ARGV[1])";
+
 /// Loads the Lua scripts and the function that the EVALSHA and FCALL contenders call.
 fn prepare(con: &mut Connection) -> Setup {
     let body = "local c = redis.call('INCR', KEYS[1]) redis.call('EXPIRE', KEYS[1], ARGV[1], 'NX') return c";
@@ -227,6 +240,8 @@ fn prepare(con: &mut Connection) -> Setup {
         script_sha,
         two_key_sha: load(con, TWO_KEY_SLIDING_WINDOW),
         log_sha: load(con, SLIDING_LOG),
+        semaphore_acquire_sha: load(con, SEMAPHORE_ACQUIRE),
+        semaphore_release_sha: load(con, SEMAPHORE_RELEASE),
         function: "ratelimit_bench_hit".into(),
         window_s: "60",
         hit_limit: "1000000000",

@@ -236,6 +236,12 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
             true,
         );
         target(format!("{on}: SLIDE denied flood ≥ 0.95× HIT's"), ops(Contender::SlideFlood) / flood, 0.95, true);
+        target(
+            format!("{on}: ACQUIRE + RELEASE ≥ 2× the Lua semaphore pair"),
+            ops(Contender::LeasePair) / ops(Contender::LuaSemaphorePair),
+            2.0,
+            true,
+        );
     }
     for g in results.guard.iter().filter(|g| matches!(g.contender, Contender::Incr | Contender::Set)) {
         let name = g.contender.name();

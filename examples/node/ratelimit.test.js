@@ -11,7 +11,7 @@ const os = require('node:os');
 const path = require('node:path');
 const express = require('express');
 const Redis = require('ioredis');
-const { rateLimit } = require('./ratelimit');
+const { rateLimit, inFlight } = require('./ratelimit');
 
 function freePort() {
   return new Promise((resolve, reject) => {
@@ -47,6 +47,11 @@ for (const withModule of [true, false]) {
     let dir;
     let limiter;
     let slidingUrl;
+    let inflightUrl;
+    let inflightHttp;
+    let shortUrl;
+    let shortHttp;
+    const holds = new Map(); // X-Hold value -> a resolve function the /slow request waits for
 
     before(async () => {
       dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ratelimit-node-'));
@@ -75,11 +80,47 @@ for (const withModule of [true, false]) {
         slidingHttp = sliding.listen(0, '127.0.0.1', resolve);
       });
       slidingUrl = `http://127.0.0.1:${slidingHttp.address().port}/`;
+      // In flight: leases of a minute (a permit back early was given back, not expired), and
+      // leases of a second, which a stream of two seconds must renew.
+      const routes = (app) => {
+        app.get('/slow', async (req, res) => {
+          await new Promise((resolve) => holds.set(req.get('X-Hold'), resolve));
+          res.send('done\n');
+        });
+        app.get('/boom', async () => {
+          throw new Error('the handler failed');
+        });
+        app.get('/stream', (req, res) => {
+          let left = Number(req.query.n || 1);
+          const timer = setInterval(() => {
+            if (left-- > 0) return res.write('x'.repeat(1024));
+            clearInterval(timer);
+            res.end();
+          }, 50);
+          res.on('close', () => clearInterval(timer));
+        });
+        return app;
+      };
+      const listen = (app) => new Promise((resolve) => {
+        const server = app.listen(0, '127.0.0.1', () => resolve(server));
+      });
+      const longLeases = express();
+      longLeases.use(inFlight(redis, { limit: 2, lease: 60 }));
+      inflightHttp = await listen(routes(longLeases));
+      inflightUrl = `http://127.0.0.1:${inflightHttp.address().port}/`;
+      const shortLeases = express();
+      shortLeases.use(inFlight(redis, { limit: 2, lease: 1, prefix: 'short:' }));
+      shortHttp = await listen(routes(shortLeases));
+      shortUrl = `http://127.0.0.1:${shortHttp.address().port}/`;
     });
 
     after(async () => {
       await new Promise((resolve) => http.close(resolve));
       await new Promise((resolve) => slidingHttp.close(resolve));
+      for (const server of [inflightHttp, shortHttp]) {
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+      }
       redis.disconnect();
       redisServer.kill('SIGKILL');
       fs.rmSync(dir, { recursive: true, force: true });
@@ -119,6 +160,60 @@ for (const withModule of [true, false]) {
       assert.ok([retrySeconds, retrySeconds + 1].includes(retryAfter), `${retryAfter} vs ${retrySeconds}`);
       assert.equal(denied.headers.get('ratelimit'), `"default";r=0;t=${retryAfter}`);
       assert.throws(() => rateLimit(redis, { limit: 3, window: 60, algorithm: 'leaky' }), /algorithm/);
+    });
+
+    // Waits (bounded) until `condition` resolves true.
+    async function until(condition, what, ms = 10000) {
+      const deadline = Date.now() + ms;
+      while (!(await condition())) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    }
+
+    test('in flight: at most the limit, then 429', async () => {
+      const slow = ['a', 'b'].map((hold) =>
+        fetch(`${inflightUrl}slow`, { headers: { 'X-Api-Key': 'alice', 'X-Hold': hold } }));
+      await until(async () => (await redis.zcard('inflight:alice')) === 2, 'two requests in flight');
+      const denied = await fetch(inflightUrl + 'stream', { headers: { 'X-Api-Key': 'alice' } });
+      assert.equal(denied.status, 429);
+      // Retry-After: when the earliest permit's lease (a minute) ends, at the latest.
+      assert.ok([58, 59, 60].includes(Number(denied.headers.get('retry-after'))));
+      const other = await fetch(inflightUrl + 'stream', { headers: { 'X-Api-Key': 'bob' } });
+      assert.equal(other.status, 200, 'each client has its own permits');
+      await other.text();
+      for (const hold of ['a', 'b']) holds.get(hold)();
+      assert.deepEqual((await Promise.all(slow)).map((r) => r.status), [200, 200]);
+      await until(async () => (await redis.zcard('inflight:alice')) === 0, 'both permits given back');
+    });
+
+    test('in flight: the permit is given back when the handler fails', async () => {
+      const res = await fetch(inflightUrl + 'boom', { headers: { 'X-Api-Key': 'carol' } });
+      assert.equal(res.status, 500);
+      await until(async () => (await redis.zcard('inflight:carol')) === 0, 'the permit back after a failure');
+    });
+
+    test('in flight: the permit is given back when the client goes away', async () => {
+      const socket = net.connect(inflightHttp.address().port, '127.0.0.1');
+      socket.write('GET /stream?n=1000 HTTP/1.1\r\nHost: x\r\nX-Api-Key: dave\r\n\r\n');
+      await new Promise((resolve) => socket.once('data', resolve));
+      assert.equal(await redis.zcard('inflight:dave'), 1);
+      socket.destroy();
+      // Well before its minute's lease could end.
+      await until(async () => (await redis.zcard('inflight:dave')) === 0, 'the permit back after the client left');
+    });
+
+    test('in flight: a long stream renews its lease', async () => {
+      const streaming = fetch(shortUrl + 'stream?n=40', { headers: { 'X-Api-Key': 'erin' } });
+      await until(async () => (await redis.zcard('short:erin')) === 1, 'the stream\'s permit');
+      // 1.5 s into a stream of 2 s, past its first 1-second lease: renewed, still held.
+      await new Promise((r) => setTimeout(r, 1500));
+      const [, expiry] = await redis.zrange('short:erin', 0, -1, 'WITHSCORES');
+      const [seconds, micros] = await redis.time();
+      assert.ok(Number(expiry) > Number(seconds) * 1000 + Math.floor(Number(micros) / 1000), 'the lease was renewed');
+      const res = await streaming;
+      assert.equal((await res.text()).length, 40 * 1024);
+      await until(async () => (await redis.zcard('short:erin')) === 0, 'the permit back after the stream');
     });
 
     test('each client has its own budget', async () => {
