@@ -154,13 +154,19 @@ local function now_ms()
     return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- The counter at `key`: count (0 if missing), whether it exists, its absolute expiry in ms (nil if
--- none).
-local function read(key)
+-- The string at `key`, nil if missing; WRONGTYPE for any other kind of key.
+local function get(key)
     local value = redis.pcall('GET', key)
     if type(value) == 'table' and value.err then
         fail(WRONGTYPE)
     end
+    return value
+end
+
+-- The counter at `key`: count (0 if missing), whether it exists, its absolute expiry in ms (nil if
+-- none).
+local function read(key)
+    local value = get(key)
     if not value then
         return 0, false, nil
     end
@@ -319,10 +325,7 @@ end
 -- The sliding window at `key`: its counts { window, start, prev, curr } (nil if missing) and its
 -- absolute expiry in ms (nil if none).
 local function slide_read(key)
-    local value = redis.pcall('GET', key)
-    if type(value) == 'table' and value.err then
-        fail(WRONGTYPE)
-    end
+    local value = get(key)
     if not value then
         return nil, nil
     end
@@ -761,10 +764,7 @@ local function gcra(keys, args)
     if emission * approx(tokens, opts.TOKENS or '1') > MAX_SPAN then
         fail('ERR TOKENS * period / tokens_per_period would cause an overflow')
     end
-    local value = redis.pcall('GET', keys[1])
-    if type(value) == 'table' and value.err then
-        fail(WRONGTYPE)
-    end
+    local value = get(keys[1])
     local stored, expires_at = nil, nil
     if value then
         stored = tat_of(value)

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread::{self, sleep};
 use std::time::Duration;
 
-use common::{error_of, limiter, pttl, run_all, snapshot, wait_for, Server};
+use common::{error_of, limiter, pttl, run_all, server_ms, snapshot, wait_for, Server};
 use redis::{Connection, Value};
 
 /// `[acquired, in_use, remaining, ms]` and the id (None when denied).
@@ -27,11 +27,6 @@ fn release(con: &mut Connection, key: &str, id: &str) -> redis::RedisResult<i64>
 
 fn renew(con: &mut Connection, key: &str, id: &str, args: &[&str]) -> redis::RedisResult<i64> {
     limiter("RATELIMIT.RENEW").arg(key).arg(id).arg(args).query(con)
-}
-
-fn server_ms(con: &mut Connection) -> i64 {
-    let (s, us): (i64, i64) = redis::cmd("TIME").query(con).unwrap();
-    s * 1_000 + us / 1_000
 }
 
 /// (member, expiry) of every lease in the set, by expiry.

@@ -10,18 +10,12 @@ use ratelimit_testkit as common;
 use std::thread::sleep;
 use std::time::Duration;
 
-use common::{error_of, get, limiter, pttl, run_all, slide, snapshot, Server};
+use common::{error_of, get, limiter, pttl, run_all, server_ms, slide, snapshot, Server};
 use redis::Connection;
 
 const W: i64 = 1_000_000_000_000;
 const WINDOW: &str = "1000000000000";
 const START: i64 = W;
-
-/// The server's clock in ms.
-fn server_ms(con: &mut Connection) -> i64 {
-    let (s, us): (i64, i64) = redis::cmd("TIME").query(con).unwrap();
-    s * 1_000 + us / 1_000
-}
 
 /// `f`'s result and the server's clock just before and just after it.
 fn bracketed<T>(con: &mut Connection, f: impl FnOnce(&mut Connection) -> T) -> (T, i64, i64) {

@@ -44,6 +44,12 @@ pub fn snapshot(con: &mut Connection, key: &str) -> (String, Value, i64) {
     (key_type, dump, expiry)
 }
 
+/// The server's clock (`TIME`) in ms.
+pub fn server_ms(con: &mut Connection) -> i64 {
+    let (s, us): (i64, i64) = redis::cmd("TIME").query(con).unwrap();
+    s * 1_000 + us / 1_000
+}
+
 pub fn pttl(con: &mut Connection, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query(con).unwrap()
 }
