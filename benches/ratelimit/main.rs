@@ -138,6 +138,9 @@ fn main() {
     }
     let cell = redis_cell_module();
     let cell_line = ["--loadmodule", cell.to_str().unwrap()];
+    if let Ok(only) = std::env::var("BENCH_ONLY") {
+        return compare_only(&only, &binaries, &cell_line, &plan);
+    }
     let mut servers = Vec::new();
     for binary in binaries.iter().copied() {
         let server = Server::with(Config { binary: Some(binary), args: &cell_line, ..Config::default() });
@@ -258,6 +261,28 @@ fn percentile(sorted: &[u32], p: f64) -> u32 {
 }
 
 /// Every contender once per repetition, interleaved (A, B, C, then again), medians reported.
+/// `BENCH_ONLY=Hit,Slide`: those contenders alone (names as in `Contender`'s Debug), pipelined,
+/// on each server, as a table on stdout and nothing written: the loop while working on one command.
+fn compare_only(only: &str, binaries: &[&str], cell_line: &[&str], plan: &Plan) {
+    let picked: Vec<Contender> =
+        ALL.into_iter().filter(|c| only.split(',').any(|n| n.trim() == format!("{c:?}"))).collect();
+    assert!(!picked.is_empty(), "BENCH_ONLY names none of {:?}", ALL);
+    for binary in binaries.iter().copied() {
+        let server = Server::with(Config { binary: Some(binary), args: cell_line, ..Config::default() });
+        let mut con = server.connect();
+        let setup = prepare(&mut con);
+        println!("{}", report::server_name(&mut con));
+        for row in interleaved(&[&server], &picked, &setup, plan, PIPELINE).remove(0) {
+            println!(
+                "  {:<24} {:>9.0} ops/s {:>7.2} µs CPU/op",
+                format!("{:?}", row.contender),
+                row.ops_per_s,
+                row.cpu_us_per_op
+            );
+        }
+    }
+}
+
 fn throughput(server: &Server, setup: &Setup, plan: &Plan, pipeline: usize) -> Vec<Row> {
     interleaved(&[server], &ALL, setup, plan, pipeline).remove(0)
 }

@@ -32,8 +32,7 @@ pub fn acquire(call: &Call) -> Result<(), Error> {
     let made = args.id.is_none().then(new_id);
     let id = args.id.unwrap_or_else(|| made.as_deref().unwrap_or_default().as_bytes());
     let mut set = LeaseSet::open(call, name, id)?;
-    let view = set.view(now.ms)?;
-    let a = decide(args.limit, args.lease_ms, &view, now.ms);
+    let a = decide(args.limit, args.lease_ms, &mut set.reading(now.ms)?, now.ms);
     // Over maxmemory existing sets keep limiting; only a new one is refused.
     if a.acquired && set.is_missing() && call.is_out_of_memory() {
         return Err(KeyError::OutOfMemory.into());

@@ -11,7 +11,7 @@ pub fn release(call: &Call) -> Result<(), Error> {
     let name = call.key(1).ok_or(ArgError::Arity("ratelimit.release"))?;
     let now = clock::command_now();
     let mut set = LeaseSet::open(call, name, id)?;
-    let (released, writes) = decide(&set.view(now.ms)?, now.ms);
+    let (released, writes) = decide(&mut set.reading(now.ms)?, now.ms);
     set.apply(&writes, now.ms)?;
     call.reply_integer(i64::from(released));
     Ok(())

@@ -12,7 +12,7 @@ pub fn renew(call: &Call) -> Result<(), Error> {
     let name = call.key(1).ok_or(ArgError::Arity("ratelimit.renew"))?;
     let now = clock::command_now();
     let mut set = LeaseSet::open(call, name, id)?;
-    let (ms, writes) = decide(lease_ms, &set.view(now.ms)?, now.ms);
+    let (ms, writes) = decide(lease_ms, &mut set.reading(now.ms)?, now.ms);
     set.apply(&writes, now.ms)?;
     call.reply_integer(ms);
     Ok(())

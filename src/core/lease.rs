@@ -6,27 +6,26 @@
 //! ones, and leaves the key's own expiry at its latest lease's, so that the key disappears with its
 //! last lease and a holder that crashed gives its permit back when its lease ends.
 
-/// What the glue reads of a lease set at `now`, before a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct View {
-    /// Leases whose expiry is after now.
-    pub live: i64,
-    /// Leases whose expiry has passed: any write removes them.
-    pub expired: i64,
-    /// The earliest live expiry.
-    pub earliest: Option<i64>,
-    /// The latest live expiry among the leases other than the call's id.
-    pub latest_other: Option<i64>,
+/// What a call reads of a lease set at its `now`. Each is asked for only when the decision needs
+/// it (a release of the only lease reads its id's score and nothing else), so that the glue can
+/// answer from the sorted set lazily.
+pub trait Leases {
     /// The call's id's expiry, if it is a member (live or not).
-    pub mine: Option<i64>,
+    fn mine(&mut self) -> Option<i64>;
+    /// Leases whose expiry has passed: any write removes them.
+    fn expired(&mut self) -> i64;
+    /// Leases whose expiry is after now.
+    fn live(&mut self) -> i64;
+    /// The earliest live expiry.
+    fn earliest(&mut self) -> Option<i64>;
+    /// The latest live expiry among the leases other than the call's id.
+    fn latest_other(&mut self) -> Option<i64>;
     /// The key's own expiry; `None` without TTL (or without key).
-    pub key_expiry: Option<i64>,
+    fn key_expiry(&mut self) -> Option<i64>;
 }
 
-impl View {
-    fn mine_live(&self, now_ms: i64) -> bool {
-        self.mine.is_some_and(|at| at > now_ms)
-    }
+fn mine_live(r: &mut impl Leases, now_ms: i64) -> bool {
+    r.mine().is_some_and(|at| at > now_ms)
 }
 
 /// What a call writes, in this order.
@@ -49,19 +48,26 @@ impl Writes {
     }
 }
 
-/// The writes of a call that leaves the id's lease at `mine_after` (None: not live after it):
-/// pruning, the id's change, and the key's expiry set to its latest lease where that moved, or
-/// where the key had none (the heal, even for a call that changes nothing else).
-fn writes(v: &View, now_ms: i64, set_mine: Option<i64>, remove_mine: bool) -> Writes {
+/// The writes of a call that sets the id's lease to `set_mine` or removes it: pruning, the id's
+/// change, and the key's expiry set to its latest lease where that moved, or where the key had
+/// none (the heal, even for a call that changes nothing else).
+fn writes(r: &mut impl Leases, now_ms: i64, set_mine: Option<i64>, remove_mine: bool) -> Writes {
+    let prune = r.expired() > 0;
+    let mut w = Writes { prune, set_mine, remove_mine, expire_at: None };
+    let key_expiry = r.key_expiry();
+    if !(prune || set_mine.is_some() || remove_mine) && key_expiry.is_some() {
+        return w;
+    }
+    let mine_live = mine_live(r, now_ms);
     let mine_after = match (set_mine, remove_mine) {
         (Some(at), _) => Some(at),
         (None, true) => None,
-        (None, false) => v.mine.filter(|&at| at > now_ms),
+        (None, false) => r.mine().filter(|_| mine_live),
     };
-    let latest = v.latest_other.max(mine_after);
-    let changes = v.expired > 0 || set_mine.is_some() || remove_mine;
-    let expire_at = latest.filter(|&at| (changes || v.key_expiry.is_none()) && v.key_expiry != Some(at));
-    Writes { prune: v.expired > 0, set_mine, remove_mine, expire_at }
+    let others_live = r.live() - i64::from(mine_live);
+    let latest = if others_live > 0 { r.latest_other().max(mine_after) } else { mine_after };
+    w.expire_at = latest.filter(|&at| key_expiry != Some(at));
+    w
 }
 
 /// `RATELIMIT.ACQUIRE`'s decision.
@@ -79,39 +85,40 @@ pub struct Acquired {
 /// Takes one of `limit` permits for `lease_ms`: the id's own live lease is renewed and counted
 /// once (a retry after a lost reply never takes a second permit); else a new lease if fewer than
 /// `limit` are live; else denied, writing nothing but the pruning and the heal.
-pub fn acquire(limit: i64, lease_ms: i64, v: &View, now_ms: i64) -> Acquired {
+pub fn acquire(limit: i64, lease_ms: i64, r: &mut impl Leases, now_ms: i64) -> Acquired {
     let at = now_ms.saturating_add(lease_ms);
-    let (acquired, in_use) = if v.mine_live(now_ms) {
-        (true, v.live)
-    } else if v.live < limit {
-        (true, v.live + 1)
+    let live = r.live();
+    let (acquired, in_use) = if mine_live(r, now_ms) {
+        (true, live)
+    } else if live < limit {
+        (true, live + 1)
     } else {
-        (false, v.live)
+        (false, live)
     };
-    let ms = if acquired { at - now_ms } else { v.earliest.map_or(0, |e| e - now_ms) };
+    let ms = if acquired { at - now_ms } else { r.earliest().map_or(0, |e| e - now_ms) };
     Acquired {
         acquired,
         in_use,
         remaining: (limit - in_use).max(0),
         ms,
-        writes: writes(v, now_ms, acquired.then_some(at), false),
+        writes: writes(r, now_ms, acquired.then_some(at), false),
     }
 }
 
 /// `RATELIMIT.RELEASE`: whether the id held a live lease, which it then no longer does.
-pub fn release(v: &View, now_ms: i64) -> (bool, Writes) {
-    let live = v.mine_live(now_ms);
-    (live, writes(v, now_ms, None, live))
+pub fn release(r: &mut impl Leases, now_ms: i64) -> (bool, Writes) {
+    let live = mine_live(r, now_ms);
+    (live, writes(r, now_ms, None, live))
 }
 
 /// `RATELIMIT.RENEW`: the ms until the id's lease now expires, or -1 if it was not live (the
 /// holder lost its permit).
-pub fn renew(lease_ms: i64, v: &View, now_ms: i64) -> (i64, Writes) {
-    if !v.mine_live(now_ms) {
-        return (-1, writes(v, now_ms, None, false));
+pub fn renew(lease_ms: i64, r: &mut impl Leases, now_ms: i64) -> (i64, Writes) {
+    if !mine_live(r, now_ms) {
+        return (-1, writes(r, now_ms, None, false));
     }
     let at = now_ms.saturating_add(lease_ms);
-    (at - now_ms, writes(v, now_ms, Some(at), false))
+    (at - now_ms, writes(r, now_ms, Some(at), false))
 }
 
 /// A lease id the module makes: 32 hex digits of a seed drawn once per server process, then the
@@ -119,6 +126,44 @@ pub fn renew(lease_ms: i64, v: &View, now_ms: i64) -> (i64, Writes) {
 /// 2^-128.
 pub fn made_id(seed: u128, n: u64) -> String {
     format!("{seed:032x}-{n}")
+}
+
+/// A lease set with every reading known up front: the tests' store. It counts the range reads
+/// (earliest, latest_other), the ones the glue pays most for.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, Default)]
+struct View {
+    live: i64,
+    expired: i64,
+    earliest: Option<i64>,
+    latest_other: Option<i64>,
+    mine: Option<i64>,
+    key_expiry: Option<i64>,
+    range_reads: u32,
+}
+
+#[cfg(test)]
+impl Leases for View {
+    fn mine(&mut self) -> Option<i64> {
+        self.mine
+    }
+    fn expired(&mut self) -> i64 {
+        self.expired
+    }
+    fn live(&mut self) -> i64 {
+        self.live
+    }
+    fn earliest(&mut self) -> Option<i64> {
+        self.range_reads += 1;
+        self.earliest
+    }
+    fn latest_other(&mut self) -> Option<i64> {
+        self.range_reads += 1;
+        self.latest_other
+    }
+    fn key_expiry(&mut self) -> Option<i64> {
+        self.key_expiry
+    }
 }
 
 #[cfg(test)]
@@ -136,6 +181,7 @@ mod tests {
             latest_other: others.into_iter().max(),
             mine,
             key_expiry,
+            range_reads: 0,
         }
     }
 
@@ -148,38 +194,39 @@ mod tests {
 
     #[test]
     fn first_lease_creates_the_set_with_its_expiry() {
-        let a = acquire(2, 5_000, &View::default(), NOW);
+        let a = acquire(2, 5_000, &mut View::default(), NOW);
         let writes = Writes { set_mine: Some(NOW + 5_000), expire_at: Some(NOW + 5_000), ..Writes::default() };
         assert_eq!(a, Acquired { acquired: true, in_use: 1, remaining: 1, ms: 5_000, writes });
     }
 
     #[test]
     fn the_limit_holds_and_a_denial_says_when_a_permit_frees_itself() {
-        let full = view(&[NOW + 700, NOW + 9_000], 0, None, Some(NOW + 9_000));
-        let a = acquire(2, 5_000, &full, NOW);
+        let mut full = view(&[NOW + 700, NOW + 9_000], 0, None, Some(NOW + 9_000));
+        let a = acquire(2, 5_000, &mut full, NOW);
         assert_eq!((a.acquired, a.in_use, a.remaining, a.ms), (false, 2, 0, 700));
         assert!(!a.writes.any(), "a denied call that prunes nothing writes nothing");
         // The same denial on a key that lost its TTL heals it to its latest lease.
-        let leaked = View { key_expiry: None, ..full };
+        let mut leaked = View { key_expiry: None, ..full };
         assert_eq!(
-            acquire(2, 5_000, &leaked, NOW).writes,
+            acquire(2, 5_000, &mut leaked, NOW).writes,
             Writes { expire_at: Some(NOW + 9_000), ..Writes::default() }
         );
     }
 
     #[test]
     fn a_retry_with_the_same_id_is_counted_once() {
-        let held = view(&[NOW + 700, NOW + 9_000], 0, Some(NOW + 700), Some(NOW + 9_000));
-        let a = acquire(2, 5_000, &held, NOW);
+        let mut held = view(&[NOW + 700, NOW + 9_000], 0, Some(NOW + 700), Some(NOW + 9_000));
+        let a = acquire(2, 5_000, &mut held, NOW);
         assert_eq!((a.acquired, a.in_use, a.ms), (true, 2, 5_000));
+        assert_eq!(held.range_reads, 1, "an admitted call does not look for the earliest lease");
         // Renewed to now + 5 s; the key keeps the other lease's later expiry.
         assert_eq!(a.writes, Writes { set_mine: Some(NOW + 5_000), ..Writes::default() });
     }
 
     #[test]
     fn expired_leases_are_pruned_and_free_their_permits() {
-        let v = view(&[NOW + 9_000], 3, None, Some(NOW + 9_000));
-        let a = acquire(2, 20_000, &v, NOW);
+        let mut v = view(&[NOW + 9_000], 3, None, Some(NOW + 9_000));
+        let a = acquire(2, 20_000, &mut v, NOW);
         assert_eq!((a.acquired, a.in_use), (true, 2));
         let writes =
             Writes { prune: true, set_mine: Some(NOW + 20_000), expire_at: Some(NOW + 20_000), ..Writes::default() };
@@ -188,27 +235,28 @@ mod tests {
 
     #[test]
     fn release_frees_a_live_lease_and_moves_the_expiry_back() {
-        let v = view(&[NOW + 700, NOW + 9_000], 0, Some(NOW + 9_000), Some(NOW + 9_000));
-        let (released, w) = release(&v, NOW);
+        let mut v = view(&[NOW + 700, NOW + 9_000], 0, Some(NOW + 9_000), Some(NOW + 9_000));
+        let (released, w) = release(&mut v, NOW);
         assert!(released);
         assert_eq!(w, Writes { remove_mine: true, expire_at: Some(NOW + 700), ..Writes::default() });
         // The last lease: the key goes with it, no expiry to set.
-        let last = view(&[NOW + 700], 0, Some(NOW + 700), Some(NOW + 700));
-        assert_eq!(release(&last, NOW).1, Writes { remove_mine: true, ..Writes::default() });
+        let mut last = view(&[NOW + 700], 0, Some(NOW + 700), Some(NOW + 700));
+        assert_eq!(release(&mut last, NOW).1, Writes { remove_mine: true, ..Writes::default() });
+        assert_eq!(last.range_reads, 0, "the set's order is not read when no other lease is live");
         // An expired lease is no longer held: 0, and it is pruned.
-        let gone = view(&[NOW + 700], 1, Some(NOW - 1), Some(NOW + 700));
-        assert_eq!(release(&gone, NOW), (false, Writes { prune: true, ..Writes::default() }));
+        let mut gone = view(&[NOW + 700], 1, Some(NOW - 1), Some(NOW + 700));
+        assert_eq!(release(&mut gone, NOW), (false, Writes { prune: true, ..Writes::default() }));
     }
 
     #[test]
     fn renew_moves_only_a_live_lease() {
-        let v = view(&[NOW + 700], 0, Some(NOW + 700), Some(NOW + 700));
+        let mut v = view(&[NOW + 700], 0, Some(NOW + 700), Some(NOW + 700));
         let w = Writes { set_mine: Some(NOW + 60_000), expire_at: Some(NOW + 60_000), ..Writes::default() };
-        assert_eq!(renew(60_000, &v, NOW), (60_000, w));
-        assert_eq!(renew(60_000, &view(&[NOW + 700], 0, None, Some(NOW + 700)), NOW), (-1, Writes::default()));
+        assert_eq!(renew(60_000, &mut v, NOW), (60_000, w));
+        assert_eq!(renew(60_000, &mut view(&[NOW + 700], 0, None, Some(NOW + 700)), NOW), (-1, Writes::default()));
         // A shorter lease on the latest one brings the key's expiry back to the next latest.
-        let v = view(&[NOW + 700, NOW + 9_000], 0, Some(NOW + 9_000), Some(NOW + 9_000));
-        assert_eq!(renew(100, &v, NOW).1.expire_at, Some(NOW + 700));
+        let mut v = view(&[NOW + 700, NOW + 9_000], 0, Some(NOW + 9_000), Some(NOW + 9_000));
+        assert_eq!(renew(100, &mut v, NOW).1.expire_at, Some(NOW + 700));
     }
 }
 
@@ -240,6 +288,7 @@ mod properties {
             latest_other: others.max(),
             mine: mine.map(|i| leases[i]),
             key_expiry: ttl.then(|| leases.iter().copied().max()).flatten(),
+            range_reads: 0,
         }
     }
 
@@ -265,11 +314,11 @@ mod properties {
         fn every_write_leaves_the_set_pruned_with_its_latest_lease_as_expiry(
             (leases, mine, ttl) in any_set(), limit in 1i64..6, lease in 1i64..10_000, op in 0..3,
         ) {
-            let v = view_of(&leases, mine, ttl);
+            let mut v = view_of(&leases, mine, ttl);
             let w = match op {
-                0 => acquire(limit, lease, &v, NOW).writes,
-                1 => release(&v, NOW).1,
-                _ => renew(lease, &v, NOW).1,
+                0 => acquire(limit, lease, &mut v, NOW).writes,
+                1 => release(&mut v, NOW).1,
+                _ => renew(lease, &mut v, NOW).1,
             };
             let (after, expiry) = apply(&leases, mine, v.key_expiry, &w);
             if w.any() {
@@ -281,7 +330,7 @@ mod properties {
                 prop_assert!(v.expired == 0 && (v.key_expiry.is_some() || v.live == 0));
             }
             if op == 0 {
-                let a = acquire(limit, lease, &v, NOW);
+                let a = acquire(limit, lease, &mut v, NOW);
                 let live_after = after.iter().filter(|&&at| at > NOW).count() as i64;
                 prop_assert!(live_after <= limit.max(v.live), "never more than limit, unless already over");
                 prop_assert_eq!(a.in_use, live_after);

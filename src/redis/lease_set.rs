@@ -1,5 +1,5 @@
 //! A lease set in the keyspace: a sorted set of lease ids scored by their expiry (Unix ms). Reading
-//! it as `lease::View` for one id, and applying `lease::Writes` with their keyspace events and
+//! it as `lease::Leases` for one id (each reading made only when asked, once), and applying `lease::Writes` with their keyspace events and
 //! effects for replicas and the AOF (`ZREMRANGEBYSCORE`, `ZADD`, `ZREM`, `PEXPIREAT`).
 
 use std::os::raw::c_int;
@@ -10,7 +10,7 @@ use redis_module::raw::{
     REDISMODULE_NOTIFY_ZSET, REDISMODULE_OK,
 };
 
-use crate::core::lease::{View, Writes};
+use crate::core::lease::{Leases, Writes};
 use crate::redis::api::api;
 use crate::redis::call::KeyName;
 use crate::redis::ctx::{bytes_of, Ctx, OwnedString};
@@ -120,40 +120,31 @@ impl<'a> LeaseSet<'a> {
         self.key.key_type() == REDISMODULE_KEYTYPE_EMPTY
     }
 
-    /// The set as it stands at `now_ms`, for the call's lease id.
-    pub fn view(&self, now_ms: i64) -> Result<View, KeyError> {
-        if !self.exists()? {
-            return Ok(View::default());
-        }
-        let now = now_ms as f64;
-        // SAFETY: an open sorted-set key.
-        let total = unsafe { api!(RedisModule_ValueLength)(self.raw()) } as i64;
-        let mut expired = 0;
-        self.each_in_range((f64::NEG_INFINITY, now), true, false, |_, _| {
-            expired += 1;
-            true
-        });
-        let mut earliest = None;
-        self.each_in_range((now, f64::INFINITY), false, false, |_, score| {
-            earliest = Some(ms_of(score));
-            false
-        });
-        // SAFETY: a string of ours, alive as long as `self`.
-        let id_bytes = unsafe { bytes_of(self.id.raw()) };
-        let mut latest_other = None;
-        self.each_in_range((now, f64::INFINITY), false, true, |element, score| {
-            if element == id_bytes {
-                return true;
+    /// The set as it stands at `now_ms`, for the call's lease id; `WRONGTYPE` if not a set.
+    pub fn reading(&self, now_ms: i64) -> Result<Reading<'_, 'a>, KeyError> {
+        let exists = self.exists()?;
+        Ok(Reading { set: self, exists, now_ms, mine: None, expired: None })
+    }
+
+    /// How many elements score at or before `max`, counted without reading them.
+    fn count_up_to(&self, max: f64) -> i64 {
+        let key = self.raw();
+        let mut n = 0;
+        // SAFETY: an open sorted-set key; no element is handed out; the range is stopped before
+        // the key is used again.
+        unsafe {
+            if api!(RedisModule_ZsetFirstInScoreRange)(key, f64::NEG_INFINITY, max, 0, 0) != REDISMODULE_OK as c_int {
+                return 0;
             }
-            latest_other = Some(ms_of(score));
-            false
-        });
-        let mut score = 0.0;
-        // SAFETY: an open sorted-set key and a live string.
-        let mine = (unsafe { api!(RedisModule_ZsetScore)(self.raw(), self.id.raw(), &mut score) }
-            == REDISMODULE_OK as c_int)
-            .then(|| ms_of(score));
-        Ok(View { live: total - expired, expired, earliest, latest_other, mine, key_expiry: self.key.expiry() })
+            while api!(RedisModule_ZsetRangeEndReached)(key) == 0 {
+                n += 1;
+                if api!(RedisModule_ZsetRangeNext)(key) == 0 {
+                    break;
+                }
+            }
+            api!(RedisModule_ZsetRangeStop)(key);
+        }
+        n
     }
 
     /// Makes the writes, then tells the rest of the server: keyspace events, WATCH, and the
@@ -213,5 +204,74 @@ impl<'a> LeaseSet<'a> {
         // SAFETY: a live context and the key's name.
         unsafe { api!(RedisModule_SignalModifiedKey)(ctx.raw(), name) };
         result
+    }
+}
+
+/// A lease set read for one call: what `lease::Leases` asks, from the sorted set, the element
+/// counts and the id's score kept once read.
+pub struct Reading<'s, 'a> {
+    set: &'s LeaseSet<'a>,
+    exists: bool,
+    now_ms: i64,
+    mine: Option<Option<i64>>,
+    expired: Option<i64>,
+}
+
+impl Leases for Reading<'_, '_> {
+    fn mine(&mut self) -> Option<i64> {
+        let (set, exists) = (self.set, self.exists);
+        *self.mine.get_or_insert_with(|| {
+            let mut score = 0.0;
+            // SAFETY: an open sorted-set key and a live string.
+            let found = exists
+                && unsafe { api!(RedisModule_ZsetScore)(set.raw(), set.id.raw(), &mut score) }
+                    == REDISMODULE_OK as c_int;
+            found.then(|| ms_of(score))
+        })
+    }
+
+    fn expired(&mut self) -> i64 {
+        let (set, exists, now) = (self.set, self.exists, self.now_ms as f64);
+        *self.expired.get_or_insert_with(|| if exists { set.count_up_to(now) } else { 0 })
+    }
+
+    fn live(&mut self) -> i64 {
+        if !self.exists {
+            return 0;
+        }
+        // SAFETY: an open sorted-set key.
+        let total = unsafe { api!(RedisModule_ValueLength)(self.set.raw()) } as i64;
+        total - self.expired()
+    }
+
+    fn earliest(&mut self) -> Option<i64> {
+        let mut earliest = None;
+        if self.exists {
+            self.set.each_in_range((self.now_ms as f64, f64::INFINITY), false, false, |_, score| {
+                earliest = Some(ms_of(score));
+                false
+            });
+        }
+        earliest
+    }
+
+    fn latest_other(&mut self) -> Option<i64> {
+        let mut latest = None;
+        if self.exists {
+            // SAFETY: a string of ours, alive as long as the set.
+            let id = unsafe { bytes_of(self.set.id.raw()) };
+            self.set.each_in_range((self.now_ms as f64, f64::INFINITY), false, true, |element, score| {
+                if element == id {
+                    return true;
+                }
+                latest = Some(ms_of(score));
+                false
+            });
+        }
+        latest
+    }
+
+    fn key_expiry(&mut self) -> Option<i64> {
+        self.exists.then(|| self.set.key.expiry()).flatten()
     }
 }
