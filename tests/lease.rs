@@ -147,6 +147,43 @@ fn a_set_without_ttl_gets_it_back_and_a_denial_that_prunes_nothing_writes_nothin
 }
 
 #[test]
+fn info_counts_permits_given_denied_returned_lost_and_expired() {
+    if common::module_only("INFO ratelimit is the module's") {
+        return;
+    }
+    let server = Server::start();
+    let mut con = server.connect();
+    acquire(&mut con, "k", &["1", "60", "ID", "a"]).unwrap();
+    acquire(&mut con, "k", &["1", "60", "ID", "b"]).unwrap();
+    renew(&mut con, "k", "a", &["60"]).unwrap();
+    release(&mut con, "k", "a").unwrap();
+    release(&mut con, "k", "a").unwrap();
+    renew(&mut con, "k", "a", &["60"]).unwrap();
+    // Two leases whose holders never came back, found by the next write.
+    let past = server_ms(&mut con) - 1_000;
+    run_all(&mut con, &[&format!("ZADD gone {past} x {past} y"), "PEXPIRE gone 60000"]);
+    acquire(&mut con, "gone", &["1", "60", "ID", "c"]).unwrap();
+    // A set that lost its TTL, given it back by a denial.
+    run_all(&mut con, &["PERSIST gone"]);
+    acquire(&mut con, "gone", &["1", "60", "ID", "d"]).unwrap();
+    let field = |con: &mut Connection, name: &str| common::info_field(con, "ratelimit", name).unwrap();
+    let expected = [
+        ("acquires", "4"),
+        ("acquired", "2"),
+        ("acquire_denied", "2"),
+        ("healed", "1"),
+        ("renewed", "1"),
+        ("released", "1"),
+        ("release_late", "1"),
+        ("renew_lost", "1"),
+        ("leases_expired", "2"),
+    ];
+    for (name, value) in expected {
+        assert_eq!(field(&mut con, &format!("ratelimit_{name}")), value, "{name}");
+    }
+}
+
+#[test]
 fn every_error_leaves_the_keyspace_as_it_was() {
     let server = Server::start();
     let mut con = server.connect();

@@ -5,6 +5,7 @@ use crate::core::lease::release as decide;
 use crate::redis::call::{Call, Error};
 use crate::redis::clock;
 use crate::redis::lease_set::LeaseSet;
+use crate::redis::stats;
 
 pub fn release(call: &Call) -> Result<(), Error> {
     let id = parse_release(call.args())?;
@@ -13,6 +14,7 @@ pub fn release(call: &Call) -> Result<(), Error> {
     let mut set = LeaseSet::open(call, name, id)?;
     let (released, writes) = decide(&mut set.reading(now.ms)?, now.ms);
     set.apply(&writes, now.ms)?;
+    if released { &stats::RELEASED } else { &stats::RELEASE_LATE }.add(1);
     call.reply_integer(i64::from(released));
     Ok(())
 }

@@ -6,6 +6,7 @@ use crate::core::lease::renew as decide;
 use crate::redis::call::{Call, Error};
 use crate::redis::clock;
 use crate::redis::lease_set::LeaseSet;
+use crate::redis::stats;
 
 pub fn renew(call: &Call) -> Result<(), Error> {
     let (id, lease_ms) = parse_renew(call.args())?;
@@ -14,6 +15,7 @@ pub fn renew(call: &Call) -> Result<(), Error> {
     let mut set = LeaseSet::open(call, name, id)?;
     let (ms, writes) = decide(lease_ms, &mut set.reading(now.ms)?, now.ms);
     set.apply(&writes, now.ms)?;
+    if ms >= 0 { &stats::RENEWED } else { &stats::RENEW_LOST }.add(1);
     call.reply_integer(ms);
     Ok(())
 }

@@ -9,7 +9,7 @@ use crate::redis::api::api;
 use crate::redis::stats::*;
 use crate::redis::{server, slot_migration, walk};
 
-const COUNTERS: [(&CStr, &Stat); 18] = [
+const COUNTERS: [(&CStr, &Stat); 26] = [
     (c"hits", &HITS),
     (c"admitted", &ADMITTED),
     (c"denied", &DENIED),
@@ -21,6 +21,14 @@ const COUNTERS: [(&CStr, &Stat); 18] = [
     (c"gcra_admitted", &GCRA_ADMITTED),
     (c"gcra_denied", &GCRA_DENIED),
     (c"peeks", &PEEKS),
+    (c"acquires", &ACQUIRES),
+    (c"acquired", &ACQUIRED),
+    (c"acquire_denied", &ACQUIRE_DENIED),
+    (c"released", &RELEASED),
+    (c"release_late", &RELEASE_LATE),
+    (c"renewed", &RENEWED),
+    (c"renew_lost", &RENEW_LOST),
+    (c"leases_expired", &LEASES_EXPIRED),
     (c"audits", &AUDITS),
     (c"repairs", &REPAIRS),
     (c"keys_scanned", &KEYS_SCANNED),

@@ -15,6 +15,7 @@ use crate::redis::api::api;
 use crate::redis::call::KeyName;
 use crate::redis::ctx::{bytes_of, Ctx, OwnedString};
 use crate::redis::key::{notify_ours as notify, KeyError, StoredKey};
+use crate::redis::stats;
 
 /// The lowest and the highest score of the sorted set at `key`, if it has members.
 pub fn score_bounds(key: &StoredKey) -> Option<(f64, f64)> {
@@ -153,6 +154,9 @@ impl<'a> LeaseSet<'a> {
         if !w.any() {
             return Ok(());
         }
+        if w.expire_at.is_some() && !self.is_missing() && self.key.expiry().is_none() {
+            stats::HEALED.add(1);
+        }
         let (key, ctx, name) = self.key.parts();
         let id = self.id.raw();
         let mut result = Ok(());
@@ -162,6 +166,7 @@ impl<'a> LeaseSet<'a> {
                 doomed.push(ctx.string(element));
                 true
             });
+            stats::LEASES_EXPIRED.add(doomed.len() as u64);
             for element in &doomed {
                 // SAFETY: an open sorted-set key and a live string.
                 unsafe { api!(RedisModule_ZsetRem)(key, element.raw(), ptr::null_mut()) };

@@ -27,13 +27,25 @@ pub static DENIED: Stat = Stat::new();
 pub static SLIDE_CALLS: Stat = Stat::new();
 pub static SLIDE_ADMITTED: Stat = Stat::new();
 pub static SLIDE_DENIED: Stat = Stat::new();
-/// Keys without TTL that HIT, HITALL, SLIDE or GCRA gave one.
+/// Keys without TTL that a limiter's call (HIT, HITALL, SLIDE, GCRA, the lease commands) gave one.
 pub static HEALED: Stat = Stat::new();
 /// Calls of RATELIMIT.GCRA.
 pub static GCRA_CALLS: Stat = Stat::new();
 pub static GCRA_ADMITTED: Stat = Stat::new();
 pub static GCRA_DENIED: Stat = Stat::new();
 pub static PEEKS: Stat = Stat::new();
+/// Calls of RATELIMIT.ACQUIRE, and those that got a permit or were denied.
+pub static ACQUIRES: Stat = Stat::new();
+pub static ACQUIRED: Stat = Stat::new();
+pub static ACQUIRE_DENIED: Stat = Stat::new();
+/// RELEASE calls that gave a live lease back, and those that found it gone (expired, or never held).
+pub static RELEASED: Stat = Stat::new();
+pub static RELEASE_LATE: Stat = Stat::new();
+/// RENEW calls that extended a live lease, and those that found it gone: holders that lost their permit.
+pub static RENEWED: Stat = Stat::new();
+pub static RENEW_LOST: Stat = Stat::new();
+/// Leases removed because they expired: holders that crashed, or worked past their lease.
+pub static LEASES_EXPIRED: Stat = Stat::new();
 pub static AUDITS: Stat = Stat::new();
 pub static REPAIRS: Stat = Stat::new();
 /// Keys visited by AUDIT and REPAIR walks (those the caller may see).
