@@ -54,8 +54,7 @@ impl Writes {
 fn writes(r: &mut impl Leases, now_ms: i64, set_mine: Option<i64>, remove_mine: bool) -> Writes {
     let prune = r.expired() > 0;
     let mut w = Writes { prune, set_mine, remove_mine, expire_at: None };
-    let key_expiry = r.key_expiry();
-    if !(prune || set_mine.is_some() || remove_mine) && key_expiry.is_some() {
+    if !(prune || set_mine.is_some() || remove_mine) && r.key_expiry().is_some() {
         return w;
     }
     let mine_live = mine_live(r, now_ms);
@@ -66,7 +65,7 @@ fn writes(r: &mut impl Leases, now_ms: i64, set_mine: Option<i64>, remove_mine: 
     };
     let others_live = r.live() - i64::from(mine_live);
     let latest = if others_live > 0 { r.latest_other().max(mine_after) } else { mine_after };
-    w.expire_at = latest.filter(|&at| key_expiry != Some(at));
+    w.expire_at = latest.filter(|&at| r.key_expiry() != Some(at));
     w
 }
 
@@ -87,8 +86,9 @@ pub struct Acquired {
 /// `limit` are live; else denied, writing nothing but the pruning and the heal.
 pub fn acquire(limit: i64, lease_ms: i64, r: &mut impl Leases, now_ms: i64) -> Acquired {
     let at = now_ms.saturating_add(lease_ms);
+    let mine_live = mine_live(r, now_ms);
     let live = r.live();
-    let (acquired, in_use) = if mine_live(r, now_ms) {
+    let (acquired, in_use) = if mine_live {
         (true, live)
     } else if live < limit {
         (true, live + 1)

@@ -124,7 +124,7 @@ impl<'a> LeaseSet<'a> {
     /// The set as it stands at `now_ms`, for the call's lease id; `WRONGTYPE` if not a set.
     pub fn reading(&self, now_ms: i64) -> Result<Reading<'_, 'a>, KeyError> {
         let exists = self.exists()?;
-        Ok(Reading { set: self, exists, now_ms, mine: None, expired: None })
+        Ok(Reading { set: self, exists, now_ms, mine: None, expired: None, key_expiry: None })
     }
 
     /// How many elements score at or before `max`, counted without reading them.
@@ -212,14 +212,22 @@ impl<'a> LeaseSet<'a> {
     }
 }
 
-/// A lease set read for one call: what `lease::Leases` asks, from the sorted set, the element
-/// counts and the id's score kept once read.
+/// A lease set read for one call: what `lease::Leases` asks, from the sorted set; what may be
+/// asked twice is kept once read.
 pub struct Reading<'s, 'a> {
     set: &'s LeaseSet<'a>,
     exists: bool,
     now_ms: i64,
     mine: Option<Option<i64>>,
     expired: Option<i64>,
+    key_expiry: Option<Option<i64>>,
+}
+
+impl Reading<'_, '_> {
+    fn total(&self) -> i64 {
+        // SAFETY: an open sorted-set key.
+        unsafe { api!(RedisModule_ValueLength)(self.set.raw()) as i64 }
+    }
 }
 
 impl Leases for Reading<'_, '_> {
@@ -236,17 +244,23 @@ impl Leases for Reading<'_, '_> {
     }
 
     fn expired(&mut self) -> i64 {
-        let (set, exists, now) = (self.set, self.exists, self.now_ms as f64);
-        *self.expired.get_or_insert_with(|| if exists { set.count_up_to(now) } else { 0 })
+        if let Some(n) = self.expired {
+            return n;
+        }
+        let n = match (self.exists, self.mine) {
+            (false, _) => 0,
+            // The id's own lease alone (the common set of one): its score says it all.
+            (true, Some(Some(at))) if self.total() == 1 => i64::from(at <= self.now_ms),
+            (true, _) => self.set.count_up_to(self.now_ms as f64),
+        };
+        *self.expired.insert(n)
     }
 
     fn live(&mut self) -> i64 {
         if !self.exists {
             return 0;
         }
-        // SAFETY: an open sorted-set key.
-        let total = unsafe { api!(RedisModule_ValueLength)(self.set.raw()) } as i64;
-        total - self.expired()
+        self.total() - self.expired()
     }
 
     fn earliest(&mut self) -> Option<i64> {
@@ -277,6 +291,7 @@ impl Leases for Reading<'_, '_> {
     }
 
     fn key_expiry(&mut self) -> Option<i64> {
-        self.exists.then(|| self.set.key.expiry()).flatten()
+        let (set, exists) = (self.set, self.exists);
+        *self.key_expiry.get_or_insert_with(|| exists.then(|| set.key.expiry()).flatten())
     }
 }
