@@ -31,6 +31,26 @@ pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
     }
 }
 
+/// `parse_i64` for what may not be negative, in a cheaper pass: a lone `0`, or digits with no
+/// leading zero, fitting in an `i64`. The sliding window reads four of these on every call.
+pub fn parse_natural(digits: &[u8]) -> Option<i64> {
+    match digits {
+        [b'0'] => return Some(0),
+        [b'1'..=b'9', ..] if digits.len() < MAX_LEN => {}
+        _ => return None,
+    }
+    // At most 19 digits: no u64 overflows.
+    let mut value = 0u64;
+    for &b in digits {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        value = value * 10 + u64::from(digit);
+    }
+    i64::try_from(value).ok()
+}
+
 /// Writes `value` in decimal into `buf` and returns the digits (at the end of `buf`).
 pub fn format_i64(value: i64, buf: &mut [u8; MAX_LEN]) -> &[u8] {
     let mut start = MAX_LEN;
@@ -161,6 +181,15 @@ mod properties {
         #[test]
         fn parse_agrees_with_the_reference(bytes in prop::collection::vec(prop::sample::select(b"-+0123456789 x".to_vec()), 0..22)) {
             prop_assert_eq!(parse_i64(&bytes), reference(&bytes));
+        }
+
+        #[test]
+        fn parse_natural_is_parse_i64_without_negatives(
+            bytes in prop::collection::vec(prop::sample::select(b"-+0123456789 x".to_vec()), 0..22),
+            v in 0..=i64::MAX,
+        ) {
+            prop_assert_eq!(parse_natural(&bytes), parse_i64(&bytes).filter(|&n| n >= 0));
+            prop_assert_eq!(parse_natural(v.to_string().as_bytes()), Some(v));
         }
     }
 }

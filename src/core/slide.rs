@@ -13,7 +13,7 @@
 //! Every write sets the expiry to the end of the window after the current one, when its counts
 //! stop mattering.
 
-use crate::core::decimal::put_u64;
+use crate::core::decimal::{parse_natural, put_u64};
 use crate::core::stored::{Change, Stored, Value, MAX_TEXT};
 use crate::core::window::{Limit, MAX_WINDOW_MS};
 
@@ -33,30 +33,13 @@ pub struct Counts {
 impl Value for Counts {
     const INVALID: &'static str = "ERR value is not a ratelimit sliding window";
 
-    /// One pass over the text (it is read on every call): four decimal integers as Redis reads
-    /// them (no sign: none may be negative), then the rules.
+    /// Read on every call: four non-negative decimal integers as Redis reads them, then the rules.
     fn parse(text: &[u8]) -> Option<Counts> {
-        let mut fields = [0i64; 4];
-        let (mut n, mut digits) = (0, 0);
-        for &b in text.strip_prefix(TAG)? {
-            if b == b':' {
-                if digits == 0 || n == 3 {
-                    return None;
-                }
-                n += 1;
-                digits = 0;
-                continue;
-            }
-            // No leading zero: a 0 must be alone.
-            if !b.is_ascii_digit() || digits > 0 && fields[n] == 0 {
-                return None;
-            }
-            fields[n] = fields[n].checked_mul(10)?.checked_add(i64::from(b - b'0'))?;
-            digits += 1;
-        }
-        let [window_ms, start_ms, prev, curr] = fields;
-        let valid = n == 3 && digits > 0 && (1..=MAX_WINDOW_MS).contains(&window_ms) && start_ms % window_ms == 0;
-        valid.then_some(Counts { window_ms, start_ms, prev, curr })
+        let mut fields = text.strip_prefix(TAG)?.splitn(4, |&b| b == b':');
+        let mut next = || parse_natural(fields.next()?);
+        let c = Counts { window_ms: next()?, start_ms: next()?, prev: next()?, curr: next()? };
+        let valid = (1..=MAX_WINDOW_MS).contains(&c.window_ms) && c.start_ms % c.window_ms == 0;
+        valid.then_some(c)
     }
 
     fn write(self, buf: &mut [u8; MAX_TEXT]) -> &[u8] {
