@@ -59,6 +59,10 @@ end
 -- A decimal integer as Redis reads one (string2ll: '-', digits, no '+', no leading zero, 64-bit):
 -- its value, BIG (negative flagged) beyond EXACT, or nil.
 local function integer(text)
+    -- Up to 15 characters every such integer is exact: one match, one conversion.
+    if #text < 16 and string.find(text, '^%-?[1-9]%d*$') then
+        return tonumber(text)
+    end
     if text == '0' then
         return 0
     end
@@ -92,7 +96,12 @@ end
 
 -- The options after the positional arguments, as the module reads them: names in any case, in any
 -- order, each at most once; `valued` ones take the next argument.
+local NO_OPTIONS = {}
+
 local function options(args, from, spec, known)
+    if from > #args then
+        return NO_OPTIONS
+    end
     local found = {}
     local i = from
     while i <= #args do
@@ -163,19 +172,18 @@ local function get(key)
     return value
 end
 
--- The counter at `key`: count (0 if missing), whether it exists, its absolute expiry in ms (nil if
--- none).
+-- The counter at `key`: count (0 if missing) and PTTL (-1 without TTL; nil if missing). Relative times are enough: a write sets `window` from now (PX, PEXPIRE), and Redis
+-- (7.0 on) gives replicas and the AOF the absolute time.
 local function read(key)
     local value = get(key)
     if not value then
-        return 0, false, nil
+        return 0, nil
     end
     local count = must(integer(value), NOT_INTEGER)
     if count == BIG or count == -math.huge then
         fail(BEYOND)
     end
-    local expires_at = redis.call('PEXPIRETIME', key)
-    return count, true, (expires_at >= 0 and expires_at or nil)
+    return count, redis.call('PTTL', key)
 end
 
 local function fits(count, cost, limit)
@@ -183,48 +191,50 @@ local function fits(count, cost, limit)
 end
 
 -- The module's `settle`: one counter's outcome and writes for a hit admitted (`admit`) or not.
-local function settle(key, limit, window, cost, count, exists, expires_at, now, admit)
+local function settle(key, limit, window, cost, count, ttl, admit)
     local admitted = admit and fits(count, cost, limit)
     local final = admitted and count + cost or count
-    local set_expiry = nil
-    if expires_at == nil and (exists or admitted) then
-        set_expiry = now + window
-    end
-    local final_expiry = expires_at or set_expiry
-    if admitted and set_expiry then
-        redis.call('SET', key, string.format('%d', final), 'PXAT', set_expiry)
+    local heal = ttl == -1 or (ttl == nil and admitted)
+    if admitted and heal then
+        redis.call('SET', key, string.format('%d', final), 'PX', window)
     elseif admitted then
-        redis.call('INCRBY', key, cost)
-    elseif set_expiry then
-        redis.call('PEXPIREAT', key, set_expiry)
+        -- A string argument: a number would be formatted as a float first.
+        redis.call('INCRBY', key, cost == 1 and '1' or string.format('%d', cost))
+    elseif heal then
+        redis.call('PEXPIRE', key, window)
     end
-    local remaining = math.max(limit - final, 0)
-    local reset = final_expiry and math.max(final_expiry - now, 0) or 0
-    return admitted, final, remaining, reset
+    local reset = heal and window or ttl or 0
+    return admitted, final, math.max(limit - final, 0), reset
 end
 
--- `limit window [COST cost] [MS]` and the options `extra` after them, as the module reads them.
-local function limit_args(args, command, extra, known)
+local HIT_OPTIONS = { { name = 'COST', valued = true }, { name = 'MS' } }
+local SLIDE_OPTIONS = { { name = 'COST', valued = true }, { name = 'MS' }, { name = 'PEEK' } }
+
+-- `limit window` and the options of `spec` after them, as the module reads them.
+local function limit_args(args, command, spec, known)
     if #args < 2 then
         fail("ERR wrong number of arguments for '" .. command .. "' command")
     end
     local limit = positive(args[1], 'limit')
-    local spec = { { name = 'COST', valued = true }, { name = 'MS' } }
-    for _, name in ipairs(extra) do
-        spec[#spec + 1] = { name = name }
-    end
     local opts = options(args, 3, spec, known)
     return limit, window_ms(args[2], opts.MS), cost_of(opts), opts
 end
 
 local function hit(keys, args)
-    local limit, window, cost = limit_args(args, 'ratelimit.hit', {}, 'COST or MS')
-    local count, exists, expires_at = read(keys[1])
-    local now = now_ms()
-    if limit == BIG or cost == BIG or window == BIG or now + window > EXACT then
+    local limit, window, cost
+    local limit_text, window_text = args[1], args[2]
+    -- The common call, `limit window` both small, read in two matches; any other by the rules.
+    if #args == 2 and #limit_text < 16 and #window_text < 13 and string.find(limit_text, '^[1-9]%d*$')
+        and string.find(window_text, '^[1-9]%d*$') then
+        limit, window, cost = tonumber(limit_text), tonumber(window_text) * 1000, 1
+    else
+        limit, window, cost = limit_args(args, 'ratelimit.hit', HIT_OPTIONS, 'COST or MS')
+    end
+    local count, ttl = read(keys[1])
+    if limit == BIG or cost == BIG or window == BIG then
         fail(BEYOND)
     end
-    local admitted, final, remaining, reset = settle(keys[1], limit, window, cost, count, exists, expires_at, now, true)
+    local admitted, final, remaining, reset = settle(keys[1], limit, window, cost, count, ttl, true)
     return { admitted and 1 or 0, final, remaining, reset }
 end
 
@@ -234,16 +244,11 @@ local function peek(keys, args)
     end
     local limit = positive(args[1], 'limit')
     local cost = cost_of(options(args, 2, { { name = 'COST', valued = true } }, 'COST'))
-    local count, exists, expires_at = read(keys[1])
+    local count, ttl = read(keys[1])
     if limit == BIG or cost == BIG then
         fail(BEYOND)
     end
-    local now = now_ms()
-    local reset = 0
-    if exists then
-        reset = expires_at and math.max(expires_at - now, 0) or -1
-    end
-    return { fits(count, cost, limit) and 1 or 0, count, math.max(limit - count, 0), reset }
+    return { fits(count, cost, limit) and 1 or 0, count, math.max(limit - count, 0), ttl or 0 }
 end
 
 -- Defined with the sliding window below.
@@ -283,15 +288,14 @@ local function hitall(keys, args)
     -- Every key is read before anything is written: an error on one changes none.
     local counters = {}
     for i, key in ipairs(keys) do
-        local count, exists, expires_at = read(key)
-        counters[i] = { count = count, exists = exists, expires_at = expires_at }
+        local count, ttl = read(key)
+        counters[i] = { count = count, ttl = ttl }
     end
-    local now = now_ms()
     if cost == BIG then
         fail(BEYOND)
     end
     for _, l in ipairs(limits) do
-        if l.limit == BIG or l.window == BIG or now + l.window > EXACT then
+        if l.limit == BIG or l.window == BIG then
             fail(BEYOND)
         end
     end
@@ -302,7 +306,7 @@ local function hitall(keys, args)
     local reply = { admit and 1 or 0 }
     for i, key in ipairs(keys) do
         local c, l = counters[i], limits[i]
-        local _, final, remaining, reset = settle(key, l.limit, l.window, cost, c.count, c.exists, c.expires_at, now, admit)
+        local _, final, remaining, reset = settle(key, l.limit, l.window, cost, c.count, c.ttl, admit)
         reply[i + 1] = { final, remaining, reset }
     end
     return reply
@@ -445,7 +449,7 @@ local function slide_settle(key, limit, cost, c, expires_at, n, admit)
 end
 
 local function slide(keys, args)
-    local limit, window, cost, opts = limit_args(args, 'ratelimit.slide', { 'PEEK' }, 'COST, MS or PEEK')
+    local limit, window, cost, opts = limit_args(args, 'ratelimit.slide', SLIDE_OPTIONS, 'COST, MS or PEEK')
     local c, expires_at = slide_read(keys[1])
     local now = now_ms()
     slide_check(limit, window, cost, c, now)

@@ -50,6 +50,12 @@ pub enum Contender {
     /// library (functions/ratelimit.lua).
     Library,
     LibraryGcra,
+    /// A minimal fixed window as a Lua script, in the shape express's rate-limit-redis store uses
+    /// (INCRBY, PTTL, PEXPIRE when the key has no expiry): what a user of the library compares it with.
+    ExpressShape,
+    /// GCRA as a Lua script in the shape of go-redis/redis_rate's allowN (TIME, GET, float
+    /// arithmetic on a TAT in seconds, SET EX), on the same bucket as the GCRA rows.
+    RedisRateShape,
     /// `RATELIMIT.GCRA`, with a bucket too large to deny.
     Gcra,
     /// redis-cell's `CL.THROTTLE` (its crates.io release), the same bucket.
@@ -67,7 +73,7 @@ pub enum Contender {
     IncrGuarded,
 }
 
-pub const ALL: [Contender; 23] = [
+pub const ALL: [Contender; 25] = [
     Contender::Incr,
     Contender::TwoStep,
     Contender::IncrExpireNx,
@@ -83,8 +89,10 @@ pub const ALL: [Contender; 23] = [
     Contender::LuaSemaphorePair,
     Contender::Peek,
     Contender::Library,
+    Contender::ExpressShape,
     Contender::Gcra,
     Contender::LibraryGcra,
+    Contender::RedisRateShape,
     Contender::Cell,
     Contender::IncrFlood,
     Contender::HitFlood,
@@ -112,6 +120,8 @@ impl Contender {
             Contender::Peek => "RATELIMIT.PEEK",
             Contender::Library => "FCALL ratelimit_hit (the library)",
             Contender::LibraryGcra => "FCALL ratelimit_gcra (the library)",
+            Contender::ExpressShape => "fixed window (Lua, rate-limit-redis shape)",
+            Contender::RedisRateShape => "GCRA (Lua, redis_rate allowN shape)",
             Contender::Gcra => "RATELIMIT.GCRA",
             Contender::Cell => "CL.THROTTLE (redis-cell 0.2.2)",
             Contender::IncrFlood => "flood: INCR on 10 hot keys",
@@ -153,6 +163,8 @@ impl Contender {
             Contender::Peek => "b:hit:",
             Contender::Library => "b:lib:",
             Contender::LibraryGcra => "b:libg:",
+            Contender::ExpressShape => "b:express:",
+            Contender::RedisRateShape => "b:rrate:",
             Contender::Gcra => "b:gcra:",
             Contender::Cell => "b:cell:",
             Contender::IncrFlood => "b:fincr:",
@@ -172,6 +184,8 @@ pub struct Setup {
     pub log_sha: String,
     pub semaphore_acquire_sha: String,
     pub semaphore_release_sha: String,
+    pub express_sha: String,
+    pub redis_rate_sha: String,
     pub function: String,
     pub window_s: &'static str,
     pub hit_limit: &'static str,
@@ -209,6 +223,15 @@ fn write_hit(contender: Contender, setup: &Setup, key: &[u8], out: &mut Vec<u8>)
         }
         Contender::Cell => {
             command(out, &[b"CL.THROTTLE", key, b"999999999", b"1", b"1"]);
+            1
+        }
+        Contender::RedisRateShape => {
+            let sha = setup.redis_rate_sha.as_bytes();
+            command(out, &[b"EVALSHA", sha, b"1", key, b"999999999", b"1", b"1", b"1"]);
+            1
+        }
+        Contender::ExpressShape => {
+            command(out, &[b"EVALSHA", setup.express_sha.as_bytes(), b"1", key, b"1", b"60000"]);
             1
         }
         // 10 an hour: spent by the first calls of a run.

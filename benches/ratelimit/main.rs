@@ -228,6 +228,36 @@ redis.call('PEXPIRE', KEYS[1], lease)
 return 1";
 const SEMAPHORE_RELEASE: &str = "return redis.call('ZREM', KEYS[1], ARGV[1])";
 
+/// A minimal fixed window in the shape of express's rate-limit-redis store (written here): ARGV =
+/// cost, window (ms); replies the count and the ms until the window ends.
+const EXPRESS_SHAPE: &str = "
+local count = redis.call('INCRBY', KEYS[1], ARGV[1])
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then
+  ttl = tonumber(ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ttl)
+end
+return { count, ttl }";
+
+/// GCRA in the shape of go-redis/redis_rate's allowN (written here): ARGV = burst, rate, period
+/// (s), cost; the TAT kept as float seconds since 2017; replies allowed, remaining, retry after
+/// and reset after (s, as text).
+const REDIS_RATE_SHAPE: &str = "
+local burst, rate, period, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local interval = period / rate
+local t = redis.call('TIME')
+local now = (t[1] - 1483228800) + t[2] / 1000000
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+local new_tat = tat + interval * cost
+local diff = now - (new_tat - interval * burst)
+if diff < 0 then
+  return { 0, 0, tostring(-diff), tostring(tat - now) }
+end
+local reset = new_tat - now
+redis.call('SET', KEYS[1], new_tat, 'EX', math.ceil(reset))
+return { cost, math.floor(diff / interval), '-1', tostring(reset) }";
+
 /// Loads the Lua scripts and the function that the EVALSHA and FCALL contenders call.
 fn prepare(con: &mut Connection) -> Setup {
     let body = "local c = redis.call('INCR', KEYS[1]) redis.call('EXPIRE', KEYS[1], ARGV[1], 'NX') return c";
@@ -245,6 +275,8 @@ fn prepare(con: &mut Connection) -> Setup {
         log_sha: load(con, SLIDING_LOG),
         semaphore_acquire_sha: load(con, SEMAPHORE_ACQUIRE),
         semaphore_release_sha: load(con, SEMAPHORE_RELEASE),
+        express_sha: load(con, EXPRESS_SHAPE),
+        redis_rate_sha: load(con, REDIS_RATE_SHAPE),
         function: "ratelimit_bench_hit".into(),
         window_s: "60",
         hit_limit: "1000000000",

@@ -218,6 +218,18 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
             1.0,
             true,
         );
+        target(
+            format!("{on}: the library's ratelimit_hit server CPU ≤ 1.25× the rate-limit-redis shape"),
+            cpu(Contender::Library) / cpu(Contender::ExpressShape),
+            1.25,
+            false,
+        );
+        target(
+            format!("{on}: the library's ratelimit_gcra server CPU ≤ 1.25× the redis_rate shape"),
+            cpu(Contender::LibraryGcra) / cpu(Contender::RedisRateShape),
+            1.25,
+            false,
+        );
         let flood = ops(Contender::HitFlood);
         target(format!("{on}: HIT denied flood ≥ 0.95× INCR flood"), flood / ops(Contender::IncrFlood), 0.95, true);
         target(format!("{on}: HIT denied flood ≥ 1.6× CL.THROTTLE's"), flood / ops(Contender::CellFlood), 1.6, true);
