@@ -622,65 +622,74 @@ local function renew(keys, args)
     return lease
 end
 
--- GCRA. Nanosecond quantities are pairs { us, r } (us * 1000 + r, 0 <= r < 1000), so that a TAT
--- (about 1.8e18 ns) and spans up to the module's 2^62 ns bound stay exact in doubles.
+-- GCRA. A nanosecond quantity is two numbers, us and r (us * 1000 + r, 0 <= r < 1000), passed and
+-- returned as such (no table per value), so that a TAT (about 1.8e18 ns) and spans up to the
+-- module's 2^62 ns bound stay exact in doubles.
 
 local MAX_SPAN = 4611686018427387903 -- i64::MAX / 2 (the double is a hair above; boundaries aside)
-local ZERO = { us = 0, r = 0 }
 
-local function pair(us, r)
+local function norm(us, r)
     local carry = math.floor(r / 1000)
-    return { us = us + carry, r = r - carry * 1000 }
+    return us + carry, r - carry * 1000
 end
 
--- An exact integer of nanoseconds (|n| <= 2^53) as a pair.
+-- An exact integer of nanoseconds (|n| <= 2^53).
 local function from_ns(n)
     local us = math.floor(n / 1000)
-    return pair(us, n - us * 1000)
+    return norm(us, n - us * 1000)
 end
 
-local function add(a, b)
-    return pair(a.us + b.us, a.r + b.r)
-end
-
-local function sub(a, b)
-    return pair(a.us - b.us, a.r - b.r)
-end
-
-local function cmp(a, b)
-    if a.us ~= b.us then
-        return a.us < b.us and -1 or 1
+-- Negative, zero or positive as a < b, a == b or a > b.
+local function cmp(a_us, a_r, b_us, b_r)
+    if a_us ~= b_us then
+        return a_us - b_us
     end
-    return a.r == b.r and 0 or (a.r < b.r and -1 or 1)
+    return a_r - b_r
 end
 
 -- a * n for an integer 0 <= n <= 2^53, exact while the product stays within the spans' bound.
-local function mul(a, n)
+local function mul(us, r, n)
     local n_hi = math.floor(n / 1000)
     local n_lo = n - n_hi * 1000
-    return pair(a.us * n + a.r * n_hi, a.r * n_lo)
+    return norm(us * n + r * n_hi, r * n_lo)
 end
 
 -- floor(a / b) for b = e ns (the emission), a >= 0: a double's guess, corrected exactly.
-local function div(a, b, e)
-    local q = math.floor((a.us * 1000 + a.r) / e)
-    while q > 0 and cmp(mul(b, q), a) > 0 do
+local function div(a_us, a_r, b_us, b_r, e)
+    local q = math.floor((a_us * 1000 + a_r) / e)
+    while q > 0 do
+        local m_us, m_r = mul(b_us, b_r, q)
+        if cmp(m_us, m_r, a_us, a_r) <= 0 then
+            break
+        end
         q = q - 1
     end
-    while cmp(mul(b, q + 1), a) <= 0 do
+    while true do
+        local m_us, m_r = mul(b_us, b_r, q + 1)
+        if cmp(m_us, m_r, a_us, a_r) > 0 then
+            return q
+        end
         q = q + 1
     end
-    return q
 end
 
 -- Nanoseconds to milliseconds, rounded up, as the module's ceil_ms.
-local function ceil_ms(a)
-    local ms = math.floor(a.us / 1000)
-    return ms + ((a.us - ms * 1000 ~= 0 or a.r ~= 0) and 1 or 0)
+local function ceil_ms(us, r)
+    local ms = math.floor(us / 1000)
+    return ms + ((us - ms * 1000 ~= 0 or r ~= 0) and 1 or 0)
 end
 
--- A stored TAT (an integer as Redis reads one) as a pair.
+-- A stored TAT (an integer as Redis reads one).
 local function tat_of(text)
+    local n = #text
+    -- The usual TAT, 16 to 19 digits: split where the microseconds end.
+    if n > 15 and n < 20 and string.find(text, '^[1-9]%d*$') and (n < 19 or text <= '9223372036854775807') then
+        local us = tonumber(string.sub(text, 1, -4))
+        if us > EXACT then
+            fail(BEYOND)
+        end
+        return us, tonumber(string.sub(text, -3))
+    end
     local value = must(integer(text), NOT_INTEGER)
     if value ~= BIG and value ~= -math.huge then
         return from_ns(value)
@@ -690,15 +699,22 @@ local function tat_of(text)
     if us > EXACT then
         fail(BEYOND)
     end
-    return sign == '-' and sub(ZERO, pair(us, r)) or pair(us, r)
+    if sign == '-' then
+        return norm(-us, -r)
+    end
+    return us, r
 end
 
-local function text_of(a)
-    return a.us == 0 and string.format('%d', a.r) or string.format('%d%03d', a.us, a.r)
+local function text_of(us, r)
+    return us == 0 and string.format('%d', r) or string.format('%d%03d', us, r)
 end
 
 -- A period in seconds as Rust's f64 parser reads it (what the module uses), to the nearest ns.
 local function period_ns(text)
+    -- Whole seconds up to a million: exact at once.
+    if #text < 7 and string.find(text, '^[1-9]%d*$') then
+        return tonumber(text) * 1e9
+    end
     local lower = string.lower(text)
     local sign, body = string.match(lower, '^([+-]?)(.*)$')
     local seconds
@@ -729,6 +745,13 @@ local function period_ns(text)
     return whole
 end
 
+local GCRA_OPTIONS = { { name = 'TOKENS', valued = true, missing = 'ERR Missing TOKENS value' } }
+
+-- A count as a double for the overflow checks: BIG's own text read approximately.
+local function approx(value, text)
+    return value == BIG and tonumber(text) or value
+end
+
 local function gcra(keys, args)
     if #args < 3 then
         fail("ERR wrong number of arguments for 'ratelimit.gcra' command")
@@ -742,7 +765,7 @@ local function gcra(keys, args)
         fail('ERR tokens_per_period is out of range, must be >= 1')
     end
     local period = period_ns(args[3])
-    local opts = options(args, 4, { { name = 'TOKENS', valued = true, missing = 'ERR Missing TOKENS value' } }, 'TOKENS')
+    local opts = options(args, 4, GCRA_OPTIONS, 'TOKENS')
     local tokens = 1
     if opts.TOKENS then
         tokens = must(integer(opts.TOKENS), 'ERR TOKENS is not an integer or out of range')
@@ -751,7 +774,6 @@ local function gcra(keys, args)
         end
     end
     -- The module's overflow checks, on doubles (exact wherever the library computes at all).
-    local approx = function(v, text) return v == BIG and tonumber(text) or v end
     local emission = math.max(math.floor(period / approx(per_period, args[2])), 1)
     if period <= EXACT and per_period ~= BIG then
         while emission > 1 and emission * per_period > period do
@@ -769,38 +791,43 @@ local function gcra(keys, args)
         fail('ERR TOKENS * period / tokens_per_period would cause an overflow')
     end
     local value = get(keys[1])
-    local stored, expires_at = nil, nil
+    local stored_us, stored_r
     if value then
-        stored = tat_of(value)
-        local at = redis.call('PEXPIRETIME', keys[1])
-        expires_at = at >= 0 and at or nil
+        stored_us, stored_r = tat_of(value)
     end
     if max_burst == BIG or per_period == BIG or tokens == BIG or period > EXACT then
         fail(BEYOND)
     end
-    local e = from_ns(emission)
-    local tolerance, increment = mul(e, capacity), mul(e, tokens)
+    local e_us, e_r = from_ns(emission)
+    local tol_us, tol_r = mul(e_us, e_r, capacity)
+    local inc_us, inc_r = mul(e_us, e_r, tokens)
     local t = redis.call('TIME')
     local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    local now, now_ms = pair(now_us, 0), math.floor(now_us / 1000)
-    local tat = (stored and cmp(stored, now) > 0) and stored or now
-    local late_by = sub(sub(add(tat, increment), now), tolerance)
-    local admitted = cmp(late_by, ZERO) <= 0
-    local tat_after = admitted and add(tat, increment) or tat
-    local expiry_of = function(a) return math.max(ceil_ms(a), now_ms + 1) end
+    local now_ms = math.floor(now_us / 1000)
+    local tat_us, tat_r = now_us, 0
+    if stored_us and cmp(stored_us, stored_r, now_us, 0) > 0 then
+        tat_us, tat_r = stored_us, stored_r
+    end
+    local next_us, next_r = norm(tat_us + inc_us, tat_r + inc_r)
+    local late_us, late_r = norm(next_us - now_us, next_r)
+    late_us, late_r = norm(late_us - tol_us, late_r - tol_r)
+    local admitted = cmp(late_us, late_r, 0, 0) <= 0
+    local after_us, after_r = tat_us, tat_r
     if admitted then
-        redis.call('SET', keys[1], text_of(tat_after), 'PXAT', expiry_of(tat_after))
-    elseif stored and not expires_at then
-        redis.call('PEXPIREAT', keys[1], expiry_of(stored))
+        after_us, after_r = next_us, next_r
+        local expiry = math.max(ceil_ms(after_us, after_r), now_ms + 1)
+        redis.call('SET', keys[1], text_of(after_us, after_r), 'PXAT', expiry)
+    elseif stored_us and redis.call('PTTL', keys[1]) == -1 then
+        redis.call('PEXPIREAT', keys[1], math.max(ceil_ms(stored_us, stored_r), now_ms + 1))
     end
-    local used = sub(tat_after, now)
-    local free = sub(tolerance, used)
-    local remaining = cmp(free, ZERO) > 0 and div(free, e, emission) or 0
+    local used_us, used_r = norm(after_us - now_us, after_r)
+    local free_us, free_r = norm(tol_us - used_us, tol_r - used_r)
+    local remaining = cmp(free_us, free_r, 0, 0) > 0 and div(free_us, free_r, e_us, e_r, emission) or 0
     local retry = -1
-    if not admitted and cmp(increment, tolerance) <= 0 then
-        retry = ceil_ms(late_by)
+    if not admitted and cmp(inc_us, inc_r, tol_us, tol_r) <= 0 then
+        retry = ceil_ms(late_us, late_r)
     end
-    return { admitted and 0 or 1, capacity, remaining, retry, ceil_ms(used) }
+    return { admitted and 0 or 1, capacity, remaining, retry, ceil_ms(used_us, used_r) }
 end
 
 redis.register_function('ratelimit_hit', command(hit))
