@@ -747,11 +747,6 @@ end
 
 local GCRA_OPTIONS = { { name = 'TOKENS', valued = true, missing = 'ERR Missing TOKENS value' } }
 
--- A count as a double for the overflow checks: BIG's own text read approximately.
-local function approx(value, text)
-    return value == BIG and tonumber(text) or value
-end
-
 local function gcra(keys, args)
     if #args < 3 then
         fail("ERR wrong number of arguments for 'ratelimit.gcra' command")
@@ -765,7 +760,7 @@ local function gcra(keys, args)
         fail('ERR tokens_per_period is out of range, must be >= 1')
     end
     local period = period_ns(args[3])
-    local opts = options(args, 4, GCRA_OPTIONS, 'TOKENS')
+    local opts = #args > 3 and options(args, 4, GCRA_OPTIONS, 'TOKENS') or NO_OPTIONS
     local tokens = 1
     if opts.TOKENS then
         tokens = must(integer(opts.TOKENS), 'ERR TOKENS is not an integer or out of range')
@@ -773,8 +768,10 @@ local function gcra(keys, args)
             fail('ERR TOKENS is out of range, must be >= 1')
         end
     end
-    -- The module's overflow checks, on doubles (exact wherever the library computes at all).
-    local emission = math.max(math.floor(period / approx(per_period, args[2])), 1)
+    -- The module's overflow checks, on doubles (exact wherever the library computes at all); BIG
+    -- values by their text, approximately.
+    local per_period_approx = per_period == BIG and tonumber(args[2]) or per_period
+    local emission = math.max(math.floor(period / per_period_approx), 1)
     if period <= EXACT and per_period ~= BIG then
         while emission > 1 and emission * per_period > period do
             emission = emission - 1
@@ -783,11 +780,11 @@ local function gcra(keys, args)
             emission = emission + 1
         end
     end
-    local capacity = approx(max_burst, args[1]) + 1
+    local capacity = (max_burst == BIG and tonumber(args[1]) or max_burst) + 1
     if emission * capacity > MAX_SPAN then
         fail('ERR (max_burst + 1) * period / tokens_per_period would cause an overflow')
     end
-    if emission * approx(tokens, opts.TOKENS or '1') > MAX_SPAN then
+    if emission * (tokens == BIG and tonumber(opts.TOKENS) or tokens) > MAX_SPAN then
         fail('ERR TOKENS * period / tokens_per_period would cause an overflow')
     end
     local value = get(keys[1])
@@ -798,20 +795,33 @@ local function gcra(keys, args)
     if max_burst == BIG or per_period == BIG or tokens == BIG or period > EXACT then
         fail(BEYOND)
     end
-    local e_us, e_r = from_ns(emission)
-    local tol_us, tol_r = mul(e_us, e_r, capacity)
-    local inc_us, inc_r = mul(e_us, e_r, tokens)
+    local e_us = math.floor(emission / 1000)
+    local e_r = emission - e_us * 1000
+    local tol_us, tol_r, inc_us, inc_r
+    if e_r == 0 then
+        -- A whole number of microseconds (the usual emission): spans are whole too.
+        tol_us, tol_r, inc_us, inc_r = e_us * capacity, 0, e_us * tokens, 0
+    else
+        tol_us, tol_r = mul(e_us, e_r, capacity)
+        inc_us, inc_r = mul(e_us, e_r, tokens)
+    end
     local t = redis.call('TIME')
     local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
     local now_ms = math.floor(now_us / 1000)
     local tat_us, tat_r = now_us, 0
-    if stored_us and cmp(stored_us, stored_r, now_us, 0) > 0 then
+    if stored_us and (stored_us > now_us or (stored_us == now_us and stored_r > 0)) then
         tat_us, tat_r = stored_us, stored_r
     end
-    local next_us, next_r = norm(tat_us + inc_us, tat_r + inc_r)
-    local late_us, late_r = norm(next_us - now_us, next_r)
-    late_us, late_r = norm(late_us - tol_us, late_r - tol_r)
-    local admitted = cmp(late_us, late_r, 0, 0) <= 0
+    -- Each remainder below stays within (-1000, 2000): one carry at most, by comparison.
+    local next_us, next_r = tat_us + inc_us, tat_r + inc_r
+    if next_r >= 1000 then
+        next_us, next_r = next_us + 1, next_r - 1000
+    end
+    local late_us, late_r = next_us - now_us - tol_us, next_r - tol_r
+    if late_r < 0 then
+        late_us, late_r = late_us - 1, late_r + 1000
+    end
+    local admitted = late_us < 0 or (late_us == 0 and late_r == 0)
     local after_us, after_r = tat_us, tat_r
     if admitted then
         after_us, after_r = next_us, next_r
@@ -820,9 +830,16 @@ local function gcra(keys, args)
     elseif stored_us and redis.call('PTTL', keys[1]) == -1 then
         redis.call('PEXPIREAT', keys[1], math.max(ceil_ms(stored_us, stored_r), now_ms + 1))
     end
-    local used_us, used_r = norm(after_us - now_us, after_r)
-    local free_us, free_r = norm(tol_us - used_us, tol_r - used_r)
-    local remaining = cmp(free_us, free_r, 0, 0) > 0 and div(free_us, free_r, e_us, e_r, emission) or 0
+    local used_us, used_r = after_us - now_us, after_r
+    local free_us, free_r = tol_us - used_us, tol_r - used_r
+    if free_r < 0 then
+        free_us, free_r = free_us - 1, free_r + 1000
+    end
+    local remaining = 0
+    if free_us > 0 or (free_us == 0 and free_r > 0) then
+        -- floor(free / e): with e whole microseconds, floor(free_us / e_us), exact below 2^53.
+        remaining = e_r == 0 and math.floor(free_us / e_us) or div(free_us, free_r, e_us, e_r, emission)
+    end
     local retry = -1
     if not admitted and cmp(inc_us, inc_r, tol_us, tol_r) <= 0 then
         retry = ceil_ms(late_us, late_r)
