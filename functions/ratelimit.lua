@@ -19,6 +19,8 @@
 -- own (BEYOND) instead of a wrong number.
 
 local EXACT = 2 ^ 53 - 1
+-- Numbers given to redis.call on the hot paths go as '%d' text: a Lua number would be formatted
+-- as a float (%.17g), several times slower.
 local MAX_WINDOW_MS = '4611686018427387903' -- i64::MAX / 2, the module's bound
 local BEYOND = 'ERR ratelimit library: a number above 2^53 cannot be computed exactly here; use the module'
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
@@ -175,13 +177,19 @@ end
 -- The counter at `key`: count (0 if missing) and PTTL (-1 without TTL; nil if missing). Relative times are enough: a write sets `window` from now (PX, PEXPIRE), and Redis
 -- (7.0 on) gives replicas and the AOF the absolute time.
 local function read(key)
-    local value = get(key)
+    local value = redis.pcall('GET', key)
     if not value then
         return 0, nil
     end
-    local count = must(integer(value), NOT_INTEGER)
-    if count == BIG or count == -math.huge then
-        fail(BEYOND)
+    local count
+    -- The usual counter, one match; any other by the rules.
+    if type(value) == 'string' and #value < 16 and string.find(value, '^%-?[1-9]%d*$') then
+        count = tonumber(value)
+    else
+        count = must(integer(get(key)), NOT_INTEGER)
+        if count == BIG or count == -math.huge then
+            fail(BEYOND)
+        end
     end
     return count, redis.call('PTTL', key)
 end
@@ -198,7 +206,6 @@ local function settle(key, limit, window, cost, count, ttl, admit)
     if admitted and heal then
         redis.call('SET', key, string.format('%d', final), 'PX', window)
     elseif admitted then
-        -- A string argument: a number would be formatted as a float first.
         redis.call('INCRBY', key, cost == 1 and '1' or string.format('%d', cost))
     elseif heal then
         redis.call('PEXPIRE', key, window)
@@ -326,33 +333,40 @@ local function idiv(a, b)
     return q
 end
 
--- The sliding window at `key`: its counts { window, start, prev, curr } (nil if missing) and its
--- absolute expiry in ms (nil if none).
+-- A field of a sliding-window value: a non-negative integer as Redis reads one, or NOT_SLIDE.
+local function slide_field(text)
+    local n = must(integer(text), NOT_SLIDE)
+    if n == -math.huge then
+        fail(NOT_SLIDE)
+    end
+    return n
+end
+
+-- The sliding window at `key`: its counts { window, start, prev, curr }, nil if missing.
 local function slide_read(key)
     local value = get(key)
     if not value then
-        return nil, nil
+        return nil
     end
-    local fields = { string.match(value, '^slide:([^:]*):([^:]*):([^:]*):([^:]*)$') }
-    if #fields ~= 4 then
+    local w, start, prev, curr = string.match(value, '^slide:([^:]*):([^:]*):([^:]*):([^:]*)$')
+    if not w then
         fail(NOT_SLIDE)
     end
-    local n = {}
-    for i = 1, 4 do
-        n[i] = must(integer(fields[i]), NOT_SLIDE)
-        if n[i] == -math.huge then
-            fail(NOT_SLIDE)
+    local c
+    -- The usual value: four short fields of digits, no leading zero; read at once.
+    if #w < 16 and #start < 16 and #prev < 16 and #curr < 16 and string.find(value, '^slide:%d+:%d+:%d+:%d+$')
+        and not string.find(value, ':0%d') then
+        c = { window = tonumber(w), start = tonumber(start), prev = tonumber(prev), curr = tonumber(curr) }
+    else
+        c = { window = slide_field(w), start = slide_field(start), prev = slide_field(prev), curr = slide_field(curr) }
+        if c.window == BIG or c.start == BIG or c.prev == BIG or c.curr == BIG then
+            fail(BEYOND)
         end
     end
-    if n[1] == BIG or n[2] == BIG or n[3] == BIG or n[4] == BIG then
-        fail(BEYOND)
-    end
-    local c = { window = n[1], start = n[2], prev = n[3], curr = n[4] }
     if c.window < 1 or c.start < 0 or c.start % c.window ~= 0 or c.prev < 0 or c.curr < 0 then
         fail(NOT_SLIDE)
     end
-    local expires_at = redis.call('PEXPIRETIME', key)
-    return c, (expires_at >= 0 and expires_at or nil)
+    return c
 end
 
 -- BEYOND unless every number of one call stays exact.
@@ -378,26 +392,27 @@ local function ceil_div(scaled, w)
     return idiv(scaled + w - 1, w)
 end
 
--- The counts at the call (now_of): decaying by their own window `w`; `base` is what an admitted
--- call stores before its cost.
+-- The counts at the call (now_of): decaying by their own window `w`; `base_*` is what an admitted
+-- call stores (in the call's `window`) before its cost.
 local function slide_now(window, c, now)
-    c = c or { window = window, start = 0, prev = 0, curr = 0 }
-    local w = c.window
-    local start = now - now % w
+    local w, start = window, now - now % window
     local prev, curr = 0, 0
-    if start < c.start then
-        prev, curr, start = c.prev, c.curr, c.start
-    elseif start == c.start then
-        prev, curr = c.prev, c.curr
-    elseif start - c.start == w then
-        prev = c.curr
+    if c then
+        w, start = c.window, now - now % c.window
+        if start < c.start then
+            prev, curr, start = c.prev, c.curr, c.start
+        elseif start == c.start then
+            prev, curr = c.prev, c.curr
+        elseif start - c.start == w then
+            prev = c.curr
+        end
     end
     local scaled = prev * (w - math.max(now - start, 0)) + curr * w
     local n = { w = w, prev = prev, curr = curr, start = start, now = now, scaled = scaled }
     if w == window then
-        n.base = { window = window, start = start, prev = prev, curr = curr }
+        n.base_start, n.base_prev, n.base_curr = start, prev, curr
     else
-        n.base = { window = window, start = now - now % window, prev = 0, curr = ceil_div(scaled, w) }
+        n.base_start, n.base_prev, n.base_curr = now - now % window, 0, ceil_div(scaled, w)
     end
     return n
 end
@@ -426,68 +441,69 @@ local function slide_retry(limit, cost, n)
     return n.start + w + e - n.now
 end
 
--- `{ count, remaining, retry_after_ms, reset_ms }` for the call, `counted` when its cost is in.
+-- `count, remaining, retry_after_ms, reset_ms` for the call, `counted` when its cost is in.
 local function slide_fields(limit, cost, n, counted, reset)
     local count = ceil_div(n.scaled + (counted and cost * n.w or 0), n.w)
-    return { count, math.max(limit - count, 0), slide_retry(limit, cost, n), reset }
+    return count, math.max(limit - count, 0), slide_retry(limit, cost, n), reset
 end
 
--- The module's slide `settle`: writes for a call admitted (`admit`) or not, and its fields.
-local function slide_settle(key, limit, cost, c, expires_at, n, admit)
+-- The module's slide `settle`: writes for a call admitted (`admit`) or not, and its fields. The
+-- key's TTL is read only where a denial may heal it.
+local function slide_settle(key, window, limit, cost, c, n, admit)
     if admit then
-        local v = n.base
-        local curr = v.curr + cost
-        local at = v.start + 2 * v.window
-        redis.call('SET', key, string.format('slide:%d:%d:%d:%d', v.window, v.start, v.prev, curr), 'PXAT', at)
+        local at = n.base_start + 2 * window
+        local value = string.format('slide:%d:%d:%d:%d', window, n.base_start, n.base_prev, n.base_curr + cost)
+        redis.call('SET', key, value, 'PXAT', string.format('%d', at))
         return slide_fields(limit, cost, n, true, at - n.now)
     end
-    if c and not expires_at then
-        expires_at = math.max(slide_end(c), n.now + 1)
-        redis.call('PEXPIREAT', key, expires_at)
+    local reset = 0
+    if c then
+        reset = redis.call('PTTL', key)
+        if reset == -1 then
+            local at = math.max(slide_end(c), n.now + 1)
+            redis.call('PEXPIREAT', key, at)
+            reset = at - n.now
+        end
     end
-    return slide_fields(limit, cost, n, false, expires_at and math.max(expires_at - n.now, 0) or 0)
+    return slide_fields(limit, cost, n, false, reset)
 end
 
 local function slide(keys, args)
     local limit, window, cost, opts = limit_args(args, 'ratelimit.slide', SLIDE_OPTIONS, 'COST, MS or PEEK')
-    local c, expires_at = slide_read(keys[1])
+    local c = slide_read(keys[1])
     local now = now_ms()
     slide_check(limit, window, cost, c, now)
     local n = slide_now(window, c, now)
     local fits = slide_fits(limit, cost, n)
-    local fields
+    local count, remaining, retry, reset
     if opts.PEEK then
-        local reset = 0
-        if c then
-            reset = expires_at and math.max(expires_at - now, 0) or -1
-        end
-        fields = slide_fields(limit, cost, n, false, reset)
+        count, remaining, retry, reset = slide_fields(limit, cost, n, false, c and redis.call('PTTL', keys[1]) or 0)
     else
-        fields = slide_settle(keys[1], limit, cost, c, expires_at, n, fits)
+        count, remaining, retry, reset = slide_settle(keys[1], window, limit, cost, c, n, fits)
     end
-    return { fits and 1 or 0, fields[1], fields[2], fields[3], fields[4] }
+    return { fits and 1 or 0, count, remaining, retry, reset }
 end
 
 -- HITALL's SLIDE: every key read and checked before anything is written, all or nothing.
 hitall_slide = function(keys, limits, cost)
-    local read_keys = {}
+    local counts = {}
     for i, key in ipairs(keys) do
-        local c, expires_at = slide_read(key)
-        read_keys[i] = { c = c, expires_at = expires_at }
+        counts[i] = slide_read(key) or false
     end
     local now = now_ms()
     for i, l in ipairs(limits) do
-        slide_check(l.limit, l.window, cost, read_keys[i].c, now)
+        slide_check(l.limit, l.window, cost, counts[i] or nil, now)
     end
     local admit = true
+    local nows = {}
     for i, l in ipairs(limits) do
-        read_keys[i].n = slide_now(l.window, read_keys[i].c, now)
-        admit = admit and slide_fits(l.limit, cost, read_keys[i].n)
+        nows[i] = slide_now(l.window, counts[i] or nil, now)
+        admit = admit and slide_fits(l.limit, cost, nows[i])
     end
     local reply = { admit and 1 or 0 }
     for i, key in ipairs(keys) do
-        local r, l = read_keys[i], limits[i]
-        reply[i + 1] = slide_settle(key, l.limit, cost, r.c, r.expires_at, r.n, admit)
+        local l = limits[i]
+        reply[i + 1] = { slide_settle(key, l.window, l.limit, cost, counts[i] or nil, nows[i], admit) }
     end
     return reply
 end
@@ -547,16 +563,16 @@ local function lease_write(key, id, v, now, set_mine, remove_mine)
     end
     local changes = v.expired > 0 or set_mine ~= nil or remove_mine
     if v.expired > 0 then
-        redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
     end
     if set_mine then
-        redis.call('ZADD', key, set_mine, id)
+        redis.call('ZADD', key, string.format('%d', set_mine), id)
     end
     if remove_mine then
         redis.call('ZREM', key, id)
     end
     if latest and (changes or not v.key_expiry) and v.key_expiry ~= latest then
-        redis.call('PEXPIREAT', key, latest)
+        redis.call('PEXPIREAT', key, string.format('%d', latest))
     end
 end
 
@@ -826,7 +842,7 @@ local function gcra(keys, args)
     if admitted then
         after_us, after_r = next_us, next_r
         local expiry = math.max(ceil_ms(after_us, after_r), now_ms + 1)
-        redis.call('SET', keys[1], text_of(after_us, after_r), 'PXAT', expiry)
+        redis.call('SET', keys[1], text_of(after_us, after_r), 'PXAT', string.format('%d', expiry))
     elseif stored_us and redis.call('PTTL', keys[1]) == -1 then
         redis.call('PEXPIREAT', keys[1], math.max(ceil_ms(stored_us, stored_r), now_ms + 1))
     end
