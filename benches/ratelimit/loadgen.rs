@@ -50,6 +50,16 @@ pub enum Contender {
     /// library (functions/ratelimit.lua).
     Library,
     LibraryGcra,
+    /// The library's other functions, each beside the script a user would write instead:
+    /// `ratelimit_peek` and a GET + PTTL look; `ratelimit_hitall` (two limits) and a script that
+    /// checks every counter, then INCRs and EXPIRE NXes them; `ratelimit_slide` (against the
+    /// two-key window above); `ratelimit_acquire` + `ratelimit_release` (against the semaphore).
+    LibraryPeek,
+    PeekShape,
+    LibraryHitAll,
+    HitAllShape,
+    LibrarySlide,
+    LibraryLeasePair,
     /// A minimal fixed window as a Lua script, in the shape express's rate-limit-redis store uses
     /// (INCRBY, PTTL, PEXPIRE when the key has no expiry): what a user of the library compares it with.
     ExpressShape,
@@ -73,7 +83,7 @@ pub enum Contender {
     IncrGuarded,
 }
 
-pub const ALL: [Contender; 25] = [
+pub const ALL: [Contender; 31] = [
     Contender::Incr,
     Contender::TwoStep,
     Contender::IncrExpireNx,
@@ -90,6 +100,12 @@ pub const ALL: [Contender; 25] = [
     Contender::Peek,
     Contender::Library,
     Contender::ExpressShape,
+    Contender::LibraryPeek,
+    Contender::PeekShape,
+    Contender::LibraryHitAll,
+    Contender::HitAllShape,
+    Contender::LibrarySlide,
+    Contender::LibraryLeasePair,
     Contender::Gcra,
     Contender::LibraryGcra,
     Contender::RedisRateShape,
@@ -121,6 +137,12 @@ impl Contender {
             Contender::Library => "FCALL ratelimit_hit (the library)",
             Contender::LibraryGcra => "FCALL ratelimit_gcra (the library)",
             Contender::ExpressShape => "fixed window (Lua, rate-limit-redis shape)",
+            Contender::LibraryPeek => "FCALL_RO ratelimit_peek (the library)",
+            Contender::PeekShape => "GET + PTTL look (Lua)",
+            Contender::LibraryHitAll => "FCALL ratelimit_hitall, 2 limits (the library)",
+            Contender::HitAllShape => "2 fixed windows, all or nothing (Lua)",
+            Contender::LibrarySlide => "FCALL ratelimit_slide (the library)",
+            Contender::LibraryLeasePair => "FCALL ratelimit_acquire + release (the library, a pair)",
             Contender::RedisRateShape => "GCRA (Lua, redis_rate allowN shape)",
             Contender::Gcra => "RATELIMIT.GCRA",
             Contender::Cell => "CL.THROTTLE (redis-cell 0.2.2)",
@@ -164,6 +186,11 @@ impl Contender {
             Contender::Library => "b:lib:",
             Contender::LibraryGcra => "b:libg:",
             Contender::ExpressShape => "b:express:",
+            Contender::LibraryPeek | Contender::PeekShape => "b:lib:",
+            Contender::LibraryHitAll => "b:liball:",
+            Contender::HitAllShape => "b:allshape:",
+            Contender::LibrarySlide => "b:libslide:",
+            Contender::LibraryLeasePair => "b:liblease:",
             Contender::RedisRateShape => "b:rrate:",
             Contender::Gcra => "b:gcra:",
             Contender::Cell => "b:cell:",
@@ -185,6 +212,8 @@ pub struct Setup {
     pub semaphore_acquire_sha: String,
     pub semaphore_release_sha: String,
     pub express_sha: String,
+    pub peek_sha: String,
+    pub hitall_sha: String,
     pub redis_rate_sha: String,
     pub function: String,
     pub window_s: &'static str,
@@ -229,6 +258,36 @@ fn write_hit(contender: Contender, setup: &Setup, key: &[u8], out: &mut Vec<u8>)
             let sha = setup.redis_rate_sha.as_bytes();
             command(out, &[b"EVALSHA", sha, b"1", key, b"999999999", b"1", b"1", b"1"]);
             1
+        }
+        Contender::LibraryPeek => {
+            command(out, &[b"FCALL_RO", b"ratelimit_peek", b"1", key, setup.hit_limit.as_bytes()]);
+            1
+        }
+        Contender::PeekShape => {
+            command(out, &[b"EVALSHA_RO", setup.peek_sha.as_bytes(), b"1", key, setup.hit_limit.as_bytes()]);
+            1
+        }
+        Contender::LibraryHitAll | Contender::HitAllShape => {
+            let tagged = |suffix: &str| [b"{", key, b"}", suffix.as_bytes()].concat();
+            let (minute, hour) = (tagged(":m"), tagged(":h"));
+            let limit = setup.hit_limit.as_bytes();
+            let rest: [&[u8]; 6] = [&minute, &hour, limit, w, limit, b"3600"];
+            let head: [&[u8]; 3] = match contender {
+                Contender::LibraryHitAll => [b"FCALL", b"ratelimit_hitall", b"2"],
+                _ => [b"EVALSHA", setup.hitall_sha.as_bytes(), b"2"],
+            };
+            command(out, &[&head[..], &rest].concat());
+            1
+        }
+        Contender::LibrarySlide => {
+            command(out, &[b"FCALL", b"ratelimit_slide", b"1", key, setup.hit_limit.as_bytes(), w]);
+            1
+        }
+        Contender::LibraryLeasePair => {
+            let id = next_lease_id();
+            command(out, &[b"FCALL", b"ratelimit_acquire", b"1", key, b"1000000", b"30", b"ID", &id]);
+            command(out, &[b"FCALL", b"ratelimit_release", b"1", key, &id]);
+            2
         }
         Contender::ExpressShape => {
             command(out, &[b"EVALSHA", setup.express_sha.as_bytes(), b"1", key, b"1", b"60000"]);

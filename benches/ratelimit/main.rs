@@ -239,6 +239,25 @@ if ttl < 0 then
 end
 return { count, ttl }";
 
+/// A read-only look at a fixed window (written here): ARGV = limit; would a hit fit, the count, the
+/// ms until the window ends.
+const PEEK_SHAPE: &str = "
+local count = tonumber(redis.call('GET', KEYS[1]) or '0')
+local ttl = redis.call('PTTL', KEYS[1])
+return { count + 1 <= tonumber(ARGV[1]) and 1 or 0, count, ttl }";
+
+/// Several fixed windows on one identity, all or nothing (written here): KEYS = counters, ARGV =
+/// a limit and a window (s) per key; every counter checked, then each INCR + EXPIRE NX.
+const HITALL_SHAPE: &str = "
+for i, key in ipairs(KEYS) do
+  if tonumber(redis.call('GET', key) or '0') + 1 > tonumber(ARGV[2 * i - 1]) then return 0 end
+end
+for i, key in ipairs(KEYS) do
+  redis.call('INCR', key)
+  redis.call('EXPIRE', key, ARGV[2 * i], 'NX')
+end
+return 1";
+
 /// GCRA in the shape of go-redis/redis_rate's allowN (written here): ARGV = burst, rate, period
 /// (s), cost; the TAT kept as float seconds since 2017; replies allowed, remaining, retry after
 /// and reset after (s, as text).
@@ -276,6 +295,8 @@ fn prepare(con: &mut Connection) -> Setup {
         semaphore_acquire_sha: load(con, SEMAPHORE_ACQUIRE),
         semaphore_release_sha: load(con, SEMAPHORE_RELEASE),
         express_sha: load(con, EXPRESS_SHAPE),
+        peek_sha: load(con, PEEK_SHAPE),
+        hitall_sha: load(con, HITALL_SHAPE),
         redis_rate_sha: load(con, REDIS_RATE_SHAPE),
         function: "ratelimit_bench_hit".into(),
         window_s: "60",

@@ -230,6 +230,18 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
             1.25,
             false,
         );
+        for (library, shape, what) in [
+            (Contender::LibraryPeek, Contender::PeekShape, "ratelimit_peek server CPU ≤ 1.25× a GET + PTTL look"),
+            (Contender::LibraryHitAll, Contender::HitAllShape, "ratelimit_hitall server CPU ≤ 1.25× its script"),
+            (Contender::LibrarySlide, Contender::SlideTwoKey, "ratelimit_slide server CPU ≤ 1.25× the two-key window"),
+            (
+                Contender::LibraryLeasePair,
+                Contender::LuaSemaphorePair,
+                "ratelimit_acquire + release server CPU ≤ 1.25× the Lua semaphore",
+            ),
+        ] {
+            target(format!("{on}: the library's {what}"), cpu(library) / cpu(shape), 1.25, false);
+        }
         let flood = ops(Contender::HitFlood);
         target(format!("{on}: HIT denied flood ≥ 0.95× INCR flood"), flood / ops(Contender::IncrFlood), 0.95, true);
         target(format!("{on}: HIT denied flood ≥ 1.6× CL.THROTTLE's"), flood / ops(Contender::CellFlood), 1.6, true);
