@@ -261,59 +261,58 @@ end
 -- Defined with the sliding window below.
 local hitall_slide
 
+local HITALL_OPTIONS = { { name = 'COST', valued = true }, { name = 'MS' }, { name = 'SLIDE' } }
+
 local function hitall(keys, args)
+    local n = #keys
     -- The module's command has arity -5 (numkeys and three more), which Redis checks first.
-    if #keys + #args < 3 then
+    if n + #args < 3 then
         fail("ERR wrong number of arguments for 'ratelimit.hitall' command")
     end
-    if #keys < 1 then
+    if n < 1 then
         fail('ERR numkeys must be an integer >= 1')
     end
-    local seen = {}
-    for _, key in ipairs(keys) do
-        if seen[key] then
-            fail('ERR each key may be given only once')
+    -- Keys are few: comparing them pairwise beats building a set.
+    for i = 2, n do
+        for j = 1, i - 1 do
+            if keys[i] == keys[j] then
+                fail('ERR each key may be given only once')
+            end
         end
-        seen[key] = true
     end
-    local limits = {}
-    for i = 1, #keys do
+    local limits, windows = {}, {}
+    for i = 1, n do
         if not args[2 * i - 1] or not args[2 * i] then
             fail("ERR wrong number of arguments for 'ratelimit.hitall' command")
         end
-        limits[i] = { limit = positive(args[2 * i - 1], 'limit'), window_text = args[2 * i] }
+        limits[i] = positive(args[2 * i - 1], 'limit')
     end
-    local spec = { { name = 'COST', valued = true }, { name = 'MS' }, { name = 'SLIDE' } }
-    local opts = options(args, 2 * #keys + 1, spec, 'COST, MS or SLIDE')
+    local opts = options(args, 2 * n + 1, HITALL_OPTIONS, 'COST, MS or SLIDE')
     local cost = cost_of(opts)
-    for _, l in ipairs(limits) do
-        l.window = window_ms(l.window_text, opts.MS)
+    for i = 1, n do
+        windows[i] = window_ms(args[2 * i], opts.MS)
     end
     if opts.SLIDE then
-        return hitall_slide(keys, limits, cost)
+        return hitall_slide(keys, limits, windows, cost)
     end
     -- Every key is read before anything is written: an error on one changes none.
-    local counters = {}
-    for i, key in ipairs(keys) do
-        local count, ttl = read(key)
-        counters[i] = { count = count, ttl = ttl }
+    local counts, ttls = {}, {}
+    for i = 1, n do
+        counts[i], ttls[i] = read(keys[i])
     end
     if cost == BIG then
         fail(BEYOND)
     end
-    for _, l in ipairs(limits) do
-        if l.limit == BIG or l.window == BIG then
+    local admit = true
+    for i = 1, n do
+        if limits[i] == BIG or windows[i] == BIG then
             fail(BEYOND)
         end
-    end
-    local admit = true
-    for i, l in ipairs(limits) do
-        admit = admit and fits(counters[i].count, cost, l.limit)
+        admit = admit and fits(counts[i], cost, limits[i])
     end
     local reply = { admit and 1 or 0 }
-    for i, key in ipairs(keys) do
-        local c, l = counters[i], limits[i]
-        local _, final, remaining, reset = settle(key, l.limit, l.window, cost, c.count, c.ttl, admit)
+    for i = 1, n do
+        local _, final, remaining, reset = settle(keys[i], limits[i], windows[i], cost, counts[i], ttls[i], admit)
         reply[i + 1] = { final, remaining, reset }
     end
     return reply
@@ -485,25 +484,24 @@ local function slide(keys, args)
 end
 
 -- HITALL's SLIDE: every key read and checked before anything is written, all or nothing.
-hitall_slide = function(keys, limits, cost)
+hitall_slide = function(keys, limits, windows, cost)
     local counts = {}
     for i, key in ipairs(keys) do
         counts[i] = slide_read(key) or false
     end
     local now = now_ms()
-    for i, l in ipairs(limits) do
-        slide_check(l.limit, l.window, cost, counts[i] or nil, now)
+    for i, limit in ipairs(limits) do
+        slide_check(limit, windows[i], cost, counts[i] or nil, now)
     end
     local admit = true
     local nows = {}
-    for i, l in ipairs(limits) do
-        nows[i] = slide_now(l.window, counts[i] or nil, now)
-        admit = admit and slide_fits(l.limit, cost, nows[i])
+    for i, limit in ipairs(limits) do
+        nows[i] = slide_now(windows[i], counts[i] or nil, now)
+        admit = admit and slide_fits(limit, cost, nows[i])
     end
     local reply = { admit and 1 or 0 }
     for i, key in ipairs(keys) do
-        local l = limits[i]
-        reply[i + 1] = { slide_settle(key, l.window, l.limit, cost, counts[i] or nil, nows[i], admit) }
+        reply[i + 1] = { slide_settle(key, windows[i], limits[i], cost, counts[i] or nil, nows[i], admit) }
     end
     return reply
 end
