@@ -522,64 +522,98 @@ local function score_ms(text)
     return math.ceil(tonumber(text))
 end
 
--- The set at `key` as it stands at `now`, for lease `id` (View).
+-- The set at `key` as it stands at `now`, for lease `id`: the id's score and the set's size at
+-- once; the rest (the module's `Leases`) read by the functions below only when a decision needs it.
 local function lease_view(key, id, now)
     local mine = redis.pcall('ZSCORE', key, id)
     if type(mine) == 'table' and mine.err then
         fail(WRONGTYPE)
     end
-    local v = { live = 0, expired = 0, mine = mine and score_ms(mine) or nil }
-    local total = redis.call('ZCARD', key)
-    if total == 0 then
-        return v
+    return { key = key, id = id, now = now, mine = mine and score_ms(mine) or nil, total = redis.call('ZCARD', key) }
+end
+
+local function mine_live(v)
+    return v.mine ~= nil and v.mine > v.now
+end
+
+-- Leases whose expiry has passed.
+local function lease_expired(v)
+    if v.expired == nil then
+        if v.total == 0 then
+            v.expired = 0
+        elseif v.total == 1 and v.mine then
+            -- The id's own lease alone: its score says it all.
+            v.expired = v.mine <= v.now and 1 or 0
+        else
+            v.expired = redis.call('ZCOUNT', v.key, '-inf', string.format('%d', v.now))
+        end
     end
-    v.expired = redis.call('ZCOUNT', key, '-inf', now)
-    v.live = total - v.expired
-    local first = redis.call('ZRANGEBYSCORE', key, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-    v.earliest = first[2] and score_ms(first[2]) or nil
-    local last = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(' .. now, 'WITHSCORES', 'LIMIT', 0, 2)
-    if last[1] == id then
-        v.latest_other = last[4] and score_ms(last[4]) or nil
-    else
-        v.latest_other = last[2] and score_ms(last[2]) or nil
-    end
-    local expires_at = redis.call('PEXPIRETIME', key)
-    v.key_expiry = expires_at >= 0 and expires_at or nil
-    return v
+    return v.expired
+end
+
+local function lease_live(v)
+    return v.total - lease_expired(v)
+end
+
+-- The earliest live expiry.
+local function lease_earliest(v)
+    local first = redis.call('ZRANGEBYSCORE', v.key, '(' .. string.format('%d', v.now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    return first[2] and score_ms(first[2]) or nil
+end
+
+-- The latest live expiry among the other leases.
+local function lease_latest_other(v)
+    local last = redis.call('ZREVRANGEBYSCORE', v.key, '+inf', '(' .. string.format('%d', v.now), 'WITHSCORES', 'LIMIT', 0, 2)
+    local score = last[1] == v.id and last[4] or last[2]
+    return score and score_ms(score) or nil
+end
+
+-- The key's own expiry, nil without TTL (or without key).
+local function lease_key_expiry(v)
+    local at = v.total > 0 and redis.call('PEXPIRETIME', v.key) or -1
+    return at >= 0 and at or nil
 end
 
 -- The module's `writes`: prune, the id's change, and the key's expiry at its latest lease where
--- that moved or where the key had none; made here, in that order.
-local function lease_write(key, id, v, now, set_mine, remove_mine)
-    local mine_after = set_mine
-    if not set_mine and not remove_mine and v.mine and v.mine > now then
-        mine_after = v.mine
+-- that moved or where the key had none (the heal); made here, in that order.
+local function lease_write(v, set_mine, remove_mine)
+    local prune = lease_expired(v) > 0
+    if not (prune or set_mine or remove_mine) and lease_key_expiry(v) then
+        return
     end
-    local latest = v.latest_other
-    if mine_after and (not latest or mine_after > latest) then
-        latest = mine_after
+    local live = mine_live(v)
+    local latest = set_mine or (not remove_mine and live and v.mine) or nil
+    if lease_live(v) - (live and 1 or 0) > 0 then
+        local other = lease_latest_other(v)
+        if other and (not latest or other > latest) then
+            latest = other
+        end
     end
-    local changes = v.expired > 0 or set_mine ~= nil or remove_mine
-    if v.expired > 0 then
-        redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
+    -- Read before anything is written: the last ZREM takes the key with it.
+    local set_expiry = latest and lease_key_expiry(v) ~= latest
+    if prune then
+        redis.call('ZREMRANGEBYSCORE', v.key, '-inf', string.format('%d', v.now))
     end
     if set_mine then
-        redis.call('ZADD', key, string.format('%d', set_mine), id)
+        redis.call('ZADD', v.key, string.format('%d', set_mine), v.id)
     end
     if remove_mine then
-        redis.call('ZREM', key, id)
+        redis.call('ZREM', v.key, v.id)
     end
-    if latest and (changes or not v.key_expiry) and v.key_expiry ~= latest then
-        redis.call('PEXPIREAT', key, string.format('%d', latest))
+    if set_expiry then
+        redis.call('PEXPIREAT', v.key, string.format('%d', latest))
     end
 end
+
+local ACQUIRE_OPTIONS = { { name = 'MS' }, { name = 'ID', valued = true } }
+local RENEW_OPTIONS = { { name = 'MS' } }
 
 local function acquire(keys, args)
     if #args < 2 then
         fail("ERR wrong number of arguments for 'ratelimit.acquire' command")
     end
     local limit = positive(args[1], 'limit')
-    local opts = options(args, 3, { { name = 'MS' }, { name = 'ID', valued = true } }, 'MS or ID')
+    local opts = options(args, 3, ACQUIRE_OPTIONS, 'MS or ID')
     local lease = duration_ms(args[2], opts.MS, 'lease')
     local id = opts.ID and lease_id(opts.ID)
     if not id then
@@ -590,17 +624,21 @@ local function acquire(keys, args)
     if limit == BIG or lease == BIG or now + lease > EXACT then
         fail(BEYOND)
     end
-    local at = now + lease
-    local acquired, in_use = true, v.live
-    if not (v.mine and v.mine > now) then
-        if v.live < limit then
-            in_use = v.live + 1
+    local live = lease_live(v)
+    local acquired, in_use = true, live
+    if not mine_live(v) then
+        if live < limit then
+            in_use = live + 1
         else
             acquired = false
         end
     end
-    lease_write(keys[1], id, v, now, acquired and at or nil, false)
-    local ms = acquired and lease or (v.earliest and v.earliest - now or 0)
+    local ms = lease
+    if not acquired then
+        local earliest = lease_earliest(v)
+        ms = earliest and earliest - now or 0
+    end
+    lease_write(v, acquired and now + lease or nil, false)
     return { acquired and 1 or 0, in_use, math.max(limit - in_use, 0), ms, acquired and id or false }
 end
 
@@ -608,11 +646,9 @@ local function release(keys, args)
     if #args ~= 1 then
         fail("ERR wrong number of arguments for 'ratelimit.release' command")
     end
-    local id = lease_id(args[1])
-    local now = now_ms()
-    local v = lease_view(keys[1], id, now)
-    local live = v.mine ~= nil and v.mine > now
-    lease_write(keys[1], id, v, now, nil, live)
+    local v = lease_view(keys[1], lease_id(args[1]), now_ms())
+    local live = mine_live(v)
+    lease_write(v, nil, live)
     return live and 1 or 0
 end
 
@@ -621,18 +657,18 @@ local function renew(keys, args)
         fail("ERR wrong number of arguments for 'ratelimit.renew' command")
     end
     local id = lease_id(args[1])
-    local opts = options(args, 3, { { name = 'MS' } }, 'MS')
+    local opts = options(args, 3, RENEW_OPTIONS, 'MS')
     local lease = duration_ms(args[2], opts.MS, 'lease')
     local now = now_ms()
     local v = lease_view(keys[1], id, now)
     if lease == BIG or now + lease > EXACT then
         fail(BEYOND)
     end
-    if not (v.mine and v.mine > now) then
-        lease_write(keys[1], id, v, now, nil, false)
+    if not mine_live(v) then
+        lease_write(v, nil, false)
         return -1
     end
-    lease_write(keys[1], id, v, now, now + lease, false)
+    lease_write(v, now + lease, false)
     return lease
 end
 
