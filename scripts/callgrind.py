@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Instructions a call costs the server, counted by callgrind (repeatable where timings are not).
+
+Starts a redis-server (or valkey-server) under `valgrind --tool=callgrind` on a free loopback port,
+optionally with the module and the Functions library loaded, pipes CALLS iterations of the given
+commands into it with `redis-cli --pipe`, and prints the instructions per iteration above a run of
+as many PINGs (what parsing and answering any command costs). The per-function profile of the last
+run is left in callgrind.out for callgrind_annotate.
+
+  scripts/callgrind.py --module target/release/libredis_ratelimit.so -- RATELIMIT.HIT {key} 100 60
+  scripts/callgrind.py --library -- FCALL ratelimit_hit 1 {key} 100 60
+  scripts/callgrind.py --script bench.lua -- EVALSHA {sha} 1 {key} 1 60000
+  scripts/callgrind.py --module target/release/libredis_ratelimit.so -- \\
+      RATELIMIT.ACQUIRE {key} 10 30 ID {i} \\; RATELIMIT.RELEASE {key} {i}
+
+In the commands, {key} is one of --keys keys (round robin), {i} the iteration's number and {sha}
+the --script's SHA1; `;` separates the commands of one iteration.
+"""
+
+import argparse
+import hashlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def resp(words):
+    out = [f"*{len(words)}\r\n".encode()]
+    for word in words:
+        data = word.encode() if isinstance(word, str) else word
+        out.append(f"${len(data)}\r\n".encode() + data + b"\r\n")
+    return b"".join(out)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cli(port, *args, stdin=None):
+    return subprocess.run(["redis-cli", "-p", str(port), *args], input=stdin, capture_output=True, check=True)
+
+
+def instructions(server, module, setup, commands):
+    """Total instructions of one server run fed `setup` (untimed but counted alike) and `commands`."""
+    port = free_port()
+    work = tempfile.mkdtemp(prefix="callgrind-")
+    out = os.path.join(work, "callgrind.out")
+    argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", server,
+            "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", work]
+    if module:
+        argv += ["--loadmodule", module]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            if subprocess.run(["redis-cli", "-p", str(port), "PING"], capture_output=True).stdout.strip() == b"PONG":
+                break
+            time.sleep(0.1)
+        else:
+            sys.exit("the server under valgrind did not answer")
+        if setup:
+            cli(port, "--pipe", stdin=setup)
+        cli(port, "--pipe", stdin=commands)
+        # The server exits on SHUTDOWN before it answers: no reply to check.
+        subprocess.run(["redis-cli", "-p", str(port), "SHUTDOWN", "NOSAVE"], capture_output=True)
+        proc.wait(timeout=120)
+        with open(out) as f:
+            total = next(int(line.split()[1]) for line in f if line.startswith(("summary:", "totals:")))
+        shutil.copy(out, "callgrind.out")
+        return total
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--server", default="redis-server")
+    parser.add_argument("--module", help="a module to load (the built .so)")
+    parser.add_argument("--library", action="store_true", help="load functions/ratelimit.lua first")
+    parser.add_argument("--script", help="a Lua file to SCRIPT LOAD first ({sha} in the commands)")
+    parser.add_argument("--calls", type=int, default=20_000)
+    parser.add_argument("--keys", type=int, default=1_000)
+    parser.add_argument("command", nargs="+")
+    args = parser.parse_args()
+
+    setup = b""
+    if args.library:
+        with open(os.path.join(ROOT, "functions", "ratelimit.lua"), "rb") as f:
+            setup += resp(["FUNCTION", "LOAD", "REPLACE", f.read()])
+    sha = ""
+    if args.script:
+        with open(args.script, "rb") as f:
+            body = f.read()
+        sha = hashlib.sha1(body).hexdigest()
+        setup += resp(["SCRIPT", "LOAD", body])
+    groups = [[]]
+    for word in args.command:
+        if word == ";":
+            groups.append([])
+        else:
+            groups[-1].append(word)
+    groups = [g for g in groups if g]
+    calls, pings = [], []
+    for i in range(args.calls):
+        fill = {"key": f"cg:{i % args.keys}", "i": str(i), "sha": sha}
+        for group in groups:
+            calls.append(resp([w.format(**fill) for w in group]))
+            pings.append(resp(["PING"]))
+    base = instructions(args.server, args.module, setup, b"".join(pings))
+    total = instructions(args.server, args.module, setup, b"".join(calls))
+    print(f"{(total - base) / args.calls:,.0f} instructions an iteration above as many PINGs "
+          f"({args.calls:,} iterations of {len(groups)} command(s) on {args.keys:,} keys; "
+          f"profile in callgrind.out)")
+
+
+if __name__ == "__main__":
+    main()
