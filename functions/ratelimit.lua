@@ -174,8 +174,9 @@ local function get(key)
     return value
 end
 
--- The counter at `key`: count (0 if missing) and PTTL (-1 without TTL; nil if missing). Relative times are enough: a write sets `window` from now (PX, PEXPIRE), and Redis
--- (7.0 on) gives replicas and the AOF the absolute time.
+-- The counter at `key`: count (0 if missing) and PTTL (-1 without TTL; nil if missing). Relative
+-- times are enough: a write sets `window` from now (PX, PEXPIRE), and Redis (7.0 on) gives
+-- replicas and the AOF the absolute time.
 local function read(key)
     local value = redis.pcall('GET', key)
     if not value then
@@ -204,11 +205,11 @@ local function settle(key, limit, window, cost, count, ttl, admit)
     local final = admitted and count + cost or count
     local heal = ttl == -1 or (ttl == nil and admitted)
     if admitted and heal then
-        redis.call('SET', key, string.format('%d', final), 'PX', window)
+        redis.call('SET', key, string.format('%d', final), 'PX', string.format('%d', window))
     elseif admitted then
         redis.call('INCRBY', key, cost == 1 and '1' or string.format('%d', cost))
     elseif heal then
-        redis.call('PEXPIRE', key, window)
+        redis.call('PEXPIRE', key, string.format('%d', window))
     end
     local reset = heal and window or ttl or 0
     return admitted, final, math.max(limit - final, 0), reset
