@@ -6,13 +6,13 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
+use crate::commands::{count, ACQUIRES};
 use crate::core::args::{parse_acquire, ArgError};
 use crate::core::lease::{acquire as decide, made_id};
 use crate::redis::call::{Call, Error};
 use crate::redis::clock;
 use crate::redis::key::KeyError;
 use crate::redis::lease_set::LeaseSet;
-use crate::redis::stats;
 
 /// A new id for a call that gave none: unique across calls, and across servers (see `made_id`).
 fn new_id() -> String {
@@ -39,8 +39,7 @@ pub fn acquire(call: &Call) -> Result<(), Error> {
         return Err(KeyError::OutOfMemory.into());
     }
     set.apply(&a.writes, now.ms)?;
-    stats::ACQUIRES.add(1);
-    if a.acquired { &stats::ACQUIRED } else { &stats::ACQUIRE_DENIED }.add(1);
+    count(ACQUIRES, a.acquired);
     call.reply_array(5);
     for n in [i64::from(a.acquired), a.in_use, a.remaining, a.ms] {
         call.reply_integer(n);

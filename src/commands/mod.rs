@@ -35,12 +35,18 @@ impl From<ArgError> for Error {
 type Counted = [&'static stats::Stat; 3];
 const HITS: Counted = [&stats::HITS, &stats::ADMITTED, &stats::DENIED];
 const SLIDES: Counted = [&stats::SLIDE_CALLS, &stats::SLIDE_ADMITTED, &stats::SLIDE_DENIED];
+const ACQUIRES: Counted = [&stats::ACQUIRES, &stats::ACQUIRED, &stats::ACQUIRE_DENIED];
+
+/// One call, admitted or not.
+fn count([calls, admitted, denied]: Counted, allowed: bool) {
+    calls.add(1);
+    if allowed { admitted } else { denied }.add(1);
+}
 
 /// INFO counters for one call on `keys` (as they were before it): one without TTL always gets
 /// one, admitted or not.
-fn record<V>([calls, admitted, denied]: Counted, allowed: bool, keys: &[Stored<V>]) {
-    calls.add(1);
-    if allowed { admitted } else { denied }.add(1);
+fn record<V>(counted: Counted, allowed: bool, keys: &[Stored<V>]) {
+    count(counted, allowed);
     let healed = keys.iter().filter(|c| matches!(c, Stored::Present { expires_at: None, .. })).count();
     stats::HEALED.add(healed as u64);
 }
@@ -48,6 +54,9 @@ fn record<V>([calls, admitted, denied]: Counted, allowed: bool, keys: &[Stored<V
 const COST: Arg =
     Arg { summary: Some(c"how many hits this call counts for (default 1)"), ..option(c"cost", INTEGER, c"COST") };
 const MS: Arg = Arg { summary: Some(c"the window is in milliseconds"), ..option(c"ms", PURE_TOKEN, c"MS") };
+const LEASE_MS: Arg = Arg { summary: Some(c"the lease is in milliseconds"), ..option(c"ms", PURE_TOKEN, c"MS") };
+const LEASE_ID: Arg = Arg { summary: Some(c"the lease's id"), ..arg(c"id", STRING) };
+const LEASES_COMPLEXITY: &std::ffi::CStr = c"O(log N + M) where N is the leases held and M the expired ones pruned";
 const NAMES: Arg =
     Arg { summary: Some(c"how many key names to list (default 100)"), ..option(c"count", INTEGER, c"LIMIT") };
 
@@ -134,12 +143,12 @@ pub const COMMANDS: &[Command] = &[
         entry: entry_point!(acquire::acquire),
         opt_in: None,
         summary: c"Takes one of at most limit permits in flight for lease seconds; a live lease of the same ID is renewed and counted once. Replies [acquired, in_use, remaining, ms, id].",
-        complexity: c"O(log N + M) where N is the leases held and M the expired ones pruned",
+        complexity: LEASES_COMPLEXITY,
         args: &[
             Arg { summary: Some(c"the lease set: lease ids scored by their expiry"), ..arg(c"key", KEY) },
             Arg { summary: Some(c"permits in flight at most"), ..arg(c"limit", INTEGER) },
             Arg { summary: Some(c"the lease's length in seconds (milliseconds with MS)"), ..arg(c"lease", INTEGER) },
-            Arg { summary: Some(c"the lease is in milliseconds"), ..option(c"ms", PURE_TOKEN, c"MS") },
+            LEASE_MS,
             Arg { summary: Some(c"the lease's id (default: one the module makes)"), ..option(c"id", STRING, c"ID") },
         ],
     },
@@ -151,8 +160,8 @@ pub const COMMANDS: &[Command] = &[
         entry: entry_point!(release::release),
         opt_in: None,
         summary: c"Gives a permit back. Replies 1 if the lease was live, 0 if not (it had expired, or never existed).",
-        complexity: c"O(log N + M) where N is the leases held and M the expired ones pruned",
-        args: &[arg(c"key", KEY), Arg { summary: Some(c"the lease's id"), ..arg(c"id", STRING) }],
+        complexity: LEASES_COMPLEXITY,
+        args: &[arg(c"key", KEY), LEASE_ID],
     },
     Command {
         name: c"ratelimit.renew",
@@ -162,12 +171,12 @@ pub const COMMANDS: &[Command] = &[
         entry: entry_point!(renew::renew),
         opt_in: None,
         summary: c"Extends a live lease to lease seconds from now. Replies the ms until it expires, or -1 if it is no longer live.",
-        complexity: c"O(log N + M) where N is the leases held and M the expired ones pruned",
+        complexity: LEASES_COMPLEXITY,
         args: &[
             arg(c"key", KEY),
-            Arg { summary: Some(c"the lease's id"), ..arg(c"id", STRING) },
+            LEASE_ID,
             Arg { summary: Some(c"the lease's new length in seconds (milliseconds with MS)"), ..arg(c"lease", INTEGER) },
-            Arg { summary: Some(c"the lease is in milliseconds"), ..option(c"ms", PURE_TOKEN, c"MS") },
+            LEASE_MS,
         ],
     },
     Command {
