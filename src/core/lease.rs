@@ -40,6 +40,8 @@ pub struct Writes {
     /// The key's new expiry: its latest lease's, where it changes. None when the set ends empty
     /// (the key goes with its last member).
     pub expire_at: Option<i64>,
+    /// The set existed without TTL, and `expire_at` gives it one (for INFO's heals).
+    pub heals: bool,
 }
 
 impl Writes {
@@ -53,7 +55,7 @@ impl Writes {
 /// none (the heal, even for a call that changes nothing else).
 fn writes(r: &mut impl Leases, now_ms: i64, set_mine: Option<i64>, remove_mine: bool) -> Writes {
     let prune = r.expired() > 0;
-    let mut w = Writes { prune, set_mine, remove_mine, expire_at: None };
+    let mut w = Writes { prune, set_mine, remove_mine, ..Writes::default() };
     if !(prune || set_mine.is_some() || remove_mine) && r.key_expiry().is_some() {
         return w;
     }
@@ -66,6 +68,7 @@ fn writes(r: &mut impl Leases, now_ms: i64, set_mine: Option<i64>, remove_mine: 
     let others_live = r.live() - i64::from(mine_live);
     let latest = if others_live > 0 { r.latest_other().max(mine_after) } else { mine_after };
     w.expire_at = latest.filter(|&at| r.key_expiry() != Some(at));
+    w.heals = w.expire_at.is_some() && r.key_expiry().is_none() && r.live() + r.expired() > 0;
     w
 }
 
@@ -209,7 +212,7 @@ mod tests {
         let mut leaked = View { key_expiry: None, ..full };
         assert_eq!(
             acquire(2, 5_000, &mut leaked, NOW).writes,
-            Writes { expire_at: Some(NOW + 9_000), ..Writes::default() }
+            Writes { expire_at: Some(NOW + 9_000), heals: true, ..Writes::default() }
         );
     }
 
@@ -321,6 +324,7 @@ mod properties {
                 _ => renew(lease, &mut v, NOW).1,
             };
             let (after, expiry) = apply(&leases, mine, v.key_expiry, &w);
+            prop_assert_eq!(w.heals, w.expire_at.is_some() && v.key_expiry.is_none() && !leases.is_empty());
             if w.any() {
                 // Pruned, and the key's expiry is its latest lease's (or it is gone).
                 prop_assert!(after.iter().all(|&at| at > NOW));

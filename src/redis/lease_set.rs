@@ -154,7 +154,7 @@ impl<'a> LeaseSet<'a> {
         if !w.any() {
             return Ok(());
         }
-        if w.expire_at.is_some() && !self.is_missing() && self.key.expiry().is_none() {
+        if w.heals {
             stats::HEALED.add(1);
         }
         let (key, ctx, name) = self.key.parts();
