@@ -165,13 +165,17 @@ local function now_ms()
     return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- The string at `key`, nil if missing; WRONGTYPE for any other kind of key.
-local function get(key)
-    local value = redis.pcall('GET', key)
+-- A GET's reply (by redis.pcall) as the string, nil if missing; WRONGTYPE for any other kind of key.
+local function string_of(value)
     if type(value) == 'table' and value.err then
         fail(WRONGTYPE)
     end
     return value
+end
+
+-- The string at `key`, nil if missing; WRONGTYPE for any other kind of key.
+local function get(key)
+    return string_of(redis.pcall('GET', key))
 end
 
 -- The counter at `key`: count (0 if missing) and PTTL (-1 without TTL; nil if missing). Relative
@@ -187,7 +191,7 @@ local function read(key)
     if type(value) == 'string' and #value < 16 and string.find(value, '^%-?[1-9]%d*$') then
         count = tonumber(value)
     else
-        count = must(integer(get(key)), NOT_INTEGER)
+        count = must(integer(string_of(value)), NOT_INTEGER)
         if count == BIG or count == -math.huge then
             fail(BEYOND)
         end
@@ -486,23 +490,23 @@ end
 
 -- HITALL's SLIDE: every key read and checked before anything is written, all or nothing.
 hitall_slide = function(keys, limits, windows, cost)
-    local counts = {}
-    for i, key in ipairs(keys) do
-        counts[i] = slide_read(key) or false
+    -- Indexed, not iterated: a missing key's counts are a nil in the middle.
+    local n, counts, nows = #keys, {}, {}
+    for i = 1, n do
+        counts[i] = slide_read(keys[i])
     end
     local now = now_ms()
-    for i, limit in ipairs(limits) do
-        slide_check(limit, windows[i], cost, counts[i] or nil, now)
+    for i = 1, n do
+        slide_check(limits[i], windows[i], cost, counts[i], now)
     end
     local admit = true
-    local nows = {}
-    for i, limit in ipairs(limits) do
-        nows[i] = slide_now(windows[i], counts[i] or nil, now)
-        admit = admit and slide_fits(limit, cost, nows[i])
+    for i = 1, n do
+        nows[i] = slide_now(windows[i], counts[i], now)
+        admit = admit and slide_fits(limits[i], cost, nows[i])
     end
     local reply = { admit and 1 or 0 }
-    for i, key in ipairs(keys) do
-        reply[i + 1] = { slide_settle(key, windows[i], limits[i], cost, counts[i] or nil, nows[i], admit) }
+    for i = 1, n do
+        reply[i + 1] = { slide_settle(keys[i], windows[i], limits[i], cost, counts[i], nows[i], admit) }
     end
     return reply
 end
