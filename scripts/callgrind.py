@@ -8,6 +8,8 @@ as many PINGs (what parsing and answering any command costs). The per-function p
 run is left in callgrind.out for callgrind_annotate.
 
   scripts/callgrind.py --module target/release/libredis_ratelimit.so -- RATELIMIT.HIT {key} 100 60
+  scripts/callgrind.py --module target/release/libredis_ratelimit.so --config ratelimit.top-keys 0 -- \\
+      RATELIMIT.HIT {key} 100 60
   scripts/callgrind.py --library -- FCALL ratelimit_hit 1 {key} 100 60
   scripts/callgrind.py --script bench.lua -- EVALSHA {sha} 1 {key} 1 60000
   scripts/callgrind.py --module target/release/libredis_ratelimit.so -- \\
@@ -48,7 +50,7 @@ def cli(port, *args, stdin=None):
     return subprocess.run(["redis-cli", "-p", str(port), *args], input=stdin, capture_output=True, check=True)
 
 
-def instructions(server, module, setup, commands):
+def instructions(server, module, setup, commands, configs=()):
     """Total instructions of one server run fed `setup` (untimed but counted alike) and `commands`."""
     port = free_port()
     work = tempfile.mkdtemp(prefix="callgrind-")
@@ -57,6 +59,8 @@ def instructions(server, module, setup, commands):
             "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", work]
     if module:
         argv += ["--loadmodule", module]
+    for name, value in configs:
+        argv += [f"--{name}", value]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(300):
@@ -89,6 +93,8 @@ def main():
     parser.add_argument("--script", help="a Lua file to SCRIPT LOAD first ({sha} in the commands)")
     parser.add_argument("--calls", type=int, default=20_000)
     parser.add_argument("--keys", type=int, default=1_000)
+    parser.add_argument("--config", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                        help="a server or module config, e.g. --config ratelimit.top-keys 0")
     parser.add_argument("command", nargs="+")
     args = parser.parse_args()
 
@@ -115,8 +121,8 @@ def main():
         for group in groups:
             calls.append(resp([w.format(**fill) for w in group]))
             pings.append(resp(["PING"]))
-    base = instructions(args.server, args.module, setup, b"".join(pings))
-    total = instructions(args.server, args.module, setup, b"".join(calls))
+    base = instructions(args.server, args.module, setup, b"".join(pings), args.config)
+    total = instructions(args.server, args.module, setup, b"".join(calls), args.config)
     print(f"{(total - base) / args.calls:,.0f} instructions an iteration above as many PINGs "
           f"({args.calls:,} iterations of {len(groups)} command(s) on {args.keys:,} keys; "
           f"profile in callgrind.out)")

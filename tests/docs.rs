@@ -10,14 +10,19 @@ use std::path::Path;
 use common::{Config, Server};
 use redis::Value;
 
-const COMMANDS: [&str; 7] = [
+const COMMANDS: [&str; 12] = [
     "ratelimit.hit",
     "ratelimit.hitall",
     "ratelimit.peek",
+    "ratelimit.slide",
+    "ratelimit.acquire",
+    "ratelimit.release",
+    "ratelimit.renew",
     "ratelimit.gcra",
     "cl.throttle",
     "ratelimit.audit",
     "ratelimit.repair",
+    "ratelimit.top",
 ];
 
 fn root() -> &'static Path {

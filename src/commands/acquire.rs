@@ -6,13 +6,13 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use crate::commands::{count, ACQUIRES};
+use crate::commands::{count, track, ACQUIRES};
 use crate::core::args::{parse_acquire, ArgError};
 use crate::core::lease::{acquire as decide, made_id};
 use crate::redis::call::{Call, Error};
-use crate::redis::clock;
 use crate::redis::key::KeyError;
 use crate::redis::lease_set::LeaseSet;
+use crate::redis::{clock, stats};
 
 /// A new id for a call that gave none: unique across calls, and across servers (see `made_id`).
 fn new_id() -> String {
@@ -40,6 +40,7 @@ pub fn acquire(call: &Call) -> Result<(), Error> {
     }
     set.apply(&a.writes, now.ms)?;
     count(ACQUIRES, a.acquired);
+    track(&stats::ACQUIRE_DECISIONS, a.acquired, now.ms, call.arg(1).map(|key| (key, 1)));
     call.reply_array(5);
     for n in [i64::from(a.acquired), a.in_use, a.remaining, a.ms] {
         call.reply_integer(n);

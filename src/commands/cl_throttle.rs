@@ -5,12 +5,13 @@
 use crate::commands::gcra::take;
 use crate::core::args::parse_cl_throttle;
 use crate::redis::call::{Call, Error};
+use crate::redis::stats;
 
 const NS_PER_S: i64 = 1_000_000_000;
 
 pub fn cl_throttle(call: &Call) -> Result<(), Error> {
     let rate = parse_cl_throttle(call.args())?;
-    let o = take(call, &rate, "cl.throttle")?;
+    let o = take(call, &rate, "cl.throttle", &stats::CL_THROTTLE_DECISIONS)?;
     let retry_after_s = o.retry_after_ns.map_or(-1, |ns| ns / NS_PER_S);
     call.reply_integers(&[i64::from(o.limited), rate.capacity, o.remaining, retry_after_s, o.full_after_ns / NS_PER_S]);
     Ok(())

@@ -2,15 +2,16 @@
 //! [SLIDE]`: one hit against several fixed-window (or, with SLIDE, sliding-window) limits, all or
 //! nothing.
 
-use crate::commands::{record, Counted, HITS, SLIDES};
+use crate::commands::{record, track, Counted, HITS, SLIDES};
 use crate::core::args::parse_hitall;
 use crate::core::decimal::parse_i64;
 use crate::core::stored::{Change, Stored, Value};
 use crate::core::window::Limit;
 use crate::core::{slide, window};
 use crate::redis::call::{Call, Error};
-use crate::redis::clock;
+use crate::redis::clock::{self, Now};
 use crate::redis::key::{refuse_new_over_maxmemory, StoredKey, Written};
+use crate::redis::stats;
 
 pub fn hitall(call: &Call) -> Result<(), Error> {
     // Redis 7.0's cluster routing asks for the keys this way (it ignores the key specs that
@@ -20,15 +21,32 @@ pub fn hitall(call: &Call) -> Result<(), Error> {
         return Ok(());
     }
     let args = parse_hitall(call.args())?;
+    let now = clock::command_now();
     if args.slide {
-        let (allowed, outcomes) = hit_all(call, &args.limits, (SLIDES, Written::Set), slide::decide_all, |o| o.change)?;
+        let (allowed, outcomes) =
+            hit_all(call, &args.limits, now, (SLIDES, Written::Set), slide::decide_all, |o| o.change)?;
+        track_all(call, &args.limits, allowed, now, outcomes.iter().map(|o| o.remaining));
         reply(call, allowed, outcomes.iter().map(|o| [o.count, o.remaining, o.retry_after_ms, o.reset_ms]));
     } else {
         let (allowed, outcomes) =
-            hit_all(call, &args.limits, (HITS, Written::Incrby), window::decide_all, |o| o.change)?;
+            hit_all(call, &args.limits, now, (HITS, Written::Incrby), window::decide_all, |o| o.change)?;
+        track_all(call, &args.limits, allowed, now, outcomes.iter().map(|o| o.remaining));
         reply(call, allowed, outcomes.iter().map(|o| [o.count, o.remaining, o.reset_ms]));
     }
     Ok(())
+}
+
+/// RATELIMIT.TOP's share: an admitted call counts against every key, a denied one against the keys
+/// whose own limit refused it (those with less than the cost `remaining`).
+fn track_all(call: &Call, limits: &[Limit], allowed: bool, now: Now, remaining: impl Iterator<Item = i64>) {
+    let refused = limits.iter().zip(remaining).map(|(l, left)| allowed || l.cost > left);
+    let keys = limits.iter().zip(refused).enumerate().filter(|(_, (_, counts))| *counts);
+    track(
+        &stats::HITALL_DECISIONS,
+        allowed,
+        now.ms,
+        keys.filter_map(|(i, (l, _))| call.arg(2 + i).map(|key| (key, l.cost))),
+    );
 }
 
 /// An algorithm's all-or-nothing decision: `(allowed, outcome per key)`.
@@ -39,11 +57,11 @@ type DecideAll<V, O> = fn(&[(Limit, Stored<V>)], i64) -> (bool, Vec<O>);
 fn hit_all<V: Value, O>(
     call: &Call,
     limits: &[Limit],
+    now: Now,
     (counted, written): (Counted, Written),
     decide_all: DecideAll<V, O>,
     change: fn(&O) -> Option<Change<V>>,
 ) -> Result<(bool, Vec<O>), Error> {
-    let now = clock::command_now();
     // Every key is read before anything is written, so an error on any of them changes none.
     let names = (2..2 + limits.len()).filter_map(|i| call.key(i));
     let mut keys = names.map(|name| StoredKey::open(call, name)).collect::<Result<Vec<_>, _>>()?;

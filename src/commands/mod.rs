@@ -16,14 +16,16 @@ mod renew;
 mod repair;
 mod slide;
 mod sweep;
+mod top;
 
 use crate::core::args::ArgError;
 use crate::core::stored::Stored;
+use crate::core::top::View;
 use crate::redis::call::{entry_point, Error};
 use crate::redis::command::{
-    arg, option, Arg, Command, Keys, BLOCK, DOUBLE, INTEGER, KEY, PURE_TOKEN, READS, STRING, WRITES,
+    arg, option, Arg, Command, Keys, BLOCK, DOUBLE, INTEGER, KEY, ONEOF, PURE_TOKEN, READS, STRING, WRITES,
 };
-use crate::redis::stats;
+use crate::redis::{stats, tracking};
 
 impl From<ArgError> for Error {
     fn from(e: ArgError) -> Error {
@@ -49,6 +51,24 @@ fn record<V>(counted: Counted, allowed: bool, keys: &[Stored<V>]) {
     count(counted, allowed);
     let healed = keys.iter().filter(|c| matches!(c, Stored::Present { expires_at: None, .. })).count();
     stats::HEALED.add(healed as u64);
+}
+
+/// One decision of a limiter command at `now_ms`, for INFO's per-command line and RATELIMIT.TOP:
+/// an admitted call counts its cost against each of `keys`, a denied one counts once against each
+/// (the callers pass the keys that refused).
+fn track<'a>(
+    decisions: &stats::Decisions,
+    allowed: bool,
+    now_ms: i64,
+    keys: impl IntoIterator<Item = (&'a [u8], i64)>,
+) {
+    decisions.add(allowed);
+    let view = if allowed { View::Admitted } else { View::Denied };
+    tracking::record(
+        view,
+        now_ms,
+        keys.into_iter().map(|(key, cost)| (key, if allowed { cost.unsigned_abs() } else { 1 })),
+    );
 }
 
 const COST: Arg =
@@ -227,6 +247,40 @@ pub const COMMANDS: &[Command] = &[
         summary: c"Counts the counters under a prefix that have no TTL, walking the keyspace without stalling the server.",
         complexity: c"O(N) where N is the number of keys in the database",
         args: &[Arg { summary: Some(c"compared byte for byte, glob characters are literal"), ..arg(c"prefix", STRING) }, NAMES],
+    },
+    Command {
+        name: c"ratelimit.top",
+        // Telemetry of this node, no keys: it runs on any node, replicas included.
+        flags: c"readonly fast",
+        keys: Keys::None,
+        arity: -1,
+        entry: entry_point!(top::top),
+        opt_in: None,
+        summary: c"The keys this node denied most (or admitted the most cost for) over the current interval and the one before it, best first: [{key, count, error}, ...]; only keys the caller may read.",
+        complexity: c"O(K log K) where K is the ratelimit.top-keys config",
+        args: &[
+            Arg {
+                optional: true,
+                subargs: &[
+                    Arg {
+                        token: Some(c"DENIED"),
+                        summary: Some(c"denied calls, one each (default)"),
+                        ..arg(c"denied", PURE_TOKEN)
+                    },
+                    Arg {
+                        token: Some(c"ADMITTED"),
+                        summary: Some(c"admitted calls, by their cost"),
+                        ..arg(c"admitted", PURE_TOKEN)
+                    },
+                ],
+                ..arg(c"view", ONEOF)
+            },
+            Arg { summary: Some(c"how many keys at most (default 10)"), ..option(c"count", INTEGER, c"COUNT") },
+            Arg {
+                summary: Some(c"start afresh after answering (needs CONFIG RESETSTAT's permission)"),
+                ..option(c"reset", PURE_TOKEN, c"RESET")
+            },
+        ],
     },
     Command {
         name: c"ratelimit.repair",

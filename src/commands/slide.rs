@@ -1,6 +1,6 @@
 //! `RATELIMIT.SLIDE key limit window [COST cost] [MS] [PEEK]`: one call on one sliding window.
 
-use crate::commands::{record, SLIDES};
+use crate::commands::{record, track, SLIDES};
 use crate::core::args::{parse_slide, ArgError};
 use crate::core::slide::{decide, peek};
 use crate::redis::call::{Call, Error};
@@ -23,6 +23,7 @@ pub fn slide(call: &Call) -> Result<(), Error> {
             key.apply(&change, Written::Set)?;
         }
         record(SLIDES, o.allowed, &[stored]);
+        track(&stats::SLIDE_DECISIONS, o.allowed, now.ms, call.arg(1).map(|key| (key, args.limit.cost)));
         o
     };
     call.reply_integers(&[i64::from(o.allowed), o.count, o.remaining, o.retry_after_ms, o.reset_ms]);

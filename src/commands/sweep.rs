@@ -3,10 +3,11 @@
 
 use crate::core::args::WalkArgs;
 use crate::core::audit_filter::{classify, Seen, Tally};
+use crate::redis::acl::AclUser;
 use crate::redis::call::{Call, Error};
 use crate::redis::ctx::Ctx;
 use crate::redis::leaked::{heal_if_leaked, limiter_at};
-use crate::redis::walk::{self, AclUser, ScannedKey, Walk};
+use crate::redis::walk::{self, ScannedKey, Walk};
 use crate::redis::{clock, config, stats};
 
 /// The `ratelimit.audit-limit` config: names listed when the call gives no LIMIT.

@@ -3,6 +3,7 @@
 
 use crate::core::decimal::parse_i64;
 use crate::core::gcra::{Overflow, Rate};
+use crate::core::top::View;
 use crate::core::window::{Limit, MAX_WINDOW_MS};
 
 /// `RATELIMIT.PEEK key limit [COST cost]`, validated.
@@ -40,6 +41,19 @@ pub struct WalkArgs<'a> {
     pub repair_window_ms: Option<i64>,
 }
 
+/// `RATELIMIT.TOP [DENIED | ADMITTED] [COUNT n] [RESET]`, validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopArgs {
+    pub view: View,
+    /// How many keys to answer at most.
+    pub count: usize,
+    /// Start afresh after answering.
+    pub reset: bool,
+}
+
+/// Keys RATELIMIT.TOP answers when the call gives no COUNT.
+pub const TOP_COUNT: usize = 10;
+
 /// Why the arguments were refused; `message()` is the Redis error reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArgError {
@@ -59,6 +73,8 @@ pub enum ArgError {
     UnknownOption(&'static str),
     /// HITALL named one key twice.
     DuplicateKey,
+    /// Two options that exclude each other.
+    Exclusive(&'static str, &'static str),
     // GCRA's errors, worded as Redis's GCRA command words them.
     /// Not a decimal integer in the `i64` range.
     NotAnInteger(&'static str),
@@ -83,6 +99,7 @@ impl ArgError {
             ArgError::Repeated(name) => format!("ERR syntax error: {name} given more than once"),
             ArgError::UnknownOption(known) => format!("ERR syntax error: unknown option (expected {known})"),
             ArgError::DuplicateKey => "ERR each key may be given only once".to_string(),
+            ArgError::Exclusive(a, b) => format!("ERR syntax error: {a} and {b} cannot be given together"),
             ArgError::NotAnInteger(name) => format!("ERR {name} is not an integer or out of range"),
             ArgError::OutOfRange(name, min) => format!("ERR {name} is out of range, must be >= {min}"),
             ArgError::PeriodNotPositive => "ERR period must be > 0".to_string(),
@@ -378,6 +395,27 @@ pub fn parse_repair<'a>(
     Ok(WalkArgs { prefix, names: names_limit(limit, default_names)?, repair_window_ms: Some(window_ms) })
 }
 
+/// `[DENIED | ADMITTED] [COUNT n] [RESET]`, after the command name.
+pub fn parse_top<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<TopArgs, ArgError> {
+    let spec = [
+        Opt { name: "DENIED", valued: false },
+        Opt { name: "ADMITTED", valued: false },
+        Opt { name: "COUNT", valued: true },
+        Opt { name: "RESET", valued: false },
+    ];
+    let [denied, admitted, count, reset] = options(args.into_iter(), spec, "DENIED, ADMITTED, COUNT or RESET")?;
+    let view = match (denied, admitted) {
+        (Some(_), Some(_)) => return Err(ArgError::Exclusive("DENIED", "ADMITTED")),
+        (_, Some(_)) => View::Admitted,
+        _ => View::Denied,
+    };
+    let count = match count {
+        Some(n) => usize::try_from(positive(n, "COUNT")?).unwrap_or(usize::MAX),
+        None => TOP_COUNT,
+    };
+    Ok(TopArgs { view, count, reset: reset.is_some() })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -540,6 +578,21 @@ mod tests {
         assert_eq!(parse_repair_(words("rl: 60 MS MS")), Err(ArgError::Repeated("MS")));
         assert_eq!(parse_repair_(words("rl: 60 COST 1")), Err(ArgError::UnknownOption("MS or LIMIT")));
         assert_eq!(parse_repair_(words("rl: 9223372036854775")), Err(ArgError::TooLarge("window")));
+    }
+
+    #[test]
+    fn top() {
+        let top = |line: &str| parse_top(words(line).filter(|w| !w.is_empty()));
+        let args = |view, count, reset| Ok(TopArgs { view, count, reset });
+        assert_eq!(top(""), args(View::Denied, TOP_COUNT, false));
+        assert_eq!(top("admitted count 3"), args(View::Admitted, 3, false));
+        assert_eq!(top("RESET Denied COUNT 1"), args(View::Denied, 1, true));
+        assert_eq!(top("DENIED ADMITTED"), Err(ArgError::Exclusive("DENIED", "ADMITTED")));
+        assert_eq!(top("COUNT 0"), Err(ArgError::NotPositive("COUNT")));
+        assert_eq!(top("COUNT x"), Err(ArgError::NotPositive("COUNT")));
+        assert_eq!(top("COUNT"), Err(ArgError::MissingValue("COUNT")));
+        assert_eq!(top("RESET RESET"), Err(ArgError::Repeated("RESET")));
+        assert_eq!(top("LIMIT 3"), Err(ArgError::UnknownOption("DENIED, ADMITTED, COUNT or RESET")));
     }
 
     #[test]
@@ -797,16 +850,24 @@ mod docs {
         "",
     ];
 
-    /// Every error `parse` gives for the vectors, as its message.
+    /// RATELIMIT.TOP's vocabulary: it has no positional arguments, only its own options.
+    const TOP_WORDS: &[&str] = &["DENIED", "ADMITTED", "COUNT", "RESET", "0", "3", "x", "MS"];
+
+    /// Every error `parse` gives for the vectors of `WORDS`, as its message.
     fn errors(parse: impl Fn(&[&[u8]]) -> Option<ArgError>) -> BTreeSet<String> {
+        errors_over(WORDS, parse)
+    }
+
+    /// Every error `parse` gives for the vectors of `vocabulary`, as its message.
+    fn errors_over(vocabulary: &[&str], parse: impl Fn(&[&[u8]]) -> Option<ArgError>) -> BTreeSet<String> {
         let mut found = BTreeSet::new();
         let mut vector: Vec<usize> = Vec::new();
         loop {
-            let words: Vec<&[u8]> = vector.iter().map(|&w| WORDS[w].as_bytes()).collect();
+            let words: Vec<&[u8]> = vector.iter().map(|&w| vocabulary[w].as_bytes()).collect();
             if let Some(e) = parse(&words) {
                 found.insert(e.message());
             }
-            // The next vector, counting in base WORDS.len() with lengths 0 to 5.
+            // The next vector, counting in base vocabulary.len() with lengths 0 to 5.
             let mut i = 0;
             loop {
                 if i == vector.len() {
@@ -817,7 +878,7 @@ mod docs {
                     break;
                 }
                 vector[i] += 1;
-                if vector[i] < WORDS.len() {
+                if vector[i] < vocabulary.len() {
                     break;
                 }
                 vector[i] = 0;
@@ -872,6 +933,8 @@ mod docs {
             });
             lacking.extend(missing(command, page, found));
         }
+        let top = errors_over(TOP_WORDS, |words| parse_top(words.iter().copied()).err());
+        lacking.extend(missing("ratelimit.top", include_str!("../../docs/commands/ratelimit.top.md"), top));
         assert!(lacking.is_empty(), "{}", lacking.join("\n"));
     }
 

@@ -10,5 +10,6 @@ pub mod guard_rules;
 pub mod lease;
 pub mod slide;
 pub mod stored;
+pub mod top;
 pub mod version;
 pub mod window;

@@ -52,6 +52,7 @@ pub use redis_module::raw::{
     RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_DOUBLE as DOUBLE,
     RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER as INTEGER,
     RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY as KEY,
+    RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF as ONEOF,
     RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN as PURE_TOKEN,
     RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING as STRING,
 };

@@ -45,7 +45,17 @@ pub static WALK_SLICE_US: Setting =
 pub static MAX_WALKS: Setting =
     Setting { name: c"max-walks", value: AtomicI64::new(64), default: 64, min: 1, max: 100_000 };
 
-const SETTINGS: [&Setting; 3] = [&AUDIT_LIMIT, &WALK_SLICE_US, &MAX_WALKS];
+/// `ratelimit.top-keys`: entries in each of RATELIMIT.TOP's summaries (two views, two intervals
+/// each); 0 turns the tracking off.
+pub static TOP_KEYS: Setting =
+    Setting { name: c"top-keys", value: AtomicI64::new(1_000), default: 1_000, min: 0, max: 1_000_000 };
+
+/// `ratelimit.top-interval`: the length of RATELIMIT.TOP's intervals, in seconds; an answer covers
+/// the current one and the one before it.
+pub static TOP_INTERVAL: Setting =
+    Setting { name: c"top-interval", value: AtomicI64::new(60), default: 60, min: 1, max: 86_400 };
+
+const SETTINGS: [&Setting; 5] = [&AUDIT_LIMIT, &WALK_SLICE_US, &MAX_WALKS, &TOP_KEYS, &TOP_INTERVAL];
 
 /// A string config: its owner validates and takes each new value (`accept`, which answers the
 /// reason for a refusal) and acts once it is in force (`apply`). The text itself is kept here,

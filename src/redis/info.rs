@@ -7,7 +7,7 @@ use redis_module::raw::RedisModuleInfoCtx;
 
 use crate::redis::api::api;
 use crate::redis::stats::*;
-use crate::redis::{server, slot_migration, walk};
+use crate::redis::{server, slot_migration, tracking, walk};
 
 const COUNTERS: [(&CStr, &Stat); 26] = [
     (c"hits", &HITS),
@@ -38,6 +38,9 @@ const COUNTERS: [(&CStr, &Stat); 26] = [
     (c"guard_heals", &GUARD_HEALS),
 ];
 
+const DECISIONS: [&Decisions; 6] =
+    [&HIT_DECISIONS, &HITALL_DECISIONS, &SLIDE_DECISIONS, &GCRA_DECISIONS, &CL_THROTTLE_DECISIONS, &ACQUIRE_DECISIONS];
+
 /// The INFO callback, registered at load time.
 pub unsafe extern "C" fn info(ctx: *mut RedisModuleInfoCtx, _for_crash_report: c_int) {
     let number = |name: &CStr, value: u64| {
@@ -53,6 +56,19 @@ pub unsafe extern "C" fn info(ctx: *mut RedisModuleInfoCtx, _for_crash_report: c
     for (name, counter) in COUNTERS {
         number(name, counter.get());
     }
+    for d in DECISIONS {
+        // SAFETY: the callback's live INFO context and static names: `decisions_hit:admitted=..,denied=..`.
+        unsafe {
+            api!(RedisModule_InfoBeginDictField)(ctx, d.name.as_ptr());
+            api!(RedisModule_InfoAddFieldULongLong)(ctx, c"admitted".as_ptr(), d.admitted.get());
+            api!(RedisModule_InfoAddFieldULongLong)(ctx, c"denied".as_ptr(), d.denied.get());
+            api!(RedisModule_InfoEndDictField)(ctx);
+        }
+    }
+    let (memory, entries) = tracking::usage();
+    number(c"top_memory_bytes", memory as u64);
+    number(c"top_entries", entries as u64);
+    number(c"top_untracked", TOP_UNTRACKED.get());
     let (running, queued) = walk::in_progress();
     number(c"walks_running", running as u64);
     number(c"walks_queued", queued as u64);

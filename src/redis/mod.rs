@@ -4,6 +4,7 @@
 //! one step with its effects), walks, events and configs. It uses the pure decisions of
 //! `crate::core` and never the commands of `crate::commands`.
 
+pub mod acl;
 pub mod api;
 pub mod call;
 pub mod clock;
@@ -19,4 +20,5 @@ pub mod register;
 pub mod server;
 pub mod slot_migration;
 pub mod stats;
+pub mod tracking;
 pub mod walk;

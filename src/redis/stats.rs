@@ -57,3 +57,29 @@ pub static WALKS_REFUSED: Stat = Stat::new();
 /// Keys written under a guarded prefix that the guard checked, and the counters it gave a TTL.
 pub static GUARD_CHECKED: Stat = Stat::new();
 pub static GUARD_HEALS: Stat = Stat::new();
+/// Decisions RATELIMIT.TOP did not track because the key's name is longer than `core::top::LONGEST_KEY`.
+pub static TOP_UNTRACKED: Stat = Stat::new();
+
+/// Admitted and denied calls of one limiter command: INFO's `decisions_<command>` line.
+pub struct Decisions {
+    pub name: &'static std::ffi::CStr,
+    pub admitted: Stat,
+    pub denied: Stat,
+}
+
+impl Decisions {
+    const fn new(name: &'static std::ffi::CStr) -> Decisions {
+        Decisions { name, admitted: Stat::new(), denied: Stat::new() }
+    }
+
+    pub fn add(&self, allowed: bool) {
+        if allowed { &self.admitted } else { &self.denied }.add(1);
+    }
+}
+
+pub static HIT_DECISIONS: Decisions = Decisions::new(c"decisions_hit");
+pub static HITALL_DECISIONS: Decisions = Decisions::new(c"decisions_hitall");
+pub static SLIDE_DECISIONS: Decisions = Decisions::new(c"decisions_slide");
+pub static GCRA_DECISIONS: Decisions = Decisions::new(c"decisions_gcra");
+pub static CL_THROTTLE_DECISIONS: Decisions = Decisions::new(c"decisions_cl_throttle");
+pub static ACQUIRE_DECISIONS: Decisions = Decisions::new(c"decisions_acquire");

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use redis_module::raw::{
     RedisModuleBlockedClient, RedisModuleCtx, RedisModuleKey, RedisModuleScanCursor, RedisModuleString,
-    RedisModuleUser, REDISMODULE_CMD_KEY_ACCESS, REDISMODULE_CMD_KEY_UPDATE, REDISMODULE_CTX_FLAGS_DENY_BLOCKING,
-    REDISMODULE_KEYTYPE_STRING, REDISMODULE_KEYTYPE_ZSET, REDISMODULE_NO_EXPIRE, REDISMODULE_OK,
+    REDISMODULE_CTX_FLAGS_DENY_BLOCKING, REDISMODULE_KEYTYPE_STRING, REDISMODULE_KEYTYPE_ZSET, REDISMODULE_NO_EXPIRE,
+    REDISMODULE_OK,
 };
 
 use crate::core::audit_filter::Probe;
@@ -54,7 +54,7 @@ pub trait Walk: Send {
 /// A key as the scan hands it over: asked without reopening it (reopening could expire it and
 /// emit a DEL in the middle of a read-only walk).
 pub struct ScannedKey {
-    name: *mut RedisModuleString,
+    pub(in crate::redis) name: *mut RedisModuleString,
     key: *mut RedisModuleKey,
 }
 
@@ -81,37 +81,6 @@ impl Probe for &ScannedKey {
     fn len(&mut self) -> usize {
         // SAFETY: as above.
         unsafe { api!(RedisModule_ValueLength)(self.key) }
-    }
-}
-
-/// An ACL user looked up by name, freed on drop: the walk asks it, key by key, what its caller
-/// may see.
-pub struct AclUser(*mut RedisModuleUser);
-
-// SAFETY: used only by the walker thread, with the server lock held, within one slice.
-unsafe impl Send for AclUser {}
-
-impl AclUser {
-    /// The user named `name` as it is now; `None` if it was deleted.
-    pub fn named(ctx: &Ctx, name: &[u8]) -> Option<AclUser> {
-        let name = ctx.string(name);
-        // SAFETY: a live string; the user returned is ours to free.
-        let user = unsafe { api!(RedisModule_GetModuleUserFromUserName)(name.raw()) };
-        (!user.is_null()).then_some(AclUser(user))
-    }
-
-    /// Whether the user may read `key` (and write it, with `write`).
-    pub fn may(&self, key: &ScannedKey, write: bool) -> bool {
-        let flags = REDISMODULE_CMD_KEY_ACCESS | if write { REDISMODULE_CMD_KEY_UPDATE } else { 0 };
-        // SAFETY: a live user and the scan's key name.
-        unsafe { api!(RedisModule_ACLCheckKeyPermissions)(self.0, key.name, flags as c_int) == REDISMODULE_OK as c_int }
-    }
-}
-
-impl Drop for AclUser {
-    fn drop(&mut self) {
-        // SAFETY: looked up by `named`, freed once.
-        unsafe { api!(RedisModule_FreeModuleUser)(self.0) };
     }
 }
 

@@ -96,18 +96,23 @@ pub struct WalkReply {
     pub keys: Vec<String>,
 }
 
-/// Reads the reply from a RESP3 map or its RESP2 form, a flat field/value array, checking the
-/// field names and their order.
-pub fn walk_reply(value: Value, found_field: &str) -> WalkReply {
-    let pairs: Vec<(Value, Value)> = match value {
+/// A map reply's field/value pairs, from a RESP3 map or its RESP2 form, a flat array.
+pub fn map_pairs(value: Value) -> Vec<(Value, Value)> {
+    match value {
         Value::Map(pairs) => pairs,
         Value::Array(flat) => {
             assert_eq!(flat.len() % 2, 0, "odd field/value array");
             let mut items = flat.into_iter();
             std::iter::from_fn(|| Some((items.next()?, items.next()?))).collect()
         }
-        other => panic!("not a walk reply: {other:?}"),
-    };
+        other => panic!("not a map reply: {other:?}"),
+    }
+}
+
+/// Reads the reply from a RESP3 map or its RESP2 form, a flat field/value array, checking the
+/// field names and their order.
+pub fn walk_reply(value: Value, found_field: &str) -> WalkReply {
+    let pairs = map_pairs(value);
     let fields: Vec<String> = pairs.iter().map(|(k, _)| redis::from_redis_value(k).unwrap()).collect();
     assert_eq!(fields, ["scanned", "matched", found_field, "keys"]);
     let int = |i: usize| -> i64 { redis::from_redis_value(&pairs[i].1).unwrap() };
@@ -124,6 +129,34 @@ pub fn audit(con: &mut Connection, args: &[&str]) -> RedisResult<WalkReply> {
 pub fn repair(con: &mut Connection, args: &[&str]) -> RedisResult<WalkReply> {
     let reply: Value = redis::cmd("RATELIMIT.REPAIR").arg(args).query(con)?;
     Ok(walk_reply(reply, "repaired"))
+}
+
+/// One entry of a RATELIMIT.TOP reply: the truth is in `[count - error, count]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopEntry {
+    pub key: String,
+    pub count: i64,
+    pub error: i64,
+}
+
+/// Reads a RATELIMIT.TOP reply (a map per entry, or its RESP2 form), checking the field names.
+pub fn top_entries(value: Value) -> Vec<TopEntry> {
+    let Value::Array(entries) = value else { panic!("not a TOP reply: {value:?}") };
+    entries
+        .into_iter()
+        .map(|entry| {
+            let pairs = map_pairs(entry);
+            let fields: Vec<String> = pairs.iter().map(|(k, _)| redis::from_redis_value(k).unwrap()).collect();
+            assert_eq!(fields, ["key", "count", "error"]);
+            let int = |i: usize| -> i64 { redis::from_redis_value(&pairs[i].1).unwrap() };
+            TopEntry { key: redis::from_redis_value(&pairs[0].1).unwrap(), count: int(1), error: int(2) }
+        })
+        .collect()
+}
+
+pub fn top(con: &mut Connection, args: &[&str]) -> RedisResult<Vec<TopEntry>> {
+    let reply: Value = redis::cmd("RATELIMIT.TOP").arg(args).query(con)?;
+    Ok(top_entries(reply))
 }
 
 /// Runs each command line (split on spaces) and ignores the replies.

@@ -1,0 +1,561 @@
+//! Who is being limited: RATELIMIT.TOP's summaries. Each view (denied calls, admitted cost) keeps
+//! the heaviest keys in a fixed number of entries with Space-Saving (Metwally, Agrawal and El
+//! Abbadi, 2005), over the current interval and the one before it.
+//!
+//! Space-Saving's promise, per entry: the key's true weight lies in `[count - error, count]`; a
+//! key not held weighs at most the least count held (`floor`), and no entry's error exceeds the
+//! total weight divided by the number of entries. Heavy keys enter early and stay, with small
+//! errors.
+
+use std::cmp::Reverse;
+use std::mem;
+
+/// Longer key names are not tracked, so that the summaries' memory stays bounded by the number of
+/// entries (`Top::record` says when it skipped one).
+pub const LONGEST_KEY: usize = 1024;
+
+/// A key's weight: the truth is in `[count - error, count]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Estimate {
+    pub count: u64,
+    pub error: u64,
+}
+
+struct Entry {
+    /// Its buffer is kept when the entry is reused, so that memory stops growing once every entry
+    /// has held a key.
+    key: Vec<u8>,
+    hash: u64,
+    count: u64,
+    error: u64,
+}
+
+/// The heaviest keys of one stream in `capacity` entries. Adding is a hash and a probe; replacing
+/// the lightest entry is amortized O(1) per unit of weight (see `lightest`).
+pub struct SpaceSaving {
+    capacity: usize,
+    /// The first `used` are live; the rest keep their buffers for reuse.
+    entries: Vec<Entry>,
+    used: usize,
+    /// Open addressing with linear probing over `entries`: index + 1, 0 for empty; at most half full.
+    slots: Vec<u32>,
+    seed: [u64; 2],
+    /// Once an entry has been replaced: no count held is below `min`, and every key no longer held
+    /// weighed at most `min` when it left.
+    min: u64,
+    replaced: bool,
+    /// Entries that had count `min` at the last scan; some may have grown since.
+    at_min: Vec<u32>,
+}
+
+impl SpaceSaving {
+    /// `capacity` entries (at least 1); `seed` keys the hash, so that nobody can aim key names at
+    /// one probe chain.
+    pub fn new(capacity: usize, seed: [u64; 2]) -> SpaceSaving {
+        let capacity = capacity.clamp(1, u32::MAX as usize / 2);
+        SpaceSaving {
+            capacity,
+            entries: Vec::new(),
+            used: 0,
+            slots: vec![0; (capacity * 2).next_power_of_two()],
+            seed,
+            min: 0,
+            replaced: false,
+            at_min: Vec::new(),
+        }
+    }
+
+    /// Counts `weight` more for `key`.
+    pub fn add(&mut self, key: &[u8], weight: u64) {
+        if weight == 0 {
+            return;
+        }
+        let hash = self.hash(key);
+        let (slot, found) = self.probe(hash, key);
+        if let Some(i) = found {
+            let e = &mut self.entries[i];
+            e.count = e.count.saturating_add(weight);
+            return;
+        }
+        let full = self.used == self.capacity;
+        let (i, base) = if !full {
+            if self.used == self.entries.len() {
+                self.entries.push(Entry { key: Vec::new(), hash: 0, count: 0, error: 0 });
+            }
+            self.used += 1;
+            (self.used - 1, 0)
+        } else {
+            // The lightest entry gives its place, and its count as the newcomer's error: the
+            // newcomer may have weighed that much while it was not held.
+            let i = self.lightest();
+            self.unlink(i);
+            self.replaced = true;
+            (i, self.entries[i].count)
+        };
+        let e = &mut self.entries[i];
+        e.key.clear();
+        e.key.extend_from_slice(key);
+        e.hash = hash;
+        e.count = base.saturating_add(weight);
+        e.error = base;
+        // Unlinking may have moved the empty slot found above.
+        let slot = if full { self.probe(hash, key).0 } else { slot };
+        self.slots[slot] = i as u32 + 1;
+    }
+
+    /// The estimate for `key` if it is held.
+    pub fn get(&self, key: &[u8]) -> Option<Estimate> {
+        let (_, found) = self.probe(self.hash(key), key);
+        found.map(|i| Estimate { count: self.entries[i].count, error: self.entries[i].error })
+    }
+
+    /// The most a key that is not held can weigh.
+    pub fn floor(&self) -> u64 {
+        if self.replaced {
+            self.min
+        } else {
+            0
+        }
+    }
+
+    /// Every key held, in no order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], Estimate)> {
+        self.entries[..self.used].iter().map(|e| (&e.key[..], Estimate { count: e.count, error: e.error }))
+    }
+
+    /// Keys held.
+    pub fn held(&self) -> usize {
+        self.used
+    }
+
+    /// Forgets every key; the buffers stay for reuse.
+    pub fn clear(&mut self) {
+        self.used = 0;
+        self.slots.fill(0);
+        self.min = 0;
+        self.replaced = false;
+        self.at_min.clear();
+    }
+
+    /// Bytes held, key buffers included.
+    pub fn memory(&self) -> usize {
+        mem::size_of::<Self>()
+            + self.entries.capacity() * mem::size_of::<Entry>()
+            + self.entries.iter().map(|e| e.key.capacity()).sum::<usize>()
+            + (self.slots.capacity() + self.at_min.capacity()) * mem::size_of::<u32>()
+    }
+
+    /// A keyed 64-bit hash: folded multiplies over 8-byte words.
+    fn hash(&self, key: &[u8]) -> u64 {
+        const K: u64 = 0x9E37_79B9_7F4A_7C15;
+        let fold = |a: u64, b: u64| {
+            let p = u128::from(a) * u128::from(b);
+            p as u64 ^ (p >> 64) as u64
+        };
+        let mut h = fold(self.seed[0] ^ key.len() as u64, K);
+        let mut words = key.chunks_exact(8);
+        for w in &mut words {
+            h = fold(h ^ u64::from_le_bytes(w.try_into().unwrap_or_default()), self.seed[1] | 1);
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            h = fold(h ^ u64::from_le_bytes(w), self.seed[1] | 1);
+        }
+        fold(h, K)
+    }
+
+    /// The slot where `key` is, or the empty one where it would go; and its entry if held.
+    fn probe(&self, hash: u64, key: &[u8]) -> (usize, Option<usize>) {
+        let mask = self.slots.len() - 1;
+        let mut slot = hash as usize & mask;
+        loop {
+            match self.slots[slot] {
+                0 => return (slot, None),
+                s => {
+                    let e = &self.entries[s as usize - 1];
+                    if e.hash == hash && e.key == key {
+                        return (slot, Some(s as usize - 1));
+                    }
+                }
+            }
+            slot = (slot + 1) & mask;
+        }
+    }
+
+    /// Takes entry `i` out of the slots, shifting back the ones that probed past it.
+    fn unlink(&mut self, i: usize) {
+        let mask = self.slots.len() - 1;
+        let mut hole = self.entries[i].hash as usize & mask;
+        while self.slots[hole] as usize != i + 1 {
+            hole = (hole + 1) & mask;
+        }
+        let mut next = (hole + 1) & mask;
+        while let s @ 1.. = self.slots[next] {
+            let home = self.entries[s as usize - 1].hash as usize & mask;
+            // It may move into the hole if the hole lies between its home and where it is.
+            if next.wrapping_sub(home) & mask >= next.wrapping_sub(hole) & mask {
+                self.slots[hole] = s;
+                hole = next;
+            }
+            next = (next + 1) & mask;
+        }
+        self.slots[hole] = 0;
+    }
+
+    /// An entry with the least count. The least count never falls (every count only grows, and a
+    /// replaced entry gets the least plus a weight of at least 1), so each scan finds a higher one
+    /// than the last: the scans cost at most the total weight added, in all.
+    fn lightest(&mut self) -> usize {
+        loop {
+            while let Some(i) = self.at_min.pop() {
+                if self.entries[i as usize].count == self.min {
+                    return i as usize;
+                }
+            }
+            let live = &self.entries[..self.used];
+            self.min = live.iter().map(|e| e.count).min().unwrap_or(0);
+            let min = self.min;
+            self.at_min.extend((0..live.len() as u32).filter(|&i| live[i as usize].count == min));
+        }
+    }
+}
+
+/// One view over the current interval and the one before it, so that an answer never comes
+/// from a summary started a moment ago: it covers at least the last interval, at most two.
+pub struct Recent {
+    current: SpaceSaving,
+    previous: SpaceSaving,
+    /// When the current interval ends, in Unix ms.
+    ends_at: i64,
+}
+
+impl Recent {
+    fn new(capacity: usize, seed: [u64; 2]) -> Recent {
+        Recent {
+            current: SpaceSaving::new(capacity, seed),
+            previous: SpaceSaving::new(capacity, seed),
+            ends_at: i64::MIN,
+        }
+    }
+
+    /// Moves to the interval of `now_ms`: intervals are aligned to multiples of `interval_ms`
+    /// since the epoch, so that every node of a cluster covers the same span.
+    #[inline]
+    fn roll(&mut self, now_ms: i64, interval_ms: i64) {
+        if now_ms >= self.ends_at {
+            self.next_interval(now_ms, interval_ms);
+        }
+    }
+
+    #[cold]
+    fn next_interval(&mut self, now_ms: i64, interval_ms: i64) {
+        // The current one becomes the previous if it ended less than an interval ago.
+        if now_ms < self.ends_at.saturating_add(interval_ms) {
+            mem::swap(&mut self.current, &mut self.previous);
+        } else {
+            self.previous.clear();
+        }
+        self.current.clear();
+        self.ends_at = now_ms - now_ms.rem_euclid(interval_ms) + interval_ms;
+    }
+
+    /// Every key held in either interval, with its weight over both, heaviest first.
+    fn ranked(&self) -> Vec<(&[u8], Estimate)> {
+        let over_both = |key: &[u8], this: Estimate, other: &SpaceSaving| {
+            let (count, error) = other.get(key).map_or((other.floor(), other.floor()), |e| (e.count, e.error));
+            Estimate { count: this.count.saturating_add(count), error: this.error.saturating_add(error) }
+        };
+        let mut all: Vec<(&[u8], Estimate)> =
+            self.current.iter().map(|(k, e)| (k, over_both(k, e, &self.previous))).collect();
+        let only_before = self.previous.iter().filter(|(k, _)| self.current.get(k).is_none());
+        all.extend(only_before.map(|(k, e)| (k, over_both(k, e, &self.current))));
+        all.sort_unstable_by(|(ka, a), (kb, b)| {
+            (Reverse(a.count), Reverse(a.count - a.error), ka).cmp(&(Reverse(b.count), Reverse(b.count - b.error), kb))
+        });
+        all
+    }
+
+    fn clear(&mut self) {
+        self.current.clear();
+        self.previous.clear();
+    }
+
+    fn memory(&self) -> usize {
+        self.current.memory() + self.previous.memory()
+    }
+
+    fn held(&self) -> usize {
+        self.current.held() + self.previous.held()
+    }
+}
+
+/// Which stream a call counts in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// Denied calls, one each.
+    Denied,
+    /// Admitted calls, by their cost.
+    Admitted,
+}
+
+/// A node's two views.
+pub struct Top {
+    denied: Recent,
+    admitted: Recent,
+    capacity: usize,
+}
+
+impl Top {
+    /// `capacity` entries per view and interval.
+    pub fn new(capacity: usize, seed: [u64; 2]) -> Top {
+        Top { denied: Recent::new(capacity, seed), admitted: Recent::new(capacity, seed), capacity }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn view(&mut self, view: View) -> &mut Recent {
+        match view {
+            View::Denied => &mut self.denied,
+            View::Admitted => &mut self.admitted,
+        }
+    }
+
+    /// Counts `weight` for `key` in `view` at `now_ms`; false if the key's name is too long to track.
+    pub fn record(&mut self, view: View, key: &[u8], weight: u64, now_ms: i64, interval_ms: i64) -> bool {
+        if key.len() > LONGEST_KEY {
+            return false;
+        }
+        let recent = self.view(view);
+        recent.roll(now_ms, interval_ms);
+        recent.current.add(key, weight);
+        true
+    }
+
+    /// The keys of `view` at `now_ms`, heaviest first (ties: the surer count, then the name).
+    pub fn ranked(&mut self, view: View, now_ms: i64, interval_ms: i64) -> Vec<(&[u8], Estimate)> {
+        let recent = self.view(view);
+        recent.roll(now_ms, interval_ms);
+        recent.ranked()
+    }
+
+    /// Forgets both views.
+    pub fn reset(&mut self) {
+        self.denied.clear();
+        self.admitted.clear();
+    }
+
+    /// Bytes held by both views.
+    pub fn memory(&self) -> usize {
+        mem::size_of::<Self>() + self.denied.memory() + self.admitted.memory()
+    }
+
+    /// Entries in use, over both views and intervals.
+    pub fn held(&self) -> usize {
+        self.denied.held() + self.admitted.held()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const SEED: [u64; 2] = [0x1234_5678, 0x9abc_def0];
+
+    fn key(i: u64) -> Vec<u8> {
+        format!("k:{i}").into_bytes()
+    }
+
+    #[test]
+    fn exact_while_every_key_fits() {
+        let mut s = SpaceSaving::new(4, SEED);
+        for (k, w) in [(1, 3), (2, 1), (1, 2), (3, 7)] {
+            s.add(&key(k), w);
+        }
+        assert_eq!(s.get(&key(1)), Some(Estimate { count: 5, error: 0 }));
+        assert_eq!(s.get(&key(3)), Some(Estimate { count: 7, error: 0 }));
+        assert_eq!(s.get(&key(9)), None);
+        assert_eq!((s.held(), s.floor()), (3, 0));
+    }
+
+    #[test]
+    fn a_newcomer_takes_the_lightest_place_with_its_count_as_error() {
+        let mut s = SpaceSaving::new(2, SEED);
+        s.add(b"a", 5);
+        s.add(b"b", 2);
+        s.add(b"c", 1);
+        assert_eq!(s.get(b"b"), None);
+        assert_eq!(s.get(b"c"), Some(Estimate { count: 3, error: 2 }));
+        assert_eq!(s.get(b"a"), Some(Estimate { count: 5, error: 0 }));
+        assert_eq!(s.floor(), 2);
+    }
+
+    #[test]
+    fn zero_weight_changes_nothing() {
+        let mut s = SpaceSaving::new(1, SEED);
+        s.add(b"a", 0);
+        assert_eq!(s.held(), 0);
+    }
+
+    #[test]
+    fn clear_forgets_and_keeps_buffers() {
+        let mut s = SpaceSaving::new(8, SEED);
+        (0..100).for_each(|i| s.add(&key(i), 1));
+        let memory = s.memory();
+        s.clear();
+        assert_eq!((s.held(), s.floor(), s.get(&key(99))), (0, 0, None));
+        assert_eq!(s.memory(), memory);
+        (100..200).for_each(|i| s.add(&key(i), 1));
+        assert_eq!(s.memory(), memory);
+    }
+
+    #[test]
+    fn memory_is_flat_over_distinct_keys() {
+        let mut s = SpaceSaving::new(64, SEED);
+        let name = |i: u64| format!("user:{i:012}").into_bytes();
+        (0..1_000).for_each(|i| s.add(&name(i), 1));
+        let warm = s.memory();
+        (1_000..200_000).for_each(|i| s.add(&name(i), 1 + i % 3));
+        assert_eq!(s.memory(), warm);
+    }
+
+    #[test]
+    fn intervals_roll_at_aligned_boundaries_and_keep_one_before() {
+        let mut top = Top::new(8, SEED);
+        let ranked = |top: &mut Top, now| -> Vec<(Vec<u8>, u64)> {
+            top.ranked(View::Denied, now, 1_000).into_iter().map(|(k, e)| (k.to_vec(), e.count)).collect()
+        };
+        top.record(View::Denied, b"a", 1, 10_500, 1_000);
+        top.record(View::Denied, b"a", 1, 10_999, 1_000);
+        top.record(View::Denied, b"b", 1, 11_000, 1_000);
+        assert_eq!(ranked(&mut top, 11_999), [(b"a".to_vec(), 2), (b"b".to_vec(), 1)]);
+        // 12_000 starts a new interval: [11_000, 12_000) is the one before, b is in it.
+        assert_eq!(ranked(&mut top, 12_000), [(b"b".to_vec(), 1)]);
+        assert_eq!(ranked(&mut top, 12_999), [(b"b".to_vec(), 1)]);
+        assert_eq!(ranked(&mut top, 13_000), []);
+        // Admitted is its own view.
+        assert!(top.ranked(View::Admitted, 13_000, 1_000).is_empty());
+    }
+
+    #[test]
+    fn a_gap_of_two_intervals_forgets_both() {
+        let mut top = Top::new(8, SEED);
+        top.record(View::Admitted, b"a", 5, 1_000, 1_000);
+        assert_eq!(top.ranked(View::Admitted, 2_999, 1_000).len(), 1);
+        top.record(View::Admitted, b"b", 1, 4_000, 1_000);
+        let keys: Vec<_> = top.ranked(View::Admitted, 4_000, 1_000).into_iter().map(|(k, _)| k.to_vec()).collect();
+        assert_eq!(keys, [b"b".to_vec()]);
+    }
+
+    #[test]
+    fn a_clock_that_steps_back_stays_in_the_interval() {
+        let mut top = Top::new(8, SEED);
+        top.record(View::Denied, b"a", 1, 5_500, 1_000);
+        top.record(View::Denied, b"a", 1, 4_000, 1_000);
+        assert_eq!(top.ranked(View::Denied, 5_600, 1_000)[0].1, Estimate { count: 2, error: 0 });
+    }
+
+    #[test]
+    fn long_names_are_not_tracked() {
+        let mut top = Top::new(8, SEED);
+        assert!(top.record(View::Denied, &[b'x'; LONGEST_KEY], 1, 0, 1_000));
+        assert!(!top.record(View::Denied, &[b'x'; LONGEST_KEY + 1], 1, 0, 1_000));
+        assert_eq!(top.held(), 1);
+    }
+
+    #[test]
+    fn memory_covers_both_views_and_stays_after_reset() {
+        let mut top = Top::new(16, SEED);
+        assert_eq!(top.capacity(), 16);
+        let empty = top.memory();
+        (0..100).for_each(|i| {
+            top.record(View::Denied, &key(i), 1, 0, 1_000);
+            top.record(View::Admitted, &key(i), 2, 0, 1_000);
+        });
+        let used = top.memory();
+        assert!(used > empty);
+        top.reset();
+        assert_eq!(top.memory(), used, "buffers kept for reuse");
+    }
+
+    #[test]
+    fn reset_forgets_both_views() {
+        let mut top = Top::new(8, SEED);
+        top.record(View::Denied, b"a", 1, 0, 1_000);
+        top.record(View::Admitted, b"a", 1, 0, 1_000);
+        top.reset();
+        assert_eq!(top.held(), 0);
+    }
+
+    /// Truth per key over a stream, for the properties.
+    fn truth(stream: &[(u64, u64)]) -> HashMap<Vec<u8>, u64> {
+        let mut t = HashMap::new();
+        for &(k, w) in stream {
+            *t.entry(key(k)).or_insert(0) += w;
+        }
+        t
+    }
+
+    proptest! {
+        /// Every key's truth lies within its estimate; a key not held weighs at most the floor;
+        /// no error exceeds the total over the capacity; the slots find every entry.
+        #[test]
+        fn estimates_bound_the_truth(
+            capacity in 1usize..12,
+            stream in prop::collection::vec((0u64..40, 1u64..5), 0..400),
+        ) {
+            let mut s = SpaceSaving::new(capacity, SEED);
+            for &(k, w) in &stream {
+                s.add(&key(k), w);
+            }
+            let total: u64 = stream.iter().map(|&(_, w)| w).sum();
+            let truth = truth(&stream);
+            prop_assert!(s.held() <= capacity);
+            prop_assert_eq!(s.iter().map(|(_, e)| e.count).sum::<u64>(), total);
+            for (k, &t) in &truth {
+                match s.get(k) {
+                    Some(e) => {
+                        prop_assert!(e.count - e.error <= t && t <= e.count, "{:?} {} {:?}", k, t, e);
+                        prop_assert!(e.error <= total / capacity as u64);
+                    }
+                    None => prop_assert!(t <= s.floor()),
+                }
+            }
+            for (k, e) in s.iter() {
+                prop_assert_eq!(s.get(k), Some(e));
+                prop_assert!(truth.contains_key(k));
+            }
+        }
+
+        /// Over two intervals, the merged estimate bounds the truth of the span it covers.
+        #[test]
+        fn ranked_bounds_the_truth_over_both_intervals(
+            capacity in 1usize..8,
+            stream in prop::collection::vec((0u64..20, 1u64..4, 0i64..3_000), 0..300),
+        ) {
+            let mut stream = stream;
+            stream.sort_by_key(|&(_, _, t)| t);
+            let mut top = Top::new(capacity, SEED);
+            for &(k, w, t) in &stream {
+                top.record(View::Admitted, &key(k), w, t, 1_000);
+            }
+            let now = stream.last().map_or(0, |&(_, _, t)| t);
+            let since = now - now.rem_euclid(1_000) - 1_000;
+            let covered: Vec<(u64, u64)> = stream.iter().filter(|&&(_, _, t)| t >= since).map(|&(k, w, _)| (k, w)).collect();
+            let truth = truth(&covered);
+            let ranked = top.ranked(View::Admitted, now, 1_000);
+            for (k, e) in &ranked {
+                let t = truth.get(*k).copied().unwrap_or(0);
+                prop_assert!(e.count - e.error <= t && t <= e.count, "{:?} {} {:?}", k, t, e);
+            }
+            prop_assert!(ranked.windows(2).all(|w| w[0].1.count >= w[1].1.count));
+        }
+    }
+}
