@@ -22,7 +22,7 @@ FETCHED := $(filter /%,$(call server_binaries,$(SERVERS)))
 # The tests that run both against the module and against the Functions library (functions/).
 LIBRARY_TESTS := --test hit --test peek --test hitall --test slide --test lease --test gcra --test replication
 
-.PHONY: all deps test-deps build lint test servers examples demo pydeps bench soak memcheck install run clean redis-cell functions
+.PHONY: all deps test-deps build lint test servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top
 
 all: build
 
@@ -119,6 +119,10 @@ bench: build servers redis-cell
 # The Redis Functions library (for servers that cannot load modules) into the server on PORT.
 functions: deps
 	redis-cli -p $(PORT) -x FUNCTION LOAD REPLACE < functions/ratelimit.lua
+
+# Who is being limited on the server on PORT: RATELIMIT.TOP's two views, refreshed every second.
+top:
+	python3 scripts/top.py --port $(PORT)
 
 install: build
 	install -D -m 0644 $(MODULE) $(DESTDIR)$(MODULE_DIR)/libredis_ratelimit.so

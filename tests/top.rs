@@ -276,6 +276,31 @@ fn memory_stays_flat_over_a_million_decisions_on_distinct_keys() {
 }
 
 #[test]
+fn the_terminal_view_shows_both_views() {
+    let server = server_with(&[]);
+    let mut con = server.connect();
+    (0..3).for_each(|_| {
+        hit(&mut con, "rl:noisy", &["1", "60"]).unwrap();
+    });
+    hit(&mut con, "rl:quiet", &["5", "60", "COST", "4"]).unwrap();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/top.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .args(["--port", &server.port.to_string(), "--once"])
+        .env("COLUMNS", "120")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("admitted 2 so far  denied 2 so far"), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    let row = lines.iter().find(|l| l.starts_with(" 1 ")).unwrap_or_else(|| panic!("{text}"));
+    let (denied, admitted) = row.split_once(" | ").unwrap();
+    assert_eq!(denied.split_whitespace().collect::<Vec<_>>(), ["1", "rl:noisy", "2"], "{text}");
+    assert_eq!(admitted.split_whitespace().collect::<Vec<_>>(), ["1", "rl:quiet", "4"], "{text}");
+}
+
+#[test]
 fn bad_arguments_get_errors() {
     let server = server_with(&[]);
     let mut con = server.connect();
