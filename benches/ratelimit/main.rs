@@ -27,6 +27,8 @@ struct Plan {
     /// Each row of the concurrent-walks table repeats its batch until this many PINGs were timed,
     /// so that rows compare worst waits over similar sample counts.
     walk_pings: usize,
+    /// Denied decisions on distinct keys for RATELIMIT.TOP's memory.
+    top_decisions: u64,
     out_dir: PathBuf,
 }
 
@@ -77,8 +79,8 @@ pub struct ServerRun {
     pub unpipelined: Vec<Row>,
 }
 
-/// One kind of write on a server without guard rules and on one with them.
-pub struct GuardRow {
+/// One contender on a server with a feature off and on one with it on (the guard, RATELIMIT.TOP).
+pub struct OnOffRow {
     pub contender: Contender,
     pub off: Row,
     pub on: Row,
@@ -87,7 +89,11 @@ pub struct GuardRow {
 pub struct Results {
     /// Redis first, then Valkey when `VALKEY_SERVER` names its binary.
     pub servers: Vec<ServerRun>,
-    pub guard: Vec<GuardRow>,
+    pub guard: Vec<OnOffRow>,
+    /// RATELIMIT.TOP's tracking off (`ratelimit.top-keys 0`) and on (the default), per server.
+    pub top_cost: Vec<(String, Vec<OnOffRow>)>,
+    /// `ratelimit_top_memory_bytes` every million denied decisions on distinct keys.
+    pub top_memory: Vec<(u64, i64)>,
     pub memory: Vec<MemoryRow>,
     pub audit: AuditResult,
     pub walks: Vec<WalksRow>,
@@ -114,6 +120,7 @@ fn main() {
             audit_keys: 20_000,
             walk_keys: 2_000,
             walk_pings: 20,
+            top_decisions: 200_000,
             out_dir: root.join("target/bench-quick"),
         }
     } else {
@@ -126,6 +133,7 @@ fn main() {
             audit_keys: 1_000_000,
             walk_keys: 200_000,
             walk_pings: 1_000,
+            top_decisions: 10_000_000,
             out_dir: root.join("bench/results"),
         }
     };
@@ -138,8 +146,10 @@ fn main() {
     }
     let cell = redis_cell_module();
     let cell_line = ["--loadmodule", cell.to_str().unwrap()];
-    if let Ok(only) = std::env::var("BENCH_ONLY") {
-        return compare_only(&only, &binaries, &cell_line, &plan);
+    match std::env::var("BENCH_ONLY").as_deref() {
+        Ok("TopCost") => return top_cost_only(&binaries, &plan),
+        Ok(only) => return compare_only(only, &binaries, &cell_line, &plan),
+        Err(_) => {}
     }
     let mut servers = Vec::new();
     for binary in binaries.iter().copied() {
@@ -155,6 +165,13 @@ fn main() {
 
     eprintln!("the guard's cost, {} reps", plan.reps);
     let guard = guard_overhead(binaries[0], &plan);
+    let mut top_cost = Vec::new();
+    for binary in binaries.iter().copied() {
+        eprintln!("RATELIMIT.TOP's cost on {binary}, {} reps", plan.reps);
+        top_cost.push(tracking_cost(binary, &plan));
+    }
+    eprintln!("RATELIMIT.TOP's memory over {} decisions", plan.top_decisions);
+    let top_memory = tracking_memory(binaries[0], &plan);
 
     let server = Server::with(Config { binary: Some(binaries[0]), ..Config::default() });
     let mut con = server.connect();
@@ -169,6 +186,8 @@ fn main() {
     let results = Results {
         servers,
         guard,
+        top_cost,
+        top_memory,
         memory,
         audit,
         walks,
@@ -336,6 +355,23 @@ fn compare_only(only: &str, binaries: &[&str], cell_line: &[&str], plan: &Plan) 
     }
 }
 
+/// `BENCH_ONLY=TopCost`: RATELIMIT.TOP's on/off rows alone, on each server, on stdout.
+fn top_cost_only(binaries: &[&str], plan: &Plan) {
+    for binary in binaries.iter().copied() {
+        let (name, rows) = tracking_cost(binary, plan);
+        for r in rows {
+            println!(
+                "{name}: {:<32} off {:>7.2} µs CPU/op, on {:>7.2}: on/off CPU {:.3}, throughput {:.3}",
+                r.contender.name(),
+                r.off.cpu_us_per_op,
+                r.on.cpu_us_per_op,
+                r.on.cpu_us_per_op / r.off.cpu_us_per_op,
+                r.on.ops_per_s / r.off.ops_per_s
+            );
+        }
+    }
+}
+
 fn throughput(server: &Server, setup: &Setup, plan: &Plan, pipeline: usize) -> Vec<Row> {
     interleaved(&[server], &ALL, setup, plan, pipeline).remove(0)
 }
@@ -389,21 +425,66 @@ fn interleaved(
 
 /// The guard's cost: writes outside the guarded prefix on a server without rules and on one with
 /// them (it has subscribed to keyspace events), interleaved; and writes under the prefix.
-fn guard_overhead(binary: &str, plan: &Plan) -> Vec<GuardRow> {
-    let off = Server::with(Config { binary: Some(binary), ..Config::default() });
+fn guard_overhead(binary: &str, plan: &Plan) -> Vec<OnOffRow> {
     // INCR's and SET's keys are outside these prefixes; `rl:` is IncrGuarded's, `b:hit:` HIT's.
     let rules = ["--ratelimit.guard", "rl: 60 b:hit: 60"];
-    let on = Server::with(Config { binary: Some(binary), args: &rules, ..Config::default() });
+    let contenders = [Contender::Incr, Contender::Set, Contender::IncrGuarded, Contender::Hit];
+    on_off(binary, &[], &rules, &contenders, plan)
+}
+
+/// RATELIMIT.TOP's cost: HIT admitted on the bench's random keys (nearly every call takes the
+/// place of a summary's lightest entry) and denied on 10 hot keys, with the tracking off and on.
+fn tracking_cost(binary: &str, plan: &Plan) -> (String, Vec<OnOffRow>) {
+    let off = ["--ratelimit.top-keys", "0"];
+    let rows = on_off(binary, &off, &[], &[Contender::Hit, Contender::HitFlood], plan);
+    let name = report::server_name(&mut Server::with(Config { binary: Some(binary), ..Config::default() }).connect());
+    (name, rows)
+}
+
+/// The contenders on a server started with `off_args` and on one with `on_args`, interleaved.
+fn on_off(binary: &str, off_args: &[&str], on_args: &[&str], contenders: &[Contender], plan: &Plan) -> Vec<OnOffRow> {
+    let off = Server::with(Config { binary: Some(binary), args: off_args, ..Config::default() });
+    let on = Server::with(Config { binary: Some(binary), args: on_args, ..Config::default() });
     let setup = prepare(&mut off.connect());
     prepare(&mut on.connect());
-    let contenders = [Contender::Incr, Contender::Set, Contender::IncrGuarded, Contender::Hit];
-    let mut rows = interleaved(&[&off, &on], &contenders, &setup, plan, PIPELINE);
+    let mut rows = interleaved(&[&off, &on], contenders, &setup, plan, PIPELINE);
     let on_rows = rows.pop().unwrap();
     rows.pop()
         .unwrap()
         .into_iter()
         .zip(on_rows)
-        .map(|(off, on)| GuardRow { contender: off.contender, off, on })
+        .map(|(off, on)| OnOffRow { contender: off.contender, off, on })
+        .collect()
+}
+
+/// `ratelimit_top_memory_bytes` as denied decisions on distinct keys pass (COST above the limit:
+/// nothing is written, so the keyspace stays empty), sampled every tenth of the run.
+fn tracking_memory(binary: &str, plan: &Plan) -> Vec<(u64, i64)> {
+    let server = Server::with(Config { binary: Some(binary), ..Config::default() });
+    let step = plan.top_decisions / 10;
+    let mut con = server.connect();
+    (1..=10)
+        .map(|tenth| {
+            let first = (tenth - 1) * step;
+            std::thread::scope(|s| {
+                for part in 0..4 {
+                    let mut con = server.connect();
+                    s.spawn(move || {
+                        fill(&mut con, step / 4, |i| {
+                            let mut cmd = redis::cmd("RATELIMIT.HIT");
+                            cmd.arg(format!("top:{:012}", first + part * (step / 4) + i))
+                                .arg(1)
+                                .arg(60)
+                                .arg("COST")
+                                .arg(2);
+                            cmd
+                        })
+                    });
+                }
+            });
+            let memory = info_field(&mut con, "ratelimit", "ratelimit_top_memory_bytes").unwrap().parse().unwrap();
+            (tenth * step, memory)
+        })
         .collect()
 }
 

@@ -152,27 +152,31 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
         "\n## The guard's cost ({}, pipelined {} deep; rules `rl: 60 b:hit: 60` on one server, none on the other, interleaved)\n",
         results.servers[0].name, results.pipeline
     );
-    out.push_str(
-        "| writes | guard off ops/s | µs CPU/op | guard on ops/s | µs CPU/op | on/off throughput | on/off CPU |\n",
+    on_off_table(&mut out, "writes", "guard", &results.guard, |c| match c {
+        Contender::IncrGuarded => "INCR under a guarded prefix (each write checked)".to_string(),
+        Contender::Hit => "RATELIMIT.HIT under a guarded prefix (its own writes are not checked)".to_string(),
+        c => format!("{} outside the guarded prefix", c.name()),
+    });
+
+    let _ = writeln!(
+        out,
+        "\n## RATELIMIT.TOP's cost (pipelined {} deep; `ratelimit.top-keys 0` on one server, the default 1000 on the other, interleaved)\n",
+        results.pipeline
     );
-    out.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-    for g in &results.guard {
-        let what = match g.contender {
-            Contender::IncrGuarded => "INCR under a guarded prefix (each write checked)".to_string(),
-            Contender::Hit => "RATELIMIT.HIT under a guarded prefix (its own writes are not checked)".to_string(),
-            c => format!("{} outside the guarded prefix", c.name()),
-        };
-        let _ = writeln!(
-            out,
-            "| {what} | {:.0} | {:.2} | {:.0} | {:.2} | {:.3} | {:.3} |",
-            g.off.ops_per_s,
-            g.off.cpu_us_per_op,
-            g.on.ops_per_s,
-            g.on.cpu_us_per_op,
-            g.on.ops_per_s / g.off.ops_per_s,
-            g.on.cpu_us_per_op / g.off.cpu_us_per_op
-        );
+    for (server, rows) in &results.top_cost {
+        let _ = writeln!(out, "{server}:\n");
+        on_off_table(&mut out, "calls", "tracking", rows, |c| match c {
+            Contender::Hit => "RATELIMIT.HIT, admitted, random keys (each takes a summary entry's place)".to_string(),
+            c => c.name().to_string(),
+        });
+        out.push('\n');
     }
+    let _ = writeln!(
+        out,
+        "RATELIMIT.TOP's memory (`ratelimit_top_memory_bytes`, {}) as denied decisions on distinct keys pass: {}.",
+        results.servers[0].name,
+        results.top_memory.iter().map(|(n, bytes)| format!("{n}: {bytes}")).collect::<Vec<_>>().join(", ")
+    );
 
     let memory_ratio = results.memory[1].bytes_per_counter / results.memory[0].bytes_per_counter;
     let _ = writeln!(out, "\n## Targets (pipelined, same run)\n");
@@ -265,6 +269,23 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
             true,
         );
     }
+    for (server, rows) in &results.top_cost {
+        for r in rows {
+            target(
+                format!("{server}: TOP tracking on: {} server CPU ≤ 1.03× off", r.contender.name()),
+                r.on.cpu_us_per_op / r.off.cpu_us_per_op,
+                1.03,
+                false,
+            );
+        }
+    }
+    let (first, last) = (results.top_memory[0], results.top_memory[results.top_memory.len() - 1]);
+    target(
+        format!("TOP's memory after {} decisions ≤ 1× after {} (flat)", last.0, first.0),
+        last.1 as f64 / first.1 as f64,
+        1.0,
+        false,
+    );
     for g in results.guard.iter().filter(|g| matches!(g.contender, Contender::Incr | Contender::Set)) {
         let name = g.contender.name();
         target(
@@ -367,4 +388,32 @@ pub fn svg(results: &Results, machine: &Machine) -> String {
 
 fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// A table of contenders with a feature `feature` off and on, `what` naming each row.
+fn on_off_table(
+    out: &mut String,
+    rows_are: &str,
+    feature: &str,
+    rows: &[crate::OnOffRow],
+    what: impl Fn(Contender) -> String,
+) {
+    let _ = writeln!(
+        out,
+        "| {rows_are} | {feature} off ops/s | µs CPU/op | {feature} on ops/s | µs CPU/op | on/off throughput | on/off CPU |"
+    );
+    out.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for g in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {:.2} | {:.0} | {:.2} | {:.3} | {:.3} |",
+            what(g.contender),
+            g.off.ops_per_s,
+            g.off.cpu_us_per_op,
+            g.on.ops_per_s,
+            g.on.cpu_us_per_op,
+            g.on.ops_per_s / g.off.ops_per_s,
+            g.on.cpu_us_per_op / g.off.cpu_us_per_op
+        );
+    }
 }
