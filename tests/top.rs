@@ -230,9 +230,10 @@ fn the_top_keys_config_sizes_the_summary_and_zero_turns_it_off() {
     assert_eq!(top(&mut con, &[]).unwrap(), [], "off, and a new size starts afresh");
     assert_eq!(memory(&mut con), 0);
 
-    // Two entries: c takes the place of the lightest (b, 2) and carries its count as error.
+    // Two entries: c waits in its bucket until it passes the least count (b's, 2), then takes
+    // b's place with its bucket's bound (2) as its error.
     run_all(&mut con, &["CONFIG SET ratelimit.top-keys 2"]);
-    for key in ["a", "a", "a", "b", "b", "c"] {
+    for key in ["a", "a", "a", "b", "b", "c", "c", "c"] {
         deny(&mut con, key);
     }
     assert_eq!(keys_and_counts(&top(&mut con, &[]).unwrap()), [("a", 3, 0), ("c", 3, 2)]);

@@ -84,6 +84,9 @@ pub struct OnOffRow {
     pub contender: Contender,
     pub off: Row,
     pub on: Row,
+    /// Medians of the on/off ratios of runs made back to back.
+    pub ops_ratio: f64,
+    pub cpu_ratio: f64,
 }
 
 pub struct Results {
@@ -365,8 +368,8 @@ fn top_cost_only(binaries: &[&str], plan: &Plan) {
                 r.contender.name(),
                 r.off.cpu_us_per_op,
                 r.on.cpu_us_per_op,
-                r.on.cpu_us_per_op / r.off.cpu_us_per_op,
-                r.on.ops_per_s / r.off.ops_per_s
+                r.cpu_ratio,
+                r.ops_ratio
             );
         }
     }
@@ -387,40 +390,45 @@ fn interleaved(
 ) -> Vec<Vec<Row>> {
     let runs: Vec<(usize, Contender)> =
         (0..servers.len()).flat_map(|s| contenders.iter().map(move |&c| (s, c))).collect();
-    let mut samples: Vec<(Vec<f64>, Vec<f64>, Vec<u32>)> = runs.iter().map(|_| Default::default()).collect();
+    let mut samples: Vec<Vec<Sample>> = runs.iter().map(|_| Vec::new()).collect();
     for _ in 0..plan.reps {
         for (i, &(s, contender)) in runs.iter().enumerate() {
-            let server = servers[s];
-            let load = Load {
-                port: server.port,
-                contender,
-                setup,
-                connections: plan.connections,
-                pipeline,
-                keyspace: plan.keyspace,
-                duration: plan.duration,
-            };
-            let ticks_before = cpu_ticks(server.pid());
-            let stats = load.run();
-            let ticks = cpu_ticks(server.pid()) - ticks_before;
-            let (ops_per_s, cpu_us) = samples_of(&stats, ticks);
-            samples[i].0.push(ops_per_s);
-            samples[i].1.push(cpu_us);
-            samples[i].2.extend(stats.latencies_us);
+            samples[i].push(run_once(servers[s], contender, setup, plan, pipeline, plan.duration));
         }
     }
     let mut rows: Vec<Vec<Row>> = servers.iter().map(|_| Vec::new()).collect();
-    for (&(s, contender), (ops, cpu, mut latencies)) in runs.iter().zip(samples) {
-        latencies.sort_unstable();
-        rows[s].push(Row {
-            contender,
-            ops_per_s: median(ops),
-            cpu_us_per_op: median(cpu),
-            p50_us: percentile(&latencies, 0.50),
-            p99_us: percentile(&latencies, 0.99),
-        });
+    for (&(s, contender), samples) in runs.iter().zip(samples) {
+        rows[s].push(row_of_samples(contender, samples));
     }
     rows
+}
+
+/// One run's ops/s, server CPU µs per op, and latencies.
+type Sample = (f64, f64, Vec<u32>);
+
+/// One run of `contender` on `server`: ops/s, server CPU µs per op, latencies.
+fn run_once(
+    server: &Server,
+    contender: Contender,
+    setup: &Setup,
+    plan: &Plan,
+    pipeline: usize,
+    duration: Duration,
+) -> Sample {
+    let load = Load {
+        port: server.port,
+        contender,
+        setup,
+        connections: plan.connections,
+        pipeline,
+        keyspace: plan.keyspace,
+        duration,
+    };
+    let ticks_before = cpu_ticks(server.pid());
+    let stats = load.run();
+    let ticks = cpu_ticks(server.pid()) - ticks_before;
+    let (ops_per_s, cpu_us) = samples_of(&stats, ticks);
+    (ops_per_s, cpu_us, stats.latencies_us)
 }
 
 /// The guard's cost: writes outside the guarded prefix on a server without rules and on one with
@@ -441,20 +449,47 @@ fn tracking_cost(binary: &str, plan: &Plan) -> (String, Vec<OnOffRow>) {
     (name, rows)
 }
 
-/// The contenders on a server started with `off_args` and on one with `on_args`, interleaved.
+/// The contenders on a server started with `off_args` and on one with `on_args`, in pairs: each
+/// pair runs both back to back (in turn first), so that the machine's drift, larger on a shared
+/// machine than the costs measured, weighs on both alike; the ratios are the medians of the
+/// pairs'. Four times the reps at half the duration of the main tables.
 fn on_off(binary: &str, off_args: &[&str], on_args: &[&str], contenders: &[Contender], plan: &Plan) -> Vec<OnOffRow> {
     let off = Server::with(Config { binary: Some(binary), args: off_args, ..Config::default() });
     let on = Server::with(Config { binary: Some(binary), args: on_args, ..Config::default() });
     let setup = prepare(&mut off.connect());
     prepare(&mut on.connect());
-    let mut rows = interleaved(&[&off, &on], contenders, &setup, plan, PIPELINE);
-    let on_rows = rows.pop().unwrap();
-    rows.pop()
-        .unwrap()
-        .into_iter()
-        .zip(on_rows)
-        .map(|(off, on)| OnOffRow { contender: off.contender, off, on })
+    let servers = [&off, &on];
+    contenders
+        .iter()
+        .map(|&contender| {
+            let mut runs: [Vec<Sample>; 2] = Default::default();
+            for rep in 0..plan.reps * 4 {
+                for s in if rep % 2 == 0 { [0, 1] } else { [1, 0] } {
+                    runs[s].push(run_once(servers[s], contender, &setup, plan, PIPELINE, plan.duration / 2));
+                }
+            }
+            let ratio =
+                |f: fn(&Sample) -> f64| median(runs[1].iter().zip(&runs[0]).map(|(on, off)| f(on) / f(off)).collect());
+            let (ops_ratio, cpu_ratio) = (ratio(|r| r.0), ratio(|r| r.1));
+            let [off, on] = runs.map(|samples| row_of_samples(contender, samples));
+            OnOffRow { contender, off, on, ops_ratio, cpu_ratio }
+        })
         .collect()
+}
+
+/// One contender's row from its runs: medians, and percentiles over every latency.
+fn row_of_samples(contender: Contender, samples: Vec<Sample>) -> Row {
+    let ops = samples.iter().map(|s| s.0).collect();
+    let cpu = samples.iter().map(|s| s.1).collect();
+    let mut latencies: Vec<u32> = samples.into_iter().flat_map(|s| s.2).collect();
+    latencies.sort_unstable();
+    Row {
+        contender,
+        ops_per_s: median(ops),
+        cpu_us_per_op: median(cpu),
+        p50_us: percentile(&latencies, 0.50),
+        p99_us: percentile(&latencies, 0.99),
+    }
 }
 
 /// `ratelimit_top_memory_bytes` as denied decisions on distinct keys pass (COST above the limit:

@@ -42,7 +42,7 @@ const DECISIONS: [&Decisions; 6] =
     [&HIT_DECISIONS, &HITALL_DECISIONS, &SLIDE_DECISIONS, &GCRA_DECISIONS, &CL_THROTTLE_DECISIONS, &ACQUIRE_DECISIONS];
 
 /// The INFO callback, registered at load time.
-pub unsafe extern "C" fn info(ctx: *mut RedisModuleInfoCtx, _for_crash_report: c_int) {
+pub unsafe extern "C" fn info(ctx: *mut RedisModuleInfoCtx, for_crash_report: c_int) {
     let number = |name: &CStr, value: u64| {
         // SAFETY: the callback's live INFO context and a static field name.
         unsafe { api!(RedisModule_InfoAddFieldULongLong)(ctx, name.as_ptr(), value) };
@@ -65,9 +65,12 @@ pub unsafe extern "C" fn info(ctx: *mut RedisModuleInfoCtx, _for_crash_report: c
             api!(RedisModule_InfoEndDictField)(ctx);
         }
     }
-    let (memory, entries) = tracking::usage();
-    number(c"top_memory_bytes", memory as u64);
-    number(c"top_entries", entries as u64);
+    // A crash report may be written in the middle of a command that is updating the summaries.
+    if for_crash_report == 0 {
+        let (memory, entries) = tracking::usage();
+        number(c"top_memory_bytes", memory as u64);
+        number(c"top_entries", entries as u64);
+    }
     number(c"top_untracked", TOP_UNTRACKED.get());
     let (running, queued) = walk::in_progress();
     number(c"walks_running", running as u64);
