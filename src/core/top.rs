@@ -471,7 +471,7 @@ mod tests {
 
     /// Every fifth name is longer than an entry holds.
     fn key(i: u64) -> Vec<u8> {
-        let pad = if i % 5 == 0 { INLINE } else { 0 };
+        let pad = if i.is_multiple_of(5) { INLINE } else { 0 };
         format!("k:{i}:{}", "x".repeat(pad)).into_bytes()
     }
 
