@@ -101,7 +101,8 @@ fn random_arguments_never_hurt_the_server() {
             "RATELIMIT.ACQUIRE",
             "RATELIMIT.RELEASE",
             "RATELIMIT.RENEW",
-        ][rng.below(12)];
+            "RATELIMIT.TOP",
+        ][rng.below(13)];
         let buckets = command == "RATELIMIT.GCRA" || command == "CL.THROTTLE";
         let slide = command == "RATELIMIT.SLIDE";
         let lease = ["RATELIMIT.ACQUIRE", "RATELIMIT.RELEASE", "RATELIMIT.RENEW"].contains(&command);
@@ -138,6 +139,7 @@ fn random_arguments_never_hurt_the_server() {
                 }
                 "CL.THROTTLE" => cmd.arg(number(&mut rng)).arg(number(&mut rng)).arg(number(&mut rng)),
                 "RATELIMIT.AUDIT" => cmd.arg("fz:"),
+                "RATELIMIT.TOP" => cmd.arg(["DENIED", "ADMITTED"][rng.below(2)]).arg("COUNT").arg(number(&mut rng)),
                 _ => cmd.arg("fz:").arg(number(&mut rng)),
             };
         }
@@ -204,6 +206,12 @@ fn random_arguments_never_hurt_the_server() {
                 assert!(numbers.len() == 4 && (numbers[0] == 0 || numbers[0] == 1), "{}: {numbers:?}", context());
                 // reset_ms is -1 only where PEEK shows a counter without TTL.
                 assert!(numbers[2] >= 0 && numbers[3] >= -1, "{}: {numbers:?}", context());
+                ok += 1;
+            }
+            Ok(reply @ Value::Array(_)) if command == "RATELIMIT.TOP" => {
+                for e in common::top_entries(reply) {
+                    assert!(e.count >= e.error && e.error >= 0, "{}: {e:?}", context());
+                }
                 ok += 1;
             }
             Ok(reply @ Value::Array(_)) => {

@@ -131,7 +131,8 @@ pub fn repair(con: &mut Connection, args: &[&str]) -> RedisResult<WalkReply> {
     Ok(walk_reply(reply, "repaired"))
 }
 
-/// One entry of a RATELIMIT.TOP reply: the truth is in `[count - error, count]`.
+/// One entry of a RATELIMIT.TOP reply (the key's name lossily as text): the truth is in
+/// `[count - error, count]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopEntry {
     pub key: String,
@@ -149,7 +150,8 @@ pub fn top_entries(value: Value) -> Vec<TopEntry> {
             let fields: Vec<String> = pairs.iter().map(|(k, _)| redis::from_redis_value(k).unwrap()).collect();
             assert_eq!(fields, ["key", "count", "error"]);
             let int = |i: usize| -> i64 { redis::from_redis_value(&pairs[i].1).unwrap() };
-            TopEntry { key: redis::from_redis_value(&pairs[0].1).unwrap(), count: int(1), error: int(2) }
+            let key: Vec<u8> = redis::from_redis_value(&pairs[0].1).unwrap();
+            TopEntry { key: String::from_utf8_lossy(&key).into_owned(), count: int(1), error: int(2) }
         })
         .collect()
 }
