@@ -50,12 +50,25 @@ def cli(port, *args, stdin=None):
     return subprocess.run(["redis-cli", "-p", str(port), *args], input=stdin, capture_output=True, check=True)
 
 
+def loader_line(server):
+    """The command that runs `server`: the servers unpacked from other Debian suites are shell
+    wrappers around their own loader (scripts/debian-server.py), which valgrind must run itself."""
+    with open(shutil.which(server) or server, "rb") as f:
+        if f.read(2) != b"#!":
+            return [server]
+    here = os.path.dirname(os.path.realpath(shutil.which(server) or server))
+    root = os.path.join(here, "root")
+    name = os.path.basename(server)
+    return [os.path.join(root, "usr/lib64/ld-linux-x86-64.so.2"), "--library-path",
+            os.path.join(root, "usr/lib/x86_64-linux-gnu"), os.path.join(root, "usr/bin", name)]
+
+
 def instructions(server, module, setup, commands, configs=()):
     """Total instructions of one server run fed `setup` (untimed but counted alike) and `commands`."""
     port = free_port()
     work = tempfile.mkdtemp(prefix="callgrind-")
     out = os.path.join(work, "callgrind.out")
-    argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", server,
+    argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *loader_line(server),
             "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", work]
     if module:
         argv += ["--loadmodule", module]

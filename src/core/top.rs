@@ -94,14 +94,25 @@ impl SpaceSaving {
             return;
         }
         let hash = self.hash(key);
-        let (tag, high) = (hash as u32, (hash >> 32) as u32);
-        match self.probe(tag, key) {
+        match self.probe(hash as u32, key) {
             (_, Some(i)) => {
                 let e = &mut self.entries[i];
                 self.at_min_live -= usize::from(e.count == self.min && self.at_min_live > 0);
                 e.count = e.count.saturating_add(weight);
             }
-            (slot, None) if self.used < self.capacity => {
+            (slot, None) => self.add_new(slot, hash, key, weight),
+        }
+    }
+
+    /// `add` for a key not held: a free entry, its bucket, or the lightest entry's place. Out of
+    /// line, so that the path of a key held stays short in the instruction cache, which every
+    /// decision shares with the server.
+    #[cold]
+    #[inline(never)]
+    fn add_new(&mut self, slot: usize, hash: u64, key: &[u8], weight: u64) {
+        let (tag, high) = (hash as u32, (hash >> 32) as u32);
+        match self.used < self.capacity {
+            true => {
                 // Nothing was filtered yet (the buckets fill only once every entry is taken).
                 let entry = Entry { count: weight, error: 0, tag, high, len: 0, inline: [0; INLINE] };
                 self.entries.push(entry);
@@ -109,7 +120,7 @@ impl SpaceSaving {
                 self.name(self.used - 1, key);
                 self.slots[slot] = u64::from(tag) << 32 | self.used as u64;
             }
-            (_, None) => {
+            false => {
                 self.settle_min();
                 let b = self.bucket(high);
                 let bound = self.buckets[b].saturating_add(weight);
@@ -130,7 +141,6 @@ impl SpaceSaving {
     /// The lightest entry gives its place to `key`, which may have weighed its bucket's bound
     /// while it was not held: that is its error. The entry's key leaves with its count as its
     /// bucket's bound.
-    #[inline(never)]
     fn replace_lightest(&mut self, tag: u32, high: u32, key: &[u8], weight: u64) {
         let i = self.lightest();
         self.unlink(i);
@@ -425,6 +435,7 @@ impl Top {
     }
 
     /// Counts `weight` for `key` in `view` at `now_ms`; false if the key's name is too long to track.
+    #[inline]
     pub fn record(&mut self, view: View, key: &[u8], weight: u64, now_ms: i64, interval_ms: i64) -> bool {
         if key.len() > LONGEST_KEY {
             return false;
