@@ -14,6 +14,15 @@ fn server_with(args: &[&str]) -> Server {
     Server::with(Config { args, ..Config::default() })
 }
 
+/// A denied call that writes nothing (COST above the limit).
+fn deny(con: &mut Connection, key: &str) {
+    assert_eq!(hit(con, key, &["1", "60", "COST", "2"]).unwrap()[0], 0);
+}
+
+fn top_memory(con: &mut Connection) -> i64 {
+    info_field(con, "ratelimit", "ratelimit_top_memory_bytes").unwrap().parse().unwrap()
+}
+
 fn keys_and_counts(entries: &[TopEntry]) -> Vec<(&str, i64, i64)> {
     entries.iter().map(|e| (e.key.as_str(), e.count, e.error)).collect()
 }
@@ -137,8 +146,6 @@ fn every_limiter_command_counts_and_only_its_decisions_do() {
 fn answers_stay_consistent_across_reset_and_interval_boundaries() {
     let server = server_with(&["--ratelimit.top-interval", "1"]);
     let mut con = server.connect();
-    // Denied without writing: COST above the limit.
-    let deny = |con: &mut Connection, key: &str| assert_eq!(hit(con, key, &["1", "60", "COST", "2"]).unwrap()[0], 0);
     let first_sent = Instant::now();
     (0..5).for_each(|_| deny(&mut con, "b:1"));
     let last_done = Instant::now();
@@ -218,17 +225,13 @@ fn resp3_gets_a_map_per_entry() {
 fn the_top_keys_config_sizes_the_summary_and_zero_turns_it_off() {
     let server = server_with(&[]);
     let mut con = server.connect();
-    let memory = |con: &mut Connection| -> i64 {
-        info_field(con, "ratelimit", "ratelimit_top_memory_bytes").unwrap().parse().unwrap()
-    };
-    let deny = |con: &mut Connection, key: &str| assert_eq!(hit(con, key, &["1", "60", "COST", "2"]).unwrap()[0], 0);
     deny(&mut con, "before");
-    assert!(memory(&mut con) > 0);
+    assert!(top_memory(&mut con) > 0);
 
     run_all(&mut con, &["CONFIG SET ratelimit.top-keys 0"]);
     deny(&mut con, "off");
     assert_eq!(top(&mut con, &[]).unwrap(), [], "off, and a new size starts afresh");
-    assert_eq!(memory(&mut con), 0);
+    assert_eq!(top_memory(&mut con), 0);
 
     // Two entries: c waits in its bucket until it passes the least count (b's, 2), then takes
     // b's place with its bucket's bound (2) as its error.
@@ -249,9 +252,6 @@ fn the_top_keys_config_sizes_the_summary_and_zero_turns_it_off() {
 fn memory_stays_flat_over_a_million_decisions_on_distinct_keys() {
     let server = server_with(&[]);
     let mut con = server.connect();
-    let memory = |con: &mut Connection| -> i64 {
-        info_field(con, "ratelimit", "ratelimit_top_memory_bytes").unwrap().parse().unwrap()
-    };
     let mut seen = Vec::new();
     for batch in 0..100u64 {
         // Denied without writing (COST above the limit): the keyspace stays empty.
@@ -267,7 +267,7 @@ fn memory_stays_flat_over_a_million_decisions_on_distinct_keys() {
         }
         pipe.query::<()>(&mut con).unwrap();
         if batch % 10 == 9 {
-            seen.push(memory(&mut con));
+            seen.push(top_memory(&mut con));
         }
     }
     eprintln!("top_memory_bytes every 100,000 decisions: {seen:?}");

@@ -74,9 +74,11 @@ impl SpaceSaving {
     /// one probe chain.
     pub fn new(capacity: usize, seed: [u64; 2]) -> SpaceSaving {
         let capacity = capacity.clamp(1, 1 << 30);
+        // Every allocation at once, so that memory is what the capacity says from the start,
+        // whichever summaries have filled.
         SpaceSaving {
             capacity,
-            entries: Vec::new(),
+            entries: Vec::with_capacity(capacity),
             used: 0,
             long: Vec::new(),
             slots: vec![0; (capacity * 2).next_power_of_two()],
@@ -84,7 +86,7 @@ impl SpaceSaving {
             seed,
             min: 0,
             at_min_live: 0,
-            at_min: Vec::new(),
+            at_min: Vec::with_capacity(capacity),
         }
     }
 
@@ -595,16 +597,23 @@ mod tests {
     }
 
     #[test]
-    fn memory_covers_both_views_and_stays_after_reset() {
+    fn memory_is_allocated_up_front_and_kept_after_reset() {
         let mut top = Top::new(16, SEED);
         assert_eq!(top.capacity(), 16);
         let empty = top.memory();
+        let short = |i: u64| format!("s{i}").into_bytes();
+        for now in [0, 1_000, 2_000] {
+            (0..100).for_each(|i| {
+                top.record(View::Denied, &short(i), 1, now, 1_000);
+                top.record(View::Admitted, &short(i), 2, now, 1_000);
+            });
+        }
+        assert_eq!(top.memory(), empty, "allocated up front, whichever summaries filled");
         (0..100).for_each(|i| {
-            top.record(View::Denied, &key(i), 1, 0, 1_000);
-            top.record(View::Admitted, &key(i), 2, 0, 1_000);
+            top.record(View::Denied, &key(i), 1, 2_000, 1_000);
         });
         let used = top.memory();
-        assert!(used > empty);
+        assert!(used > empty, "names longer than an entry holds have buffers of their own");
         top.reset();
         assert_eq!(top.memory(), used, "buffers kept for reuse");
     }
