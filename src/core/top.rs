@@ -45,12 +45,11 @@ struct Entry {
 }
 
 /// The heaviest keys of one stream in `capacity` entries. Adding is a hash and a probe; replacing
-/// the lightest entry is amortized O(1) per unit of weight (see `lightest`).
+/// the lightest entry is amortized O(1) per unit of weight (see `settle_min`).
 pub struct SpaceSaving {
     capacity: usize,
-    /// The first `used` are live.
+    /// The keys held, allocated up front for `capacity`.
     entries: Vec<Entry>,
-    used: usize,
     /// The names longer than `INLINE`, by entry (grown only when one comes); buffers are kept for
     /// reuse, so that memory stops growing once every entry has held a key.
     long: Vec<Vec<u8>>,
@@ -79,7 +78,6 @@ impl SpaceSaving {
         SpaceSaving {
             capacity,
             entries: Vec::with_capacity(capacity),
-            used: 0,
             long: Vec::new(),
             slots: vec![0; (capacity * 2).next_power_of_two()],
             buckets: vec![0; (capacity * 4).next_power_of_two()],
@@ -113,14 +111,14 @@ impl SpaceSaving {
     #[inline(never)]
     fn add_new(&mut self, slot: usize, hash: u64, key: &[u8], weight: u64) {
         let (tag, high) = (hash as u32, (hash >> 32) as u32);
-        match self.used < self.capacity {
+        match self.entries.len() < self.capacity {
             true => {
                 // Nothing was filtered yet (the buckets fill only once every entry is taken).
                 let entry = Entry { count: weight, error: 0, tag, high, len: 0, inline: [0; INLINE] };
                 self.entries.push(entry);
-                self.used += 1;
-                self.name(self.used - 1, key);
-                self.slots[slot] = u64::from(tag) << 32 | self.used as u64;
+                let i = self.entries.len() - 1;
+                self.name(i, key);
+                self.slots[slot] = u64::from(tag) << 32 | (i as u64 + 1);
             }
             false => {
                 self.settle_min();
@@ -195,17 +193,17 @@ impl SpaceSaving {
 
     /// Every key held, in no order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], Estimate)> {
-        (0..self.used).map(|i| (self.key(i), Estimate { count: self.entries[i].count, error: self.entries[i].error }))
+        (0..self.entries.len())
+            .map(|i| (self.key(i), Estimate { count: self.entries[i].count, error: self.entries[i].error }))
     }
 
     /// Keys held.
     pub fn held(&self) -> usize {
-        self.used
+        self.entries.len()
     }
 
     /// Forgets every key; the long names' buffers stay for reuse.
     pub fn clear(&mut self) {
-        self.used = 0;
         self.entries.clear();
         self.slots.fill(0);
         self.buckets.fill(0);
@@ -286,7 +284,7 @@ impl SpaceSaving {
     /// the last: the scans cost at most the total weight added, in all.
     fn settle_min(&mut self) {
         if self.at_min_live == 0 {
-            let live = &self.entries[..self.used];
+            let live = &self.entries;
             let min = live.iter().map(|e| e.count).min().unwrap_or(0);
             self.at_min.clear();
             self.at_min.extend((0..live.len() as u32).filter(|&i| live[i as usize].count == min));
