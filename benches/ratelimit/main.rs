@@ -437,34 +437,59 @@ fn guard_overhead(binary: &str, plan: &Plan) -> Vec<OnOffRow> {
     // INCR's and SET's keys are outside these prefixes; `rl:` is IncrGuarded's, `b:hit:` HIT's.
     let rules = ["--ratelimit.guard", "rl: 60 b:hit: 60"];
     let contenders = [Contender::Incr, Contender::Set, Contender::IncrGuarded, Contender::Hit];
-    on_off(binary, &[], &rules, &contenders, plan)
+    on_off(binary, Switch::Servers(&[], &rules), &contenders, plan)
 }
 
 /// RATELIMIT.TOP's cost: HIT admitted on the bench's random keys (nearly every call takes the
 /// place of a summary's lightest entry) and denied on 10 hot keys, with the tracking off and on.
 fn tracking_cost(binary: &str, plan: &Plan) -> (String, Vec<OnOffRow>) {
-    let off = ["--ratelimit.top-keys", "0"];
-    let rows = on_off(binary, &off, &[], &[Contender::Hit, Contender::HitFlood], plan);
+    let switch = Switch::Config("ratelimit.top-keys", ["0", "128"]);
+    let rows = on_off(binary, switch, &[Contender::Hit, Contender::HitFlood], plan);
     let name = report::server_name(&mut Server::with(Config { binary: Some(binary), ..Config::default() }).connect());
     (name, rows)
 }
 
-/// The contenders on a server started with `off_args` and on one with `on_args`, in pairs: each
-/// pair runs both back to back (in turn first), so that the machine's drift, larger on a shared
-/// machine than the costs measured, weighs on both alike; the ratios are the medians of the
-/// pairs'. Four times the reps at half the duration of the main tables.
-fn on_off(binary: &str, off_args: &[&str], on_args: &[&str], contenders: &[Contender], plan: &Plan) -> Vec<OnOffRow> {
-    let off = Server::with(Config { binary: Some(binary), args: off_args, ..Config::default() });
-    let on = Server::with(Config { binary: Some(binary), args: on_args, ..Config::default() });
-    let setup = prepare(&mut off.connect());
-    prepare(&mut on.connect());
-    let servers = [&off, &on];
+/// How a feature is turned off and on for `on_off`.
+#[derive(Clone, Copy)]
+enum Switch<'a> {
+    /// Two servers, started with these arguments: for a feature that cannot be turned off once on
+    /// (the guard's subscription).
+    Servers(&'a [&'a str], &'a [&'a str]),
+    /// One server, this config set to the off or the on value before each run: nothing else
+    /// differs (two processes of one binary differ by a few % in CPU per call on their own, by
+    /// where their memory lies).
+    Config(&'a str, [&'a str; 2]),
+}
+
+/// The contenders with a feature off and on, in pairs: each pair runs both back to back (in turn
+/// first), so that the machine's drift, larger on a shared machine than the costs measured, weighs
+/// on both alike; the ratios are the medians of the pairs'. Four times the reps at half the
+/// duration of the main tables.
+fn on_off(binary: &str, switch: Switch, contenders: &[Contender], plan: &Plan) -> Vec<OnOffRow> {
+    let started = |args| Server::with(Config { binary: Some(binary), args, ..Config::default() });
+    let (first, second) = match switch {
+        Switch::Servers(off, on) => (started(off), Some(started(on))),
+        Switch::Config(..) => (started(&[]), None),
+    };
+    let setup = prepare(&mut first.connect());
+    if let Some(second) = &second {
+        prepare(&mut second.connect());
+    }
+    let servers = [&first, second.as_ref().unwrap_or(&first)];
     contenders
         .iter()
         .map(|&contender| {
             let mut runs: [Vec<Sample>; 2] = Default::default();
             for rep in 0..plan.reps * 4 {
                 for s in if rep % 2 == 0 { [0, 1] } else { [1, 0] } {
+                    if let Switch::Config(name, values) = switch {
+                        let _: () = redis::cmd("CONFIG")
+                            .arg("SET")
+                            .arg(name)
+                            .arg(values[s])
+                            .query(&mut servers[s].connect())
+                            .unwrap();
+                    }
                     runs[s].push(run_once(servers[s], contender, &setup, plan, PIPELINE, plan.duration / 2));
                 }
             }
