@@ -94,33 +94,18 @@ impl SpaceSaving {
             return;
         }
         let hash = self.hash(key);
-        match self.probe(hash as u32, key) {
+        let (tag, high) = (hash as u32, (hash >> 32) as u32);
+        match self.probe(tag, key) {
             (_, Some(i)) => {
                 let e = &mut self.entries[i];
                 self.at_min_live -= usize::from(e.count == self.min && self.at_min_live > 0);
                 e.count = e.count.saturating_add(weight);
             }
-            (slot, None) => self.add_new(slot, hash, key, weight),
-        }
-    }
-
-    /// `add` for a key not held: a free entry, its bucket, or the lightest entry's place. Out of
-    /// line, so that the path of a key held stays short in the instruction cache, which every
-    /// decision shares with the server.
-    #[cold]
-    #[inline(never)]
-    fn add_new(&mut self, slot: usize, hash: u64, key: &[u8], weight: u64) {
-        let (tag, high) = (hash as u32, (hash >> 32) as u32);
-        match self.entries.len() < self.capacity {
-            true => {
-                // Nothing was filtered yet (the buckets fill only once every entry is taken).
-                let entry = Entry { count: weight, error: 0, tag, high, len: 0, inline: [0; INLINE] };
-                self.entries.push(entry);
-                let i = self.entries.len() - 1;
-                self.name(i, key);
-                self.slots[slot] = u64::from(tag) << 32 | (i as u64 + 1);
-            }
-            false => {
+            (slot, None) if self.entries.len() < self.capacity => self.push(slot, tag, high, key, weight),
+            (_, None) => {
+                // Filtered: the common case of a key not held, kept inline; what is rarer (a new
+                // least, a replacement) is out of line, so that the path every decision takes
+                // stays short in the instruction cache, which it shares with the server.
                 self.settle_min();
                 let b = self.bucket(high);
                 let bound = self.buckets[b].saturating_add(weight);
@@ -134,6 +119,17 @@ impl SpaceSaving {
         }
     }
 
+    /// A key not held takes a free entry (nothing was filtered yet: the buckets fill only once
+    /// every entry is taken).
+    #[cold]
+    #[inline(never)]
+    fn push(&mut self, slot: usize, tag: u32, high: u32, key: &[u8], weight: u64) {
+        self.entries.push(Entry { count: weight, error: 0, tag, high, len: 0, inline: [0; INLINE] });
+        let i = self.entries.len() - 1;
+        self.name(i, key);
+        self.slots[slot] = u64::from(tag) << 32 | (i as u64 + 1);
+    }
+
     fn bucket(&self, high: u32) -> usize {
         high as usize & (self.buckets.len() - 1)
     }
@@ -141,6 +137,8 @@ impl SpaceSaving {
     /// The lightest entry gives its place to `key`, which may have weighed its bucket's bound
     /// while it was not held: that is its error. The entry's key leaves with its count as its
     /// bucket's bound.
+    #[cold]
+    #[inline(never)]
     fn replace_lightest(&mut self, tag: u32, high: u32, key: &[u8], weight: u64) {
         let i = self.lightest();
         self.unlink(i);
@@ -221,25 +219,36 @@ impl SpaceSaving {
             + self.at_min.capacity() * mem::size_of::<u32>()
     }
 
-    /// A keyed 64-bit hash: folded multiplies over 8-byte words.
+    /// A keyed 64-bit hash in the manner of wyhash: a key of up to 16 bytes is read as two
+    /// (overlapping) words and costs two multiplies; a longer one folds 16 bytes at a time.
+    #[inline(always)]
     fn hash(&self, key: &[u8]) -> u64 {
         const K: u64 = 0x9E37_79B9_7F4A_7C15;
         let fold = |a: u64, b: u64| {
             let p = u128::from(a) * u128::from(b);
             p as u64 ^ (p >> 64) as u64
         };
-        let mut h = fold(self.seed[0] ^ key.len() as u64, K);
-        let mut words = key.chunks_exact(8);
-        for w in &mut words {
-            h = fold(h ^ u64::from_le_bytes(w.try_into().unwrap_or_default()), self.seed[1] | 1);
-        }
-        let rest = words.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            h = fold(h ^ u64::from_le_bytes(w), self.seed[1] | 1);
-        }
-        fold(h, K)
+        let word = |at: usize| u64::from_le_bytes(key[at..at + 8].try_into().unwrap_or_default());
+        let half = |at: usize| u64::from(u32::from_le_bytes(key[at..at + 4].try_into().unwrap_or_default()));
+        let n = key.len();
+        let mut h = self.seed[0];
+        // Every byte is read at least once, and the length is folded in last: a key's words and
+        // length tell it apart from every other.
+        let (a, b) = match n {
+            0 => (0, 0),
+            1..=3 => (u64::from(key[0]) << 16 | u64::from(key[n / 2]) << 8 | u64::from(key[n - 1]), 0),
+            4..=8 => (half(0), half(n - 4)),
+            9..=16 => (word(0), word(n - 8)),
+            _ => {
+                let mut at = 0;
+                while n - at > 16 {
+                    h = fold(word(at) ^ self.seed[1], word(at + 8) ^ h);
+                    at += 16;
+                }
+                (word(n - 16), word(n - 8))
+            }
+        };
+        fold(fold(a ^ self.seed[1], b ^ h) ^ n as u64, K)
     }
 
     /// The slot where `key` is, or the empty one where it would go; and its entry if held. Only
@@ -282,14 +291,21 @@ impl SpaceSaving {
     /// Makes `min` the least count held again once no entry has it any more. The least never
     /// falls (counts only grow, and a newcomer's is above it), so each scan finds a higher one than
     /// the last: the scans cost at most the total weight added, in all.
+    #[inline(always)]
     fn settle_min(&mut self) {
         if self.at_min_live == 0 {
-            let live = &self.entries;
-            let min = live.iter().map(|e| e.count).min().unwrap_or(0);
-            self.at_min.clear();
-            self.at_min.extend((0..live.len() as u32).filter(|&i| live[i as usize].count == min));
-            (self.min, self.at_min_live) = (min, self.at_min.len());
+            self.scan_min();
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn scan_min(&mut self) {
+        let live = &self.entries;
+        let min = live.iter().map(|e| e.count).min().unwrap_or(0);
+        self.at_min.clear();
+        self.at_min.extend((0..live.len() as u32).filter(|&i| live[i as usize].count == min));
+        (self.min, self.at_min_live) = (min, self.at_min.len());
     }
 
     /// An entry with the least count (the list also holds entries that have grown since the scan).
@@ -307,28 +323,31 @@ impl SpaceSaving {
     }
 }
 
-/// Whether two names are equal, a word at a time (names are short: a call to `memcmp` would cost
-/// more than the comparison).
+/// Whether two names are equal, read as the hash reads them: a few (overlapping) words, no loop
+/// for names of up to 16 bytes (names are short: a call to `memcmp` would cost more than this).
 #[inline]
 fn same(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
+    let n = a.len();
+    if n != b.len() {
         return false;
     }
     let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().unwrap_or_default());
-    let mut at = 0;
-    while at + 8 <= a.len() {
-        if word(a, at) != word(b, at) {
-            return false;
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().unwrap_or_default());
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        _ => {
+            let mut at = 0;
+            while at + 8 < n {
+                if word(a, at) != word(b, at) {
+                    return false;
+                }
+                at += 8;
+            }
+            word(a, n - 8) == word(b, n - 8)
         }
-        at += 8;
     }
-    while at < a.len() {
-        if a[at] != b[at] {
-            return false;
-        }
-        at += 1;
-    }
-    true
 }
 
 /// One view over the current interval and the one before it, so that an answer never comes
@@ -478,12 +497,62 @@ mod tests {
 
     use super::*;
 
-    const SEED: [u64; 2] = [0x1234_5678, 0x9abc_def0];
+    // Full 64-bit words, as the server's are: smaller ones leave the folds without high halves.
+    const SEED: [u64; 2] = [0x243F_6A88_85A3_08D3, 0x1319_8A2E_0370_7344];
 
-    /// Every fifth name is longer than an entry holds.
+    /// Names of every length class the hash reads differently; every fifth is longer than an
+    /// entry holds.
     fn key(i: u64) -> Vec<u8> {
-        let pad = if i.is_multiple_of(5) { INLINE } else { 0 };
-        format!("k:{i}:{}", "x".repeat(pad)).into_bytes()
+        let pad = [INLINE, 0, 5, 11, 20][(i % 5) as usize];
+        let name = format!("{i}:{}", "x".repeat(pad)).into_bytes();
+        if i == 1 {
+            name[..1].to_vec()
+        } else {
+            name
+        }
+    }
+
+    #[test]
+    fn every_byte_and_the_length_count_in_the_hash() {
+        for seed in
+            [SEED, [0xB7E1_5162_8AED_2A6A, 0xBF71_5880_9CF4_F3C7], [0x9216_D5D9_8979_FB1B, 0xD131_0BA6_98DF_B5AC]]
+        {
+            distinct_for_every_byte_and_length(&SpaceSaving::new(1, seed));
+        }
+    }
+
+    #[test]
+    fn names_are_the_same_only_when_equal() {
+        for len in 0..=40 {
+            let one_byte_set = |at: usize| {
+                let mut k = vec![b'a'; len];
+                if at < len {
+                    k[at] = b'b';
+                }
+                k
+            };
+            for i in 0..=len {
+                for j in 0..=len {
+                    assert_eq!(same(&one_byte_set(i), &one_byte_set(j)), i == j, "length {len}, bytes {i} and {j}");
+                }
+            }
+        }
+        assert!(!same(b"ab", b"abc"));
+    }
+
+    fn distinct_for_every_byte_and_length(s: &SpaceSaving) {
+        let mut seen = HashMap::new();
+        for len in 0..=40 {
+            for at in 0..=len {
+                let mut k = vec![0; len];
+                if at < len {
+                    k[at] = 1;
+                }
+                if let Some(other) = seen.insert(s.hash(&k), k.clone()) {
+                    panic!("{k:?} and {other:?}");
+                }
+            }
+        }
     }
 
     #[test]
