@@ -429,17 +429,43 @@ pub enum View {
     Admitted,
 }
 
+/// Decisions are counted a batch at a time: counting each as it came ran the summaries' code
+/// once per command, and evicted as much of the server's own code from the instruction cache
+/// again (callgrind: 36 more misses a HIT, for some 170 instructions); a batch runs it hot.
+const BATCH: usize = 64;
+/// The batch's names, at most: a batch is counted early when the next name would not fit.
+const BATCH_BYTES: usize = 4 * LONGEST_KEY;
+
+/// A decision waiting in the batch; its name is in `Top::names`, ending at `end`.
+#[derive(Clone, Copy)]
+struct Decision {
+    now_ms: i64,
+    interval_ms: i64,
+    weight: u64,
+    end: u32,
+    view: View,
+}
+
 /// A node's two views.
 pub struct Top {
     denied: Recent,
     admitted: Recent,
     capacity: usize,
+    /// Decisions not counted yet, in the order they came; every read counts them first.
+    batch: Vec<Decision>,
+    names: Vec<u8>,
 }
 
 impl Top {
     /// `capacity` entries per view and interval.
     pub fn new(capacity: usize, seed: [u64; 2]) -> Top {
-        Top { denied: Recent::new(capacity, seed), admitted: Recent::new(capacity, seed), capacity }
+        Top {
+            denied: Recent::new(capacity, seed),
+            admitted: Recent::new(capacity, seed),
+            capacity,
+            batch: Vec::with_capacity(BATCH),
+            names: Vec::with_capacity(BATCH_BYTES),
+        }
     }
 
     pub fn capacity(&self) -> usize {
@@ -453,38 +479,70 @@ impl Top {
         }
     }
 
-    /// Counts `weight` for `key` in `view` at `now_ms`; false if the key's name is too long to track.
+    /// Counts `weight` for `key` in `view` at `now_ms` (in the batch: reads see it); false if the
+    /// key's name is too long to track.
     #[inline]
     pub fn record(&mut self, view: View, key: &[u8], weight: u64, now_ms: i64, interval_ms: i64) -> bool {
         if key.len() > LONGEST_KEY {
             return false;
         }
-        let recent = self.view(view);
-        recent.roll(now_ms, interval_ms);
-        recent.current.add(key, weight);
+        if self.batch.len() == BATCH || self.names.len() + key.len() > BATCH_BYTES {
+            self.count_batch();
+        }
+        self.names.extend_from_slice(key);
+        let end = self.names.len() as u32;
+        self.batch.push(Decision { now_ms, interval_ms, weight, end, view });
         true
+    }
+
+    /// Counts the batch's decisions into the views, in order.
+    #[cold]
+    #[inline(never)]
+    fn count_batch(&mut self) {
+        let mut start = 0;
+        for d in &self.batch {
+            let end = d.end as usize;
+            let recent = match d.view {
+                View::Denied => &mut self.denied,
+                View::Admitted => &mut self.admitted,
+            };
+            recent.roll(d.now_ms, d.interval_ms);
+            recent.current.add(&self.names[start..end], d.weight);
+            start = end;
+        }
+        self.batch.clear();
+        self.names.clear();
     }
 
     /// The keys of `view` at `now_ms`, heaviest first (ties: the surer count, then the name).
     pub fn ranked(&mut self, view: View, now_ms: i64, interval_ms: i64) -> Vec<(&[u8], Estimate)> {
+        self.count_batch();
         let recent = self.view(view);
         recent.roll(now_ms, interval_ms);
         recent.ranked()
     }
 
-    /// Forgets both views.
+    /// Forgets both views, and the batch.
     pub fn reset(&mut self) {
+        self.batch.clear();
+        self.names.clear();
         self.denied.clear();
         self.admitted.clear();
     }
 
-    /// Bytes held by both views.
-    pub fn memory(&self) -> usize {
-        mem::size_of::<Self>() + self.denied.memory() + self.admitted.memory()
+    /// Bytes held by both views and the batch.
+    pub fn memory(&mut self) -> usize {
+        self.count_batch();
+        mem::size_of::<Self>()
+            + self.denied.memory()
+            + self.admitted.memory()
+            + self.batch.capacity() * mem::size_of::<Decision>()
+            + self.names.capacity()
     }
 
     /// Entries in use, over both views and intervals.
-    pub fn held(&self) -> usize {
+    pub fn held(&mut self) -> usize {
+        self.count_batch();
         self.denied.held() + self.admitted.held()
     }
 }
@@ -683,6 +741,29 @@ mod tests {
         assert!(used > empty, "names longer than an entry holds have buffers of their own");
         top.reset();
         assert_eq!(top.memory(), used, "buffers kept for reuse");
+    }
+
+    #[test]
+    fn reads_count_the_batch_first_whatever_fills_it() {
+        let mut top = Top::new(8, SEED);
+        let empty = top.memory();
+        let long = |i: u8| vec![i; LONGEST_KEY];
+        // Five longest names overflow the batch's bytes before its count.
+        for i in 0..5 {
+            assert!(top.record(View::Admitted, &long(i), u64::from(i) + 1, 0, 1_000));
+        }
+        let ranked = top.ranked(View::Admitted, 0, 1_000);
+        let counts: Vec<u64> = ranked.iter().map(|(_, e)| e.count).collect();
+        assert_eq!(counts, [5, 4, 3, 2, 1]);
+        assert_eq!(ranked[0].0, &long(4)[..]);
+        assert!(!top.record(View::Admitted, &[0; LONGEST_KEY + 1], 1, 0, 1_000));
+        // Held by its view at once, though the batch is not full.
+        top.record(View::Denied, b"d", 1, 0, 1_000);
+        assert_eq!(top.held(), 6);
+        assert!(top.memory() > empty, "the long names' buffers");
+        top.record(View::Denied, b"d", 1, 0, 1_000);
+        top.reset();
+        assert!(top.ranked(View::Denied, 0, 1_000).is_empty(), "the batch is forgotten too");
     }
 
     #[test]
