@@ -16,7 +16,10 @@ run is left in callgrind.out for callgrind_annotate.
       RATELIMIT.ACQUIRE {key} 10 30 ID {i} \\; RATELIMIT.RELEASE {key} {i}
 
 In the commands, {key} is one of --keys keys (round robin), {i} the iteration's number and {sha}
-the --script's SHA1; `;` separates the commands of one iteration.
+the --script's SHA1; `;` separates the commands of one iteration. With --cache-sim, callgrind also
+simulates the caches (the machine's sizes) and the whole cost of an iteration is printed with its
+misses and the cycles KCachegrind would estimate from them: where a change adds few instructions
+but evicts the server's own code or data, this is the figure that moves.
 """
 
 import argparse
@@ -63,12 +66,14 @@ def loader_line(server):
             os.path.join(root, "usr/lib/x86_64-linux-gnu"), os.path.join(root, "usr/bin", name)]
 
 
-def instructions(server, module, setup, commands, configs=()):
-    """Total instructions of one server run fed `setup` (untimed but counted alike) and `commands`."""
+def counts(server, module, setup, commands, configs=(), cache_sim=False):
+    """The events of one server run fed `setup` (untimed but counted alike) and `commands`: total
+    instructions (`Ir`), and with `cache_sim` the simulated caches' misses too."""
     port = free_port()
     work = tempfile.mkdtemp(prefix="callgrind-")
     out = os.path.join(work, "callgrind.out")
-    argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *loader_line(server),
+    argv = ["valgrind", "--tool=callgrind", f"--cache-sim={'yes' if cache_sim else 'no'}",
+            f"--callgrind-out-file={out}", *loader_line(server),
             "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", work]
     if module:
         argv += ["--loadmodule", module]
@@ -84,14 +89,17 @@ def instructions(server, module, setup, commands, configs=()):
             sys.exit("the server under valgrind did not answer")
         if setup:
             cli(port, "--pipe", stdin=setup)
-        cli(port, "--pipe", stdin=commands)
+        if commands:
+            cli(port, "--pipe", stdin=commands)
         # The server exits on SHUTDOWN before it answers: no reply to check.
         subprocess.run(["redis-cli", "-p", str(port), "SHUTDOWN", "NOSAVE"], capture_output=True)
         proc.wait(timeout=120)
         with open(out) as f:
-            total = next(int(line.split()[1]) for line in f if line.startswith(("summary:", "totals:")))
+            lines = f.read().splitlines()
+        events = next(line.split()[1:] for line in lines if line.startswith("events:"))
+        totals = next(line.split()[1:] for line in lines if line.startswith(("summary:", "totals:")))
         shutil.copy(out, "callgrind.out")
-        return total
+        return dict(zip(events, map(int, totals)))
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -108,6 +116,8 @@ def main():
     parser.add_argument("--keys", type=int, default=1_000)
     parser.add_argument("--config", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="a server or module config, e.g. --config ratelimit.top-keys 0")
+    parser.add_argument("--cache-sim", action="store_true",
+                        help="also simulate the caches: misses per iteration, and cycles estimated from them")
     parser.add_argument("command", nargs="+")
     args = parser.parse_args()
 
@@ -134,11 +144,23 @@ def main():
         for group in groups:
             calls.append(resp([w.format(**fill) for w in group]))
             pings.append(resp(["PING"]))
-    base = instructions(args.server, args.module, setup, b"".join(pings), args.config)
-    total = instructions(args.server, args.module, setup, b"".join(calls), args.config)
-    print(f"{(total - base) / args.calls:,.0f} instructions an iteration above as many PINGs "
+    run = lambda commands: counts(args.server, args.module, setup, commands, args.config, args.cache_sim)
+    base = run(b"".join(pings))
+    if args.cache_sim:
+        # What starting, setting up and stopping cost, to take from the run's totals.
+        idle = run(b"")
+    total = run(b"".join(calls))
+    print(f"{(total['Ir'] - base['Ir']) / args.calls:,.0f} instructions an iteration above as many PINGs "
           f"({args.calls:,} iterations of {len(groups)} command(s) on {args.keys:,} keys; "
           f"profile in callgrind.out)")
+    if args.cache_sim:
+        each = {event: (total[event] - idle[event]) / args.calls for event in total}
+        l1 = each["I1mr"] + each["D1mr"] + each["D1mw"]
+        ll = each["ILmr"] + each["DLmr"] + each["DLmw"]
+        # KCachegrind's estimate: a first-level miss costs about 10 cycles, a last-level one 100.
+        print(f"an iteration, whole: {each['Ir']:,.0f} instructions, L1 misses {each['I1mr']:,.1f} "
+              f"instruction + {each['D1mr'] + each['D1mw']:,.1f} data, last-level misses {ll:,.1f}; "
+              f"{each['Ir'] + 10 * l1 + 100 * ll:,.0f} cycles estimated")
 
 
 if __name__ == "__main__":

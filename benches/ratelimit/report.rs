@@ -160,7 +160,7 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
 
     let _ = writeln!(
         out,
-        "\n## RATELIMIT.TOP's cost (pipelined {} deep; `ratelimit.top-keys 0` on one server, the default (128) on the other, in pairs run back to back)\n",
+        "\n## RATELIMIT.TOP's cost (pipelined {} deep; one server, `ratelimit.top-keys` set to 0 or to the default (128) before each run, in pairs run back to back)\n",
         results.pipeline
     );
     for (server, rows) in &results.top_cost {
