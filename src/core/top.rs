@@ -228,8 +228,6 @@ impl SpaceSaving {
             let p = u128::from(a) * u128::from(b);
             p as u64 ^ (p >> 64) as u64
         };
-        let word = |at: usize| u64::from_le_bytes(key[at..at + 8].try_into().unwrap_or_default());
-        let half = |at: usize| u64::from(u32::from_le_bytes(key[at..at + 4].try_into().unwrap_or_default()));
         let n = key.len();
         let mut h = self.seed[0];
         // Every byte is read at least once, and the length is folded in last: a key's words and
@@ -237,15 +235,15 @@ impl SpaceSaving {
         let (a, b) = match n {
             0 => (0, 0),
             1..=3 => (u64::from(key[0]) << 16 | u64::from(key[n / 2]) << 8 | u64::from(key[n - 1]), 0),
-            4..=8 => (half(0), half(n - 4)),
-            9..=16 => (word(0), word(n - 8)),
+            4..=8 => (u64::from(half(key, 0)), u64::from(half(key, n - 4))),
+            9..=16 => (word(key, 0), word(key, n - 8)),
             _ => {
                 let mut at = 0;
                 while n - at > 16 {
-                    h = fold(word(at) ^ self.seed[1], word(at + 8) ^ h);
+                    h = fold(word(key, at) ^ self.seed[1], word(key, at + 8) ^ h);
                     at += 16;
                 }
-                (word(n - 16), word(n - 8))
+                (word(key, n - 16), word(key, n - 8))
             }
         };
         fold(fold(a ^ self.seed[1], b ^ h) ^ n as u64, K)
@@ -323,6 +321,18 @@ impl SpaceSaving {
     }
 }
 
+/// The 8 bytes of `s` from `at`, little-endian.
+#[inline(always)]
+fn word(s: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(s[at..at + 8].try_into().unwrap_or_default())
+}
+
+/// The 4 bytes of `s` from `at`, little-endian.
+#[inline(always)]
+fn half(s: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(s[at..at + 4].try_into().unwrap_or_default())
+}
+
 /// Whether two names are equal, read as the hash reads them: a few (overlapping) words, no loop
 /// for names of up to 16 bytes (names are short: a call to `memcmp` would cost more than this).
 #[inline]
@@ -331,8 +341,6 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     if n != b.len() {
         return false;
     }
-    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().unwrap_or_default());
-    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().unwrap_or_default());
     match n {
         0 => true,
         1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
@@ -499,19 +507,19 @@ impl Top {
     #[cold]
     #[inline(never)]
     fn count_batch(&mut self) {
+        // Taken out while the views are written, and put back with their allocations.
+        let (mut batch, mut names) = (mem::take(&mut self.batch), mem::take(&mut self.names));
         let mut start = 0;
-        for d in &self.batch {
+        for d in &batch {
             let end = d.end as usize;
-            let recent = match d.view {
-                View::Denied => &mut self.denied,
-                View::Admitted => &mut self.admitted,
-            };
+            let recent = self.view(d.view);
             recent.roll(d.now_ms, d.interval_ms);
-            recent.current.add(&self.names[start..end], d.weight);
+            recent.current.add(&names[start..end], d.weight);
             start = end;
         }
-        self.batch.clear();
-        self.names.clear();
+        batch.clear();
+        names.clear();
+        (self.batch, self.names) = (batch, names);
     }
 
     /// The keys of `view` at `now_ms`, heaviest first (ties: the surer count, then the name).
