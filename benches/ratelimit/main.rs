@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::{
-    audit_while_pinging, client_side_audit, cpu_ticks, info_field, redis_cell_module, walk_storm, Config, PingWaits,
+    audit_while_pinging, client_side_audit, cpu_time, info_field, redis_cell_module, walk_storm, Config, PingWaits,
     Server,
 };
 use loadgen::{Contender, Load, Setup, ALL};
@@ -108,7 +108,6 @@ pub struct Results {
 }
 
 const PIPELINE: usize = 16;
-const TICKS_PER_SECOND: f64 = 100.0;
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -424,10 +423,10 @@ fn run_once(
         keyspace: plan.keyspace,
         duration,
     };
-    let ticks_before = cpu_ticks(server.pid());
+    let cpu_before = cpu_time(server.pid());
     let stats = load.run();
-    let ticks = cpu_ticks(server.pid()) - ticks_before;
-    let (ops_per_s, cpu_us) = samples_of(&stats, ticks);
+    let cpu = cpu_time(server.pid()) - cpu_before;
+    let (ops_per_s, cpu_us) = samples_of(&stats, cpu);
     (ops_per_s, cpu_us, stats.latencies_us)
 }
 
@@ -548,10 +547,10 @@ fn tracking_memory(binary: &str, plan: &Plan) -> Vec<(u64, i64)> {
         .collect()
 }
 
-fn samples_of(stats: &loadgen::RunStats, server_ticks: u64) -> (f64, f64) {
+fn samples_of(stats: &loadgen::RunStats, server_cpu: Duration) -> (f64, f64) {
     let ops = stats.ops.max(1) as f64;
     let ops_per_s = ops / stats.elapsed.as_secs_f64();
-    let cpu_us_per_op = server_ticks as f64 / TICKS_PER_SECOND * 1e6 / ops;
+    let cpu_us_per_op = server_cpu.as_secs_f64() * 1e6 / ops;
     (ops_per_s, cpu_us_per_op)
 }
 
@@ -627,9 +626,9 @@ fn audit_vs_client(server: &Server, plan: &Plan) -> AuditResult {
     });
 
     let cpu_s = |work: &mut dyn FnMut()| {
-        let before = cpu_ticks(server.pid());
+        let before = cpu_time(server.pid());
         work();
-        (cpu_ticks(server.pid()) - before) as f64 / TICKS_PER_SECOND
+        (cpu_time(server.pid()) - before).as_secs_f64()
     };
     let timed = audit_while_pinging(server, &mut con, &["a:", "LIMIT", "0"]);
     assert_eq!(timed.reply.found as u64, leaked);

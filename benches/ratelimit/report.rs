@@ -82,7 +82,7 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
         out,
         "Measured {} on {}. One load generator for every contender: {} connections, {} random keys, \
          {} repetitions interleaved (A, B, C, then again), medians. Server CPU is the redis-server \
-         process's user+system time per operation (from /proc), steadier than throughput on a shared machine. \
+         process's time on a CPU per operation (its threads' schedstat, in ns), steadier than throughput on a shared machine. \
          redis-cell is its crates.io release 0.2.2, loaded beside this module in the same server. Memory, \
          the audit, the concurrent walks and the guard's cost are measured on {}.\n",
         machine.date, machine.description, results.connections, results.keyspace, results.reps, results.servers[0].name
