@@ -68,11 +68,13 @@ def loader_line(server):
 
 def counts(server, module, setup, commands, configs=(), cache_sim=False):
     """The events of one server run fed `setup` (untimed but counted alike) and `commands`: total
-    instructions (`Ir`), and with `cache_sim` the simulated caches' misses too."""
+    instructions (`Ir`), and with `cache_sim` the simulated caches' misses and branch
+    mispredictions too."""
     port = free_port()
     work = tempfile.mkdtemp(prefix="callgrind-")
     out = os.path.join(work, "callgrind.out")
-    argv = ["valgrind", "--tool=callgrind", f"--cache-sim={'yes' if cache_sim else 'no'}",
+    sim = "yes" if cache_sim else "no"
+    argv = ["valgrind", "--tool=callgrind", f"--cache-sim={sim}", f"--branch-sim={sim}",
             f"--callgrind-out-file={out}", *loader_line(server),
             "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", work]
     if module:
@@ -157,10 +159,13 @@ def main():
         each = {event: (total[event] - idle[event]) / args.calls for event in total}
         l1 = each["I1mr"] + each["D1mr"] + each["D1mw"]
         ll = each["ILmr"] + each["DLmr"] + each["DLmw"]
-        # KCachegrind's estimate: a first-level miss costs about 10 cycles, a last-level one 100.
+        mispredicted = each["Bcm"] + each["Bim"]
+        # KCachegrind's estimate: a first-level miss costs about 10 cycles, a last-level one 100;
+        # and a mispredicted branch about 10 (its own figure for them).
         print(f"an iteration, whole: {each['Ir']:,.0f} instructions, L1 misses {each['I1mr']:,.1f} "
-              f"instruction + {each['D1mr'] + each['D1mw']:,.1f} data, last-level misses {ll:,.1f}; "
-              f"{each['Ir'] + 10 * l1 + 100 * ll:,.0f} cycles estimated")
+              f"instruction + {each['D1mr'] + each['D1mw']:,.1f} data, last-level misses {ll:,.1f}, "
+              f"branches mispredicted {mispredicted:,.1f}; "
+              f"{each['Ir'] + 10 * l1 + 100 * ll + 10 * mispredicted:,.0f} cycles estimated")
 
 
 if __name__ == "__main__":

@@ -432,9 +432,9 @@ impl Recent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
     /// Denied calls, one each.
-    Denied,
+    Denied = 0,
     /// Admitted calls, by their cost.
-    Admitted,
+    Admitted = 1,
 }
 
 /// Decisions are counted a batch at a time: counting each as it came ran the summaries' code
@@ -444,7 +444,7 @@ const BATCH: usize = 64;
 /// The batch's names, at most: a batch is counted early when the next name would not fit.
 const BATCH_BYTES: usize = 4 * LONGEST_KEY;
 
-/// A decision waiting in the batch; its name is in `Top::names`, ending at `end`.
+/// A decision waiting in the batch; its name is in `Batch::names`, ending at `end`.
 #[derive(Clone, Copy)]
 struct Decision {
     now_ms: i64,
@@ -454,25 +454,33 @@ struct Decision {
     view: View,
 }
 
+const NO_DECISION: Decision = Decision { now_ms: 0, interval_ms: 0, weight: 0, end: 0, view: View::Denied };
+
+/// Decisions not counted yet, in the order they came, in fixed arrays: adding one is a few
+/// stores, with nothing to grow.
+struct Batch {
+    decisions: [Decision; BATCH],
+    len: usize,
+    names: [u8; BATCH_BYTES],
+    names_len: usize,
+}
+
 /// A node's two views.
 pub struct Top {
-    denied: Recent,
-    admitted: Recent,
+    /// By `View`.
+    views: [Recent; 2],
     capacity: usize,
-    /// Decisions not counted yet, in the order they came; every read counts them first.
-    batch: Vec<Decision>,
-    names: Vec<u8>,
+    /// Every read counts it first.
+    batch: Box<Batch>,
 }
 
 impl Top {
     /// `capacity` entries per view and interval.
     pub fn new(capacity: usize, seed: [u64; 2]) -> Top {
         Top {
-            denied: Recent::new(capacity, seed),
-            admitted: Recent::new(capacity, seed),
+            views: [Recent::new(capacity, seed), Recent::new(capacity, seed)],
             capacity,
-            batch: Vec::with_capacity(BATCH),
-            names: Vec::with_capacity(BATCH_BYTES),
+            batch: Box::new(Batch { decisions: [NO_DECISION; BATCH], len: 0, names: [0; BATCH_BYTES], names_len: 0 }),
         }
     }
 
@@ -480,79 +488,101 @@ impl Top {
         self.capacity
     }
 
-    fn view(&mut self, view: View) -> &mut Recent {
-        match view {
-            View::Denied => &mut self.denied,
-            View::Admitted => &mut self.admitted,
-        }
-    }
-
     /// Counts `weight` for `key` in `view` at `now_ms` (in the batch: reads see it); false if the
-    /// key's name is too long to track.
-    #[inline]
+    /// key's name is too long to track. Inlined into the commands, whose registers are saved
+    /// already.
+    #[inline(always)]
     pub fn record(&mut self, view: View, key: &[u8], weight: u64, now_ms: i64, interval_ms: i64) -> bool {
-        if key.len() > LONGEST_KEY {
-            return false;
+        let b = &mut *self.batch;
+        let (len, start, end) = (b.len, b.names_len, b.names_len + key.len());
+        if len >= BATCH || end > BATCH_BYTES || key.len() > LONGEST_KEY {
+            return self.record_after_counting(view, key, weight, now_ms, interval_ms);
         }
-        if self.batch.len() == BATCH || self.names.len() + key.len() > BATCH_BYTES {
-            self.count_batch();
-        }
-        self.names.extend_from_slice(key);
-        let end = self.names.len() as u32;
-        self.batch.push(Decision { now_ms, interval_ms, weight, end, view });
+        copy_name(&mut b.names[start..end], key);
+        b.decisions[len] = Decision { now_ms, interval_ms, weight, end: end as u32, view };
+        (b.len, b.names_len) = (len + 1, end);
         true
     }
 
-    /// Counts the batch's decisions into the views, in order.
+    /// `record` when the batch is full, or the name too long.
     #[cold]
     #[inline(never)]
+    fn record_after_counting(&mut self, view: View, key: &[u8], weight: u64, now_ms: i64, interval_ms: i64) -> bool {
+        if key.len() > LONGEST_KEY {
+            return false;
+        }
+        self.count_batch();
+        self.record(view, key, weight, now_ms, interval_ms)
+    }
+
+    /// Counts the batch's decisions into the views, in order (one copy of this loop, for every
+    /// caller).
+    #[inline(never)]
     fn count_batch(&mut self) {
-        // Taken out while the views are written, and put back with their allocations.
-        let (mut batch, mut names) = (mem::take(&mut self.batch), mem::take(&mut self.names));
+        let b = &mut *self.batch;
         let mut start = 0;
-        for d in &batch {
+        for d in &b.decisions[..b.len] {
             let end = d.end as usize;
-            let recent = self.view(d.view);
+            let recent = &mut self.views[d.view as usize];
             recent.roll(d.now_ms, d.interval_ms);
-            recent.current.add(&names[start..end], d.weight);
+            recent.current.add(&b.names[start..end], d.weight);
             start = end;
         }
-        batch.clear();
-        names.clear();
-        (self.batch, self.names) = (batch, names);
+        (b.len, b.names_len) = (0, 0);
     }
 
     /// The keys of `view` at `now_ms`, heaviest first (ties: the surer count, then the name).
     pub fn ranked(&mut self, view: View, now_ms: i64, interval_ms: i64) -> Vec<(&[u8], Estimate)> {
         self.count_batch();
-        let recent = self.view(view);
+        let recent = &mut self.views[view as usize];
         recent.roll(now_ms, interval_ms);
         recent.ranked()
     }
 
     /// Forgets both views, and the batch.
     pub fn reset(&mut self) {
-        self.batch.clear();
-        self.names.clear();
-        self.denied.clear();
-        self.admitted.clear();
+        (self.batch.len, self.batch.names_len) = (0, 0);
+        self.views.iter_mut().for_each(Recent::clear);
     }
 
     /// Bytes held by both views and the batch.
     pub fn memory(&mut self) -> usize {
         self.count_batch();
-        mem::size_of::<Self>()
-            + self.denied.memory()
-            + self.admitted.memory()
-            + self.batch.capacity() * mem::size_of::<Decision>()
-            + self.names.capacity()
+        mem::size_of::<Self>() + self.views.iter().map(Recent::memory).sum::<usize>() + mem::size_of::<Batch>()
     }
 
     /// Entries in use, over both views and intervals.
     pub fn held(&mut self) -> usize {
         self.count_batch();
-        self.denied.held() + self.admitted.held()
+        self.views.iter().map(Recent::held).sum()
     }
+}
+
+/// Copies a name into `to`, of its length: names are short, and a call to `memcpy` would cost
+/// more than the (overlapping) word copies `same` reads them with.
+#[inline(always)]
+fn copy_name(to: &mut [u8], name: &[u8]) {
+    let n = name.len();
+    match n {
+        0 => {}
+        1..=3 => (to[0], to[n / 2], to[n - 1]) = (name[0], name[n / 2], name[n - 1]),
+        4..=8 => {
+            to[..4].copy_from_slice(&name[..4]);
+            to[n - 4..].copy_from_slice(&name[n - 4..]);
+        }
+        9..=16 => {
+            to[..8].copy_from_slice(&name[..8]);
+            to[n - 8..].copy_from_slice(&name[n - 8..]);
+        }
+        _ => copy_long_name(to, name),
+    }
+}
+
+/// Out of line, so that the common path makes no call (and saves no registers for one).
+#[cold]
+#[inline(never)]
+fn copy_long_name(to: &mut [u8], name: &[u8]) {
+    to.copy_from_slice(name);
 }
 
 #[cfg(test)]
@@ -604,6 +634,16 @@ mod tests {
             }
         }
         assert!(!same(b"ab", b"abc"));
+    }
+
+    #[test]
+    fn names_are_copied_whole_whatever_their_length() {
+        for len in 0..=40 {
+            let name: Vec<u8> = (1..=len as u8).collect();
+            let mut to = vec![0; len];
+            copy_name(&mut to, &name);
+            assert_eq!(to, name);
+        }
     }
 
     fn distinct_for_every_byte_and_length(s: &SpaceSaving) {

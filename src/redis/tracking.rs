@@ -53,6 +53,7 @@ fn refit(top: &mut Option<Top>, capacity: usize) -> Option<&mut Top> {
 
 /// Counts one decision at `now_ms`: each key with its weight (a denied call weighs 1, an admitted
 /// one its cost).
+#[inline(always)]
 pub fn record<'a>(view: View, now_ms: i64, keys: impl IntoIterator<Item = (&'a [u8], u64)>) {
     let capacity = config::TOP_KEYS.get();
     if capacity == 0 {
