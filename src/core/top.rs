@@ -59,6 +59,9 @@ pub struct SpaceSaving {
     /// Per bucket (by the hash's high half), the most any key of the bucket that is not held may
     /// weigh: the weight of the calls filtered, or the count of an entry that gave its place.
     buckets: Vec<u64>,
+    /// Per bucket, how many keys held fall in it (stuck at `u8::MAX` once there): a key whose
+    /// bucket holds none is not held, and needs no probe.
+    holders: Vec<u8>,
     seed: [u64; 2],
     /// Once every entry is taken: the least count held, as of the last scan, and how many entries
     /// still have it (0: scan again).
@@ -81,6 +84,7 @@ impl SpaceSaving {
             long: Vec::new(),
             slots: vec![0; (capacity * 2).next_power_of_two()],
             buckets: vec![0; (capacity * 4).next_power_of_two()],
+            holders: vec![0; (capacity * 4).next_power_of_two()],
             seed,
             min: 0,
             at_min_live: 0,
@@ -95,27 +99,31 @@ impl SpaceSaving {
         }
         let hash = self.hash(key);
         let (tag, high) = (hash as u32, (hash >> 32) as u32);
-        match self.probe(tag, key) {
-            (_, Some(i)) => {
-                let e = &mut self.entries[i];
-                self.at_min_live -= usize::from(e.count == self.min && self.at_min_live > 0);
-                e.count = e.count.saturating_add(weight);
-            }
-            (slot, None) if self.entries.len() < self.capacity => self.push(slot, tag, high, key, weight),
-            (_, None) => {
-                // Filtered: the common case of a key not held, kept inline; what is rarer (a new
-                // least, a replacement) is out of line, so that the path every decision takes
-                // stays short in the instruction cache, which it shares with the server.
-                self.settle_min();
-                let b = self.bucket(high);
-                let bound = self.buckets[b].saturating_add(weight);
-                // A newcomer's count is always above the least, so that the least only rises.
-                if bound <= self.min {
-                    self.buckets[b] = bound;
-                } else {
-                    self.replace_lightest(tag, high, key, weight);
+        let b = self.bucket(high);
+        if self.holders[b] > 0 || self.entries.len() < self.capacity {
+            match self.probe(tag, key) {
+                (_, Some(i)) => {
+                    let e = &mut self.entries[i];
+                    self.at_min_live -= usize::from(e.count == self.min && self.at_min_live > 0);
+                    e.count = e.count.saturating_add(weight);
+                    return;
                 }
+                (slot, None) if self.entries.len() < self.capacity => {
+                    return self.push(slot, tag, high, key, weight);
+                }
+                (_, None) => {}
             }
+        }
+        // Filtered: the common case of a key not held, kept inline; what is rarer (a new least, a
+        // replacement) is out of line, so that the path every decision takes stays short in the
+        // instruction cache, which it shares with the server.
+        self.settle_min();
+        let bound = self.buckets[b].saturating_add(weight);
+        // A newcomer's count is always above the least, so that the least only rises.
+        if bound <= self.min {
+            self.buckets[b] = bound;
+        } else {
+            self.replace_lightest(tag, high, key, weight);
         }
     }
 
@@ -127,6 +135,7 @@ impl SpaceSaving {
         self.entries.push(Entry { count: weight, error: 0, tag, high, len: 0, inline: [0; INLINE] });
         let i = self.entries.len() - 1;
         self.name(i, key);
+        self.hold(high, 1);
         self.slots[slot] = u64::from(tag) << 32 | (i as u64 + 1);
     }
 
@@ -144,6 +153,8 @@ impl SpaceSaving {
         self.unlink(i);
         let (left, left_count) = (self.bucket(self.entries[i].high), self.entries[i].count);
         self.buckets[left] = self.buckets[left].max(left_count);
+        self.hold(self.entries[i].high, -1);
+        self.hold(high, 1);
         let error = self.buckets[self.bucket(high)];
         let e = &mut self.entries[i];
         e.error = error;
@@ -153,6 +164,15 @@ impl SpaceSaving {
         // Unlinking may have moved the empty slot a probe would have found.
         let (slot, _) = self.probe(tag, key);
         self.slots[slot] = u64::from(tag) << 32 | (i as u64 + 1);
+    }
+
+    /// One key more (`by` 1) or fewer (-1) held in the bucket of `high`; a count stuck at the
+    /// most stays there (it only means a probe).
+    fn hold(&mut self, high: u32, by: i8) {
+        let b = self.bucket(high);
+        if self.holders[b] < u8::MAX {
+            self.holders[b] = self.holders[b].wrapping_add_signed(by);
+        }
     }
 
     /// Gives entry `i` the name `key`.
@@ -205,6 +225,7 @@ impl SpaceSaving {
         self.entries.clear();
         self.slots.fill(0);
         self.buckets.fill(0);
+        self.holders.fill(0);
         (self.min, self.at_min_live) = (0, 0);
         self.at_min.clear();
     }
@@ -216,6 +237,7 @@ impl SpaceSaving {
             + self.long.capacity() * mem::size_of::<Vec<u8>>()
             + self.long.iter().map(Vec::capacity).sum::<usize>()
             + (self.slots.capacity() + self.buckets.capacity()) * mem::size_of::<u64>()
+            + self.holders.capacity()
             + self.at_min.capacity() * mem::size_of::<u32>()
     }
 
@@ -687,6 +709,17 @@ mod tests {
         assert_eq!(s.get(b"b"), None);
         assert!(s.bound(b"b") >= 2, "b left with its count as its bucket's bound");
         assert_eq!(s.get(b"a"), Some(Estimate { count: 5, error: 0 }));
+    }
+
+    #[test]
+    fn a_bucket_holding_too_many_to_count_is_always_probed() {
+        let mut s = SpaceSaving::new(1, SEED);
+        (0..300).for_each(|_| s.hold(7, 1));
+        (0..300).for_each(|_| s.hold(7, -1));
+        assert_eq!(s.holders[s.bucket(7)], u8::MAX);
+        s.hold(8, 1);
+        s.hold(8, -1);
+        assert_eq!(s.holders[s.bucket(8)], 0);
     }
 
     #[test]
