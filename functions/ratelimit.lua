@@ -82,9 +82,33 @@ local function integer(text)
     return value
 end
 
+-- `parse` for arguments, which repeat (a service sends the same few limits, windows and costs):
+-- what it answered for a text is kept, so that the next call costs a table lookup instead of
+-- pattern matches and a conversion. Only answers are kept (a text `parse` refuses is parsed again,
+-- to raise its error), only for texts up to 32 bytes, and past 1024 texts it starts afresh.
+local function remembered(parse)
+    local known, count = {}, 0
+    return function(text)
+        local value = known[text]
+        if value == nil then
+            value = parse(text)
+            if value ~= nil and #text <= 32 then
+                if count == 1024 then
+                    known, count = {}, 0
+                end
+                known[text], count = value, count + 1
+            end
+        end
+        return value
+    end
+end
+
+-- `integer` for an argument.
+local argument = remembered(integer)
+
 -- An integer >= 1 (BIG allowed); else the module's error for `name`.
 local function positive(text, name)
-    local value = integer(text)
+    local value = argument(text)
     if value == nil or (value ~= BIG and value < 1) then
         fail('ERR ' .. name .. ' must be an integer >= 1')
     end
@@ -233,15 +257,7 @@ local function limit_args(args, command, spec, known)
 end
 
 local function hit(keys, args)
-    local limit, window, cost
-    local limit_text, window_text = args[1], args[2]
-    -- The common call, `limit window` both small, read in two matches; any other by the rules.
-    if #args == 2 and #limit_text < 16 and #window_text < 13 and string.find(limit_text, '^[1-9]%d*$')
-        and string.find(window_text, '^[1-9]%d*$') then
-        limit, window, cost = tonumber(limit_text), tonumber(window_text) * 1000, 1
-    else
-        limit, window, cost = limit_args(args, 'ratelimit.hit', HIT_OPTIONS, 'COST or MS')
-    end
+    local limit, window, cost = limit_args(args, 'ratelimit.hit', HIT_OPTIONS, 'COST or MS')
     local count, ttl = read(keys[1])
     if limit == BIG or cost == BIG or window == BIG then
         fail(BEYOND)
@@ -765,7 +781,7 @@ local function text_of(us, r)
 end
 
 -- A period in seconds as Rust's f64 parser reads it (what the module uses), to the nearest ns.
-local function period_ns(text)
+local period_ns = remembered(function(text)
     -- Whole seconds up to a million: exact at once.
     if #text < 7 and string.find(text, '^[1-9]%d*$') then
         return tonumber(text) * 1e9
@@ -798,7 +814,7 @@ local function period_ns(text)
         fail('ERR period would cause an overflow')
     end
     return whole
-end
+end)
 
 local GCRA_OPTIONS = { { name = 'TOKENS', valued = true, missing = 'ERR Missing TOKENS value' } }
 
@@ -806,11 +822,11 @@ local function gcra(keys, args)
     if #args < 3 then
         fail("ERR wrong number of arguments for 'ratelimit.gcra' command")
     end
-    local max_burst = integer(args[1])
+    local max_burst = argument(args[1])
     if max_burst == nil or (max_burst ~= BIG and max_burst < 0) then
         fail('ERR max_burst is out of range, must be >= 0')
     end
-    local per_period = must(integer(args[2]), 'ERR tokens_per_period is not an integer or out of range')
+    local per_period = must(argument(args[2]), 'ERR tokens_per_period is not an integer or out of range')
     if per_period ~= BIG and per_period < 1 then
         fail('ERR tokens_per_period is out of range, must be >= 1')
     end
@@ -818,7 +834,7 @@ local function gcra(keys, args)
     local opts = #args > 3 and options(args, 4, GCRA_OPTIONS, 'TOKENS') or NO_OPTIONS
     local tokens = 1
     if opts.TOKENS then
-        tokens = must(integer(opts.TOKENS), 'ERR TOKENS is not an integer or out of range')
+        tokens = must(argument(opts.TOKENS), 'ERR TOKENS is not an integer or out of range')
         if tokens ~= BIG and tokens < 1 then
             fail('ERR TOKENS is out of range, must be >= 1')
         end
