@@ -370,3 +370,25 @@ fn numbers_beyond_2_53_get_the_library_error_and_write_nothing() {
     let reply: Vec<i64> = redis::cmd("FCALL_RO").arg(&["ratelimit_peek", "1", "k", "5"]).query(&mut con).unwrap();
     assert_eq!(reply, [1, 0, 5, 0]);
 }
+
+/// The library remembers its arguments' parsed values: past as many distinct ones as it keeps, a
+/// text it refused is still refused, and every other still reads as its first parse did.
+#[test]
+fn remembered_arguments_read_as_parsed_and_refused_ones_stay_refused() {
+    let library = with_library();
+    let mut con = library.connect();
+    let hit = |con: &mut Connection, key: &str, limit: &str| {
+        redis::cmd("FCALL").arg(&["ratelimit_hit", "1", key, limit, "60", "COST", "1"]).query::<Vec<i64>>(con)
+    };
+    for round in 0..2 {
+        let key = format!("k{round}");
+        for (count, limit) in (1..).zip(1_000..2_100) {
+            let reply = hit(&mut con, &key, &limit.to_string()).unwrap();
+            assert_eq!(reply[..3], [1, count, limit - count], "round {round}, limit {limit}");
+            for refused in ["0", "01", "abc", "-5"] {
+                let error = common::error_of(hit(&mut con, &key, refused));
+                assert_eq!(error, "ERR limit must be an integer >= 1", "round {round}, {refused:?}");
+            }
+        }
+    }
+}
