@@ -18,6 +18,17 @@
 -- module validates them, and a valid value the library cannot compute exactly gets one error of its
 -- own (BEYOND) instead of a wrong number.
 
+-- Globals are read through the Functions sandbox at every use (some 180 instructions each, more
+-- than most lines here cost): those used on every call are bound to locals the first time a
+-- function runs (they do not exist while the library loads). `globals` is defined before the
+-- locals that take its answers, so that its names are the globals.
+local function globals()
+    return redis.call, redis.pcall, string.find, string.match, string.format, math.floor, math.max, tonumber, type
+end
+local redis_call, redis_pcall, find, match, format, floor, max, tonumber, type
+local bound = false
+
+local INF = 1 / 0
 local EXACT = 2 ^ 53 - 1
 -- Numbers given to redis.call on the hot paths go as '%d' text: a Lua number would be formatted
 -- as a float (%.17g), several times slower.
@@ -47,6 +58,10 @@ end
 -- A registered function's body, its caller errors turned into error replies.
 local function command(body)
     return function(keys, args)
+        if not bound then
+            redis_call, redis_pcall, find, match, format, floor, max, tonumber, type = globals()
+            bound = true
+        end
         local ok, result = pcall(body, keys, args)
         if ok then
             return result
@@ -62,13 +77,13 @@ end
 -- its value, BIG (negative flagged) beyond EXACT, or nil.
 local function integer(text)
     -- Up to 15 characters every such integer is exact: one match, one conversion.
-    if #text < 16 and string.find(text, '^%-?[1-9]%d*$') then
+    if #text < 16 and find(text, '^%-?[1-9]%d*$') then
         return tonumber(text)
     end
     if text == '0' then
         return 0
     end
-    local sign, digits = string.match(text, '^(%-?)([1-9]%d*)$')
+    local sign, digits = match(text, '^(%-?)([1-9]%d*)$')
     if not digits or #digits > 19 then
         return nil
     end
@@ -77,7 +92,7 @@ local function integer(text)
     end
     local value = tonumber(text)
     if math.abs(value) > EXACT then
-        return sign == '-' and -math.huge or BIG
+        return sign == '-' and -INF or BIG
     end
     return value
 end
@@ -185,8 +200,8 @@ local function window_ms(text, in_ms)
 end
 
 local function now_ms()
-    local t = redis.call('TIME')
-    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local t = redis_call('TIME')
+    return tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
 end
 
 -- A GET's reply (by redis.pcall) as the string, nil if missing; WRONGTYPE for any other kind of key.
@@ -199,28 +214,28 @@ end
 
 -- The string at `key`, nil if missing; WRONGTYPE for any other kind of key.
 local function get(key)
-    return string_of(redis.pcall('GET', key))
+    return string_of(redis_pcall('GET', key))
 end
 
 -- The counter at `key`: count (0 if missing) and PTTL (-1 without TTL; nil if missing). Relative
 -- times are enough: a write sets `window` from now (PX, PEXPIRE), and Redis (7.0 on) gives
 -- replicas and the AOF the absolute time.
 local function read(key)
-    local value = redis.pcall('GET', key)
+    local value = redis_pcall('GET', key)
     if not value then
         return 0, nil
     end
     local count
     -- The usual counter, one match; any other by the rules.
-    if type(value) == 'string' and #value < 16 and string.find(value, '^%-?[1-9]%d*$') then
+    if type(value) == 'string' and #value < 16 and find(value, '^%-?[1-9]%d*$') then
         count = tonumber(value)
     else
         count = must(integer(string_of(value)), NOT_INTEGER)
-        if count == BIG or count == -math.huge then
+        if count == BIG or count == -INF then
             fail(BEYOND)
         end
     end
-    return count, redis.call('PTTL', key)
+    return count, redis_call('PTTL', key)
 end
 
 local function fits(count, cost, limit)
@@ -233,14 +248,14 @@ local function settle(key, limit, window, cost, count, ttl, admit)
     local final = admitted and count + cost or count
     local heal = ttl == -1 or (ttl == nil and admitted)
     if admitted and heal then
-        redis.call('SET', key, string.format('%d', final), 'PX', string.format('%d', window))
+        redis_call('SET', key, format('%d', final), 'PX', format('%d', window))
     elseif admitted then
-        redis.call('INCRBY', key, cost == 1 and '1' or string.format('%d', cost))
+        redis_call('INCRBY', key, cost == 1 and '1' or format('%d', cost))
     elseif heal then
-        redis.call('PEXPIRE', key, string.format('%d', window))
+        redis_call('PEXPIRE', key, format('%d', window))
     end
     local reset = heal and window or ttl or 0
-    return admitted, final, math.max(limit - final, 0), reset
+    return admitted, final, max(limit - final, 0), reset
 end
 
 local HIT_OPTIONS = { { name = 'COST', valued = true }, { name = 'MS' } }
@@ -276,7 +291,7 @@ local function peek(keys, args)
     if limit == BIG or cost == BIG then
         fail(BEYOND)
     end
-    return { fits(count, cost, limit) and 1 or 0, count, math.max(limit - count, 0), ttl or 0 }
+    return { fits(count, cost, limit) and 1 or 0, count, max(limit - count, 0), ttl or 0 }
 end
 
 -- Defined with the sliding window below.
@@ -344,7 +359,7 @@ end
 
 -- floor(a / b) for exact integers 0 <= a, 0 < b: the double's quotient, corrected.
 local function idiv(a, b)
-    local q = math.floor(a / b)
+    local q = floor(a / b)
     if q * b > a then
         q = q - 1
     elseif (q + 1) * b <= a then
@@ -356,7 +371,7 @@ end
 -- A field of a sliding-window value: a non-negative integer as Redis reads one, or NOT_SLIDE.
 local function slide_field(text)
     local n = must(integer(text), NOT_SLIDE)
-    if n == -math.huge then
+    if n == -INF then
         fail(NOT_SLIDE)
     end
     return n
@@ -368,14 +383,14 @@ local function slide_read(key)
     if not value then
         return nil
     end
-    local w, start, prev, curr = string.match(value, '^slide:([^:]*):([^:]*):([^:]*):([^:]*)$')
+    local w, start, prev, curr = match(value, '^slide:([^:]*):([^:]*):([^:]*):([^:]*)$')
     if not w then
         fail(NOT_SLIDE)
     end
     local c
     -- The usual value: four short fields of digits, no leading zero; read at once.
-    if #w < 16 and #start < 16 and #prev < 16 and #curr < 16 and string.find(value, '^slide:%d+:%d+:%d+:%d+$')
-        and not string.find(value, ':0%d') then
+    if #w < 16 and #start < 16 and #prev < 16 and #curr < 16 and find(value, '^slide:%d+:%d+:%d+:%d+$')
+        and not find(value, ':0%d') then
         c = { window = tonumber(w), start = tonumber(start), prev = tonumber(prev), curr = tonumber(curr) }
     else
         c = { window = slide_field(w), start = slide_field(start), prev = slide_field(prev), curr = slide_field(curr) }
@@ -394,7 +409,7 @@ local function slide_check(limit, window, cost, c, now)
     if limit == BIG or cost == BIG or window == BIG then
         fail(BEYOND)
     end
-    local w = c and math.max(c.window, window) or window
+    local w = c and max(c.window, window) or window
     local counts = c and c.prev + c.curr or 0
     if (counts + limit + cost) * w > EXACT or now + 2 * w > EXACT then
         fail(BEYOND)
@@ -427,7 +442,7 @@ local function slide_now(window, c, now)
             prev = c.curr
         end
     end
-    local scaled = prev * (w - math.max(now - start, 0)) + curr * w
+    local scaled = prev * (w - max(now - start, 0)) + curr * w
     local n = { w = w, prev = prev, curr = curr, start = start, now = now, scaled = scaled }
     if w == window then
         n.base_start, n.base_prev, n.base_curr = start, prev, curr
@@ -456,7 +471,7 @@ local function slide_retry(limit, cost, n)
     end
     local e = 0
     if n.curr > 0 then
-        e = math.max(w - idiv(budget, n.curr), 0)
+        e = max(w - idiv(budget, n.curr), 0)
     end
     return n.start + w + e - n.now
 end
@@ -464,7 +479,7 @@ end
 -- `count, remaining, retry_after_ms, reset_ms` for the call, `counted` when its cost is in.
 local function slide_fields(limit, cost, n, counted, reset)
     local count = ceil_div(n.scaled + (counted and cost * n.w or 0), n.w)
-    return count, math.max(limit - count, 0), slide_retry(limit, cost, n), reset
+    return count, max(limit - count, 0), slide_retry(limit, cost, n), reset
 end
 
 -- The module's slide `settle`: writes for a call admitted (`admit`) or not, and its fields. The
@@ -472,16 +487,16 @@ end
 local function slide_settle(key, window, limit, cost, c, n, admit)
     if admit then
         local at = n.base_start + 2 * window
-        local value = string.format('slide:%d:%d:%d:%d', window, n.base_start, n.base_prev, n.base_curr + cost)
-        redis.call('SET', key, value, 'PXAT', string.format('%d', at))
+        local value = format('slide:%d:%d:%d:%d', window, n.base_start, n.base_prev, n.base_curr + cost)
+        redis_call('SET', key, value, 'PXAT', format('%d', at))
         return slide_fields(limit, cost, n, true, at - n.now)
     end
     local reset = 0
     if c then
-        reset = redis.call('PTTL', key)
+        reset = redis_call('PTTL', key)
         if reset == -1 then
-            local at = math.max(slide_end(c), n.now + 1)
-            redis.call('PEXPIREAT', key, at)
+            local at = max(slide_end(c), n.now + 1)
+            redis_call('PEXPIREAT', key, at)
             reset = at - n.now
         end
     end
@@ -497,7 +512,7 @@ local function slide(keys, args)
     local fits = slide_fits(limit, cost, n)
     local count, remaining, retry, reset
     if opts.PEEK then
-        count, remaining, retry, reset = slide_fields(limit, cost, n, false, c and redis.call('PTTL', keys[1]) or 0)
+        count, remaining, retry, reset = slide_fields(limit, cost, n, false, c and redis_call('PTTL', keys[1]) or 0)
     else
         count, remaining, retry, reset = slide_settle(keys[1], window, limit, cost, c, n, fits)
     end
@@ -546,11 +561,11 @@ end
 -- The set at `key` as it stands at `now`, for lease `id`: the id's score and the set's size at
 -- once; the rest (the module's `Leases`) read by the functions below only when a decision needs it.
 local function lease_view(key, id, now)
-    local mine = redis.pcall('ZSCORE', key, id)
+    local mine = redis_pcall('ZSCORE', key, id)
     if type(mine) == 'table' and mine.err then
         fail(WRONGTYPE)
     end
-    return { key = key, id = id, now = now, mine = mine and score_ms(mine) or nil, total = redis.call('ZCARD', key) }
+    return { key = key, id = id, now = now, mine = mine and score_ms(mine) or nil, total = redis_call('ZCARD', key) }
 end
 
 local function mine_live(v)
@@ -566,7 +581,7 @@ local function lease_expired(v)
             -- The id's own lease alone: its score says it all.
             v.expired = v.mine <= v.now and 1 or 0
         else
-            v.expired = redis.call('ZCOUNT', v.key, '-inf', string.format('%d', v.now))
+            v.expired = redis_call('ZCOUNT', v.key, '-inf', format('%d', v.now))
         end
     end
     return v.expired
@@ -578,20 +593,20 @@ end
 
 -- The earliest live expiry.
 local function lease_earliest(v)
-    local first = redis.call('ZRANGEBYSCORE', v.key, '(' .. string.format('%d', v.now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    local first = redis_call('ZRANGEBYSCORE', v.key, '(' .. format('%d', v.now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
     return first[2] and score_ms(first[2]) or nil
 end
 
 -- The latest live expiry among the other leases.
 local function lease_latest_other(v)
-    local last = redis.call('ZREVRANGEBYSCORE', v.key, '+inf', '(' .. string.format('%d', v.now), 'WITHSCORES', 'LIMIT', 0, 2)
+    local last = redis_call('ZREVRANGEBYSCORE', v.key, '+inf', '(' .. format('%d', v.now), 'WITHSCORES', 'LIMIT', 0, 2)
     local score = last[1] == v.id and last[4] or last[2]
     return score and score_ms(score) or nil
 end
 
 -- The key's own expiry, nil without TTL (or without key).
 local function lease_key_expiry(v)
-    local at = v.total > 0 and redis.call('PEXPIRETIME', v.key) or -1
+    local at = v.total > 0 and redis_call('PEXPIRETIME', v.key) or -1
     return at >= 0 and at or nil
 end
 
@@ -613,16 +628,16 @@ local function lease_write(v, set_mine, remove_mine)
     -- Read before anything is written: the last ZREM takes the key with it.
     local set_expiry = latest and lease_key_expiry(v) ~= latest
     if prune then
-        redis.call('ZREMRANGEBYSCORE', v.key, '-inf', string.format('%d', v.now))
+        redis_call('ZREMRANGEBYSCORE', v.key, '-inf', format('%d', v.now))
     end
     if set_mine then
-        redis.call('ZADD', v.key, string.format('%d', set_mine), v.id)
+        redis_call('ZADD', v.key, format('%d', set_mine), v.id)
     end
     if remove_mine then
-        redis.call('ZREM', v.key, v.id)
+        redis_call('ZREM', v.key, v.id)
     end
     if set_expiry then
-        redis.call('PEXPIREAT', v.key, string.format('%d', latest))
+        redis_call('PEXPIREAT', v.key, format('%d', latest))
     end
 end
 
@@ -660,7 +675,7 @@ local function acquire(keys, args)
         ms = earliest and earliest - now or 0
     end
     lease_write(v, acquired and now + lease or nil, false)
-    return { acquired and 1 or 0, in_use, math.max(limit - in_use, 0), ms, acquired and id or false }
+    return { acquired and 1 or 0, in_use, max(limit - in_use, 0), ms, acquired and id or false }
 end
 
 local function release(keys, args)
@@ -700,13 +715,13 @@ end
 local MAX_SPAN = 4611686018427387903 -- i64::MAX / 2 (the double is a hair above; boundaries aside)
 
 local function norm(us, r)
-    local carry = math.floor(r / 1000)
+    local carry = floor(r / 1000)
     return us + carry, r - carry * 1000
 end
 
 -- An exact integer of nanoseconds (|n| <= 2^53).
 local function from_ns(n)
-    local us = math.floor(n / 1000)
+    local us = floor(n / 1000)
     return norm(us, n - us * 1000)
 end
 
@@ -720,14 +735,14 @@ end
 
 -- a * n for an integer 0 <= n <= 2^53, exact while the product stays within the spans' bound.
 local function mul(us, r, n)
-    local n_hi = math.floor(n / 1000)
+    local n_hi = floor(n / 1000)
     local n_lo = n - n_hi * 1000
     return norm(us * n + r * n_hi, r * n_lo)
 end
 
 -- floor(a / b) for b = e ns (the emission), a >= 0: a double's guess, corrected exactly.
 local function div(a_us, a_r, b_us, b_r, e)
-    local q = math.floor((a_us * 1000 + a_r) / e)
+    local q = floor((a_us * 1000 + a_r) / e)
     while q > 0 do
         local m_us, m_r = mul(b_us, b_r, q)
         if cmp(m_us, m_r, a_us, a_r) <= 0 then
@@ -746,7 +761,7 @@ end
 
 -- Nanoseconds to milliseconds, rounded up, as the module's ceil_ms.
 local function ceil_ms(us, r)
-    local ms = math.floor(us / 1000)
+    local ms = floor(us / 1000)
     return ms + ((us - ms * 1000 ~= 0 or r ~= 0) and 1 or 0)
 end
 
@@ -754,7 +769,7 @@ end
 local function tat_of(text)
     local n = #text
     -- The usual TAT, 16 to 19 digits: split where the microseconds end.
-    if n > 15 and n < 20 and string.find(text, '^[1-9]%d*$') and (n < 19 or text <= '9223372036854775807') then
+    if n > 15 and n < 20 and find(text, '^[1-9]%d*$') and (n < 19 or text <= '9223372036854775807') then
         local us = tonumber(string.sub(text, 1, -4))
         if us > EXACT then
             fail(BEYOND)
@@ -762,10 +777,10 @@ local function tat_of(text)
         return us, tonumber(string.sub(text, -3))
     end
     local value = must(integer(text), NOT_INTEGER)
-    if value ~= BIG and value ~= -math.huge then
+    if value ~= BIG and value ~= -INF then
         return from_ns(value)
     end
-    local sign, digits = string.match(text, '^(%-?)(%d+)$')
+    local sign, digits = match(text, '^(%-?)(%d+)$')
     local us, r = tonumber(string.sub(digits, 1, -4)), tonumber(string.sub(digits, -3))
     if us > EXACT then
         fail(BEYOND)
@@ -777,23 +792,23 @@ local function tat_of(text)
 end
 
 local function text_of(us, r)
-    return us == 0 and string.format('%d', r) or string.format('%d%03d', us, r)
+    return us == 0 and format('%d', r) or format('%d%03d', us, r)
 end
 
 -- A period in seconds as Rust's f64 parser reads it (what the module uses), to the nearest ns.
 local period_ns = remembered(function(text)
     -- Whole seconds up to a million: exact at once.
-    if #text < 7 and string.find(text, '^[1-9]%d*$') then
+    if #text < 7 and find(text, '^[1-9]%d*$') then
         return tonumber(text) * 1e9
     end
     local lower = string.lower(text)
-    local sign, body = string.match(lower, '^([+-]?)(.*)$')
+    local sign, body = match(lower, '^([+-]?)(.*)$')
     local seconds
     if body == 'inf' or body == 'infinity' then
-        seconds = sign == '-' and -math.huge or math.huge
+        seconds = sign == '-' and -INF or INF
     else
-        local mantissa = string.match(body, '^([%d.]+)e[+-]?%d+$') or body
-        if not string.match(mantissa, '^%d*%.?%d*$') or not string.match(mantissa, '%d') then
+        local mantissa = match(body, '^([%d.]+)e[+-]?%d+$') or body
+        if not match(mantissa, '^%d*%.?%d*$') or not match(mantissa, '%d') then
             fail('ERR period is not a valid float')
         end
         seconds = tonumber(lower)
@@ -806,7 +821,7 @@ local period_ns = remembered(function(text)
     end
     -- Rust's round(): half away from zero, done without adding 0.5 (inexact above 2^52).
     local x = seconds * 1e9
-    local whole = math.floor(x)
+    local whole = floor(x)
     if x - whole >= 0.5 then
         whole = whole + 1
     end
@@ -842,7 +857,7 @@ local function gcra(keys, args)
     -- The module's overflow checks, on doubles (exact wherever the library computes at all); BIG
     -- values by their text, approximately.
     local per_period_approx = per_period == BIG and tonumber(args[2]) or per_period
-    local emission = math.max(math.floor(period / per_period_approx), 1)
+    local emission = max(floor(period / per_period_approx), 1)
     if period <= EXACT and per_period ~= BIG then
         while emission > 1 and emission * per_period > period do
             emission = emission - 1
@@ -866,7 +881,7 @@ local function gcra(keys, args)
     if max_burst == BIG or per_period == BIG or tokens == BIG or period > EXACT then
         fail(BEYOND)
     end
-    local e_us = math.floor(emission / 1000)
+    local e_us = floor(emission / 1000)
     local e_r = emission - e_us * 1000
     local tol_us, tol_r, inc_us, inc_r
     if e_r == 0 then
@@ -876,9 +891,9 @@ local function gcra(keys, args)
         tol_us, tol_r = mul(e_us, e_r, capacity)
         inc_us, inc_r = mul(e_us, e_r, tokens)
     end
-    local t = redis.call('TIME')
+    local t = redis_call('TIME')
     local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    local now_ms = math.floor(now_us / 1000)
+    local now_ms = floor(now_us / 1000)
     local tat_us, tat_r = now_us, 0
     if stored_us and (stored_us > now_us or (stored_us == now_us and stored_r > 0)) then
         tat_us, tat_r = stored_us, stored_r
@@ -896,10 +911,10 @@ local function gcra(keys, args)
     local after_us, after_r = tat_us, tat_r
     if admitted then
         after_us, after_r = next_us, next_r
-        local expiry = math.max(ceil_ms(after_us, after_r), now_ms + 1)
-        redis.call('SET', keys[1], text_of(after_us, after_r), 'PXAT', string.format('%d', expiry))
-    elseif stored_us and redis.call('PTTL', keys[1]) == -1 then
-        redis.call('PEXPIREAT', keys[1], math.max(ceil_ms(stored_us, stored_r), now_ms + 1))
+        local expiry = max(ceil_ms(after_us, after_r), now_ms + 1)
+        redis_call('SET', keys[1], text_of(after_us, after_r), 'PXAT', format('%d', expiry))
+    elseif stored_us and redis_call('PTTL', keys[1]) == -1 then
+        redis_call('PEXPIREAT', keys[1], max(ceil_ms(stored_us, stored_r), now_ms + 1))
     end
     local used_us, used_r = after_us - now_us, after_r
     local free_us, free_r = tol_us - used_us, tol_r - used_r
@@ -909,7 +924,7 @@ local function gcra(keys, args)
     local remaining = 0
     if free_us > 0 or (free_us == 0 and free_r > 0) then
         -- floor(free / e): with e whole microseconds, floor(free_us / e_us), exact below 2^53.
-        remaining = e_r == 0 and math.floor(free_us / e_us) or div(free_us, free_r, e_us, e_r, emission)
+        remaining = e_r == 0 and floor(free_us / e_us) or div(free_us, free_r, e_us, e_r, emission)
     end
     local retry = -1
     if not admitted and cmp(inc_us, inc_r, tol_us, tol_r) <= 0 then
