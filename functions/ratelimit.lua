@@ -443,13 +443,15 @@ local function slide_now(window, c, now)
         end
     end
     local scaled = prev * (w - max(now - start, 0)) + curr * w
-    local n = { w = w, prev = prev, curr = curr, start = start, now = now, scaled = scaled }
-    if w == window then
-        n.base_start, n.base_prev, n.base_curr = start, prev, curr
-    else
-        n.base_start, n.base_prev, n.base_curr = now - now % window, 0, ceil_div(scaled, w)
+    local base_start, base_prev, base_curr = start, prev, curr
+    if w ~= window then
+        base_start, base_prev, base_curr = now - now % window, 0, ceil_div(scaled, w)
     end
-    return n
+    -- Made whole at once: a field added later would grow the table.
+    return {
+        w = w, prev = prev, curr = curr, start = start, now = now, scaled = scaled,
+        base_start = base_start, base_prev = base_prev, base_curr = base_curr,
+    }
 end
 
 local function slide_fits(limit, cost, n)
