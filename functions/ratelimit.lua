@@ -26,7 +26,6 @@ local function globals()
     return redis.call, redis.pcall, string.find, string.match, string.format, math.floor, math.max, tonumber, type
 end
 local redis_call, redis_pcall, find, match, format, floor, max, tonumber, type
-local bound = false
 
 local INF = 1 / 0
 local EXACT = 2 ^ 53 - 1
@@ -58,9 +57,8 @@ end
 -- A registered function's body, its caller errors turned into error replies.
 local function command(body)
     return function(keys, args)
-        if not bound then
+        if not redis_call then
             redis_call, redis_pcall, find, match, format, floor, max, tonumber, type = globals()
-            bound = true
         end
         local ok, result = pcall(body, keys, args)
         if ok then
