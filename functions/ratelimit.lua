@@ -41,7 +41,8 @@ local NOT_SLIDE = 'ERR value is not a ratelimit sliding window'
 local BIG = {}
 
 -- Errors meant for the caller are raised as { reply = text } and answered by `command` below; any
--- other error (a failed redis.call) goes on as it is.
+-- other error (a failed redis.call) goes on as it is. (Raised as the server's own { err = text },
+-- the server would add the function's name and line to the text.)
 local function fail(text)
     error({ reply = text })
 end
@@ -99,15 +100,21 @@ end
 -- what it answered for a text is kept, so that the next call costs a table lookup instead of
 -- pattern matches and a conversion. Only answers are kept (a text `parse` refuses is parsed again,
 -- to raise its error), only for texts up to 32 bytes, and past 1024 texts it starts afresh.
+-- Returns the table of answers (a hot path may look a text up in it first: one index, no call)
+-- and the function that fills it.
 local function remembered(parse)
     local known, count = {}, 0
-    return function(text)
+    return known, function(text)
         local value = known[text]
         if value == nil then
             value = parse(text)
             if value ~= nil and #text <= 32 then
                 if count == 1024 then
-                    known, count = {}, 0
+                    -- Emptied in place: the hot paths hold this table.
+                    for old in pairs(known) do
+                        known[old] = nil
+                    end
+                    count = 0
                 end
                 known[text], count = value, count + 1
             end
@@ -117,12 +124,20 @@ local function remembered(parse)
 end
 
 -- `integer` for an argument.
-local argument = remembered(integer)
+local _, argument = remembered(integer)
+
+-- An integer >= 1 (BIG allowed), or nil.
+local known_positive, positive_value = remembered(function(text)
+    local value = integer(text)
+    if value ~= nil and (value == BIG or value >= 1) then
+        return value
+    end
+end)
 
 -- An integer >= 1 (BIG allowed); else the module's error for `name`.
 local function positive(text, name)
-    local value = argument(text)
-    if value == nil or (value ~= BIG and value < 1) then
+    local value = positive_value(text)
+    if value == nil then
         fail('ERR ' .. name .. ' must be an integer >= 1')
     end
     return value
@@ -171,26 +186,45 @@ local function options(args, from, spec, known)
     return found
 end
 
--- A window in ms from its text, as the module bounds it (2^62 ms); BIG where the module accepts a
--- window the library cannot add to the clock exactly.
--- A length of time `name` in ms from its text, as the module bounds it (2^62 ms); BIG where the
--- module accepts one the library cannot add to the clock exactly.
-local function duration_ms(text, in_ms, name)
-    local value = positive(text, name)
+-- A length of time in ms from its text (in seconds unless `in_ms`), as the module bounds it (2^62
+-- ms); BIG where the module accepts one the library cannot add to the clock exactly. Else nil and
+-- what is wrong with it.
+local function duration(text, in_ms)
+    local value = positive_value(text)
+    if value == nil then
+        return nil, 'must be an integer >= 1'
+    end
     if value == BIG then
         -- Beyond 2^53 seconds is beyond 2^62 ms; in ms compare the text with the bound.
         if not in_ms or #text > #MAX_WINDOW_MS or (#text == #MAX_WINDOW_MS and text > MAX_WINDOW_MS) then
-            fail('ERR ' .. name .. ' is too large')
+            return nil, 'is too large'
         end
         return BIG
     end
     if not in_ms then
         if value > 4611686018427387 then
-            fail('ERR ' .. name .. ' is too large')
+            return nil, 'is too large'
         end
         value = value * 1000
     end
     return value > EXACT and BIG or value
+end
+
+local known_seconds, seconds_ms = remembered(function(text)
+    return (duration(text, false))
+end)
+local _, ms_ms = remembered(function(text)
+    return (duration(text, true))
+end)
+
+-- A length of time `name` in ms from its text, or the module's error for it.
+local function duration_ms(text, in_ms, name)
+    local value = (in_ms and ms_ms or seconds_ms)(text)
+    if value == nil then
+        local _, wrong = duration(text, in_ms)
+        fail('ERR ' .. name .. ' ' .. wrong)
+    end
+    return value
 end
 
 local function window_ms(text, in_ms)
@@ -236,13 +270,9 @@ local function read(key)
     return count, redis_call('PTTL', key)
 end
 
-local function fits(count, cost, limit)
-    return count + cost <= limit
-end
-
 -- The module's `settle`: one counter's outcome and writes for a hit admitted (`admit`) or not.
 local function settle(key, limit, window, cost, count, ttl, admit)
-    local admitted = admit and fits(count, cost, limit)
+    local admitted = admit and count + cost <= limit
     local final = admitted and count + cost or count
     local heal = ttl == -1 or (ttl == nil and admitted)
     if admitted and heal then
@@ -270,7 +300,11 @@ local function limit_args(args, command, spec, known)
 end
 
 local function hit(keys, args)
-    local limit, window, cost = limit_args(args, 'ratelimit.hit', HIT_OPTIONS, 'COST or MS')
+    -- The usual call, `limit window` seen before: two lookups.
+    local limit, window, cost = known_positive[args[1]], known_seconds[args[2]], 1
+    if not (limit and window and #args == 2) then
+        limit, window, cost = limit_args(args, 'ratelimit.hit', HIT_OPTIONS, 'COST or MS')
+    end
     local count, ttl = read(keys[1])
     if limit == BIG or cost == BIG or window == BIG then
         fail(BEYOND)
@@ -289,7 +323,7 @@ local function peek(keys, args)
     if limit == BIG or cost == BIG then
         fail(BEYOND)
     end
-    return { fits(count, cost, limit) and 1 or 0, count, max(limit - count, 0), ttl or 0 }
+    return { count + cost <= limit and 1 or 0, count, max(limit - count, 0), ttl or 0 }
 end
 
 -- Defined with the sliding window below.
@@ -342,7 +376,7 @@ local function hitall(keys, args)
         if limits[i] == BIG or windows[i] == BIG then
             fail(BEYOND)
         end
-        admit = admit and fits(counts[i], cost, limits[i])
+        admit = admit and counts[i] + cost <= limits[i]
     end
     local reply = { admit and 1 or 0 }
     for i = 1, n do
@@ -796,7 +830,7 @@ local function text_of(us, r)
 end
 
 -- A period in seconds as Rust's f64 parser reads it (what the module uses), to the nearest ns.
-local period_ns = remembered(function(text)
+local _, period_ns = remembered(function(text)
     -- Whole seconds up to a million: exact at once.
     if #text < 7 and find(text, '^[1-9]%d*$') then
         return tonumber(text) * 1e9
