@@ -123,8 +123,8 @@ local function remembered(parse)
     end
 end
 
--- `integer` for an argument.
-local _, argument = remembered(integer)
+-- `integer` for an argument or a stored counter (counts repeat as much: 1, 2, 3...).
+local known_integer, argument = remembered(integer)
 
 -- An integer >= 1 (BIG allowed), or nil.
 local known_positive, positive_value = remembered(function(text)
@@ -257,15 +257,13 @@ local function read(key)
     if not value then
         return 0, nil
     end
-    local count
-    -- The usual counter, one match; any other by the rules.
-    if type(value) == 'string' and #value < 16 and find(value, '^%-?[1-9]%d*$') then
-        count = tonumber(value)
-    else
-        count = must(integer(string_of(value)), NOT_INTEGER)
-        if count == BIG or count == -INF then
-            fail(BEYOND)
-        end
+    -- A count seen before: one lookup (an error reply, a table, finds nothing).
+    local count = known_integer[value]
+    if count == nil then
+        count = must(argument(string_of(value)), NOT_INTEGER)
+    end
+    if count == BIG or count == -INF then
+        fail(BEYOND)
     end
     return count, redis_call('PTTL', key)
 end
@@ -273,12 +271,16 @@ end
 -- The module's `settle`: one counter's outcome and writes for a hit admitted (`admit`) or not.
 local function settle(key, limit, window, cost, count, ttl, admit)
     local admitted = admit and count + cost <= limit
-    local final = admitted and count + cost or count
-    local heal = ttl == -1 or (ttl == nil and admitted)
-    if admitted and heal then
-        redis_call('SET', key, format('%d', final), 'PX', format('%d', window))
-    elseif admitted then
+    -- The usual outcome first, as early as it is known: admitted in a running window.
+    if admitted and ttl and ttl >= 0 then
         redis_call('INCRBY', key, cost == 1 and '1' or format('%d', cost))
+        return true, count + cost, limit - count - cost, ttl
+    end
+    local final = admitted and count + cost or count
+    -- Admitted here, the counter is new or has no TTL: set with its window.
+    local heal = ttl == -1 or admitted
+    if admitted then
+        redis_call('SET', key, format('%d', final), 'PX', format('%d', window))
     elseif heal then
         redis_call('PEXPIRE', key, format('%d', window))
     end
