@@ -99,16 +99,17 @@ end
 -- `parse` for arguments, which repeat (a service sends the same few limits, windows and costs):
 -- what it answered for a text is kept, so that the next call costs a table lookup instead of
 -- pattern matches and a conversion. Only answers are kept (a text `parse` refuses is parsed again,
--- to raise its error), only for texts up to 32 bytes, and past 1024 texts it starts afresh.
--- Returns the table of answers (a hot path may look a text up in it first: one index, no call)
--- and the function that fills it.
-local function remembered(parse)
+-- to raise its error), only for texts up to `longest` bytes (32 unless given; numbers always), and
+-- past 1024 texts it starts afresh. Returns the table of answers (a hot path may look a text up in
+-- it first: one index, no call) and the function that fills it.
+local function remembered(parse, longest)
+    longest = longest or 32
     local known, count = {}, 0
     return known, function(text)
         local value = known[text]
         if value == nil then
             value = parse(text)
-            if value ~= nil and #text <= 32 then
+            if value ~= nil and (type(text) == 'number' or #text <= longest) then
                 if count == 1024 then
                     -- Emptied in place: the hot paths hold this table.
                     for old in pairs(known) do
@@ -231,9 +232,18 @@ local function window_ms(text, in_ms)
     return duration_ms(text, in_ms, 'window')
 end
 
+-- An integer as '%d' text, for redis.call (a number would go as '%.17g', slower still): one
+-- format costs more than a whole call's arithmetic, and the numbers written repeat (windows,
+-- window starts, counts).
+local known_decimal, decimal = remembered(function(n)
+    return format('%d', n)
+end)
+
+-- The server's clock in ms. Its seconds repeat for a second: a lookup once seen.
 local function now_ms()
     local t = redis_call('TIME')
-    return tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+    local us = tonumber(t[2])
+    return (known_integer[t[1]] or argument(t[1])) * 1000 + (us - us % 1000) / 1000
 end
 
 -- A GET's reply (by redis.pcall) as the string, nil if missing; WRONGTYPE for any other kind of key.
@@ -389,17 +399,20 @@ local function hitall(keys, args)
 end
 
 -- The sliding window (the module's core/slide.rs). Exact in doubles while every product stays
--- within 2^53, which `slide_read` and `slide_check` make sure of (else BEYOND).
+-- within 2^53, which `slide_now` makes sure of (else BEYOND). A key's counts travel as values
+-- (cw, cstart, cprev, ccurr, cend; nothing where the key is missing), and so do the counts at the
+-- call (w, start, prev, curr, scaled): a table per call costs more than the arithmetic.
 
--- floor(a / b) for exact integers 0 <= a, 0 < b: the double's quotient, corrected.
+-- floor(a / b) for integers 0 <= a, 1 <= b, a + b < 2^53: the double's quotient is then never
+-- rounded up to the next integer, so `a % b` is the true remainder. Every caller below is within
+-- that bound by the checks of `slide_now`.
 local function idiv(a, b)
-    local q = floor(a / b)
-    if q * b > a then
-        q = q - 1
-    elseif (q + 1) * b <= a then
-        q = q + 1
-    end
-    return q
+    return (a - a % b) / b
+end
+
+-- ceil(scaled / w).
+local function ceil_div(scaled, w)
+    return idiv(scaled + w - 1, w)
 end
 
 -- A field of a sliding-window value: a non-negative integer as Redis reads one, or NOT_SLIDE.
@@ -411,169 +424,162 @@ local function slide_field(text)
     return n
 end
 
--- The sliding window at `key`: its counts { window, start, prev, curr }, nil if missing.
+-- A sliding-window value's fields: window, start, prev, curr, and when they stop mattering
+-- (Counts::end_ms).
+local function slide_parse(value)
+    local cw, cstart, cprev, ccurr = match(value, '^slide:([^:]*):([^:]*):([^:]*):([^:]*)$')
+    if not cw then
+        fail(NOT_SLIDE)
+    end
+    cw, cstart, cprev, ccurr = slide_field(cw), slide_field(cstart), slide_field(cprev), slide_field(ccurr)
+    if cw == BIG or cstart == BIG or cprev == BIG or ccurr == BIG then
+        fail(BEYOND)
+    end
+    if cw < 1 or cstart < 0 or cstart % cw ~= 0 or cprev < 0 or ccurr < 0 then
+        fail(NOT_SLIDE)
+    end
+    return { cw, cstart, cprev, ccurr, cstart + cw * (ccurr > 0 and 2 or (cprev > 0 and 1 or 0)) }
+end
+
+-- Values repeat across keys (one window, one start, small counts): each read once.
+local known_slide, slide_value = remembered(slide_parse, 64)
+
+-- The sliding window at `key`: its fields as `slide_parse` gives them; nothing if missing.
 local function slide_read(key)
-    local value = get(key)
+    local value = redis_pcall('GET', key)
     if not value then
         return nil
     end
-    local w, start, prev, curr = match(value, '^slide:([^:]*):([^:]*):([^:]*):([^:]*)$')
-    if not w then
-        fail(NOT_SLIDE)
-    end
-    local c
-    -- The usual value: four short fields of digits, no leading zero; read at once.
-    if #w < 16 and #start < 16 and #prev < 16 and #curr < 16 and find(value, '^slide:%d+:%d+:%d+:%d+$')
-        and not find(value, ':0%d') then
-        c = { window = tonumber(w), start = tonumber(start), prev = tonumber(prev), curr = tonumber(curr) }
-    else
-        c = { window = slide_field(w), start = slide_field(start), prev = slide_field(prev), curr = slide_field(curr) }
-        if c.window == BIG or c.start == BIG or c.prev == BIG or c.curr == BIG then
-            fail(BEYOND)
-        end
-    end
-    if c.window < 1 or c.start < 0 or c.start % c.window ~= 0 or c.prev < 0 or c.curr < 0 then
-        fail(NOT_SLIDE)
-    end
-    return c
+    -- (An error reply, a table, is never known.)
+    local c = known_slide[value] or slide_value(string_of(value))
+    return c[1], c[2], c[3], c[4], c[5]
 end
 
--- BEYOND unless every number of one call stays exact.
-local function slide_check(limit, window, cost, c, now)
+-- The counts at `now` (now_of), from those stored (cw nil: none): the window length `w` they decay
+-- by (their own), the start of the window they are counted in, prev, curr, and the estimate scaled
+-- by w. BEYOND unless every number of the call stays exact.
+local function slide_now(limit, window, cost, now, cw, cstart, cprev, ccurr)
     if limit == BIG or cost == BIG or window == BIG then
         fail(BEYOND)
     end
-    local w = c and max(c.window, window) or window
-    local counts = c and c.prev + c.curr or 0
-    if (counts + limit + cost) * w > EXACT or now + 2 * w > EXACT then
+    if not cw then
+        if (limit + cost) * window > EXACT or now + 2 * window > EXACT then
+            fail(BEYOND)
+        end
+        return window, now - now % window, 0, 0, 0
+    end
+    local widest = cw > window and cw or window
+    if (cprev + ccurr + limit + cost) * widest > EXACT or now + 2 * widest > EXACT then
         fail(BEYOND)
     end
-end
-
--- When counts stop mattering (Counts::end_ms).
-local function slide_end(c)
-    local windows = c.curr > 0 and 2 or (c.prev > 0 and 1 or 0)
-    return c.start + c.window * windows
-end
-
--- ceil(scaled / w).
-local function ceil_div(scaled, w)
-    return idiv(scaled + w - 1, w)
-end
-
--- The counts at the call (now_of): decaying by their own window `w`; `base_*` is what an admitted
--- call stores (in the call's `window`) before its cost.
-local function slide_now(window, c, now)
-    local w, start = window, now - now % window
-    local prev, curr = 0, 0
-    if c then
-        w, start = c.window, now - now % c.window
-        if start < c.start then
-            prev, curr, start = c.prev, c.curr, c.start
-        elseif start == c.start then
-            prev, curr = c.prev, c.curr
-        elseif start - c.start == w then
-            prev = c.curr
-        end
+    local start, prev, curr = now - now % cw, 0, 0
+    if start < cstart then
+        start, prev, curr = cstart, cprev, ccurr
+    elseif start == cstart then
+        prev, curr = cprev, ccurr
+    elseif start - cstart == cw then
+        prev = ccurr
     end
-    local scaled = prev * (w - max(now - start, 0)) + curr * w
-    local base_start, base_prev, base_curr = start, prev, curr
-    if w ~= window then
-        base_start, base_prev, base_curr = now - now % window, 0, ceil_div(scaled, w)
-    end
-    -- Made whole at once: a field added later would grow the table.
-    return {
-        w = w, prev = prev, curr = curr, start = start, now = now, scaled = scaled,
-        base_start = base_start, base_prev = base_prev, base_curr = base_curr,
-    }
+    local elapsed = now - start
+    return cw, start, prev, curr, prev * (cw - (elapsed > 0 and elapsed or 0)) + curr * cw
 end
 
-local function slide_fits(limit, cost, n)
-    return n.scaled + cost * n.w <= limit * n.w
-end
-
-local function slide_retry(limit, cost, n)
-    if slide_fits(limit, cost, n) or cost > limit then
+-- -1 when the counts admit `cost` now or never can; else the ms until they would.
+local function slide_retry(limit, cost, w, start, prev, curr, scaled, now)
+    if scaled + cost * w <= limit * w or cost > limit then
         return -1
     end
-    local w = n.w
     local budget = (limit - cost) * w
-    local left = budget - n.curr * w
-    if left >= 0 and n.prev > 0 then
-        local e = w - idiv(left, n.prev)
+    local left = budget - curr * w
+    if left >= 0 and prev > 0 then
+        local e = w - idiv(left, prev)
         if e < w then
-            return n.start + e - n.now
+            return start + e - now
         end
     end
     local e = 0
-    if n.curr > 0 then
-        e = max(w - idiv(budget, n.curr), 0)
+    if curr > 0 then
+        e = max(w - idiv(budget, curr), 0)
     end
-    return n.start + w + e - n.now
+    return start + w + e - now
 end
 
--- `count, remaining, retry_after_ms, reset_ms` for the call, `counted` when its cost is in.
-local function slide_fields(limit, cost, n, counted, reset)
-    local count = ceil_div(n.scaled + (counted and cost * n.w or 0), n.w)
-    return count, max(limit - count, 0), slide_retry(limit, cost, n), reset
+-- The reply's `count, remaining, retry_after_ms, reset_ms` for counts the call's cost is not in.
+local function slide_fields(limit, cost, w, start, prev, curr, scaled, now, reset)
+    local count = ceil_div(scaled, w)
+    return count, max(limit - count, 0), slide_retry(limit, cost, w, start, prev, curr, scaled, now), reset
 end
 
--- The module's slide `settle`: writes for a call admitted (`admit`) or not, and its fields. The
--- key's TTL is read only where a denial may heal it.
-local function slide_settle(key, window, limit, cost, c, n, admit)
+-- The module's slide `settle`: writes for a call admitted (`admit`) or not, and the reply's fields.
+-- The key's TTL is read only where a denial may heal it (`cend`: the key is there).
+local function slide_settle(key, limit, window, cost, now, cend, w, start, prev, curr, scaled, admit)
     if admit then
-        local at = n.base_start + 2 * window
-        local value = format('slide:%d:%d:%d:%d', window, n.base_start, n.base_prev, n.base_curr + cost)
-        redis_call('SET', key, value, 'PXAT', format('%d', at))
-        return slide_fields(limit, cost, n, true, at - n.now)
+        -- What is stored: the counts, carried over (rounded up) into the call's window if they
+        -- were kept with another length, and the cost.
+        if w ~= window then
+            start, prev, curr = now - now % window, 0, ceil_div(scaled, w)
+        end
+        local at = start + 2 * window
+        local value = 'slide:' .. (known_decimal[window] or decimal(window)) .. ':' .. (known_decimal[start] or decimal(start))
+            .. ':' .. (known_decimal[prev] or decimal(prev)) .. ':' .. (known_decimal[curr + cost] or decimal(curr + cost))
+        redis_call('SET', key, value, 'PXAT', known_decimal[at] or decimal(at))
+        -- Admitted, so it fitted: no retry, and the count (ceil_div, inline) is within the limit.
+        local counted = scaled + cost * w + w - 1
+        local count = (counted - counted % w) / w
+        return count, limit - count, -1, at - now
     end
     local reset = 0
-    if c then
+    if cend then
         reset = redis_call('PTTL', key)
         if reset == -1 then
-            local at = max(slide_end(c), n.now + 1)
+            local at = max(cend, now + 1)
             redis_call('PEXPIREAT', key, at)
-            reset = at - n.now
+            reset = at - now
         end
     end
-    return slide_fields(limit, cost, n, false, reset)
+    return slide_fields(limit, cost, w, start, prev, curr, scaled, now, reset)
 end
 
 local function slide(keys, args)
-    local limit, window, cost, opts = limit_args(args, 'ratelimit.slide', SLIDE_OPTIONS, 'COST, MS or PEEK')
-    local c = slide_read(keys[1])
+    -- The usual call, `limit window` seen before: two lookups.
+    local limit, window, cost, opts = known_positive[args[1]], known_seconds[args[2]], 1, NO_OPTIONS
+    if not (limit and window and #args == 2) then
+        limit, window, cost, opts = limit_args(args, 'ratelimit.slide', SLIDE_OPTIONS, 'COST, MS or PEEK')
+    end
+    local key = keys[1]
+    local cw, cstart, cprev, ccurr, cend = slide_read(key)
     local now = now_ms()
-    slide_check(limit, window, cost, c, now)
-    local n = slide_now(window, c, now)
-    local fits = slide_fits(limit, cost, n)
+    local w, start, prev, curr, scaled = slide_now(limit, window, cost, now, cw, cstart, cprev, ccurr)
+    local fits = scaled + cost * w <= limit * w
     local count, remaining, retry, reset
     if opts.PEEK then
-        count, remaining, retry, reset = slide_fields(limit, cost, n, false, c and redis_call('PTTL', keys[1]) or 0)
+        count, remaining, retry, reset =
+            slide_fields(limit, cost, w, start, prev, curr, scaled, now, cw and redis_call('PTTL', key) or 0)
     else
-        count, remaining, retry, reset = slide_settle(keys[1], window, limit, cost, c, n, fits)
+        count, remaining, retry, reset = slide_settle(key, limit, window, cost, now, cend, w, start, prev, curr, scaled, fits)
     end
     return { fits and 1 or 0, count, remaining, retry, reset }
 end
 
--- HITALL's SLIDE: every key read and checked before anything is written, all or nothing.
+-- HITALL's SLIDE: every key read and checked before anything is written, all or nothing. A key's
+-- stored counts and its counts at the call are kept as a row of values (missing key: cw nil).
 hitall_slide = function(keys, limits, windows, cost)
-    -- Indexed, not iterated: a missing key's counts are a nil in the middle.
-    local n, counts, nows = #keys, {}, {}
+    local n, rows = #keys, {}
     for i = 1, n do
-        counts[i] = slide_read(keys[i])
+        rows[i] = { slide_read(keys[i]) }
     end
     local now = now_ms()
-    for i = 1, n do
-        slide_check(limits[i], windows[i], cost, counts[i], now)
-    end
     local admit = true
     for i = 1, n do
-        nows[i] = slide_now(windows[i], counts[i], now)
-        admit = admit and slide_fits(limits[i], cost, nows[i])
+        local r = rows[i]
+        local w, start, prev, curr, scaled = slide_now(limits[i], windows[i], cost, now, r[1], r[2], r[3], r[4])
+        rows[i] = { r[5], w, start, prev, curr, scaled }
+        admit = admit and scaled + cost * w <= limits[i] * w
     end
     local reply = { admit and 1 or 0 }
     for i = 1, n do
-        reply[i + 1] = { slide_settle(keys[i], windows[i], limits[i], cost, counts[i], nows[i], admit) }
+        local r = rows[i]
+        reply[i + 1] = { slide_settle(keys[i], limits[i], windows[i], cost, now, r[1], r[2], r[3], r[4], r[5], r[6], admit) }
     end
     return reply
 end
