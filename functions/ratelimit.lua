@@ -23,9 +23,10 @@
 -- function runs (they do not exist while the library loads). `globals` is defined before the
 -- locals that take its answers, so that its names are the globals.
 local function globals()
-    return redis.call, redis.pcall, string.find, string.match, string.format, math.floor, math.max, tonumber, type
+    return redis.call, redis.pcall, string.find, string.match, string.format, string.upper, math.floor, math.ceil,
+        math.max, tonumber, type
 end
-local redis_call, redis_pcall, find, match, format, floor, max, tonumber, type
+local redis_call, redis_pcall, find, match, format, upper, floor, ceil, max, tonumber, type
 
 local INF = 1 / 0
 local EXACT = 2 ^ 53 - 1
@@ -59,7 +60,7 @@ end
 local function command(body)
     return function(keys, args)
         if not redis_call then
-            redis_call, redis_pcall, find, match, format, floor, max, tonumber, type = globals()
+            redis_call, redis_pcall, find, match, format, upper, floor, ceil, max, tonumber, type = globals()
         end
         local ok, result = pcall(body, keys, args)
         if ok then
@@ -160,11 +161,11 @@ local function options(args, from, spec, known)
     local found = {}
     local i = from
     while i <= #args do
-        local word = string.upper(args[i])
+        local word = upper(args[i])
         local opt
-        for _, o in ipairs(spec) do
-            if word == o.name then
-                opt = o
+        for k = 1, #spec do
+            if word == spec[k].name then
+                opt = spec[k]
             end
         end
         if not opt then
@@ -585,101 +586,100 @@ hitall_slide = function(keys, limits, windows, cost)
 end
 
 -- Leases (the module's core/lease.rs): a sorted set of lease ids scored by their expiry in ms.
+-- What a call reads of the set travels as values (mine, total, expired), not in a table.
 
 local MAX_ID_LEN = 256
-
-local function lease_id(text)
-    if #text < 1 or #text > MAX_ID_LEN then
-        fail('ERR ID must be 1 to ' .. MAX_ID_LEN .. ' bytes')
-    end
-    return text
-end
+local BAD_ID = 'ERR ID must be 1 to ' .. MAX_ID_LEN .. ' bytes'
 
 -- A score as ms, rounded up (scores this library and the module write are integers).
 local function score_ms(text)
-    return math.ceil(tonumber(text))
+    return ceil(tonumber(text))
 end
 
--- The set at `key` as it stands at `now`, for lease `id`: the id's score and the set's size at
--- once; the rest (the module's `Leases`) read by the functions below only when a decision needs it.
-local function lease_view(key, id, now)
+-- The set at `key` as it stands at `now` for lease `id` (the module's `Leases`, the parts every
+-- call needs): the id's expiry (nil if not a member), the set's size, and how many have expired,
+-- counted only where others than the id are there.
+local function lease_read(key, id, now)
     local mine = redis_pcall('ZSCORE', key, id)
-    if type(mine) == 'table' and mine.err then
-        fail(WRONGTYPE)
-    end
-    return { key = key, id = id, now = now, mine = mine and score_ms(mine) or nil, total = redis_call('ZCARD', key) }
-end
-
-local function mine_live(v)
-    return v.mine ~= nil and v.mine > v.now
-end
-
--- Leases whose expiry has passed.
-local function lease_expired(v)
-    if v.expired == nil then
-        if v.total == 0 then
-            v.expired = 0
-        elseif v.total == 1 and v.mine then
-            -- The id's own lease alone: its score says it all.
-            v.expired = v.mine <= v.now and 1 or 0
-        else
-            v.expired = redis_call('ZCOUNT', v.key, '-inf', format('%d', v.now))
+    if mine then
+        if type(mine) == 'table' then
+            fail(WRONGTYPE)
         end
+        mine = score_ms(mine)
+    else
+        mine = nil
     end
-    return v.expired
-end
-
-local function lease_live(v)
-    return v.total - lease_expired(v)
+    local total = redis_call('ZCARD', key)
+    local expired = 0
+    if total == 1 and mine then
+        -- The id's own lease alone: its score says it all.
+        expired = mine <= now and 1 or 0
+    elseif total > 0 then
+        expired = redis_call('ZCOUNT', key, '-inf', known_decimal[now] or decimal(now))
+    end
+    return mine, total, expired
 end
 
 -- The earliest live expiry.
-local function lease_earliest(v)
-    local first = redis_call('ZRANGEBYSCORE', v.key, '(' .. format('%d', v.now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+local function lease_earliest(key, now)
+    local first = redis_call('ZRANGEBYSCORE', key, '(' .. decimal(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
     return first[2] and score_ms(first[2]) or nil
 end
 
--- The latest live expiry among the other leases.
-local function lease_latest_other(v)
-    local last = redis_call('ZREVRANGEBYSCORE', v.key, '+inf', '(' .. format('%d', v.now), 'WITHSCORES', 'LIMIT', 0, 2)
-    local score = last[1] == v.id and last[4] or last[2]
+-- The latest live expiry among the leases other than `id`.
+local function lease_latest_other(key, id, now)
+    local last = redis_call('ZREVRANGEBYSCORE', key, '+inf', '(' .. decimal(now), 'WITHSCORES', 'LIMIT', 0, 2)
+    local score = last[1] == id and last[4] or last[2]
     return score and score_ms(score) or nil
 end
 
 -- The key's own expiry, nil without TTL (or without key).
-local function lease_key_expiry(v)
-    local at = v.total > 0 and redis_call('PEXPIRETIME', v.key) or -1
+local function lease_key_expiry(key, total)
+    local at = total > 0 and redis_call('PEXPIRETIME', key) or -1
     return at >= 0 and at or nil
 end
 
--- The module's `writes`: prune, the id's change, and the key's expiry at its latest lease where
--- that moved or where the key had none (the heal); made here, in that order.
-local function lease_write(v, set_mine, remove_mine)
-    local prune = lease_expired(v) > 0
-    if not (prune or set_mine or remove_mine) and lease_key_expiry(v) then
-        return
+-- The module's `writes`: prune, the id's change (`set_mine`: its new expiry; `remove_mine`), and
+-- the key's expiry at its latest lease where that moved or where the key had none (the heal);
+-- made here, in that order.
+local function lease_write(key, id, now, mine, total, expired, set_mine, remove_mine)
+    local prune = expired > 0
+    -- Read at most once, and only where the decision needs it.
+    local key_expiry = false
+    if not (prune or set_mine or remove_mine) then
+        key_expiry = lease_key_expiry(key, total)
+        if key_expiry then
+            return
+        end
     end
-    local live = mine_live(v)
-    local latest = set_mine or (not remove_mine and live and v.mine) or nil
-    if lease_live(v) - (live and 1 or 0) > 0 then
-        local other = lease_latest_other(v)
+    local live = mine ~= nil and mine > now
+    local latest = set_mine or (not remove_mine and live and mine) or nil
+    if total - expired - (live and 1 or 0) > 0 then
+        local other = lease_latest_other(key, id, now)
         if other and (not latest or other > latest) then
             latest = other
         end
     end
     -- Read before anything is written: the last ZREM takes the key with it.
-    local set_expiry = latest and lease_key_expiry(v) ~= latest
+    if latest then
+        if key_expiry == false then
+            key_expiry = lease_key_expiry(key, total)
+        end
+        if key_expiry == latest then
+            latest = nil
+        end
+    end
     if prune then
-        redis_call('ZREMRANGEBYSCORE', v.key, '-inf', format('%d', v.now))
+        redis_call('ZREMRANGEBYSCORE', key, '-inf', known_decimal[now] or decimal(now))
     end
     if set_mine then
-        redis_call('ZADD', v.key, format('%d', set_mine), v.id)
+        redis_call('ZADD', key, known_decimal[set_mine] or decimal(set_mine), id)
     end
     if remove_mine then
-        redis_call('ZREM', v.key, v.id)
+        redis_call('ZREM', key, id)
     end
-    if set_expiry then
-        redis_call('PEXPIREAT', v.key, format('%d', latest))
+    if latest then
+        redis_call('PEXPIREAT', key, known_decimal[latest] or decimal(latest))
     end
 end
 
@@ -687,46 +687,54 @@ local ACQUIRE_OPTIONS = { { name = 'MS' }, { name = 'ID', valued = true } }
 local RENEW_OPTIONS = { { name = 'MS' } }
 
 local function acquire(keys, args)
-    if #args < 2 then
-        fail("ERR wrong number of arguments for 'ratelimit.acquire' command")
+    -- The usual call, `limit lease ID id` with a limit and a lease seen before: lookups.
+    local limit, lease, id = known_positive[args[1]], known_seconds[args[2]], args[4]
+    if not (limit and lease and #args == 4 and args[3] == 'ID') then
+        if #args < 2 then
+            fail("ERR wrong number of arguments for 'ratelimit.acquire' command")
+        end
+        limit = positive(args[1], 'limit')
+        local opts = options(args, 3, ACQUIRE_OPTIONS, 'MS or ID')
+        lease, id = duration_ms(args[2], opts.MS, 'lease'), opts.ID
+        if not id then
+            fail('ERR ratelimit library: ACQUIRE needs an ID here (the module makes one; a function cannot make ids unique across servers)')
+        end
     end
-    local limit = positive(args[1], 'limit')
-    local opts = options(args, 3, ACQUIRE_OPTIONS, 'MS or ID')
-    local lease = duration_ms(args[2], opts.MS, 'lease')
-    local id = opts.ID and lease_id(opts.ID)
-    if not id then
-        fail('ERR ratelimit library: ACQUIRE needs an ID here (the module makes one; a function cannot make ids unique across servers)')
+    if #id < 1 or #id > MAX_ID_LEN then
+        fail(BAD_ID)
     end
-    local now = now_ms()
-    local v = lease_view(keys[1], id, now)
+    local key, now = keys[1], now_ms()
+    local mine, total, expired = lease_read(key, id, now)
     if limit == BIG or lease == BIG or now + lease > EXACT then
         fail(BEYOND)
     end
-    local live = lease_live(v)
-    local acquired, in_use = true, live
-    if not mine_live(v) then
+    local live = total - expired
+    local acquired, in_use, ms = true, live, lease
+    if not (mine and mine > now) then
         if live < limit then
             in_use = live + 1
         else
             acquired = false
+            local earliest = lease_earliest(key, now)
+            ms = earliest and earliest - now or 0
         end
     end
-    local ms = lease
-    if not acquired then
-        local earliest = lease_earliest(v)
-        ms = earliest and earliest - now or 0
-    end
-    lease_write(v, acquired and now + lease or nil, false)
-    return { acquired and 1 or 0, in_use, max(limit - in_use, 0), ms, acquired and id or false }
+    lease_write(key, id, now, mine, total, expired, acquired and now + lease or nil, false)
+    return { acquired and 1 or 0, in_use, limit - in_use > 0 and limit - in_use or 0, ms, acquired and id or false }
 end
 
 local function release(keys, args)
     if #args ~= 1 then
         fail("ERR wrong number of arguments for 'ratelimit.release' command")
     end
-    local v = lease_view(keys[1], lease_id(args[1]), now_ms())
-    local live = mine_live(v)
-    lease_write(v, nil, live)
+    local key, id = keys[1], args[1]
+    if #id < 1 or #id > MAX_ID_LEN then
+        fail(BAD_ID)
+    end
+    local now = now_ms()
+    local mine, total, expired = lease_read(key, id, now)
+    local live = mine ~= nil and mine > now
+    lease_write(key, id, now, mine, total, expired, nil, live)
     return live and 1 or 0
 end
 
@@ -734,19 +742,22 @@ local function renew(keys, args)
     if #args < 2 then
         fail("ERR wrong number of arguments for 'ratelimit.renew' command")
     end
-    local id = lease_id(args[1])
+    local id = args[1]
+    if #id < 1 or #id > MAX_ID_LEN then
+        fail(BAD_ID)
+    end
     local opts = options(args, 3, RENEW_OPTIONS, 'MS')
     local lease = duration_ms(args[2], opts.MS, 'lease')
-    local now = now_ms()
-    local v = lease_view(keys[1], id, now)
+    local key, now = keys[1], now_ms()
+    local mine, total, expired = lease_read(key, id, now)
     if lease == BIG or now + lease > EXACT then
         fail(BEYOND)
     end
-    if not mine_live(v) then
-        lease_write(v, nil, false)
+    if not (mine and mine > now) then
+        lease_write(key, id, now, mine, total, expired, nil, false)
         return -1
     end
-    lease_write(v, now + lease, false)
+    lease_write(key, id, now, mine, total, expired, now + lease, false)
     return lease
 end
 
