@@ -361,39 +361,44 @@ local function hitall(keys, args)
             end
         end
     end
-    local limits, windows = {}, {}
+    -- One table for every key's limit, window, count and TTL (at 4i-3 .. 4i): tables cost more
+    -- than the arithmetic on their indexes. Made at the size of two keys (the usual minute and
+    -- hour): a constructor sizes it at once, where each growth would rehash it.
+    local t = { false, false, false, false, false, false, false, false }
     for i = 1, n do
-        if not args[2 * i - 1] or not args[2 * i] then
+        local limit = args[2 * i - 1]
+        if not limit or not args[2 * i] then
             fail("ERR wrong number of arguments for 'ratelimit.hitall' command")
         end
-        limits[i] = positive(args[2 * i - 1], 'limit')
+        t[4 * i - 3] = known_positive[limit] or positive(limit, 'limit')
     end
     local opts = options(args, 2 * n + 1, HITALL_OPTIONS, 'COST, MS or SLIDE')
     local cost = cost_of(opts)
     for i = 1, n do
-        windows[i] = window_ms(args[2 * i], opts.MS)
+        local window = args[2 * i]
+        t[4 * i - 2] = not opts.MS and known_seconds[window] or window_ms(window, opts.MS)
     end
     if opts.SLIDE then
-        return hitall_slide(keys, limits, windows, cost)
+        return hitall_slide(keys, t, cost)
     end
     -- Every key is read before anything is written: an error on one changes none.
-    local counts, ttls = {}, {}
     for i = 1, n do
-        counts[i], ttls[i] = read(keys[i])
+        t[4 * i - 1], t[4 * i] = read(keys[i])
     end
     if cost == BIG then
         fail(BEYOND)
     end
     local admit = true
     for i = 1, n do
-        if limits[i] == BIG or windows[i] == BIG then
+        local limit = t[4 * i - 3]
+        if limit == BIG or t[4 * i - 2] == BIG then
             fail(BEYOND)
         end
-        admit = admit and counts[i] + cost <= limits[i]
+        admit = admit and t[4 * i - 1] + cost <= limit
     end
-    local reply = { admit and 1 or 0 }
+    local reply = n == 2 and { admit and 1 or 0, false, false } or { admit and 1 or 0 }
     for i = 1, n do
-        local _, final, remaining, reset = settle(keys[i], limits[i], windows[i], cost, counts[i], ttls[i], admit)
+        local _, final, remaining, reset = settle(keys[i], t[4 * i - 3], t[4 * i - 2], cost, t[4 * i - 1], t[4 * i], admit)
         reply[i + 1] = { final, remaining, reset }
     end
     return reply
@@ -562,9 +567,10 @@ local function slide(keys, args)
     return { fits and 1 or 0, count, remaining, retry, reset }
 end
 
--- HITALL's SLIDE: every key read and checked before anything is written, all or nothing. A key's
--- stored counts and its counts at the call are kept as a row of values (missing key: cw nil).
-hitall_slide = function(keys, limits, windows, cost)
+-- HITALL's SLIDE: every key read and checked before anything is written, all or nothing. `t`
+-- holds each key's limit and window at 4i-3 and 4i-2, as `hitall` made it; a key's counts are
+-- kept as a row of values (missing key: cw nil).
+hitall_slide = function(keys, t, cost)
     local n, rows = #keys, {}
     for i = 1, n do
         rows[i] = { slide_read(keys[i]) }
@@ -572,15 +578,17 @@ hitall_slide = function(keys, limits, windows, cost)
     local now = now_ms()
     local admit = true
     for i = 1, n do
-        local r = rows[i]
-        local w, start, prev, curr, scaled = slide_now(limits[i], windows[i], cost, now, r[1], r[2], r[3], r[4])
+        local r, limit = rows[i], t[4 * i - 3]
+        local w, start, prev, curr, scaled = slide_now(limit, t[4 * i - 2], cost, now, r[1], r[2], r[3], r[4])
         rows[i] = { r[5], w, start, prev, curr, scaled }
-        admit = admit and scaled + cost * w <= limits[i] * w
+        admit = admit and scaled + cost * w <= limit * w
     end
     local reply = { admit and 1 or 0 }
     for i = 1, n do
         local r = rows[i]
-        reply[i + 1] = { slide_settle(keys[i], limits[i], windows[i], cost, now, r[1], r[2], r[3], r[4], r[5], r[6], admit) }
+        reply[i + 1] = {
+            slide_settle(keys[i], t[4 * i - 3], t[4 * i - 2], cost, now, r[1], r[2], r[3], r[4], r[5], r[6], admit),
+        }
     end
     return reply
 end
