@@ -235,9 +235,13 @@ end
 
 -- An integer as '%d' text, for redis.call (a number would go as '%.17g', slower still): one
 -- format costs more than a whole call's arithmetic, and the numbers written repeat (windows,
--- window starts, counts).
-local known_decimal, decimal = remembered(function(n)
-    return format('%d', n)
+-- window starts, counts, times within a millisecond). Each text is also kept back to its number:
+-- a lease's score the server answers later ('%.17g' of an integer: the same digits) is a lookup.
+local known_decimal, decimal
+known_decimal, decimal = remembered(function(n)
+    local text = format('%d', n)
+    known_decimal[text] = n
+    return text
 end)
 
 -- The server's clock in ms. Its seconds repeat for a second: a lookup once seen.
@@ -601,7 +605,7 @@ local BAD_ID = 'ERR ID must be 1 to ' .. MAX_ID_LEN .. ' bytes'
 
 -- A score as ms, rounded up (scores this library and the module write are integers).
 local function score_ms(text)
-    return ceil(tonumber(text))
+    return known_decimal[text] or ceil(tonumber(text))
 end
 
 -- The set at `key` as it stands at `now` for lease `id` (the module's `Leases`, the parts every

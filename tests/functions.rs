@@ -382,13 +382,54 @@ fn remembered_arguments_read_as_parsed_and_refused_ones_stay_refused() {
     };
     for round in 0..2 {
         let key = format!("k{round}");
-        for (count, limit) in (1..).zip(1_000..2_100) {
+        for (count, limit) in (1..).step_by(2).zip(10_000..11_100) {
             let reply = hit(&mut con, &key, &limit.to_string()).unwrap();
             assert_eq!(reply[..3], [1, count, limit - count], "round {round}, limit {limit}");
+            // Without options, HIT looks its limit up among the remembered ones first.
+            let usual: Vec<i64> = redis::cmd("FCALL")
+                .arg(&["ratelimit_hit", "1", &key, &limit.to_string(), "60"])
+                .query(&mut con)
+                .unwrap();
+            assert_eq!(usual[..3], [1, count + 1, limit - count - 1], "round {round}, limit {limit}");
             for refused in ["0", "01", "abc", "-5"] {
                 let error = common::error_of(hit(&mut con, &key, refused));
                 assert_eq!(error, "ERR limit must be an integer >= 1", "round {round}, {refused:?}");
+                let error = common::error_of(
+                    redis::cmd("FCALL").arg(&["ratelimit_hit", "1", &key, refused, "60"]).query::<Vec<i64>>(&mut con),
+                );
+                assert_eq!(error, "ERR limit must be an integer >= 1", "round {round}, {refused:?} without options");
             }
+        }
+    }
+}
+
+/// Stored texts are remembered too (counts, sliding-window values): the same text in another key
+/// reads the same, and a refused one is refused every time.
+#[test]
+fn remembered_stored_values_read_as_parsed_and_refused_ones_stay_refused() {
+    let library = with_library();
+    let mut con = library.connect();
+    let call = |con: &mut Connection, function: &str, key: &str| {
+        redis::cmd("FCALL").arg(&[function, "1", key, "100", "60"]).query::<Vec<i64>>(con)
+    };
+    let now: Vec<i64> = redis::cmd("TIME").query(&mut con).unwrap();
+    // Counts kept in a window ten windows ahead stay at full weight until the clock gets there:
+    // the reply does not depend on when the call runs.
+    let ahead = (now[0] * 1000 / 60_000 + 10) * 60_000;
+    let slide = format!("slide:60000:{ahead}:3:4");
+    for key in ["a", "b", "c"] {
+        let _: () = redis::cmd("SET").arg(&[&format!("count:{key}"), "5", "EX", "60"]).query(&mut con).unwrap();
+        assert_eq!(call(&mut con, "ratelimit_hit", &format!("count:{key}")).unwrap()[..3], [1, 6, 94], "{key}");
+        let _: () = redis::cmd("SET").arg(&[&format!("slide:{key}"), &slide, "EX", "60"]).query(&mut con).unwrap();
+        assert_eq!(call(&mut con, "ratelimit_slide", &format!("slide:{key}")).unwrap()[..4], [1, 8, 92, -1], "{key}");
+        let stored: String = redis::cmd("GET").arg(format!("slide:{key}")).query(&mut con).unwrap();
+        assert_eq!(stored, format!("slide:60000:{ahead}:3:5"), "{key}");
+        for (function, refused, error) in [
+            ("ratelimit_hit", "05", "ERR value is not an integer or out of range"),
+            ("ratelimit_slide", "slide:60000:01:0:0", "ERR value is not a ratelimit sliding window"),
+        ] {
+            let _: () = redis::cmd("SET").arg(&["refused", refused]).query(&mut con).unwrap();
+            assert_eq!(common::error_of(call(&mut con, function, "refused")), error, "{key}: {refused}");
         }
     }
 }
