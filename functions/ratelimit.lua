@@ -348,6 +348,8 @@ local hitall_slide
 
 local HITALL_OPTIONS = { { name = 'COST', valued = true }, { name = 'MS' }, { name = 'SLIDE' } }
 
+local HITALL_KEYS = {}
+
 local function hitall(keys, args)
     local n = #keys
     -- The module's command has arity -5 (numkeys and three more), which Redis checks first.
@@ -365,10 +367,10 @@ local function hitall(keys, args)
             end
         end
     end
-    -- One table for every key's limit, window, count and TTL (at 4i-3 .. 4i): tables cost more
-    -- than the arithmetic on their indexes. Made at the size of two keys (the usual minute and
-    -- hour): a constructor sizes it at once, where each growth would rehash it.
-    local t = { false, false, false, false, false, false, false, false }
+    -- Every key's limit, window, count and TTL (at 4i-3 .. 4i) in one table, the same one for
+    -- every call (functions never run at once): a table made per call costs more than all the
+    -- arithmetic on its indexes. Each entry is written before it is read.
+    local t = HITALL_KEYS
     for i = 1, n do
         local limit = args[2 * i - 1]
         if not limit or not args[2 * i] then
@@ -376,8 +378,11 @@ local function hitall(keys, args)
         end
         t[4 * i - 3] = known_positive[limit] or positive(limit, 'limit')
     end
-    local opts = options(args, 2 * n + 1, HITALL_OPTIONS, 'COST, MS or SLIDE')
-    local cost = cost_of(opts)
+    local opts, cost = NO_OPTIONS, 1
+    if #args > 2 * n then
+        opts = options(args, 2 * n + 1, HITALL_OPTIONS, 'COST, MS or SLIDE')
+        cost = cost_of(opts)
+    end
     for i = 1, n do
         local window = args[2 * i]
         t[4 * i - 2] = not opts.MS and known_seconds[window] or window_ms(window, opts.MS)
