@@ -24,9 +24,9 @@
 -- locals that take its answers, so that its names are the globals.
 local function globals()
     return redis.call, redis.pcall, string.find, string.match, string.format, string.upper, math.floor, math.ceil,
-        math.max, tonumber, type
+        math.max, tonumber, type, pcall
 end
-local redis_call, redis_pcall, find, match, format, upper, floor, ceil, max, tonumber, type
+local redis_call, redis_pcall, find, match, format, upper, floor, ceil, max, tonumber, type, pcall
 
 local INF = 1 / 0
 local EXACT = 2 ^ 53 - 1
@@ -40,6 +40,8 @@ local NOT_SLIDE = 'ERR value is not a ratelimit sliding window'
 
 -- Stands for a valid integer beyond EXACT: the module accepts it, the library cannot compute it.
 local BIG = {}
+-- And a valid integer below -EXACT: minus infinity (named once: `-INF` would negate on every use).
+local BIG_NEGATIVE = -INF
 
 -- Errors meant for the caller are raised as { reply = text } and answered by `command` below; any
 -- other error (a failed redis.call) goes on as it is. (Raised as the server's own { err = text },
@@ -60,7 +62,7 @@ end
 local function command(body)
     return function(keys, args)
         if not redis_call then
-            redis_call, redis_pcall, find, match, format, upper, floor, ceil, max, tonumber, type = globals()
+            redis_call, redis_pcall, find, match, format, upper, floor, ceil, max, tonumber, type, pcall = globals()
         end
         local ok, result = pcall(body, keys, args)
         if ok then
@@ -74,7 +76,7 @@ local function command(body)
 end
 
 -- A decimal integer as Redis reads one (string2ll: '-', digits, no '+', no leading zero, 64-bit):
--- its value, BIG (negative flagged) beyond EXACT, or nil.
+-- its value, BIG beyond EXACT (BIG_NEGATIVE below -EXACT), or nil.
 local function integer(text)
     -- Up to 15 characters every such integer is exact: one match, one conversion.
     if #text < 16 and find(text, '^%-?[1-9]%d*$') then
@@ -92,7 +94,7 @@ local function integer(text)
     end
     local value = tonumber(text)
     if math.abs(value) > EXACT then
-        return sign == '-' and -INF or BIG
+        return sign == '-' and BIG_NEGATIVE or BIG
     end
     return value
 end
@@ -277,7 +279,7 @@ local function read(key)
     if count == nil then
         count = must(argument(string_of(value)), NOT_INTEGER)
     end
-    if count == BIG or count == -INF then
+    if count == BIG or count == BIG_NEGATIVE then
         fail(BEYOND)
     end
     return count, redis_call('PTTL', key)
@@ -433,7 +435,7 @@ end
 -- A field of a sliding-window value: a non-negative integer as Redis reads one, or NOT_SLIDE.
 local function slide_field(text)
     local n = must(integer(text), NOT_SLIDE)
-    if n == -INF then
+    if n == BIG_NEGATIVE then
         fail(NOT_SLIDE)
     end
     return n
@@ -847,7 +849,7 @@ local function tat_of(text)
         return us, tonumber(string.sub(text, -3))
     end
     local value = must(integer(text), NOT_INTEGER)
-    if value ~= BIG and value ~= -INF then
+    if value ~= BIG and value ~= BIG_NEGATIVE then
         return from_ns(value)
     end
     local sign, digits = match(text, '^(%-?)(%d+)$')

@@ -16,8 +16,8 @@ run is left in callgrind.out for callgrind_annotate.
       RATELIMIT.ACQUIRE {key} 10 30 ID {i} \\; RATELIMIT.RELEASE {key} {i}
 
 In the commands, {key} is one of --keys keys (round robin), {i} the iteration's number and {sha}
-the --script's SHA1; `;` separates the commands of one iteration. With --cache-sim, callgrind also
-simulates the caches (the machine's sizes) and the whole cost of an iteration is printed with its
+the --script's SHA1 ({sha2} a second --script's); `;` separates the commands of one iteration.
+With --cache-sim, callgrind also simulates the caches (the machine's sizes) and the whole cost of an iteration is printed with its
 misses and the cycles KCachegrind would estimate from them: where a change adds few instructions
 but evicts the server's own code or data, this is the figure that moves.
 """
@@ -113,7 +113,9 @@ def main():
     parser.add_argument("--server", default="redis-server")
     parser.add_argument("--module", help="a module to load (the built .so)")
     parser.add_argument("--library", action="store_true", help="load functions/ratelimit.lua first")
-    parser.add_argument("--script", help="a Lua file to SCRIPT LOAD first ({sha} in the commands)")
+    parser.add_argument("--functions", help="another Functions library to load first (e.g. scripts/library-floors.lua)")
+    parser.add_argument("--script", action="append", default=[],
+                        help="a Lua file to SCRIPT LOAD first ({sha} in the commands; a second one {sha2})")
     parser.add_argument("--calls", type=int, default=20_000)
     parser.add_argument("--keys", type=int, default=1_000)
     parser.add_argument("--config", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
@@ -127,11 +129,14 @@ def main():
     if args.library:
         with open(os.path.join(ROOT, "functions", "ratelimit.lua"), "rb") as f:
             setup += resp(["FUNCTION", "LOAD", "REPLACE", f.read()])
-    sha = ""
-    if args.script:
-        with open(args.script, "rb") as f:
+    if args.functions:
+        with open(args.functions, "rb") as f:
+            setup += resp(["FUNCTION", "LOAD", "REPLACE", f.read()])
+    shas = {}
+    for n, script in enumerate(args.script, 1):
+        with open(script, "rb") as f:
             body = f.read()
-        sha = hashlib.sha1(body).hexdigest()
+        shas["sha" if n == 1 else f"sha{n}"] = hashlib.sha1(body).hexdigest()
         setup += resp(["SCRIPT", "LOAD", body])
     groups = [[]]
     for word in args.command:
@@ -142,7 +147,7 @@ def main():
     groups = [g for g in groups if g]
     calls, pings = [], []
     for i in range(args.calls):
-        fill = {"key": f"cg:{i % args.keys}", "i": str(i), "sha": sha}
+        fill = {"key": f"cg:{i % args.keys}", "i": str(i), **shas}
         for group in groups:
             calls.append(resp([w.format(**fill) for w in group]))
             pings.append(resp(["PING"]))
