@@ -332,17 +332,23 @@ local function hit(keys, args)
     return { admitted and 1 or 0, final, remaining, reset }
 end
 
+local PEEK_OPTIONS = { { name = 'COST', valued = true } }
+
 local function peek(keys, args)
-    if #args < 1 then
-        fail("ERR wrong number of arguments for 'ratelimit.peek' command")
+    -- The usual call, a limit seen before and no options: one lookup.
+    local limit, cost = known_positive[args[1]], 1
+    if not (limit and #args == 1) then
+        if #args < 1 then
+            fail("ERR wrong number of arguments for 'ratelimit.peek' command")
+        end
+        limit = positive(args[1], 'limit')
+        cost = cost_of(options(args, 2, PEEK_OPTIONS, 'COST'))
     end
-    local limit = positive(args[1], 'limit')
-    local cost = cost_of(options(args, 2, { { name = 'COST', valued = true } }, 'COST'))
     local count, ttl = read(keys[1])
     if limit == BIG or cost == BIG then
         fail(BEYOND)
     end
-    return { count + cost <= limit and 1 or 0, count, max(limit - count, 0), ttl or 0 }
+    return { count + cost <= limit and 1 or 0, count, limit > count and limit - count or 0, ttl or 0 }
 end
 
 -- Defined with the sliding window below.
