@@ -422,9 +422,9 @@ local function hitall(keys, args)
 end
 
 -- The sliding window (the module's core/slide.rs). Exact in doubles while every product stays
--- within 2^53, which `slide_now` makes sure of (else BEYOND). A key's counts travel as values
--- (cw, cstart, cprev, ccurr, cend; nothing where the key is missing), and so do the counts at the
--- call (w, start, prev, curr, scaled): a table per call costs more than the arithmetic.
+-- within 2^53, which `slide_now` makes sure of (else BEYOND). A key's stored counts are one table
+-- per text, read once and shared; the counts at the call travel as values (w, start, prev, curr,
+-- scaled): a table per call costs more than the arithmetic.
 
 -- floor(a / b) for integers 0 <= a, 1 <= b, a + b < 2^53: the double's quotient is then never
 -- rounded up to the next integer, so `a % b` is the true remainder. Every caller below is within
@@ -447,8 +447,8 @@ local function slide_field(text)
     return n
 end
 
--- A sliding-window value's fields: window, start, prev, curr, and when they stop mattering
--- (Counts::end_ms).
+-- A sliding-window value's fields: { window, start, prev, curr, when they stop mattering
+-- (Counts::end_ms) }.
 local function slide_parse(value)
     local cw, cstart, cprev, ccurr = match(value, '^slide:([^:]*):([^:]*):([^:]*):([^:]*)$')
     if not cw then
@@ -467,30 +467,31 @@ end
 -- Values repeat across keys (one window, one start, small counts): each read once.
 local known_slide, slide_value = remembered(slide_parse, 64)
 
--- The sliding window at `key`: its fields as `slide_parse` gives them; nothing if missing.
+-- The sliding window at `key` as `slide_parse` gives it (shared with every key holding the same
+-- text: never changed), nil if missing.
 local function slide_read(key)
     local value = redis_pcall('GET', key)
     if not value then
         return nil
     end
     -- (An error reply, a table, is never known.)
-    local c = known_slide[value] or slide_value(string_of(value))
-    return c[1], c[2], c[3], c[4], c[5]
+    return known_slide[value] or slide_value(string_of(value))
 end
 
--- The counts at `now` (now_of), from those stored (cw nil: none): the window length `w` they decay
--- by (their own), the start of the window they are counted in, prev, curr, and the estimate scaled
--- by w. BEYOND unless every number of the call stays exact.
-local function slide_now(limit, window, cost, now, cw, cstart, cprev, ccurr)
+-- The counts at `now` (now_of), from those stored (`c`, nil if none): the window length `w` they
+-- decay by (their own), the start of the window they are counted in, prev, curr, and the estimate
+-- scaled by w. BEYOND unless every number of the call stays exact.
+local function slide_now(limit, window, cost, now, c)
     if limit == BIG or cost == BIG or window == BIG then
         fail(BEYOND)
     end
-    if not cw then
+    if not c then
         if (limit + cost) * window > EXACT or now + 2 * window > EXACT then
             fail(BEYOND)
         end
         return window, now - now % window, 0, 0, 0
     end
+    local cw, cstart, cprev, ccurr = c[1], c[2], c[3], c[4]
     local widest = cw > window and cw or window
     if (cprev + ccurr + limit + cost) * widest > EXACT or now + 2 * widest > EXACT then
         fail(BEYOND)
@@ -534,8 +535,8 @@ local function slide_fields(limit, cost, w, start, prev, curr, scaled, now, rese
 end
 
 -- The module's slide `settle`: writes for a call admitted (`admit`) or not, and the reply's fields.
--- The key's TTL is read only where a denial may heal it (`cend`: the key is there).
-local function slide_settle(key, limit, window, cost, now, cend, w, start, prev, curr, scaled, admit)
+-- The key's TTL is read only where a denial may heal it (`c`: the key is there).
+local function slide_settle(key, limit, window, cost, now, c, w, start, prev, curr, scaled, admit)
     if admit then
         -- What is stored: the counts, carried over (rounded up) into the call's window if they
         -- were kept with another length, and the cost.
@@ -552,10 +553,10 @@ local function slide_settle(key, limit, window, cost, now, cend, w, start, prev,
         return count, limit - count, -1, at - now
     end
     local reset = 0
-    if cend then
+    if c then
         reset = redis_call('PTTL', key)
         if reset == -1 then
-            local at = max(cend, now + 1)
+            local at = max(c[5], now + 1)
             redis_call('PEXPIREAT', key, at)
             reset = at - now
         end
@@ -570,34 +571,35 @@ local function slide(keys, args)
         limit, window, cost, opts = limit_args(args, 'ratelimit.slide', SLIDE_OPTIONS, 'COST, MS or PEEK')
     end
     local key = keys[1]
-    local cw, cstart, cprev, ccurr, cend = slide_read(key)
+    local c = slide_read(key)
     local now = now_ms()
-    local w, start, prev, curr, scaled = slide_now(limit, window, cost, now, cw, cstart, cprev, ccurr)
+    local w, start, prev, curr, scaled = slide_now(limit, window, cost, now, c)
     local fits = scaled + cost * w <= limit * w
     local count, remaining, retry, reset
     if opts.PEEK then
         count, remaining, retry, reset =
-            slide_fields(limit, cost, w, start, prev, curr, scaled, now, cw and redis_call('PTTL', key) or 0)
+            slide_fields(limit, cost, w, start, prev, curr, scaled, now, c and redis_call('PTTL', key) or 0)
     else
-        count, remaining, retry, reset = slide_settle(key, limit, window, cost, now, cend, w, start, prev, curr, scaled, fits)
+        count, remaining, retry, reset = slide_settle(key, limit, window, cost, now, c, w, start, prev, curr, scaled, fits)
     end
     return { fits and 1 or 0, count, remaining, retry, reset }
 end
 
 -- HITALL's SLIDE: every key read and checked before anything is written, all or nothing. `t`
--- holds each key's limit and window at 4i-3 and 4i-2, as `hitall` made it; a key's counts are
--- kept as a row of values (missing key: cw nil).
+-- holds each key's limit and window at 4i-3 and 4i-2, as `hitall` made it; a key's stored counts
+-- and its counts at the call are kept as a row (missing key: the first nil).
 hitall_slide = function(keys, t, cost)
     local n, rows = #keys, {}
     for i = 1, n do
-        rows[i] = { slide_read(keys[i]) }
+        -- Indexed, not iterated: a missing key's counts are a nil in the middle.
+        rows[i] = slide_read(keys[i])
     end
     local now = now_ms()
     local admit = true
     for i = 1, n do
-        local r, limit = rows[i], t[4 * i - 3]
-        local w, start, prev, curr, scaled = slide_now(limit, t[4 * i - 2], cost, now, r[1], r[2], r[3], r[4])
-        rows[i] = { r[5], w, start, prev, curr, scaled }
+        local c, limit = rows[i], t[4 * i - 3]
+        local w, start, prev, curr, scaled = slide_now(limit, t[4 * i - 2], cost, now, c)
+        rows[i] = { c, w, start, prev, curr, scaled }
         admit = admit and scaled + cost * w <= limit * w
     end
     local reply = { admit and 1 or 0 }
