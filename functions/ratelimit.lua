@@ -660,9 +660,10 @@ local function lease_latest_other(key, id, now)
     return score and score_ms(score) or nil
 end
 
--- The key's own expiry, nil without TTL (or without key).
-local function lease_key_expiry(key, total)
-    local at = total > 0 and redis_call('PEXPIRETIME', key) or -1
+-- The key's own expiry, nil without TTL. (A set of `total` 0 is no key: the callers ask only
+-- where there is one.)
+local function lease_key_expiry(key)
+    local at = redis_call('PEXPIRETIME', key)
     return at >= 0 and at or nil
 end
 
@@ -674,7 +675,7 @@ local function lease_write(key, id, now, mine, total, expired, set_mine, remove_
     -- Read at most once, and only where the decision needs it.
     local key_expiry = false
     if not (prune or set_mine or remove_mine) then
-        key_expiry = lease_key_expiry(key, total)
+        key_expiry = total > 0 and lease_key_expiry(key) or nil
         if key_expiry then
             return
         end
@@ -690,7 +691,7 @@ local function lease_write(key, id, now, mine, total, expired, set_mine, remove_
     -- Read before anything is written: the last ZREM takes the key with it.
     if latest then
         if key_expiry == false then
-            key_expiry = lease_key_expiry(key, total)
+            key_expiry = total > 0 and lease_key_expiry(key) or nil
         end
         if key_expiry == latest then
             latest = nil
