@@ -328,6 +328,12 @@ local function hit(keys, args)
     if limit == BIG or cost == BIG or window == BIG then
         fail(BEYOND)
     end
+    -- Settle's usual outcome (admitted in a running window) without the call to it: a Lua call
+    -- with its arguments costs about a thirtieth of the whole HIT.
+    if ttl and ttl >= 0 and count + cost <= limit then
+        redis_call('INCRBY', keys[1], cost == 1 and '1' or format('%d', cost))
+        return { 1, count + cost, limit - count - cost, ttl }
+    end
     local admitted, final, remaining, reset = settle(keys[1], limit, window, cost, count, ttl, true)
     return { admitted and 1 or 0, final, remaining, reset }
 end
