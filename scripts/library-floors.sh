@@ -8,7 +8,7 @@
 # library: functions/ratelimit.lua; floor: scripts/library-floors.lua (the same redis.calls and
 # reply, no other Lua), loaded beside the library: the server's Lua collector works through every
 # library loaded, so a function costs more beside a big one (Redis 7.0: floor_hit 27,200 alone,
-# 31,800 beside this library); script: the bench's peer, as benches/ratelimit/main.rs defines it.
+# 28,800 beside this library); script: the bench's peer, as benches/ratelimit/main.rs defines it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shapes=$(mktemp -d)
