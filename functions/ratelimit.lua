@@ -432,11 +432,16 @@ end
 -- per text, read once and shared; the counts at the call travel as values (w, start, prev, curr,
 -- scaled): a table per call costs more than the arithmetic.
 
--- floor(a / b) for integers 0 <= a, 1 <= b, a + b < 2^53: the double's quotient is then never
--- rounded up to the next integer, so `a % b` is the true remainder. Every caller below is within
--- that bound by the checks of `slide_now`.
+-- floor(a / b) for exact integers 0 <= a, 0 < b: the double's quotient, corrected (near 2^53 it
+-- may round up to the next integer).
 local function idiv(a, b)
-    return (a - a % b) / b
+    local q = floor(a / b)
+    if q * b > a then
+        q = q - 1
+    elseif (q + 1) * b <= a then
+        q = q + 1
+    end
+    return q
 end
 
 -- ceil(scaled / w).
@@ -553,9 +558,8 @@ local function slide_settle(key, limit, window, cost, now, c, w, start, prev, cu
         local value = 'slide:' .. (known_decimal[window] or decimal(window)) .. ':' .. (known_decimal[start] or decimal(start))
             .. ':' .. (known_decimal[prev] or decimal(prev)) .. ':' .. (known_decimal[curr + cost] or decimal(curr + cost))
         redis_call('SET', key, value, 'PXAT', known_decimal[at] or decimal(at))
-        -- Admitted, so it fitted: no retry, and the count (ceil_div, inline) is within the limit.
-        local counted = scaled + cost * w + w - 1
-        local count = (counted - counted % w) / w
+        -- Admitted, so it fitted: no retry, and the count is within the limit.
+        local count = ceil_div(scaled + cost * w, w)
         return count, limit - count, -1, at - now
     end
     local reset = 0
