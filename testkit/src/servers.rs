@@ -132,8 +132,11 @@ impl Server {
                 cmd.args(["--loadmodule", module_path().to_str().unwrap()]).args(config.module_args);
             }
             if config.cluster {
+                // No test relies on a node being detected as failed (the failover test asks for
+                // one): long enough that a node starved of CPU on a busy machine is never failed
+                // over in the middle of a test, losing what its replica had not yet received.
                 cmd.args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
-                    .args(["--cluster-node-timeout", "3000"]);
+                    .args(["--cluster-node-timeout", "20000"]);
             }
             cmd.args(config.args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
             let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {binary}: {e}"));
