@@ -17,9 +17,10 @@ run is left in callgrind.out for callgrind_annotate.
 
 In the commands, {key} is one of --keys keys (round robin), {i} the iteration's number and {sha}
 the --script's SHA1 ({sha2} a second --script's); `;` separates the commands of one iteration.
-With --cache-sim, callgrind also simulates the caches (the machine's sizes) and the whole cost of an iteration is printed with its
-misses and the cycles KCachegrind would estimate from them: where a change adds few instructions
-but evicts the server's own code or data, this is the figure that moves.
+With --cache-sim, callgrind also simulates the caches (the machine's sizes) and the branch
+predictor, and the whole cost of an iteration is printed with its misses, its mispredicted
+branches and the cycles KCachegrind would estimate from them: where a change adds few
+instructions but evicts the server's own code or data, this is the figure that moves.
 """
 
 import argparse
