@@ -60,6 +60,12 @@ pub enum Contender {
     HitAllShape,
     LibrarySlide,
     LibraryLeasePair,
+    /// The three scripts above that answer one integer, answering instead what the library's
+    /// function answers (HITALL's per-limit count, remaining and reset; SLIDE's five integers;
+    /// ACQUIRE's five): a Lua table in a reply costs the server more than the Lua that fills it.
+    HitAllShapeAnswering,
+    SlideTwoKeyAnswering,
+    LuaSemaphoreAnsweringPair,
     /// A minimal fixed window as a Lua script, in the shape express's rate-limit-redis store uses
     /// (INCRBY, PTTL, PEXPIRE when the key has no expiry): what a user of the library compares it with.
     ExpressShape,
@@ -83,7 +89,7 @@ pub enum Contender {
     IncrGuarded,
 }
 
-pub const ALL: [Contender; 31] = [
+pub const ALL: [Contender; 34] = [
     Contender::Incr,
     Contender::TwoStep,
     Contender::IncrExpireNx,
@@ -106,6 +112,9 @@ pub const ALL: [Contender; 31] = [
     Contender::HitAllShape,
     Contender::LibrarySlide,
     Contender::LibraryLeasePair,
+    Contender::HitAllShapeAnswering,
+    Contender::SlideTwoKeyAnswering,
+    Contender::LuaSemaphoreAnsweringPair,
     Contender::Gcra,
     Contender::LibraryGcra,
     Contender::RedisRateShape,
@@ -143,6 +152,9 @@ impl Contender {
             Contender::HitAllShape => "2 fixed windows, all or nothing (Lua)",
             Contender::LibrarySlide => "FCALL ratelimit_slide (the library)",
             Contender::LibraryLeasePair => "FCALL ratelimit_acquire + release (the library, a pair)",
+            Contender::HitAllShapeAnswering => "2 fixed windows, all or nothing, answering HITALL's fields (Lua)",
+            Contender::SlideTwoKeyAnswering => "two-key sliding window answering SLIDE's fields (Lua)",
+            Contender::LuaSemaphoreAnsweringPair => "ZSET semaphore answering ACQUIRE's fields (Lua, a pair)",
             Contender::RedisRateShape => "GCRA (Lua, redis_rate allowN shape)",
             Contender::Gcra => "RATELIMIT.GCRA",
             Contender::Cell => "CL.THROTTLE (redis-cell 0.2.2)",
@@ -189,6 +201,9 @@ impl Contender {
             Contender::LibraryPeek | Contender::PeekShape => "b:lib:",
             Contender::LibraryHitAll => "b:liball:",
             Contender::HitAllShape => "b:allshape:",
+            Contender::HitAllShapeAnswering => "b:allanswer:",
+            Contender::SlideTwoKeyAnswering => "b:two-key-answer:",
+            Contender::LuaSemaphoreAnsweringPair => "b:sem-answer:",
             Contender::LibrarySlide => "b:libslide:",
             Contender::LibraryLeasePair => "b:liblease:",
             Contender::RedisRateShape => "b:rrate:",
@@ -214,6 +229,9 @@ pub struct Setup {
     pub express_sha: String,
     pub peek_sha: String,
     pub hitall_sha: String,
+    pub hitall_answering_sha: String,
+    pub two_key_answering_sha: String,
+    pub semaphore_acquire_answering_sha: String,
     pub redis_rate_sha: String,
     pub function: String,
     pub window_s: &'static str,
@@ -267,13 +285,14 @@ fn write_hit(contender: Contender, setup: &Setup, key: &[u8], out: &mut Vec<u8>)
             command(out, &[b"EVALSHA_RO", setup.peek_sha.as_bytes(), b"1", key, setup.hit_limit.as_bytes()]);
             1
         }
-        Contender::LibraryHitAll | Contender::HitAllShape => {
+        Contender::LibraryHitAll | Contender::HitAllShape | Contender::HitAllShapeAnswering => {
             let tagged = |suffix: &str| [b"{", key, b"}", suffix.as_bytes()].concat();
             let (minute, hour) = (tagged(":m"), tagged(":h"));
             let limit = setup.hit_limit.as_bytes();
             let rest: [&[u8]; 6] = [&minute, &hour, limit, w, limit, b"3600"];
             let head: [&[u8]; 3] = match contender {
                 Contender::LibraryHitAll => [b"FCALL", b"ratelimit_hitall", b"2"],
+                Contender::HitAllShapeAnswering => [b"EVALSHA", setup.hitall_answering_sha.as_bytes(), b"2"],
                 _ => [b"EVALSHA", setup.hitall_sha.as_bytes(), b"2"],
             };
             command(out, &[&head[..], &rest].concat());
@@ -307,13 +326,16 @@ fn write_hit(contender: Contender, setup: &Setup, key: &[u8], out: &mut Vec<u8>)
             1
         }
         // The client computes the windows' keys from its clock, as those libraries do.
-        Contender::SlideTwoKey => {
+        Contender::SlideTwoKey | Contender::SlideTwoKeyAnswering => {
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
             let window = 60_000;
             let tagged = |index: u64| [b"{", key, b"}:", index.to_string().as_bytes()].concat();
             let (curr, prev) = (tagged(now / window), tagged(now / window - 1));
             let (now, window) = (now.to_string(), window.to_string());
-            let sha = setup.two_key_sha.as_bytes();
+            let sha = match contender {
+                Contender::SlideTwoKey => setup.two_key_sha.as_bytes(),
+                _ => setup.two_key_answering_sha.as_bytes(),
+            };
             let limit = setup.hit_limit.as_bytes();
             command(out, &[b"EVALSHA", sha, b"2", &curr, &prev, limit, now.as_bytes(), window.as_bytes()]);
             1
@@ -329,9 +351,13 @@ fn write_hit(contender: Contender, setup: &Setup, key: &[u8], out: &mut Vec<u8>)
             command(out, &[b"RATELIMIT.RELEASE", key, &id]);
             2
         }
-        Contender::LuaSemaphorePair => {
+        Contender::LuaSemaphorePair | Contender::LuaSemaphoreAnsweringPair => {
             let id = next_lease_id();
-            let (acquire, release) = (setup.semaphore_acquire_sha.as_bytes(), setup.semaphore_release_sha.as_bytes());
+            let acquire = match contender {
+                Contender::LuaSemaphorePair => setup.semaphore_acquire_sha.as_bytes(),
+                _ => setup.semaphore_acquire_answering_sha.as_bytes(),
+            };
+            let release = setup.semaphore_release_sha.as_bytes();
             command(out, &[b"EVALSHA", acquire, b"1", key, b"1000000", b"30000", &id]);
             command(out, &[b"EVALSHA", release, b"1", key, &id]);
             2

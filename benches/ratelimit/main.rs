@@ -279,6 +279,36 @@ for i, key in ipairs(KEYS) do
 end
 return 1";
 
+/// HITALL_SHAPE answering what `ratelimit_hitall` answers (admitted, then each counter's count,
+/// remaining and ms to its reset; written here): every counter read first, then each INCR and
+/// PTTL, and PEXPIRE for a new one: six calls for two limits, as many as the library's.
+const HITALL_SHAPE_ANSWERING: &str = "
+local admitted, counts, reply = 1, {}, {}
+for i, key in ipairs(KEYS) do
+  counts[i] = tonumber(redis.call('GET', key) or '0')
+  if counts[i] + 1 > tonumber(ARGV[2 * i - 1]) then admitted = 0 end
+end
+reply[1] = admitted
+for i, key in ipairs(KEYS) do
+  local n = admitted == 1 and redis.call('INCR', key) or counts[i]
+  local ttl = redis.call('PTTL', key)
+  if ttl == -1 then
+    ttl = ARGV[2 * i] * 1000
+    redis.call('PEXPIRE', key, ttl)
+  end
+  reply[i + 1] = { n, math.max(ARGV[2 * i - 1] - n, 0), math.max(ttl, 0) }
+end
+return reply";
+
+/// `script` with its `return`s replaced (each `from` found exactly once): the same calls,
+/// answering the fields the library's function answers.
+fn answering(script: &str, returns: &[(&str, &str)]) -> String {
+    returns.iter().fold(script.to_string(), |s, (from, to)| {
+        assert_eq!(s.matches(from).count(), 1, "{from:?} is not in the script exactly once");
+        s.replace(from, to)
+    })
+}
+
 /// GCRA in the shape of go-redis/redis_rate's allowN (written here): ARGV = burst, rate, period
 /// (s), cost; the TAT kept as float seconds since 2017; replies allowed, remaining, retry after
 /// and reset after (s, as text).
@@ -318,6 +348,35 @@ fn prepare(con: &mut Connection) -> Setup {
         express_sha: load(con, EXPRESS_SHAPE),
         peek_sha: load(con, PEEK_SHAPE),
         hitall_sha: load(con, HITALL_SHAPE),
+        hitall_answering_sha: load(con, HITALL_SHAPE_ANSWERING),
+        // SLIDE's five integers: allowed, count, remaining, retry after (-1 when admitted), reset.
+        two_key_answering_sha: load(
+            con,
+            &answering(
+                TWO_KEY_SLIDING_WINDOW,
+                &[
+                    ("return -1", "return { 0, weighted + curr, 0, window - now % window, window - now % window }"),
+                    (
+                        "return limit - (n + weighted)",
+                        "return { 1, n + weighted, limit - (n + weighted), -1, window - now % window }",
+                    ),
+                ],
+            ),
+        ),
+        // ACQUIRE's five: acquired, in use, remaining, ms, the id (nil when denied).
+        semaphore_acquire_answering_sha: load(
+            con,
+            &answering(
+                SEMAPHORE_ACQUIRE,
+                &[
+                    (
+                        "if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end",
+                        "local n = redis.call('ZCARD', KEYS[1])\nif n >= tonumber(ARGV[1]) then return { 0, n, 0, 0, false } end",
+                    ),
+                    ("return 1", "return { 1, n + 1, ARGV[1] - n - 1, lease, ARGV[3] }"),
+                ],
+            ),
+        ),
         redis_rate_sha: load(con, REDIS_RATE_SHAPE),
         function: "ratelimit_bench_hit".into(),
         window_s: "60",

@@ -244,6 +244,21 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
         ] {
             target(format!("{on}: the library's {what}"), cpu(library) / cpu(shape), 1.25, false);
         }
+        // The same scripts answering the library's fields: how much of the ratio is the reply.
+        for (library, shape, what) in [
+            (Contender::LibraryHitAll, Contender::HitAllShapeAnswering, "ratelimit_hitall"),
+            (Contender::LibrarySlide, Contender::SlideTwoKeyAnswering, "ratelimit_slide"),
+            (Contender::LibraryLeasePair, Contender::LuaSemaphoreAnsweringPair, "ratelimit_acquire + release"),
+        ] {
+            target(
+                format!(
+                    "{on}: the library's {what} server CPU ≤ 1.25× its script answering the same fields (informative)"
+                ),
+                cpu(library) / cpu(shape),
+                1.25,
+                false,
+            );
+        }
         let flood = ops(Contender::HitFlood);
         target(format!("{on}: HIT denied flood ≥ 0.95× INCR flood"), flood / ops(Contender::IncrFlood), 0.95, true);
         target(format!("{on}: HIT denied flood ≥ 1.6× CL.THROTTLE's"), flood / ops(Contender::CellFlood), 1.6, true);
