@@ -24,9 +24,9 @@
 -- locals that take its answers, so that its names are the globals.
 local function globals()
     return redis.call, redis.pcall, string.find, string.match, string.format, string.upper, math.floor, math.ceil,
-        math.max, tonumber, type, pcall
+        math.max, tonumber, type
 end
-local redis_call, redis_pcall, find, match, format, upper, floor, ceil, max, tonumber, type, pcall
+local redis_call, redis_pcall, find, match, format, upper, floor, ceil, max, tonumber, type
 
 local INF = 1 / 0
 local EXACT = 2 ^ 53 - 1
@@ -43,11 +43,15 @@ local BIG = {}
 -- And a valid integer below -EXACT: minus infinity (named once: `-INF` would negate on every use).
 local BIG_NEGATIVE = -INF
 
--- Errors meant for the caller are raised as { reply = text } and answered by `command` below; any
--- other error (a failed redis.call) goes on as it is. (Raised as the server's own { err = text },
--- the server would add the function's name and line to the text.)
+-- Errors meant for the caller are raised as the server's own error, { err = text }, sealed: the
+-- server's error handler adds the function's name and line to an error table by assigning its
+-- `source` and `line`, which the seal drops, so the caller gets the text alone, as the module
+-- answers it (tests/functions.rs compares them on every server). A pcall around every call
+-- would do the same for some 550 instructions a call. A failed redis.call's error goes on as the
+-- server made it.
+local SEALED = { __newindex = function() end }
 local function fail(text)
-    error({ reply = text })
+    error(setmetatable({ err = text }, SEALED))
 end
 
 -- `value`, or the caller's error `text` when the check before failed.
@@ -58,20 +62,13 @@ local function must(value, text)
     return value
 end
 
--- A registered function's body, its caller errors turned into error replies.
+-- A registered function's body, the globals bound before its first call.
 local function command(body)
     return function(keys, args)
         if not redis_call then
-            redis_call, redis_pcall, find, match, format, upper, floor, ceil, max, tonumber, type, pcall = globals()
+            redis_call, redis_pcall, find, match, format, upper, floor, ceil, max, tonumber, type = globals()
         end
-        local ok, result = pcall(body, keys, args)
-        if ok then
-            return result
-        end
-        if type(result) == 'table' and result.reply then
-            return redis.error_reply(result.reply)
-        end
-        error(result)
+        return body(keys, args)
     end
 end
 
