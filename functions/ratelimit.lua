@@ -429,21 +429,22 @@ end
 -- per text, read once and shared; the counts at the call travel as values (w, start, prev, curr,
 -- scaled): a table per call costs more than the arithmetic.
 
--- floor(a / b) for exact integers 0 <= a, 0 < b: the double's quotient, corrected (near 2^53 it
--- may round up to the next integer).
-local function idiv(a, b)
-    local q = floor(a / b)
-    if q * b > a then
-        q = q - 1
-    elseif (q + 1) * b <= a then
+-- ceil(a / b) for exact integers a > -b, 0 < b: the double's quotient, corrected (near 2^53 the
+-- division may round across an integer).
+local function ceil_div(a, b)
+    local q = ceil(a / b)
+    if q * b < a then
         q = q + 1
+    elseif (q - 1) * b >= a then
+        q = q - 1
     end
     return q
 end
 
--- ceil(scaled / w).
-local function ceil_div(scaled, w)
-    return idiv(scaled + w - 1, w)
+-- floor(a / b) for exact integers 0 <= a, 0 < b. (SLIDE's every call takes ceil_div; this, only
+-- a denial's retry time.)
+local function idiv(a, b)
+    return ceil_div(a - b + 1, b)
 end
 
 -- A field of a sliding-window value: a non-negative integer as Redis reads one, or NOT_SLIDE.
