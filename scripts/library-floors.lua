@@ -44,7 +44,7 @@ end)
 redis.register_function('floor_slide', function(keys)
     redis.pcall('GET', keys[1])
     redis.call('TIME')
-    redis.call('SET', keys[1], 'slide:60000:1864618000000:0:1', 'PXAT', '1864618120000')
+    redis.call('SET', keys[1], 'slide:60000:1864620000000:0:1', 'PXAT', '1864620120000')
     return { 1, 1, 5, -1, 120000 }
 end)
 
