@@ -1,0 +1,43 @@
+"""Atomic rate limiters for Redis and Valkey: the redis-ratelimit module's commands (or, where the
+server cannot load modules, its Functions library, with the same answers) as a typed client.
+
+    from redis_ratelimit import RateLimiter
+    rl = RateLimiter(redis.Redis())
+    d = rl.hit("user:1", limit=10, window=60)
+    d.allowed, d.remaining, d.retry_after, d.headers()
+
+Importing the package also registers its ``limits`` storages (``ratelimit+redis://`` and the
+others) where ``limits`` is installed."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from .aio import AsyncPermit, AsyncPipeline, AsyncRateLimiter
+from .client import Permit, Pipeline, RateLimiter
+from .commands import Call, Seconds
+from .errors import LibraryNotLoaded, PermitUnavailable, RateLimitError
+from .results import Acquisition, Decision, MultiDecision, TopEntry
+
+__version__ = "1.0.0"
+
+if importlib.util.find_spec("limits") is not None:
+    from . import storage  # noqa: F401  (registers the URI schemes with limits)
+
+__all__ = [
+    "Acquisition",
+    "AsyncPermit",
+    "AsyncPipeline",
+    "AsyncRateLimiter",
+    "Call",
+    "Decision",
+    "LibraryNotLoaded",
+    "MultiDecision",
+    "Permit",
+    "PermitUnavailable",
+    "Pipeline",
+    "RateLimitError",
+    "RateLimiter",
+    "Seconds",
+    "TopEntry",
+]

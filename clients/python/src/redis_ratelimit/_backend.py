@@ -1,0 +1,114 @@
+"""What the sync and async clients share about the server: which backend answers (the module, or
+the Functions library), how a Call goes to it, the library's source, and the client library's
+exception types. The I/O itself is each client's."""
+
+from __future__ import annotations
+
+import importlib
+import weakref
+from importlib import resources
+from typing import Any, Literal
+
+from .commands import Arg, Call
+from .errors import LibraryNotLoaded, RateLimitError
+
+Backend = Literal["module", "library"]
+
+# Asked with no arguments, a loaded module answers its arity error; a server without it, "unknown
+# command". Neither touches a key, and it needs no MODULE LIST (which managed services refuse).
+PROBE = ("RATELIMIT.PEEK",)
+LIBRARY_NAME = "ratelimit"
+LIBRARY_PROBE = ("FUNCTION", "LIST", "LIBRARYNAME", LIBRARY_NAME)
+
+_backends: weakref.WeakKeyDictionary[Any, Backend] = weakref.WeakKeyDictionary()
+
+
+def library_source() -> str:
+    """The Functions library shipped with the package (functions/ratelimit.lua)."""
+    return resources.files(__package__).joinpath("ratelimit.lua").read_text(encoding="utf-8")
+
+
+def cache_owner(client: Any) -> Any:
+    """What the backend is remembered for: the connection pool (a cluster client: itself)."""
+    return getattr(client, "connection_pool", None) or client
+
+
+def remembered(client: Any) -> Backend | None:
+    return _backends.get(cache_owner(client))
+
+
+def remember(client: Any, backend: Backend) -> Backend:
+    _backends[cache_owner(client)] = backend
+    return backend
+
+
+def forget(client: Any) -> None:
+    _backends.pop(cache_owner(client), None)
+
+
+def is_cluster(client: Any) -> bool:
+    return hasattr(client, "get_primaries") and hasattr(client, "keyslot")
+
+
+def exceptions(client: Any) -> Any:
+    """The client library's exceptions module (redis.exceptions or valkey.exceptions)."""
+    for cls in type(client).__mro__:
+        root = cls.__module__.split(".")[0]
+        if root in ("redis", "valkey"):
+            return importlib.import_module(f"{root}.exceptions")
+    raise TypeError(f"not a redis-py or valkey-py client: {type(client).__name__}")
+
+
+def module_answered(error: Exception | None) -> bool:
+    """Whether the probe's answer says the module is loaded."""
+    return error is None or "unknown command" not in str(error).lower()
+
+
+def has_library(reply: Any) -> bool:
+    """Whether FUNCTION LIST's reply (RESP2 flat pairs or RESP3 maps) names the library."""
+    for entry in reply or ():
+        fields = entry if isinstance(entry, dict) else dict(zip(entry[::2], entry[1::2], strict=False))
+        for name, value in fields.items():
+            if _text(name) == "library_name" and _text(value) == LIBRARY_NAME:
+                return True
+    return False
+
+
+def already_loaded(error: Exception) -> bool:
+    """FUNCTION LOAD's answer when another client loaded the library first."""
+    return "already exists" in str(error)
+
+
+def not_loaded() -> LibraryNotLoaded:
+    return LibraryNotLoaded(
+        "the server has neither the ratelimit module nor its Functions library: load the module "
+        "(loadmodule .../libredis_ratelimit.so), or the library (FUNCTION LOAD with "
+        "redis_ratelimit's ratelimit.lua, or RateLimiter(client, load_library=True))"
+    )
+
+
+def command_args(call: Call[Any], backend: Backend) -> tuple[Arg, ...]:
+    return call.module_args() if backend == "module" else call.library_args()
+
+
+def check_slots(client: Any, call: Call[Any]) -> None:
+    """In a cluster, a call's keys must share a slot: refused here, before anything is sent."""
+    if len(call.keys) > 1 and is_cluster(client) and len({client.keyslot(k) for k in call.keys}) > 1:
+        raise RateLimitError(
+            "CROSSSLOT Keys in request don't hash to the same slot (give them one hash tag, e.g. rl:{user:42}:s)"
+        )
+
+
+def routing(client: Any, keys: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A keyless command in a cluster (the probes, TOP) goes to a node chosen here."""
+    if is_cluster(client) and not keys:
+        return {"target_nodes": client.get_random_node()}
+    return {}
+
+
+def server_error(error: Exception) -> RateLimitError:
+    return RateLimitError(str(error))
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,227 @@
+"""The asyncio client: AsyncRateLimiter over ``redis.asyncio`` or ``valkey.asyncio`` (standalone,
+a Sentinel master, or a cluster), the same commands, answers and errors as RateLimiter."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import time
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from . import _backend, commands
+from ._backend import Backend
+from .client import log
+from .commands import Call, Seconds
+from .errors import PermitUnavailable, RateLimitError
+from .results import Acquisition
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _sent(build: Callable[P, Call[T]]) -> Callable[Concatenate[AsyncRateLimiter, P], Awaitable[T]]:
+    @functools.wraps(build)
+    async def method(self: AsyncRateLimiter, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.run(build(*args, **kwargs))
+
+    return method
+
+
+def _queued(build: Callable[P, Call[Any]]) -> Callable[Concatenate[AsyncPipeline, P], AsyncPipeline]:
+    @functools.wraps(build)
+    def method(self: AsyncPipeline, /, *args: P.args, **kwargs: P.kwargs) -> AsyncPipeline:
+        return self.queue(build(*args, **kwargs))
+
+    return method
+
+
+class AsyncRateLimiter:
+    """RateLimiter on an asyncio client: every method is a coroutine, ``permit`` an ``async with``."""
+
+    def __init__(self, client: Any, *, load_library: bool = True) -> None:
+        self.client = client
+        self.load_library = load_library
+        self._errors = _backend.exceptions(client)
+        self._detecting: asyncio.Lock | None = None
+
+    hit = _sent(commands.hit)
+    peek = _sent(commands.peek)
+    slide = _sent(commands.slide)
+    hit_all = _sent(commands.hit_all)
+    gcra = _sent(commands.gcra)
+    acquire = _sent(commands.acquire)
+    release = _sent(commands.release)
+    renew = _sent(commands.renew)
+    top = _sent(commands.top)
+
+    @property
+    def backend(self) -> Backend | None:
+        """``"module"`` or ``"library"`` once known (after the first call, or ``await detect()``)."""
+        return _backend.remembered(self.client)
+
+    async def detect(self) -> Backend:
+        """``"module"`` or ``"library"``: found out once per connection pool."""
+        return _backend.remembered(self.client) or await self._detect()
+
+    async def _detect(self) -> Backend:
+        try:
+            await self.client.execute_command(*_backend.PROBE, **_backend.routing(self.client))
+            error = None
+        except self._errors.ResponseError as e:
+            error = e
+        if _backend.module_answered(error):
+            return _backend.remember(self.client, "module")
+        listing = await self.client.execute_command(*_backend.LIBRARY_PROBE, **_backend.routing(self.client))
+        if not _backend.has_library(listing):
+            if not self.load_library:
+                raise _backend.not_loaded()
+            await self._load_library()
+        return _backend.remember(self.client, "library")
+
+    async def _load_library(self) -> None:
+        source = _backend.library_source()
+        nodes = self.client.get_primaries() if _backend.is_cluster(self.client) else [None]
+        for node in nodes:
+            try:
+                await self.client.execute_command(
+                    "FUNCTION", "LOAD", source, **({"target_nodes": node} if node else {})
+                )
+            except self._errors.ResponseError as e:
+                if not _backend.already_loaded(e):
+                    raise _backend.server_error(e) from e
+
+    async def run(self, call: Call[T]) -> T:
+        """Sends one Call (from redis_ratelimit.commands) and reads its reply."""
+        _backend.check_slots(self.client, call)
+        backend = await self.detect()
+        try:
+            reply = await self.client.execute_command(
+                *_backend.command_args(call, backend), **_backend.routing(self.client, call.keys)
+            )
+        except self._errors.ResponseError as e:
+            raise _backend.server_error(e) from e
+        return call.parse(reply)
+
+    async def pipeline(self) -> AsyncPipeline:
+        """Several decisions in one round trip: ``p = await rl.pipeline(); p.hit(...); await p.execute()``."""
+        return AsyncPipeline(self, await self.detect())
+
+    def permit(
+        self,
+        key: str,
+        limit: int,
+        lease: Seconds,
+        *,
+        wait: bool = False,
+        timeout: float | None = None,
+        poll: float = 0.05,
+    ) -> AsyncPermit:
+        """RateLimiter.permit for ``async with``: renewed by a task while the block runs."""
+        commands.acquire(key, limit, lease)
+        return AsyncPermit(self, key, limit, lease, wait, timeout, poll)
+
+
+class AsyncPipeline:
+    """Pipeline on an asyncio client."""
+
+    def __init__(self, limiter: AsyncRateLimiter, backend: Backend) -> None:
+        self.limiter = limiter
+        self.backend = backend
+        self._pipe = limiter.client.pipeline(transaction=False)
+        self._calls: list[Call[Any]] = []
+
+    hit = _queued(commands.hit)
+    peek = _queued(commands.peek)
+    slide = _queued(commands.slide)
+    hit_all = _queued(commands.hit_all)
+    gcra = _queued(commands.gcra)
+    acquire = _queued(commands.acquire)
+    release = _queued(commands.release)
+    renew = _queued(commands.renew)
+
+    def queue(self, call: Call[Any]) -> AsyncPipeline:
+        _backend.check_slots(self.limiter.client, call)
+        self._pipe.execute_command(*_backend.command_args(call, self.backend))
+        self._calls.append(call)
+        return self
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        calls, self._calls = self._calls, []
+        replies = await self._pipe.execute(raise_on_error=False)
+        results = [
+            _backend.server_error(reply) if isinstance(reply, Exception) else call.parse(reply)
+            for call, reply in zip(calls, replies, strict=True)
+        ]
+        errors = [r for r in results if isinstance(r, RateLimitError)]
+        if errors and raise_on_error:
+            raise errors[0]
+        return results
+
+
+class AsyncPermit:
+    """Permit for ``async with`` (see RateLimiter.permit)."""
+
+    def __init__(
+        self,
+        limiter: AsyncRateLimiter,
+        key: str,
+        limit: int,
+        lease: Seconds,
+        wait: bool,
+        timeout: float | None,
+        poll: float,
+    ) -> None:
+        self.limiter, self.key, self.limit, self.lease = limiter, key, limit, lease
+        self.wait, self.timeout, self.poll = wait, timeout, poll
+        self.acquisition: Acquisition | None = None
+        self.lost = False
+        self._renewer: asyncio.Task[None] | None = None
+
+    @property
+    def id(self) -> str | None:
+        return self.acquisition.id if self.acquisition else None
+
+    async def __aenter__(self) -> AsyncPermit:
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        while True:
+            got = await self.limiter.acquire(self.key, self.limit, self.lease)
+            if got.acquired:
+                break
+            left = None if deadline is None else deadline - time.monotonic()
+            if not self.wait or (left is not None and left <= 0):
+                raise PermitUnavailable(self.key, self.limit, got.expires_after)
+            await asyncio.sleep(min(got.expires_after, self.poll, *(() if left is None else (left,))))
+        self.acquisition = got
+        self._renewer = asyncio.create_task(self._renew_until_done())
+        return self
+
+    async def _renew_until_done(self) -> None:
+        assert self.acquisition is not None and self.acquisition.id is not None
+        lease_id = self.acquisition.id
+        every = self.acquisition.expires_after / 3
+        while True:
+            await asyncio.sleep(every)
+            try:
+                if await self.limiter.renew(self.key, lease_id, self.lease) is None:
+                    again = await self.limiter.acquire(self.key, self.limit, self.lease, id=lease_id)
+                    self.lost = not again.acquired
+                    if self.lost:
+                        log.warning(
+                            "permit %s of %r lost: its lease ended and all permits are in use", lease_id, self.key
+                        )
+                        return
+            except Exception:
+                log.warning("renewing permit %s of %r failed", lease_id, self.key, exc_info=True)
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewer
+        if self.acquisition is not None and self.acquisition.id is not None:
+            await self.limiter.release(self.key, self.acquisition.id)

@@ -1,0 +1,286 @@
+"""One builder per command: it checks the arguments (raising RateLimitError before any round trip
+where the client can tell), and returns a Call: the module's command, the library's function, the
+same arguments for both, and how to read the reply. No I/O here: the sync and async clients and
+their pipelines send the Calls.
+
+Each builder's parameters are the command's arguments as ``COMMAND DOCS`` names them, except for
+``MS`` (a window, lease or period is given in seconds, as an int, a float or a timedelta, and sent
+in milliseconds where it is not whole seconds) and ``numkeys`` (the length of ``keys``)."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Generic, Literal, TypeVar
+
+from .errors import RateLimitError
+from .results import Acquisition, Decision, MultiDecision, TopEntry
+
+T = TypeVar("T")
+Seconds = int | float | timedelta
+"""A duration in seconds: an int, a float, or a timedelta."""
+Arg = str | bytes | int
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """A command ready to send, to the module or to the Functions library."""
+
+    command: str
+    function: str
+    keys: tuple[str, ...]
+    args: tuple[Arg, ...]
+    parse: Callable[[Any], T]
+    readonly: bool = False
+    module_only: bool = False
+    numkeys: bool = False
+    """The module's command takes ``numkeys`` before its keys (HITALL)."""
+
+    def module_args(self) -> tuple[Arg, ...]:
+        count: tuple[Arg, ...] = (len(self.keys),) if self.numkeys else ()
+        return (self.command, *count, *self.keys, *self.args)
+
+    def library_args(self) -> tuple[Arg, ...]:
+        if self.module_only:
+            raise RateLimitError(f"{self.command} needs the module: the Functions library cannot do it")
+        return ("FCALL_RO" if self.readonly else "FCALL", self.function, len(self.keys), *self.keys, *self.args)
+
+
+# Argument checks, worded as the module words its errors.
+
+
+def _integer(value: object, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or value >= 2**63:
+        raise RateLimitError(f"{name} must be an integer >= {minimum}")
+    return value
+
+
+def _duration(value: object, name: str) -> tuple[Arg, bool]:
+    """A window or lease as the command takes it: (whole seconds, False) or (milliseconds, True)."""
+    if isinstance(value, timedelta):
+        ms, rest = divmod(value, timedelta(milliseconds=1))
+        if rest or ms < 1:
+            raise RateLimitError(f"{name} must be a whole number of milliseconds >= 1")
+        return (ms // 1000, False) if ms % 1000 == 0 else (ms, True)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RateLimitError(f"{name} must be a number of seconds (int, float or timedelta)")
+    if isinstance(value, int):
+        return _integer(value, name), False
+    if not math.isfinite(value) or value <= 0:
+        raise RateLimitError(f"{name} must be an integer >= 1")
+    if value.is_integer():
+        return _integer(int(value), name), False
+    in_ms = value * 1000
+    if abs(in_ms - round(in_ms)) > 1e-6 * max(1.0, in_ms) or round(in_ms) < 1:
+        raise RateLimitError(f"{name} must be a whole number of milliseconds >= 1")
+    return round(in_ms), True
+
+
+def _seconds(value: Arg, in_ms: bool) -> float:
+    return int(value) / 1000 if in_ms else float(value)
+
+
+def _period(value: object) -> tuple[str, float]:
+    """GCRA's period as its decimal text, and in seconds."""
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RateLimitError("period is not a valid float")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise RateLimitError("period is not a valid float")
+    if value <= 0:
+        raise RateLimitError("period must be > 0")
+    return (str(value) if isinstance(value, int) else repr(value)), float(value)
+
+
+def _lease_id(value: str | bytes | None) -> str:
+    if value is None:
+        return uuid.uuid4().hex
+    raw = value.encode() if isinstance(value, str) else value
+    if not isinstance(raw, bytes) or not 1 <= len(raw) <= 256:
+        raise RateLimitError("ID must be 1 to 256 bytes")
+    return value if isinstance(value, str) else value.decode(errors="surrogateescape")
+
+
+def _key(value: object) -> str:
+    if not isinstance(value, str):
+        raise RateLimitError(f"a key must be a str, not {type(value).__name__}")
+    return value
+
+
+def _cost_args(cost: int, token: str = "COST") -> tuple[Arg, ...]:
+    return () if _integer(cost, token) == 1 else (token, cost)
+
+
+def _text(value: object) -> str:
+    return value.decode(errors="backslashreplace") if isinstance(value, bytes) else str(value)
+
+
+def _ms(value: int) -> float:
+    return value / 1000
+
+
+# Reading the replies.
+
+
+def _fixed(limit: int, window: float | None, cost: int) -> Callable[[Any], Decision]:
+    """HIT's and PEEK's [allowed, count, remaining, reset_ms]."""
+
+    def parse(reply: Any) -> Decision:
+        allowed, count, remaining, reset_ms = reply
+        reset = math.inf if reset_ms < 0 else _ms(reset_ms)
+        retry = None if allowed else (math.inf if cost > limit else reset)
+        return Decision(bool(allowed), count, remaining, reset, retry, limit, window)
+
+    return parse
+
+
+def _sliding(limit: int, window: float) -> Callable[[Any], Decision]:
+    """SLIDE's [allowed, count, remaining, retry_after_ms, reset_ms]."""
+
+    def parse(reply: Any) -> Decision:
+        allowed, count, remaining, retry_ms, reset_ms = reply
+        reset = math.inf if reset_ms < 0 else _ms(reset_ms)
+        retry = None if allowed else (math.inf if retry_ms < 0 else _ms(retry_ms))
+        return Decision(bool(allowed), count, remaining, reset, retry, limit, window)
+
+    return parse
+
+
+# The commands.
+
+
+def hit(key: str, limit: int, window: Seconds, *, cost: int = 1) -> Call[Decision]:
+    """RATELIMIT.HIT: counts ``cost`` against ``limit`` per fixed window of ``window`` seconds,
+    started by the first hit; a denied hit counts nothing."""
+    value, in_ms = _duration(window, "window")
+    args = (_integer(limit, "limit"), value, *_cost_args(cost), *(("MS",) if in_ms else ()))
+    return Call("RATELIMIT.HIT", "ratelimit_hit", (_key(key),), args, _fixed(limit, _seconds(value, in_ms), cost))
+
+
+def peek(key: str, limit: int, *, cost: int = 1) -> Call[Decision]:
+    """RATELIMIT.PEEK: what HIT would answer, without counting (read-only: replicas too)."""
+    args = (_integer(limit, "limit"), *_cost_args(cost))
+    return Call("RATELIMIT.PEEK", "ratelimit_peek", (_key(key),), args, _fixed(limit, None, cost), readonly=True)
+
+
+def slide(key: str, limit: int, window: Seconds, *, cost: int = 1, peek: bool = False) -> Call[Decision]:
+    """RATELIMIT.SLIDE: ``limit`` per sliding window of ``window`` seconds, in one key; with
+    ``peek``, what the call would get, writing nothing."""
+    value, in_ms = _duration(window, "window")
+    args = (
+        _integer(limit, "limit"),
+        value,
+        *_cost_args(cost),
+        *(("MS",) if in_ms else ()),
+        *(("PEEK",) if peek else ()),
+    )
+    return Call("RATELIMIT.SLIDE", "ratelimit_slide", (_key(key),), args, _sliding(limit, _seconds(value, in_ms)))
+
+
+def hit_all(
+    keys: Sequence[str], limits: Sequence[tuple[int, Seconds]], *, cost: int = 1, slide: bool = False
+) -> Call[MultiDecision]:
+    """RATELIMIT.HITALL: one hit against several limits, all or nothing: ``keys[i]`` counts
+    ``limits[i]`` (a ``(limit, window)`` pair); with ``slide``, sliding windows."""
+    keys = tuple(_key(k) for k in keys)
+    pairs = list(limits)
+    if not all(isinstance(pair, tuple | list) and len(pair) == 2 for pair in pairs):
+        raise RateLimitError("limits must be (limit, window) pairs, one per key")
+    if not keys:
+        raise RateLimitError("numkeys must be an integer >= 1")
+    if len(pairs) != len(keys):
+        raise RateLimitError(f"{len(keys)} keys need {len(keys)} (limit, window) pairs, not {len(pairs)}")
+    if len(set(keys)) != len(keys):
+        raise RateLimitError("each key may be given only once")
+    checked = [(_integer(limit, "limit"), _duration(window, "window")) for limit, window in pairs]
+    in_ms = any(ms for _, (_, ms) in checked)
+    # MS applies to every window: all go in milliseconds when one needs them.
+    windows = [int(v) * 1000 if in_ms and not ms else v for _, (v, ms) in checked]
+    args: list[Arg] = [x for (limit, _), w in zip(checked, windows, strict=True) for x in (limit, w)]
+    args += [*_cost_args(cost), *(("MS",) if in_ms else ()), *(("SLIDE",) if slide else ())]
+    specs = [(limit, _seconds(w, in_ms)) for (limit, _), w in zip(checked, windows, strict=True)]
+
+    def parse(reply: Any) -> MultiDecision:
+        allowed, *rows = reply
+        decisions = []
+        for (limit, window), row in zip(specs, rows, strict=True):
+            if slide:
+                decision = _sliding(limit, window)([1 if row[2] < 0 else 0, *row])
+            else:
+                count, remaining, reset_ms = row
+                fits = bool(allowed) or count + cost <= limit
+                decision = _fixed(limit, window, cost)([int(fits), count, remaining, reset_ms])
+            decisions.append(decision)
+        return MultiDecision(bool(allowed), tuple(decisions))
+
+    return Call("RATELIMIT.HITALL", "ratelimit_hitall", keys, tuple(args), parse, numkeys=True)
+
+
+def gcra(key: str, max_burst: int, tokens_per_period: int, period: Seconds, *, tokens: int = 1) -> Call[Decision]:
+    """RATELIMIT.GCRA: a burst of ``max_burst + 1``, then ``tokens_per_period`` per ``period``
+    seconds; ``tokens`` is what this call takes."""
+    text, seconds = _period(period)
+    burst = _integer(max_burst, "max_burst", minimum=0)
+    args = (burst, _integer(tokens_per_period, "tokens_per_period"), text, *_cost_args(tokens, "TOKENS"))
+
+    def parse(reply: Any) -> Decision:
+        limited, capacity, remaining, retry_ms, full_ms = reply
+        retry = None if not limited else (math.inf if retry_ms < 0 else _ms(retry_ms))
+        return Decision(not limited, capacity - remaining, remaining, _ms(full_ms), retry, capacity, seconds)
+
+    return Call("RATELIMIT.GCRA", "ratelimit_gcra", (_key(key),), args, parse)
+
+
+def acquire(key: str, limit: int, lease: Seconds, *, id: str | bytes | None = None) -> Call[Acquisition]:
+    """RATELIMIT.ACQUIRE: one of at most ``limit`` permits in flight, a lease of ``lease`` seconds
+    under ``id`` (default: a new UUID); a retry with the same id is counted once."""
+    value, in_ms = _duration(lease, "lease")
+    lease_id = _lease_id(id)
+    args = (_integer(limit, "limit"), value, *(("MS",) if in_ms else ()), "ID", lease_id)
+
+    def parse(reply: Any) -> Acquisition:
+        acquired, in_use, remaining, ms, held = reply
+        return Acquisition(bool(acquired), in_use, remaining, _ms(ms), None if held is None else _text(held))
+
+    return Call("RATELIMIT.ACQUIRE", "ratelimit_acquire", (_key(key),), args, parse)
+
+
+def release(key: str, id: str | bytes) -> Call[bool]:
+    """RATELIMIT.RELEASE: gives back the permit held under ``id``; False if it was not live."""
+    return Call("RATELIMIT.RELEASE", "ratelimit_release", (_key(key),), (_lease_id(id),), lambda r: r == 1)
+
+
+def renew(key: str, id: str | bytes, lease: Seconds) -> Call[float | None]:
+    """RATELIMIT.RENEW: extends the live lease under ``id`` to ``lease`` seconds from now; answers
+    the seconds it now has, or None when it was lost (ended: stop, or acquire again)."""
+    value, in_ms = _duration(lease, "lease")
+    args = (_lease_id(id), value, *(("MS",) if in_ms else ()))
+    return Call("RATELIMIT.RENEW", "ratelimit_renew", (_key(key),), args, lambda r: None if r < 0 else _ms(r))
+
+
+def top(
+    view: Literal["denied", "admitted"] = "denied", *, count: int | None = None, reset: bool = False
+) -> Call[list[TopEntry]]:
+    """RATELIMIT.TOP (the module only): the keys this node denied most (or admitted the most cost
+    for) over the last minute or two, each count with its error bound."""
+    if view not in ("denied", "admitted"):
+        raise RateLimitError("view must be 'denied' or 'admitted'")
+    args: list[Arg] = [view.upper()]
+    if count is not None:
+        args += ["COUNT", _integer(count, "COUNT")]
+    if reset:
+        args.append("RESET")
+
+    def parse(reply: Any) -> list[TopEntry]:
+        entries = []
+        for row in reply:
+            fields = row if isinstance(row, dict) else dict(zip(row[::2], row[1::2], strict=True))
+            named = {_text(k): v for k, v in fields.items()}
+            entries.append(TopEntry(_text(named["key"]), named["count"], named["error"]))
+        return entries
+
+    return Call("RATELIMIT.TOP", "", (), tuple(args), parse, readonly=True, module_only=True)

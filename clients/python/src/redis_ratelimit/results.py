@@ -1,0 +1,126 @@
+"""What the limiter commands answer, as typed values, and the HTTP headers each answer gives.
+
+Times are seconds as floats (the server's milliseconds / 1000). ``math.inf`` stands for "never":
+a call that can never be admitted (a cost above the limit), or a counter without TTL (PEEK)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+def _whole_seconds(seconds: float) -> int:
+    """Seconds rounded up, as the headers carry them (a client that waits that long is admitted)."""
+    return math.ceil(seconds - 1e-9) if seconds > 0 else 0
+
+
+def _policy(name: str, quota: int, window: float | None) -> str:
+    return f'"{name}";q={quota}' + ("" if window is None else f";w={max(_whole_seconds(window), 1)}")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One limit's answer (HIT, SLIDE, PEEK, GCRA, and each limit of HITALL)."""
+
+    allowed: bool
+    """Admitted (with PEEK or SLIDE's ``peek``: would be)."""
+    count: int
+    """The counter after the call (SLIDE: the estimate, rounded up; GCRA: tokens in use)."""
+    remaining: int
+    """What is left before the limit: ``max(limit - count, 0)``."""
+    reset_after: float
+    """Seconds until the window ends (SLIDE: until the estimate reaches 0; GCRA: until the bucket
+    is full); 0 when nothing is counted; ``inf`` for a counter without TTL (PEEK)."""
+    retry_after: float | None
+    """None when allowed; else the seconds after which the same call would be admitted if
+    nothing else happened (``inf``: never, the cost is above the limit)."""
+    limit: int
+    """The quota: ``limit`` (GCRA: the capacity, ``max_burst + 1``)."""
+    window: float | None
+    """The window in seconds (GCRA: the period); None where the call names none (PEEK)."""
+
+    def headers(self, name: str = "default") -> dict[str, str]:
+        """``RateLimit-Policy`` and ``RateLimit`` (the IETF draft's fields), and ``Retry-After``
+        when denied (RFC 9110), in whole seconds rounded up."""
+        return _headers([(name, self)], name, self)
+
+
+@dataclass(frozen=True)
+class MultiDecision:
+    """HITALL's answer: one decision for several limits, all or nothing."""
+
+    allowed: bool
+    decisions: tuple[Decision, ...]
+    """Each limit's own answer, in the order given (``allowed`` there: whether that limit alone
+    would admit the call)."""
+
+    @property
+    def retry_after(self) -> float | None:
+        """None when allowed; else when every limit that said no admits the call again."""
+        if self.allowed:
+            return None
+        return max(d.retry_after for d in self.decisions if d.retry_after is not None)
+
+    @property
+    def tightest(self) -> Decision:
+        """The most restrictive limit (the fewest remaining; among those, the latest reset)."""
+        return min(self.decisions, key=lambda d: (d.remaining, -d.reset_after))
+
+    def headers(self, names: Sequence[str] | None = None) -> dict[str, str]:
+        """Every limit in ``RateLimit-Policy``, the tightest in ``RateLimit``; ``Retry-After``
+        when denied. ``names`` name the limits in order (default ``limit0``, ``limit1``...)."""
+        labels = list(names) if names is not None else [f"limit{i}" for i in range(len(self.decisions))]
+        if len(labels) != len(self.decisions):
+            raise ValueError(f"{len(self.decisions)} names needed, {len(labels)} given")
+        named = list(zip(labels, self.decisions, strict=True))
+        tightest = self.tightest
+        current = next(label for label, d in named if d is tightest)
+        return _headers(named, current, tightest, self.retry_after)
+
+
+def _headers(
+    policies: Sequence[tuple[str, Decision]],
+    current: str,
+    decision: Decision,
+    retry_after: float | None = None,
+) -> dict[str, str]:
+    retry = decision.retry_after if retry_after is None else retry_after
+    headers = {
+        "RateLimit-Policy": ", ".join(_policy(name, d.limit, d.window) for name, d in policies),
+        "RateLimit": f'"{current}";r={decision.remaining};t={_whole_seconds(min(decision.reset_after, 2**31))}',
+    }
+    if retry is not None and not math.isinf(retry):
+        headers["Retry-After"] = str(_whole_seconds(retry))
+    return headers
+
+
+@dataclass(frozen=True)
+class Acquisition:
+    """ACQUIRE's answer."""
+
+    acquired: bool
+    """A permit is held under ``id`` (new, or renewed when ``id`` held a live one)."""
+    in_use: int
+    """Live leases after the call."""
+    remaining: int
+    """``max(limit - in_use, 0)``."""
+    expires_after: float
+    """Acquired: seconds until this lease ends. Denied: until the earliest live lease ends, the
+    soonest a permit frees itself."""
+    id: str | None
+    """The lease's id (None when denied)."""
+
+    @property
+    def retry_after(self) -> float | None:
+        """None when acquired; else ``expires_after``."""
+        return None if self.acquired else self.expires_after
+
+
+@dataclass(frozen=True)
+class TopEntry:
+    """One key of RATELIMIT.TOP: denied calls (or admitted cost), at most ``error`` too many."""
+
+    key: str
+    count: int
+    error: int
