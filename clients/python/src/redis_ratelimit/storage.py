@@ -16,6 +16,7 @@ Imported with the package, they register the URI schemes ``ratelimit+redis://``,
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import time
 from typing import Any
@@ -70,22 +71,9 @@ def connect(uri: str, options: dict[str, Any], asyncio: bool) -> Any:
     _, flavour, *kind = parsed.scheme.split("+")
     package = "valkey" if flavour.startswith("valkey") else "redis"
     tls = flavour in ("rediss", "valkeys")
-    if package == "valkey":
-        import valkey as lib
-        import valkey.asyncio as alib
-        from valkey.asyncio.cluster import ClusterNode as AsyncNode
-        from valkey.asyncio.cluster import ValkeyCluster as AsyncCluster
-        from valkey.cluster import ClusterNode, ValkeyCluster as Cluster
-
-        standalone: Any = alib.Valkey if asyncio else lib.Valkey
-    else:
-        import redis as lib  # type: ignore[no-redef]
-        import redis.asyncio as alib  # type: ignore[no-redef]
-        from redis.asyncio.cluster import ClusterNode as AsyncNode  # type: ignore[assignment]
-        from redis.asyncio.cluster import RedisCluster as AsyncCluster  # type: ignore[assignment]
-        from redis.cluster import ClusterNode, RedisCluster as Cluster  # type: ignore[assignment]
-
-        standalone = alib.Redis if asyncio else lib.Redis
+    flat, cluster = ("Valkey", "ValkeyCluster") if package == "valkey" else ("Redis", "RedisCluster")
+    root = f"{package}.asyncio" if asyncio else package
+    lib: Any = importlib.import_module(root)
     locations = [
         (host or "localhost", int(port or 6379))
         for host, _, port in (loc.rpartition("@")[2].partition(":") for loc in parsed.netloc.split(","))
@@ -93,18 +81,18 @@ def connect(uri: str, options: dict[str, Any], asyncio: bool) -> Any:
     auth = {"username": unquote(parsed.username or "") or None, "password": unquote(parsed.password or "") or None}
     query = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
     if kind == ["cluster"]:
-        node = AsyncNode if asyncio else ClusterNode
-        cluster = AsyncCluster if asyncio else Cluster
-        return cluster(startup_nodes=[node(h, p) for h, p in locations], ssl=tls, **auth, **options)
+        nodes: Any = importlib.import_module(f"{root}.cluster")
+        startup = [nodes.ClusterNode(host, port) for host, port in locations]
+        return getattr(nodes, cluster)(startup_nodes=startup, ssl=tls, **auth, **options)
     if kind == ["sentinel"]:
-        sentinel_module = alib.sentinel if asyncio else lib.sentinel
+        sentinels: Any = importlib.import_module(f"{root}.sentinel")
         service = options.pop("service_name", None) or parsed.path.strip("/") or query.get("service_name")
         if not service:
             raise RateLimitError("a sentinel URI names its service: ratelimit+redis+sentinel://host:port/service")
-        sentinel = sentinel_module.Sentinel(locations, sentinel_kwargs=options.pop("sentinel_kwargs", None))
+        sentinel = sentinels.Sentinel(locations, sentinel_kwargs=options.pop("sentinel_kwargs", None))
         return sentinel.master_for(service, **auth, **options)
     rest = uri.removeprefix("async+").split("://", 1)[1]
-    return standalone.from_url(f"{'rediss' if tls else 'redis'}://{rest}", **options)
+    return getattr(lib, flat).from_url(f"{'rediss' if tls else 'redis'}://{rest}", **options)
 
 
 class _Layout:
@@ -176,7 +164,7 @@ class RateLimitStorage(
         return int(self.client.get(self.layout.fixed(key)) or 0)
 
     def get_expiry(self, key: str) -> float:
-        return max(self.client.pttl(self.layout.fixed(key)), 0) / 1000 + time.time()
+        return max(int(self.client.pttl(self.layout.fixed(key))), 0) / 1000 + time.time()
 
     def clear(self, key: str) -> None:
         self.client.delete(self.layout.fixed(key))
@@ -228,7 +216,7 @@ class RateLimitStorage(
         return bool(self._own().acquire_entry(key, limit, expiry, amount))
 
     def get_moving_window(self, key: str, limit: int, expiry: int) -> tuple[float, int]:
-        return tuple(self._own().get_moving_window(key, limit, expiry))  # type: ignore[return-value]
+        return tuple(self._own().get_moving_window(key, limit, expiry))
 
 
 class AsyncRateLimitStorage(
@@ -264,7 +252,7 @@ class AsyncRateLimitStorage(
         return int(await self.client.get(self.layout.fixed(key)) or 0)
 
     async def get_expiry(self, key: str) -> float:
-        return max(await self.client.pttl(self.layout.fixed(key)), 0) / 1000 + time.time()
+        return max(int(await self.client.pttl(self.layout.fixed(key))), 0) / 1000 + time.time()
 
     async def clear(self, key: str) -> None:
         await self.client.delete(self.layout.fixed(key))
@@ -319,7 +307,7 @@ class AsyncRateLimitStorage(
         return bool(await self._own().acquire_entry(key, limit, expiry, amount))
 
     async def get_moving_window(self, key: str, limit: int, expiry: int) -> tuple[float, int]:
-        return tuple(await self._own().get_moving_window(key, limit, expiry))  # type: ignore[return-value]
+        return tuple(await self._own().get_moving_window(key, limit, expiry))
 
 
 __all__ = ["SCHEMES", "AsyncRateLimitStorage", "RateLimitStorage"]
