@@ -224,4 +224,7 @@ class AsyncPermit:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewer
         if self.acquisition is not None and self.acquisition.id is not None:
-            await self.limiter.release(self.key, self.acquisition.id)
+            try:
+                await self.limiter.release(self.key, self.acquisition.id)
+            except Exception:  # not raised over the block's own outcome: the lease ends by itself
+                log.warning("releasing permit %s of %r failed", self.acquisition.id, self.key, exc_info=True)

@@ -231,4 +231,7 @@ class Permit:
         if self._renewer is not None:
             self._renewer.join()
         if self.acquisition is not None and self.acquisition.id is not None:
-            self.limiter.release(self.key, self.acquisition.id)
+            try:
+                self.limiter.release(self.key, self.acquisition.id)
+            except Exception:  # not raised over the block's own outcome: the lease ends by itself
+                log.warning("releasing permit %s of %r failed", self.acquisition.id, self.key, exc_info=True)

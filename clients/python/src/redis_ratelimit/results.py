@@ -15,6 +15,10 @@ def _whole_seconds(seconds: float) -> int:
     return math.ceil(seconds - 1e-9) if seconds > 0 else 0
 
 
+def _tightness(decision: Decision) -> tuple[int, float]:
+    return decision.remaining, -decision.reset_after
+
+
 def _policy(name: str, quota: int, window: float | None) -> str:
     return f'"{name}";q={quota}' + ("" if window is None else f";w={max(_whole_seconds(window), 1)}")
 
@@ -43,7 +47,7 @@ class Decision:
     def headers(self, name: str = "default") -> dict[str, str]:
         """``RateLimit-Policy`` and ``RateLimit`` (the IETF draft's fields), and ``Retry-After``
         when denied (RFC 9110), in whole seconds rounded up."""
-        return _headers([(name, self)], name, self)
+        return combined_headers([(name, self)])
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,7 @@ class MultiDecision:
     @property
     def tightest(self) -> Decision:
         """The most restrictive limit (the fewest remaining; among those, the latest reset)."""
-        return min(self.decisions, key=lambda d: (d.remaining, -d.reset_after))
+        return min(self.decisions, key=_tightness)
 
     def headers(self, names: Sequence[str] | None = None) -> dict[str, str]:
         """Every limit in ``RateLimit-Policy``, the tightest in ``RateLimit``; ``Retry-After``
@@ -73,21 +77,18 @@ class MultiDecision:
         labels = list(names) if names is not None else [f"limit{i}" for i in range(len(self.decisions))]
         if len(labels) != len(self.decisions):
             raise ValueError(f"{len(self.decisions)} names needed, {len(labels)} given")
-        named = list(zip(labels, self.decisions, strict=True))
-        tightest = self.tightest
-        current = next(label for label, d in named if d is tightest)
-        return _headers(named, current, tightest, self.retry_after)
+        return combined_headers(list(zip(labels, self.decisions, strict=True)), self.retry_after)
 
 
-def _headers(
-    policies: Sequence[tuple[str, Decision]],
-    current: str,
-    decision: Decision,
-    retry_after: float | None = None,
-) -> dict[str, str]:
-    retry = decision.retry_after if retry_after is None else retry_after
+def combined_headers(named: Sequence[tuple[str, Decision]], retry_after: float | None = None) -> dict[str, str]:
+    """The headers for several limits on one request: each in ``RateLimit-Policy``, the tightest
+    (fewest remaining) in ``RateLimit``, and ``Retry-After`` (by default the largest of the denied
+    limits': when all of them admit again)."""
+    current, decision = min(named, key=lambda pair: _tightness(pair[1]))
+    denied = [d.retry_after for _, d in named if d.retry_after is not None]
+    retry = retry_after if retry_after is not None else (max(denied) if denied else None)
     headers = {
-        "RateLimit-Policy": ", ".join(_policy(name, d.limit, d.window) for name, d in policies),
+        "RateLimit-Policy": ", ".join(_policy(name, d.limit, d.window) for name, d in named),
         "RateLimit": f'"{current}";r={decision.remaining};t={_whole_seconds(min(decision.reset_after, 2**31))}',
     }
     if retry is not None and not math.isinf(retry):

@@ -228,7 +228,7 @@ class AsyncRateLimitStorage(
     """RateLimitStorage for ``limits.aio`` (``async+ratelimit+redis://`` ...), on redis.asyncio or
     valkey.asyncio."""
 
-    STORAGE_SCHEME = [f"async+{scheme}" for scheme in SCHEMES]
+    STORAGE_SCHEME = [f"async+{scheme}" for scheme in SCHEMES]  # noqa: RUF012 (limits' own declaration)
 
     def __init__(self, uri: str, wrap_exceptions: bool = False, **options: Any) -> None:
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
