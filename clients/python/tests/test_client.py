@@ -1,0 +1,304 @@
+"""RateLimiter against real servers, with the module and with the Functions library, in RESP2 and
+RESP3, through redis-py and valkey-py."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import redis
+import valkey
+from conftest import Server
+
+from redis_ratelimit import LibraryNotLoaded, PermitUnavailable, RateLimiter, RateLimitError
+
+
+@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
+def rl(server: Server, request: pytest.FixtureRequest) -> RateLimiter:
+    return RateLimiter(server.client(protocol=request.param))
+
+
+def test_backend_is_the_module_where_loaded_else_the_library(rl: RateLimiter, backend: str) -> None:
+    assert rl.backend == backend
+    if backend == "library":
+        assert rl.client.function_list(library="ratelimit")
+
+
+def test_hit_counts_then_denies_until_the_window_ends(rl: RateLimiter) -> None:
+    first = rl.hit("user:1", limit=2, window=60)
+    assert (first.allowed, first.count, first.remaining, first.reset_after, first.retry_after) == (True, 1, 1, 60, None)
+    assert rl.hit("user:1", 2, 60).remaining == 0
+    denied = rl.hit("user:1", 2, 60)
+    assert (denied.allowed, denied.count, denied.remaining) == (False, 2, 0)
+    assert denied.retry_after is not None and 59 < denied.retry_after <= 60
+    assert denied.headers() == {
+        "RateLimit-Policy": '"default";q=2;w=60',
+        "RateLimit": '"default";r=0;t=60',
+        "Retry-After": "60",
+    }
+    assert 59_000 < rl.client.pttl("user:1") <= 60_000
+
+
+def test_hit_cost_and_windows_in_ms_or_timedelta(rl: RateLimiter) -> None:
+    assert rl.hit("a", 10, 1.5, cost=4).count == 4
+    assert rl.client.pttl("a") == pytest.approx(1500, abs=50)
+    assert rl.hit("b", 10, timedelta(minutes=2)).reset_after == 120
+    never = rl.hit("c", 3, 60, cost=4)
+    assert not never.allowed and never.retry_after == math.inf and "Retry-After" not in never.headers()
+    assert rl.client.exists("c") == 0
+
+
+def test_peek_counts_nothing_and_shows_a_counter_without_ttl(rl: RateLimiter) -> None:
+    assert rl.peek("p", 5).count == 0
+    rl.client.set("p", 5)
+    leaked = rl.peek("p", 5, cost=1)
+    assert (leaked.allowed, leaked.count, leaked.reset_after, leaked.retry_after) == (False, 5, math.inf, math.inf)
+    assert rl.client.get("p") == b"5" and rl.client.ttl("p") == -1
+
+
+def test_slide_gives_the_exact_retry(rl: RateLimiter) -> None:
+    for _ in range(3):
+        assert rl.slide("s", 3, 60).allowed
+    denied = rl.slide("s", 3, 60)
+    assert not denied.allowed and denied.count == 3 and denied.retry_after is not None
+    assert 0 < denied.retry_after <= 120
+    looked = rl.slide("s", 3, 60, peek=True)
+    assert not looked.allowed and looked.count == 3
+    assert rl.client.get("s").startswith(b"slide:60000:")
+
+
+def test_gcra_bursts_then_waits(rl: RateLimiter) -> None:
+    answers = [rl.gcra("g", max_burst=1, tokens_per_period=1, period=10) for _ in range(3)]
+    assert [a.allowed for a in answers] == [True, True, False]
+    assert answers[0].limit == 2 and answers[0].remaining == 1 and answers[0].count == 1
+    assert answers[2].retry_after is not None and 9 < answers[2].retry_after <= 10
+    assert rl.gcra("g2", 0, 10, timedelta(seconds=0.5), tokens=1).allowed
+    assert rl.gcra("g3", 4, 1, 60, tokens=6).retry_after == math.inf
+
+
+def test_hit_all_is_all_or_nothing(rl: RateLimiter) -> None:
+    keys = ["rl:{u}:s", "rl:{u}:h"]
+    first = rl.hit_all(keys, [(1, 1), (100, 3600)])
+    assert first.allowed and [d.count for d in first.decisions] == [1, 1]
+    denied = rl.hit_all(keys, [(1, 1), (100, 3600)])
+    assert not denied.allowed and [d.count for d in denied.decisions] == [1, 1]
+    assert [d.allowed for d in denied.decisions] == [False, True]
+    assert denied.retry_after is not None and 0 < denied.retry_after <= 1
+    assert denied.headers(["second", "hour"]) == {
+        "RateLimit-Policy": '"second";q=1;w=1, "hour";q=100;w=3600',
+        "RateLimit": '"second";r=0;t=1',
+        "Retry-After": "1",
+    }
+    sliding = rl.hit_all(["{v}:m", "{v}:d"], [(2, 60), (5, timedelta(milliseconds=86_400_500))], slide=True)
+    assert sliding.allowed and [d.window for d in sliding.decisions] == [60, 86_400.5]
+
+
+def test_acquire_renew_release(rl: RateLimiter) -> None:
+    held = rl.acquire("inflight:1", limit=1, lease=30, id="req-1")
+    assert (held.acquired, held.in_use, held.remaining, held.expires_after, held.id) == (True, 1, 0, 30, "req-1")
+    again = rl.acquire("inflight:1", 1, 30, id="req-1")
+    assert again.acquired and again.in_use == 1  # a retry with the same id is counted once
+    denied = rl.acquire("inflight:1", 1, 30)
+    assert not denied.acquired and denied.id is None and 29 < (denied.retry_after or 0) <= 30
+    assert rl.renew("inflight:1", "req-1", 0.5) == 0.5
+    assert rl.renew("inflight:1", "gone", 10) is None
+    assert rl.release("inflight:1", "req-1") is True
+    assert rl.release("inflight:1", "req-1") is False
+    assert rl.client.exists("inflight:1") == 0
+    made = rl.acquire("inflight:2", 2, 10)
+    assert made.acquired and made.id and len(made.id) == 32
+
+
+def test_top_is_the_modules(rl: RateLimiter, backend: str) -> None:
+    if backend == "module":
+        rl.top(reset=True)  # the summaries outlive FLUSHALL
+    for _ in range(3):
+        rl.hit("noisy", 1, 60)
+    if backend == "module":
+        entries = rl.top(count=5)
+        assert entries and entries[0].key == "noisy" and entries[0].count == 2 and entries[0].error == 0
+        assert [e.key for e in rl.top("admitted")] == ["noisy"]
+    else:
+        with pytest.raises(RateLimitError, match="needs the module"):
+            rl.top()
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda rl: rl.hit("k", 0, 60), "limit must be an integer >= 1"),
+        (lambda rl: rl.hit("k", 10, -1), "window must be an integer >= 1"),
+        (lambda rl: rl.hit("k", 10, 0.0001), "window must be a whole number of milliseconds"),
+        (lambda rl: rl.hit("k", True, 60), "limit must be an integer >= 1"),
+        (lambda rl: rl.hit("k", 10, 60, cost=0), "COST must be an integer >= 1"),
+        (lambda rl: rl.slide("k", 10.0, 60), "limit must be an integer >= 1"),
+        (lambda rl: rl.gcra("k", -1, 1, 1), "max_burst must be an integer >= 0"),
+        (lambda rl: rl.gcra("k", 1, 1, 0), "period must be > 0"),
+        (lambda rl: rl.gcra("k", 1, 1, float("nan")), "period is not a valid float"),
+        (lambda rl: rl.acquire("k", 1, 30, id=""), "ID must be 1 to 256 bytes"),
+        (lambda rl: rl.acquire("k", 1, 30, id="x" * 257), "ID must be 1 to 256 bytes"),
+        (lambda rl: rl.hit_all(["a", "a"], [(1, 1), (2, 2)]), "each key may be given only once"),
+        (lambda rl: rl.hit_all(["a", "b"], [(1, 1)]), "2 keys need 2"),
+        (lambda rl: rl.top("all"), "view must be"),
+    ],
+)
+def test_bad_input_is_refused_before_a_round_trip(call: Any, message: str) -> None:
+    nowhere = RateLimiter(redis.Redis(port=1, socket_connect_timeout=0.2))  # nothing listens on port 1
+    with pytest.raises(RateLimitError, match=message):
+        call(nowhere)
+
+
+def test_server_errors_in_its_own_words_and_nothing_written(rl: RateLimiter) -> None:
+    rl.client.rpush("list", "x")
+    with pytest.raises(RateLimitError, match="^WRONGTYPE Operation against a key holding the wrong kind of value"):
+        rl.hit("list", 10, 60)
+    rl.client.set("text", "abc")
+    with pytest.raises(RateLimitError, match="value is not an integer or out of range"):
+        rl.hit("text", 10, 60)
+    with pytest.raises(RateLimitError, match="window is too large"):
+        rl.hit("k", 10, 2**62)
+    assert rl.client.get("text") == b"abc" and rl.client.exists("k") == 0
+
+
+def test_module_and_library_answer_alike(servers: dict[str, Server]) -> None:
+    answers = []
+    for name in ("module", "library"):
+        servers[name].reset()
+        rl = RateLimiter(servers[name].client())
+        answers.append(
+            [
+                *(rl.hit("h", 3, 60, cost=2) for _ in range(3)),
+                rl.peek("h", 3),
+                *(rl.slide("s", 2, 60) for _ in range(3)),
+                *(rl.gcra("g", 1, 1, 60) for _ in range(3)),
+                *(rl.hit_all(["{x}a", "{x}b"], [(2, 60), (1, 60)]) for _ in range(2)),
+                *(rl.acquire("l", 1, 60, id=f"id{i}") for i in range(2)),
+            ]
+        )
+
+    def shape(answer: Any) -> Any:
+        if hasattr(answer, "decisions"):
+            return answer.allowed, [shape(d) for d in answer.decisions]
+        fields = ("allowed", "acquired", "count", "in_use", "remaining", "limit", "id")
+        return tuple(getattr(answer, f) for f in fields if hasattr(answer, f))
+
+    assert [shape(a) for a in answers[0]] == [shape(a) for a in answers[1]]
+
+
+def test_the_backend_is_found_out_once_per_pool(server: Server) -> None:
+    client = server.client()
+    probes = []
+    execute = client.execute_command
+
+    def counting(*args: Any, **options: Any) -> Any:
+        if args[:1] == ("RATELIMIT.PEEK",) and len(args) == 1:
+            probes.append(args)
+        return execute(*args, **options)
+
+    client.execute_command = counting  # type: ignore[method-assign]
+    for _ in range(3):
+        RateLimiter(client).hit("k", 10, 60)
+    assert len(probes) == 1
+
+
+def test_without_the_library_and_not_allowed_to_load_it(servers: dict[str, Server]) -> None:
+    servers["library"].reset()
+    rl = RateLimiter(servers["library"].client(), load_library=False)
+    with pytest.raises(LibraryNotLoaded, match="FUNCTION LOAD"):
+        rl.hit("k", 10, 60)
+    assert servers["library"].client().function_list() == []
+
+
+def test_valkey_py_client(server: Server, backend: str) -> None:
+    rl = RateLimiter(valkey.Valkey(port=server.port, decode_responses=True))
+    assert rl.backend == backend
+    assert rl.hit("v", 1, 60).allowed and not rl.hit("v", 1, 60).allowed
+    assert rl.acquire("vl", 1, 10, id="x").id == "x"
+
+
+def test_pipeline_answers_in_order_and_raises_after_all_ran(rl: RateLimiter) -> None:
+    rl.client.rpush("list", "x")
+    with rl.pipeline() as p:
+        answers = p.hit("a", 1, 60).hit("a", 1, 60).slide("b", 5, 60).gcra("c", 1, 1, 1).execute()
+    assert [a.allowed for a in answers] == [True, False, True, True]
+    with rl.pipeline() as p:
+        p.hit("list", 1, 60).hit("d", 1, 60)
+        with pytest.raises(RateLimitError, match="WRONGTYPE"):
+            p.execute()
+    assert rl.client.get("d") == b"1"
+    with rl.pipeline() as p:
+        failed, done = p.hit("list", 1, 60).peek("d", 1).execute(raise_on_error=False)
+    assert isinstance(failed, RateLimitError) and done.count == 1
+
+
+def test_permit_is_renewed_while_the_block_runs_and_released_after(rl: RateLimiter) -> None:
+    with rl.permit("jobs", limit=1, lease=0.3) as permit:
+        time.sleep(1.0)  # three leases: only renewal keeps it
+        assert not rl.acquire("jobs", 1, 10).acquired
+        assert not permit.lost
+    assert rl.client.exists("jobs") == 0
+    assert rl.acquire("jobs", 1, 10).acquired
+
+
+def test_permit_released_when_the_block_raises(rl: RateLimiter) -> None:
+    with pytest.raises(KeyError), rl.permit("jobs", 1, 30):
+        raise KeyError("boom")
+    assert rl.client.exists("jobs") == 0
+
+
+def test_permit_unavailable_says_when_one_frees_itself(rl: RateLimiter) -> None:
+    rl.acquire("jobs", 1, 20, id="other")
+    with pytest.raises(PermitUnavailable) as caught, rl.permit("jobs", 1, 30):
+        pass
+    assert 19 < caught.value.retry_after <= 20 and "frees itself" in str(caught.value)
+
+
+def test_permit_waits_for_one_within_its_timeout(rl: RateLimiter) -> None:
+    rl.acquire("jobs", 1, 0.2, id="short")
+    with rl.permit("jobs", 1, 30, wait=True, timeout=5) as permit:
+        assert permit.id and permit.id != "short"
+    rl.acquire("jobs", 1, 30, id="long")
+    started = time.monotonic()
+    with pytest.raises(PermitUnavailable), rl.permit("jobs", 1, 30, wait=True, timeout=0.3):
+        pass
+    assert time.monotonic() - started >= 0.3
+
+
+def test_permits_hold_the_limit_across_threads(rl: RateLimiter) -> None:
+    inside = []
+    most = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        with rl.permit("pool", 2, 5, wait=True, timeout=20):
+            with lock:
+                inside.append(1)
+                most.append(len(inside))
+            time.sleep(0.05)
+            with lock:
+                inside.pop()
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(most) == 6 and max(most) <= 2
+
+
+def test_cluster_hit_all_keys_in_one_slot_or_refused_before_sending(cluster: Server, backend: str) -> None:
+    client = redis.RedisCluster(host="127.0.0.1", port=cluster.port)
+    rl = RateLimiter(client)
+    assert rl.backend == backend
+    assert rl.hit("c:1", 1, 60).allowed
+    assert rl.hit_all(["rl:{u}:a", "rl:{u}:b"], [(1, 1), (2, 2)]).allowed
+    with pytest.raises(RateLimitError, match="CROSSSLOT"):
+        rl.hit_all(["rl:a", "rl:b"], [(1, 1), (2, 2)])
+    assert client.exists("rl:a") == 0 and client.exists("rl:b") == 0
+    with rl.pipeline() as p:
+        assert [d.allowed for d in p.hit("c:1", 1, 60).slide("c:2", 1, 60).execute()] == [False, True]
+    client.close()
