@@ -67,6 +67,8 @@ class AsyncRateLimiter:
         return _backend.remembered(self.client) or await self._detect()
 
     async def _detect(self) -> Backend:
+        if _backend.is_cluster(self.client):
+            await self.client.initialize()  # an asyncio cluster client knows its nodes from then on
         try:
             await self.client.execute_command(*_backend.PROBE, **_backend.routing(self.client))
             error = None
