@@ -1,0 +1,96 @@
+"""Each builder in redis_ratelimit.commands against the module's own COMMAND DOCS: the arguments
+it takes are the command's (under the same names, but for the folds below), and every token it
+sends is one the command documents. A new option in the module, or a renamed one, fails here."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import Server
+
+from redis_ratelimit import commands
+
+# A command's documented arguments that a builder takes in another form.
+FOLDED = {
+    "ms": "a duration in seconds (int, float or timedelta), sent in ms where needed",
+    "numkeys": "len(keys)",
+}
+BUILDERS: dict[str, tuple[Any, dict[str, str], dict[str, Any]]] = {
+    # command: (builder, {documented name: parameter}, a call with every option set)
+    "ratelimit.hit": (commands.hit, {}, {"key": "k", "limit": 5, "window": 1.5, "cost": 2}),
+    "ratelimit.peek": (commands.peek, {}, {"key": "k", "limit": 5, "cost": 2}),
+    "ratelimit.slide": (commands.slide, {}, {"key": "k", "limit": 5, "window": 1.5, "cost": 2, "peek": True}),
+    "ratelimit.hitall": (
+        commands.hit_all,
+        {"key": "keys", "limit": "limits", "window": "limits"},
+        {"keys": ["a", "b"], "limits": [(1, 1.5), (2, 60)], "cost": 2, "slide": True},
+    ),
+    "ratelimit.gcra": (
+        commands.gcra,
+        {"count": "tokens"},
+        {"key": "k", "max_burst": 1, "tokens_per_period": 2, "period": 0.5, "tokens": 2},
+    ),
+    "ratelimit.acquire": (commands.acquire, {}, {"key": "k", "limit": 2, "lease": 1.5, "id": "i"}),
+    "ratelimit.release": (commands.release, {}, {"key": "k", "id": "i"}),
+    "ratelimit.renew": (commands.renew, {}, {"key": "k", "id": "i", "lease": 1.5}),
+    "ratelimit.top": (
+        commands.top,
+        {"denied": "view", "admitted": "view"},
+        {"view": "admitted", "count": 3, "reset": True},
+    ),
+}
+
+
+def documented(server: Server, name: str) -> list[dict[str, Any]]:
+    """COMMAND DOCS' arguments for one command, read off the connection (redis-py's reply parser
+    for COMMAND DOCS does not read a module's)."""
+    client = server.client(decode_responses=True)
+    connection = client.connection_pool.get_connection()
+    try:
+        connection.send_command("COMMAND", "DOCS", name)
+        reply = connection.read_response()
+    finally:
+        client.connection_pool.release(connection)
+    return [as_dict(argument) for argument in pairs(pairs(reply)[name])["arguments"]]
+
+
+def pairs(reply: Any) -> dict[str, Any]:
+    """A map as RESP3 gives it, or as RESP2's flat list of names and values."""
+    return reply if isinstance(reply, dict) else dict(zip(reply[::2], reply[1::2], strict=True))
+
+
+def as_dict(argument: Any) -> dict[str, Any]:
+    fields = pairs(argument)
+    if "arguments" in fields:
+        fields["arguments"] = [as_dict(a) for a in fields["arguments"]]
+    return fields
+
+
+def walk(arguments: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for argument in arguments:
+        yield argument
+        yield from walk(argument.get("arguments", []))
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_builder_matches_command_docs(servers: dict[str, Server], name: str) -> None:
+    builder, renamed, full_call = BUILDERS[name]
+    arguments = list(walk(documented(servers["module"], name)))
+    leaves = [a for a in arguments if a["type"] != "block" and a["type"] != "oneof"]
+    parameters = set(inspect.signature(builder).parameters)
+    # Every documented argument is taken, under its name, a declared other name, or folded.
+    for argument in leaves:
+        taken = renamed.get(argument["name"], argument["name"])
+        assert taken in parameters or argument["name"] in FOLDED, f"{name}: {argument['name']} is not taken"
+    # Every parameter is a documented argument.
+    names = {renamed.get(a["name"], a["name"]) for a in leaves}
+    assert parameters <= names, f"{name}: {parameters - names} are not in COMMAND DOCS"
+    # Every token sent is documented.
+    tokens = {a["token"].upper() for a in arguments if "token" in a}
+    call = builder(**full_call)
+    sent = {a for a in call.module_args()[1:] if isinstance(a, str) and a.isupper() and a.isalpha()}
+    assert sent <= tokens, f"{name}: sends {sent - tokens}, not in COMMAND DOCS"
+    assert call.command.lower() == name
