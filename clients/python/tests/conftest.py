@@ -154,3 +154,40 @@ def own_server(backend: str) -> Iterator[Server]:
     made = Server(module=backend == "module")
     yield made
     made.close()
+
+
+class Sentinel:
+    """A Sentinel process watching ``master`` under the name ``mymaster``."""
+
+    def __init__(self, master: Server) -> None:
+        self.folder = tempfile.mkdtemp(prefix="ratelimit-sentinel-")
+        self.port = free_port()
+        config = Path(self.folder, "sentinel.conf")
+        config.write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {self.folder}\nlogfile sentinel.log\n"
+            f"sentinel monitor mymaster 127.0.0.1 {master.port} 1\n"
+        )
+        self.process = subprocess.Popen(
+            [SERVER, str(config), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+
+        def knows_master() -> bool:
+            try:
+                with redis.Redis(port=self.port, socket_timeout=1) as client:
+                    return client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster") is not None
+            except redis.ConnectionError:
+                return False
+
+        wait_until(knows_master, "the sentinel")
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@pytest.fixture
+def sentinel(server: Server) -> Iterator[Sentinel]:
+    made = Sentinel(server)
+    yield made
+    made.close()

@@ -189,7 +189,7 @@ class RateLimitStorage(
     def _unlink(self, keys: list[Any]) -> int:
         pipe = self.client.pipeline(transaction=False)
         for key in keys:
-            pipe.unlink(key)
+            pipe.execute_command("UNLINK", key)  # a cluster pipeline's unlink() is a multi-key coroutine
         return sum(pipe.execute()) if keys else 0
 
     def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
@@ -276,7 +276,7 @@ class AsyncRateLimitStorage(
     async def _unlink(self, keys: list[Any]) -> int:
         pipe = self.client.pipeline(transaction=False)
         for key in keys:
-            pipe.unlink(key)
+            pipe.execute_command("UNLINK", key)  # a cluster pipeline's unlink() is a multi-key coroutine
         return sum(await pipe.execute()) if keys else 0
 
     async def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
