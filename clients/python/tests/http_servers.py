@@ -9,6 +9,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from email.message import Message
 from typing import Any
 
 import uvicorn
@@ -19,7 +20,8 @@ from werkzeug.serving import make_server
 @dataclass
 class Response:
     status: int
-    headers: dict[str, str]
+    headers: Message
+    """Case-insensitive, as HTTP's names are (ASGI sends them in lower case)."""
     body: bytes
 
 
@@ -27,9 +29,9 @@ def get(url: str, headers: dict[str, str] | None = None, timeout: float = 10) ->
     request = urllib.request.Request(url, headers=headers or {})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return Response(response.status, dict(response.headers.items()), response.read())
+            return Response(response.status, response.headers, response.read())
     except urllib.error.HTTPError as error:
-        return Response(error.code, dict(error.headers.items()), error.read())
+        return Response(error.code, error.headers, error.read())
 
 
 @contextmanager

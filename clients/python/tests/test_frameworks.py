@@ -48,7 +48,7 @@ def test_flask_limiter(server: Server, backend: str, strategy: str) -> None:
     assert 0 < int(answers[3].headers["Retry-After"]) <= 120
     keys = every_key_expires(server)
     command = "RATELIMIT.HIT" if strategy == "fixed-window" else "RATELIMIT.SLIDE"
-    assert limiter._storage is not None and limiter._storage.limiter.backend == backend
+    assert limiter.storage.limiter.backend == backend
     value = server.client().get(keys[0])
     assert value is not None and (value.startswith(b"slide:") == (command == "RATELIMIT.SLIDE"))
 

@@ -58,6 +58,7 @@ class RateLimitMiddleware:
         key: KeyFunction = client_address,
         prefix: str = "rl:",
         fail_open: bool = True,
+        retry_interval: float = 1.0,
         load_library: bool = True,
     ) -> None:
         self.app = app
@@ -65,12 +66,15 @@ class RateLimitMiddleware:
         self.rules = list(rules)
         self.key = key
         self.prefix = prefix
-        self.outage = Outage(fail_open)
+        self.outage = Outage(fail_open, retry_interval)
         self.unreachable = connection_errors(client)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if self.outage.skipping():
+            await self._unlimited(scope, receive, send)
             return
         async with contextlib.AsyncExitStack() as permits:
             try:
@@ -79,10 +83,7 @@ class RateLimitMiddleware:
             except self.unreachable as error:
                 self.outage.failed(error)
                 await permits.aclose()
-                if self.outage.fail_open:
-                    await self.app(scope, receive, send)
-                else:
-                    await _respond(send, 503, UNAVAILABLE, [("Retry-After", "1")])
+                await self._unlimited(scope, receive, send)
                 return
             headers = verdict.headers()
             if verdict.denied:
@@ -90,6 +91,13 @@ class RateLimitMiddleware:
                 await _respond(send, 429, TOO_MANY, headers)
                 return
             await self.app(scope, receive, _with_headers(send, headers))
+
+    async def _unlimited(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The server is out of reach: the request goes through, or gets 503."""
+        if self.outage.fail_open:
+            await self.app(scope, receive, send)
+        else:
+            await _respond(send, 503, UNAVAILABLE, self.outage.retry_headers())
 
     async def _decide(self, request: Request, permits: contextlib.AsyncExitStack) -> Verdict:
         steps = decide(self.rules, request, self.key, self.prefix)

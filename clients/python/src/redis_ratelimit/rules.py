@@ -17,6 +17,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 import math
+import time
 from collections.abc import Callable, Collection, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -229,20 +230,28 @@ UNAVAILABLE = b"Service Unavailable: the rate limiter cannot be reached\n"
 
 
 class Outage:
-    """Logs when the limiter's server stops answering, and when it answers again (once each)."""
+    """The limiter's server unreachable: requests skip it (admitted or refused at once, without
+    waiting on the client's retries) until ``retry_interval`` seconds after the last failure, when
+    one request tries it again. Logged when it starts and when it ends."""
 
-    def __init__(self, fail_open: bool) -> None:
+    def __init__(self, fail_open: bool, retry_interval: float) -> None:
         self.fail_open = fail_open
+        self.retry_interval = retry_interval
         self.down = False
+        self._skip_until = 0.0
+
+    def skipping(self) -> bool:
+        return self.down and time.monotonic() < self._skip_until
 
     def failed(self, error: Exception) -> None:
+        self._skip_until = time.monotonic() + self.retry_interval
         if not self.down:
             self.down = True
-            log.warning(
-                "rate limiter unreachable (%s): %s requests until it answers",
-                error,
-                "admitting" if self.fail_open else "refusing",
-            )
+            action = "admitting" if self.fail_open else "refusing"
+            log.warning("rate limiter unreachable (%s): %s requests until it answers", error, action)
+
+    def retry_headers(self) -> list[tuple[str, str]]:
+        return [("Retry-After", str(max(math.ceil(self.retry_interval), 1)))]
 
     def answered(self) -> None:
         if self.down:

@@ -57,6 +57,7 @@ class RateLimitMiddleware:
         key: KeyFunction = client_address,
         prefix: str = "rl:",
         fail_open: bool = True,
+        retry_interval: float = 1.0,
         load_library: bool = True,
     ) -> None:
         self.app = app
@@ -64,10 +65,12 @@ class RateLimitMiddleware:
         self.rules = list(rules)
         self.key = key
         self.prefix = prefix
-        self.outage = Outage(fail_open)
+        self.outage = Outage(fail_open, retry_interval)
         self.unreachable = connection_errors(client)
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        if self.outage.skipping():
+            return self._unlimited(environ, start_response)
         permits = contextlib.ExitStack()
         try:
             verdict = self._decide(request_of(environ), permits)
@@ -75,9 +78,7 @@ class RateLimitMiddleware:
         except self.unreachable as error:
             self.outage.failed(error)
             permits.close()
-            if self.outage.fail_open:
-                return self.app(environ, start_response)
-            return _respond(start_response, "503 Service Unavailable", UNAVAILABLE, [("Retry-After", "1")])
+            return self._unlimited(environ, start_response)
         headers = verdict.headers()
         if verdict.denied:
             permits.close()
@@ -92,6 +93,12 @@ class RateLimitMiddleware:
             permits.close()
             raise
         return Held(body, permits)
+
+    def _unlimited(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        """The server is out of reach: the request goes through, or gets 503."""
+        if self.outage.fail_open:
+            return self.app(environ, start_response)
+        return _respond(start_response, "503 Service Unavailable", UNAVAILABLE, self.outage.retry_headers())
 
     def _decide(self, request: Request, permits: contextlib.ExitStack) -> Verdict:
         steps = decide(self.rules, request, self.key, self.prefix)
