@@ -22,7 +22,8 @@ FETCHED := $(filter /%,$(call server_binaries,$(SERVERS)))
 # The tests that run both against the module and against the Functions library (functions/).
 LIBRARY_TESTS := --test hit --test peek --test hitall --test slide --test lease --test gcra --test replication
 
-.PHONY: all deps test-deps build lint test servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top
+.PHONY: all deps test-deps build lint test servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
+	python-dist python-test
 
 all: build
 
@@ -76,6 +77,7 @@ endef
 test: build servers redis-cell lint
 	cargo test --release --locked --lib
 	$(foreach binary,$(call server_binaries,$(SERVERS)),$(call test-on,$(binary)))
+	$(MAKE) --no-print-directory python-test
 	$(MAKE) --no-print-directory examples
 	BENCH_SERVERS="$(call server_binaries,$(SERVERS))" cargo bench --locked --bench ratelimit -- --quick
 
@@ -92,6 +94,47 @@ examples: build pydeps
 	cd examples/ttl-leak && PYTHONPATH=$(CURDIR)/target/pydeps RATELIMIT_MODULE=$(CURDIR)/$(MODULE) \
 		python3 demo.py --quick
 	cd examples/node && npm ci --silent --no-audit --no-fund && RATELIMIT_MODULE=$(CURDIR)/$(MODULE) npm test
+
+# The Python package (clients/python): its wheel and sdist (the wheel built from the sdist), each
+# requirements set of clients/python/tests installed beside the wheel in a fresh virtual
+# environment, and the package's tests run against that installed copy. The newest set runs the
+# whole suite on the first server and the client's on the others; the oldest and limits 4 sets
+# run all but the middlewares' on the first server. PYTHON_OLDEST: the oldest Python supported.
+PY_DIST := target/python/dist
+PY_ENVS := target/python/envs
+PY_TESTS := $(CURDIR)/clients/python/tests
+PYTHON_OLDEST ?= $(firstword $(wildcard /root/.pyenv/versions/3.10.*/bin/python3) python3)
+PY_CLIENT_TESTS := test_installed.py test_client.py test_async_client.py test_command_docs.py
+PY_FIRST_SERVER = $(firstword $(call server_binaries,$(SERVERS)))
+# $(1): the requirements set, $(2): the server binary, $(3): pytest's arguments.
+define py-test-on
+	@echo "== the Python package ($(1) requirements) on $$($(2) --version | cut -d' ' -f1-3) =="
+	cd $(PY_TESTS) && REDIS_SERVER=$(2) RATELIMIT_MODULE=$(CURDIR)/$(MODULE) $(CURDIR)/$(PY_ENVS)/$(1)/bin/python -m pytest -q $(3)
+
+endef
+
+python-dist: test-deps
+	rm -rf $(PY_DIST) target/python/tools
+	python3 -m venv target/python/tools
+	target/python/tools/bin/pip install --quiet --disable-pip-version-check build==1.6.1
+	target/python/tools/bin/python -m build --outdir $(PY_DIST) clients/python
+	python3 -c "import sys, tarfile; names = tarfile.open(sys.argv[1]).getnames(); \
+		assert any(n.endswith('redis_ratelimit/ratelimit.lua') for n in names), 'the sdist lacks the library'" \
+		$(PY_DIST)/redis_ratelimit-*.tar.gz
+
+# A fresh environment per requirements set: the wheel, with both extras, and the set.
+$(PY_ENVS)/%: python-dist
+	rm -rf $@
+	$(if $(filter oldest,$*),$(PYTHON_OLDEST),python3) -m venv $@
+	$@/bin/pip install --quiet --disable-pip-version-check \
+		"$$(ls $(PY_DIST)/redis_ratelimit-*.whl)[redis,valkey]" -r clients/python/tests/requirements$(if $(filter latest,$*),,-$*).txt
+
+python-test: build servers $(PY_ENVS)/latest $(PY_ENVS)/oldest $(PY_ENVS)/limits4
+	cd clients/python && $(CURDIR)/$(PY_ENVS)/latest/bin/ruff check . && $(CURDIR)/$(PY_ENVS)/latest/bin/ruff format --check .
+	cd clients/python && $(CURDIR)/$(PY_ENVS)/latest/bin/mypy src
+	$(call py-test-on,latest,$(PY_FIRST_SERVER),.)
+	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call py-test-on,latest,$(binary),$(PY_CLIENT_TESTS)))
+	$(foreach set,oldest limits4,$(call py-test-on,$(set),$(PY_FIRST_SERVER),--ignore=test_middlewares.py .))
 
 # The TTL-leak story against a real server: the classic limiter without and with the guard.
 demo: build pydeps

@@ -17,6 +17,7 @@ compgen -G '/usr/lib/llvm-*/lib/libclang.so' >/dev/null || compgen -G '/usr/lib/
     missing+=(libclang-dev)
 if [ "${1:-build}" = test ]; then
     python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
+    python3 -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
     need npm nodejs npm
     # scripts/debian-server.py: the signature of Debian's index, and unpacking its packages.
     need gpgv gpgv

@@ -24,7 +24,8 @@ async def test_every_command(arl: AsyncRateLimiter, backend: str) -> None:
     assert [(await arl.hit("h", 1, 60)).allowed for _ in range(2)] == [True, False]
     assert (await arl.peek("h", 1)).count == 1
     assert (await arl.slide("s", 1, 60)).allowed and not (await arl.slide("s", 1, 60)).allowed
-    assert (await arl.gcra("g", 0, 1, 60)).allowed and (await arl.gcra("g", 0, 1, 60)).retry_after == pytest.approx(60)
+    assert (await arl.gcra("g", 0, 1, 60)).allowed
+    assert 59 < ((await arl.gcra("g", 0, 1, 60)).retry_after or 0) <= 60
     assert (await arl.hit_all(["{a}1", "{a}2"], [(1, 1), (1, 2)])).allowed
     held = await arl.acquire("l", 1, 10, id="me")
     assert held.acquired and await arl.renew("l", "me", 20) == 20 and await arl.release("l", "me")
@@ -41,8 +42,9 @@ async def test_answers_as_the_sync_client(server: Server) -> None:
     arl = AsyncRateLimiter(redis.asyncio.Redis(port=server.port))
     pairs = [(sync.hit("x", 3, 60, cost=2), await arl.hit("y", 3, 60, cost=2)) for _ in range(2)]
     pairs += [(sync.slide("sx", 2, 60), await arl.slide("sy", 2, 60)) for _ in range(3)]
+    fields = ("allowed", "count", "remaining", "limit", "window")
     for a, b in pairs:
-        assert (a.allowed, a.count, a.remaining, a.limit, a.window) == (b.allowed, b.count, b.remaining, b.limit, b.window)
+        assert [getattr(a, f) for f in fields] == [getattr(b, f) for f in fields]
 
 
 async def test_pipeline(arl: AsyncRateLimiter) -> None:
