@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio
@@ -15,8 +16,10 @@ from redis_ratelimit import AsyncRateLimiter, PermitUnavailable, RateLimiter, Ra
 
 
 @pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
-async def arl(server: Server, request: pytest.FixtureRequest) -> AsyncRateLimiter:
-    return AsyncRateLimiter(redis.asyncio.Redis(port=server.port, protocol=request.param))
+async def arl(server: Server, request: pytest.FixtureRequest) -> AsyncIterator[AsyncRateLimiter]:
+    client = redis.asyncio.Redis(port=server.port, protocol=request.param)
+    yield AsyncRateLimiter(client)
+    await client.aclose()
 
 
 async def test_every_command(arl: AsyncRateLimiter, backend: str) -> None:
@@ -39,12 +42,14 @@ async def test_every_command(arl: AsyncRateLimiter, backend: str) -> None:
 
 async def test_answers_as_the_sync_client(server: Server) -> None:
     sync = RateLimiter(server.client())
-    arl = AsyncRateLimiter(redis.asyncio.Redis(port=server.port))
+    client = redis.asyncio.Redis(port=server.port)
+    arl = AsyncRateLimiter(client)
     pairs = [(sync.hit("x", 3, 60, cost=2), await arl.hit("y", 3, 60, cost=2)) for _ in range(2)]
     pairs += [(sync.slide("sx", 2, 60), await arl.slide("sy", 2, 60)) for _ in range(3)]
     fields = ("allowed", "count", "remaining", "limit", "window")
     for a, b in pairs:
         assert [getattr(a, f) for f in fields] == [getattr(b, f) for f in fields]
+    await client.aclose()
 
 
 async def test_pipeline(arl: AsyncRateLimiter) -> None:
@@ -74,8 +79,10 @@ async def test_permit_unavailable_and_waiting(arl: AsyncRateLimiter) -> None:
 
 
 async def test_valkey_asyncio(server: Server, backend: str) -> None:
-    arl = AsyncRateLimiter(valkey.asyncio.Valkey(port=server.port))
+    client = valkey.asyncio.Valkey(port=server.port)
+    arl = AsyncRateLimiter(client)
     assert (await arl.hit("v", 1, 60)).allowed and arl.backend == backend
+    await client.aclose()
 
 
 async def test_cluster(cluster: Server, backend: str) -> None:

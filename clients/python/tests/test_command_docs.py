@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
 from conftest import Server
 
 from redis_ratelimit import commands
@@ -47,13 +48,12 @@ BUILDERS: dict[str, tuple[Any, dict[str, str], dict[str, Any]]] = {
 def documented(server: Server, name: str) -> list[dict[str, Any]]:
     """COMMAND DOCS' arguments for one command, read off the connection (redis-py's reply parser
     for COMMAND DOCS does not read a module's)."""
-    client = server.client(decode_responses=True)
-    connection = client.connection_pool.get_connection()
+    connection = redis.Connection(port=server.port, decode_responses=True)
     try:
         connection.send_command("COMMAND", "DOCS", name)
         reply = connection.read_response()
     finally:
-        client.connection_pool.release(connection)
+        connection.disconnect()
     return [as_dict(argument) for argument in pairs(pairs(reply)[name])["arguments"]]
 
 

@@ -172,6 +172,7 @@ async def test_async_storage_every_strategy(server: Server, backend: str) -> Non
         assert await sliding.test(item, "b")
     keys_all_expire(server)
     assert await storage.reset() >= 1
+    await storage.client.aclose()
 
 
 async def test_async_cluster_uri(cluster: Server) -> None:
@@ -179,3 +180,4 @@ async def test_async_cluster_uri(cluster: Server) -> None:
     fixed = limits.aio.strategies.FixedWindowRateLimiter(storage)
     assert [await fixed.hit(parse("1/minute"), "c") for _ in range(2)] == [True, False]
     assert await storage.reset() == 1
+    await storage.client.aclose()
