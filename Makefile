@@ -80,17 +80,16 @@ test: build servers redis-cell lint
 	$(MAKE) --no-print-directory python-test
 	$(MAKE) --no-print-directory examples
 	BENCH_SERVERS="$(call server_binaries,$(SERVERS))" cargo bench --locked --bench ratelimit -- --quick
+	$(PY_LIMITS_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/python.md --quick
 
-# The Python examples' packages (redis-py), under target/.
+# The TTL-leak demo's package (redis-py), under target/.
 pydeps: test-deps
 	test -d target/pydeps/redis || python3 -m pip install --quiet --disable-pip-version-check \
-		--root-user-action=ignore --target target/pydeps -r examples/python/requirements.txt
+		--root-user-action=ignore --target target/pydeps -r examples/ttl-leak/requirements.txt
 
-# The client examples' tests: real HTTP requests through each middleware to a real server; and
-# the TTL-leak demo's short form (it fails if the guard leaves a counter without TTL).
+# The Node example's tests: real HTTP requests through its middleware to a real server; and the
+# TTL-leak demo's short form (it fails if the guard leaves a counter without TTL).
 examples: build pydeps
-	cd examples/python && PYTHONPATH=$(CURDIR)/target/pydeps RATELIMIT_MODULE=$(CURDIR)/$(MODULE) \
-		python3 -m unittest -v test_middleware
 	cd examples/ttl-leak && PYTHONPATH=$(CURDIR)/target/pydeps RATELIMIT_MODULE=$(CURDIR)/$(MODULE) \
 		python3 demo.py --quick
 	cd examples/node && npm ci --silent --no-audit --no-fund && RATELIMIT_MODULE=$(CURDIR)/$(MODULE) npm test
@@ -104,6 +103,8 @@ PY_DIST := target/python/dist
 PY_ENVS := target/python/envs
 PY_TESTS := $(CURDIR)/clients/python/tests
 PYTHON_OLDEST ?= $(firstword $(wildcard /root/.pyenv/versions/3.10.*/bin/python3) python3)
+# The limits storage against limits' own, by server CPU (bench/results/python.md).
+PY_LIMITS_BENCH = $(PY_ENVS)/latest/bin/python clients/python/bench/limits_storages.py --module $(MODULE)
 PY_CLIENT_TESTS := test_installed.py test_client.py test_async_client.py test_command_docs.py
 PY_FIRST_SERVER = $(firstword $(call server_binaries,$(SERVERS)))
 # $(1): the requirements set, $(2): the server binary, $(3): pytest's arguments.
@@ -155,9 +156,11 @@ memcheck: build
 	VALKEY_SERVER=$(SERVER_valkey-8.1) MODULE=$(MODULE) scripts/memcheck.sh
 
 # The full benchmark (about half an hour), on every server: table on stdout and in
-# bench/results/latest.md, chart in bench/results/ratios.svg.
-bench: build servers redis-cell
+# bench/results/latest.md, chart in bench/results/ratios.svg; then the limits storage's rows
+# (bench/results/python.md).
+bench: build servers redis-cell $(PY_ENVS)/latest
 	BENCH_SERVERS="$(call server_binaries,$(SERVERS))" cargo bench --locked --bench ratelimit
+	$(PY_LIMITS_BENCH) --servers $(call server_binaries,$(SERVERS)) --out bench/results/python.md
 
 # The Redis Functions library (for servers that cannot load modules) into the server on PORT.
 functions: deps

@@ -13,7 +13,7 @@ from email.message import Message
 from typing import Any
 
 import uvicorn
-from conftest import free_port, wait_until
+from servers import free_port, wait_until
 from werkzeug.serving import make_server
 
 

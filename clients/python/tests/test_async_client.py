@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio
 import valkey.asyncio
-from conftest import Server
+from servers import Server
 
 from redis_ratelimit import AsyncRateLimiter, PermitUnavailable, RateLimiter, RateLimitError
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis
 import valkey
-from conftest import Server
+from servers import Server
 
 from redis_ratelimit import LibraryNotLoaded, PermitUnavailable, RateLimiter, RateLimitError
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import redis
-from conftest import Server
+from servers import Server
 
 from redis_ratelimit import commands
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import limits.strategies
 import pytest
-from conftest import Server
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse
 from flask import Flask
 from flask_limiter import Limiter as FlaskLimiter
 from flask_limiter.util import get_remote_address as flask_address
 from http_servers import get, serve_asgi, serve_wsgi
+from servers import Server
 from slowapi import Limiter as SlowLimiter
 from slowapi import _rate_limit_exceeded_handler
 from slowapi.errors import RateLimitExceeded

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
-from conftest import Server, wait_until
 from http_servers import get, serve_asgi, serve_wsgi
+from servers import Server, wait_until
 from starlette.applications import Starlette
 from starlette.requests import Request as StarletteRequest
 from starlette.responses import PlainTextResponse, StreamingResponse

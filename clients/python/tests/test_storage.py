@@ -9,9 +9,9 @@ import limits
 import limits.aio.strategies
 import pytest
 import redis
-from conftest import Sentinel, Server
 from limits import parse, strategies
 from limits.storage import storage_from_string
+from servers import Sentinel, Server
 
 import redis_ratelimit  # noqa: F401  (registers the schemes)
 from redis_ratelimit.storage import AsyncRateLimitStorage, RateLimitStorage

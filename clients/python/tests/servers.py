@@ -1,0 +1,142 @@
+"""Real servers of their own for the package's tests and its benchmark: a server process on a free
+loopback port in a folder of its own, with the module loaded or not, as a one-node cluster if
+asked, and a Sentinel. REDIS_SERVER names the server binary (default ``redis-server``; Valkey's
+works the same) and RATELIMIT_MODULE the built module; ``make test`` sets both."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+SERVER = os.environ.get("REDIS_SERVER", "redis-server")
+MODULE = os.environ.get("RATELIMIT_MODULE", "")
+
+
+def free_port(cluster: bool = False) -> int:
+    """A free loopback port; for a cluster node, one whose bus port (+10000) is free too."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if not cluster:
+            return port
+        if port <= 55535:
+            with socket.socket() as bus:
+                try:
+                    bus.bind(("127.0.0.1", port + 10000))
+                except OSError:
+                    continue
+            return port
+
+
+def wait_until(condition: Any, what: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+class Server:
+    """A server process of its own on a free loopback port, in a folder of its own."""
+
+    def __init__(
+        self, *, module: bool, cluster: bool = False, binary: str = SERVER, module_path: str = MODULE
+    ) -> None:
+        if module and not Path(module_path).is_file():
+            raise RuntimeError(f"RATELIMIT_MODULE must name the built module (got {module_path!r})")
+        self.binary = binary
+        self.module_path = str(Path(module_path).resolve())
+        self.module = module
+        self.cluster = cluster
+        self.folder = tempfile.mkdtemp(prefix="ratelimit-py-")
+        self.port = free_port(cluster)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    def start(self) -> None:
+        command = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.folder]
+        command += ["--save", "", "--appendonly", "no", "--logfile", "server.log"]
+        if self.module:
+            command += ["--loadmodule", self.module_path]
+        if self.cluster:
+            command += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
+            command += ["--cluster-node-timeout", "20000"]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(self._answers, f"{self.binary} on port {self.port}")
+        if self.cluster:
+            plain = redis.Redis(port=self.port)
+            if plain.execute_command("CLUSTER", "INFO").decode().find("cluster_state:ok") < 0:
+                plain.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+            wait_until(lambda: b"cluster_state:ok" in plain.execute_command("CLUSTER", "INFO"), "the cluster")
+            plain.close()
+
+    def _answers(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise RuntimeError(f"{self.binary} exited; see {self.folder}/server.log")
+        try:
+            with redis.Redis(port=self.port, socket_timeout=1) as client:
+                return bool(client.ping())
+        except redis.ConnectionError:
+            return False
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+    def url(self, scheme: str = "redis") -> str:
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    def client(self, **options: Any) -> redis.Redis:
+        return redis.Redis(port=self.port, **options)
+
+    def reset(self) -> None:
+        """Every key deleted; the library deleted too, so that each test finds out afresh."""
+        with redis.Redis(port=self.port) as client:
+            client.flushall()
+            if not self.module:
+                client.function_flush()
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class Sentinel:
+    """A Sentinel process watching ``master`` under the name ``mymaster``."""
+
+    def __init__(self, master: Server) -> None:
+        self.folder = tempfile.mkdtemp(prefix="ratelimit-sentinel-")
+        self.port = free_port()
+        config = Path(self.folder, "sentinel.conf")
+        config.write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {self.folder}\nlogfile sentinel.log\n"
+            f"sentinel monitor mymaster 127.0.0.1 {master.port} 1\n"
+        )
+        self.process = subprocess.Popen(
+            [master.binary, str(config), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+
+        def knows_master() -> bool:
+            try:
+                with redis.Redis(port=self.port, socket_timeout=1) as client:
+                    return client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster") is not None
+            except redis.ConnectionError:
+                return False
+
+        wait_until(knows_master, "the sentinel")
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+        shutil.rmtree(self.folder, ignore_errors=True)
