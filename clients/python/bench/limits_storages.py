@@ -24,12 +24,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-import redis  # noqa: E402
-from limits import parse, strategies  # noqa: E402
-from limits.storage import storage_from_string  # noqa: E402
-from servers import Server  # noqa: E402
+import redis
+from limits import parse, strategies
+from limits.storage import storage_from_string
+from servers import Server
 
-import redis_ratelimit  # noqa: E402, F401  (registers the schemes)
+import redis_ratelimit  # noqa: F401  (registers the schemes)
 
 STRATEGIES = {
     "fixed window": strategies.FixedWindowRateLimiter,
@@ -110,13 +110,13 @@ def bench(binary: str, module: str, decisions: int, reps: int) -> tuple[str, lis
             own, own_single = medians["limits' own Redis storage"], singles["limits' own Redis storage"]
             for contender, cpu in medians.items():
                 single = singles[contender]
-                rows.append(
-                    f"| {name} | {label} | {contender} | {cpu:.2f} | {cpu / own:.2f} | {single:.1f} | {single / own_single:.2f} |"
-                )
+                figures = f"{cpu:.2f} | {cpu / own:.2f} | {single:.1f} | {single / own_single:.2f}"
+                rows.append(f"| {name} | {label} | {contender} | {figures} |")
             ratio = medians["ratelimit+redis:// (the module)"] / own
             bound = TARGETS[label]
             met = "yes" if ratio <= bound else "no"
-            targets.append(f"| {name}: {label}, this storage's server CPU ≤ {bound}× limits' own | {ratio:.2f} | {met} |")
+            what = f"{name}: {label}, this storage's server CPU ≤ {bound}× limits' own"
+            targets.append(f"| {what} | {ratio:.2f} | {met} |")
         return name, rows, targets
     finally:
         with_module.close()
@@ -139,7 +139,7 @@ def main() -> None:
         f"Measured {time.strftime('%Y-%m-%d')} by `make bench` (clients/python/bench/limits_storages.py): "
         f"limits {limits.__version__}, redis-py {redis.__version__}; {decisions} decisions a run through "
         f"limits' strategies, {IDENTITIES} identities at {LIMIT}, their commands recorded and sent again "
-        f"in pipelines of {PIPELINE} (\"one by one\": as the strategy sent them, a round trip each), "
+        f'in pipelines of {PIPELINE} ("one by one": as the strategy sent them, a round trip each), '
         f"{reps} repetitions interleaved, medians. Server CPU is the server process's CPU clock.",
         "",
         "| server | strategy | storage | server CPU µs/decision | × limits' own | one by one, µs | × |",

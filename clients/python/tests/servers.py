@@ -48,9 +48,7 @@ def wait_until(condition: Any, what: str, timeout: float = 20) -> None:
 class Server:
     """A server process of its own on a free loopback port, in a folder of its own."""
 
-    def __init__(
-        self, *, module: bool, cluster: bool = False, binary: str = SERVER, module_path: str = MODULE
-    ) -> None:
+    def __init__(self, *, module: bool, cluster: bool = False, binary: str = SERVER, module_path: str = MODULE) -> None:
         if module and not Path(module_path).is_file():
             raise RuntimeError(f"RATELIMIT_MODULE must name the built module (got {module_path!r})")
         self.binary = binary
