@@ -99,6 +99,7 @@ examples: build pydeps
 # environment, and the package's tests run against that installed copy. The newest set runs the
 # whole suite on the first server and the client's on the others; the oldest and limits 4 sets
 # run all but the middlewares' on the first server. PYTHON_OLDEST: the oldest Python supported.
+comma := ,
 PY_DIST := target/python/dist
 PY_ENVS := target/python/envs
 PY_TESTS := $(CURDIR)/clients/python/tests
@@ -123,19 +124,22 @@ python-dist: test-deps
 		assert any(n.endswith('redis_ratelimit/ratelimit.lua') for n in names), 'the sdist lacks the library'" \
 		$(PY_DIST)/redis_ratelimit-*.tar.gz
 
-# A fresh environment per requirements set: the wheel, with both extras, and the set.
+# A fresh environment per requirements set: the wheel, with both extras (bare: redis-py's alone,
+# and no limits), and the set.
 $(PY_ENVS)/%: python-dist
 	rm -rf $@
 	$(if $(filter oldest,$*),$(PYTHON_OLDEST),python3) -m venv $@
 	$@/bin/pip install --quiet --disable-pip-version-check \
-		"$$(ls $(PY_DIST)/redis_ratelimit-*.whl)[redis,valkey]" -r clients/python/tests/requirements$(if $(filter latest,$*),,-$*).txt
+		"$$(ls $(PY_DIST)/redis_ratelimit-*.whl)[redis$(if $(filter bare,$*),,$(comma)valkey)]" \
+		-r clients/python/tests/requirements$(if $(filter latest,$*),,-$*).txt
 
-python-test: build servers $(PY_ENVS)/latest $(PY_ENVS)/oldest $(PY_ENVS)/limits4
+python-test: build servers $(PY_ENVS)/latest $(PY_ENVS)/oldest $(PY_ENVS)/limits4 $(PY_ENVS)/bare
 	cd clients/python && $(CURDIR)/$(PY_ENVS)/latest/bin/ruff check . && $(CURDIR)/$(PY_ENVS)/latest/bin/ruff format --check .
 	cd clients/python && $(CURDIR)/$(PY_ENVS)/latest/bin/mypy src
 	$(call py-test-on,latest,$(PY_FIRST_SERVER),.)
 	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call py-test-on,latest,$(binary),$(PY_CLIENT_TESTS)))
 	$(foreach set,oldest limits4,$(call py-test-on,$(set),$(PY_FIRST_SERVER),--ignore=test_middlewares.py .))
+	$(call py-test-on,bare,$(PY_FIRST_SERVER),test_installed.py test_bare.py)
 
 # The TTL-leak story against a real server: the classic limiter without and with the guard.
 demo: build pydeps

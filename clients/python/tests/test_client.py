@@ -303,3 +303,11 @@ def test_cluster_hit_all_keys_in_one_slot_or_refused_before_sending(cluster: Ser
     with rl.pipeline() as p:
         assert [d.allowed for d in p.hit("c:1", 1, 60).slide("c:2", 1, 60).execute()] == [False, True]
     client.close()
+
+
+def test_a_server_that_lost_the_library_gets_it_again(servers: dict[str, Server]) -> None:
+    servers["library"].reset()
+    rl = RateLimiter(servers["library"].client())
+    assert rl.hit("k", 10, 60).count == 1
+    rl.client.function_flush()  # as a restart without persistence would
+    assert rl.hit("k", 10, 60).count == 2 and rl.backend == "library"

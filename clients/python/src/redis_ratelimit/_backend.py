@@ -79,6 +79,11 @@ def already_loaded(error: Exception) -> bool:
     return "already exists" in str(error)
 
 
+def library_missing(error: Exception) -> bool:
+    """FCALL's answer on a server that no longer has the library (restarted, FUNCTION FLUSH)."""
+    return "function not found" in str(error).lower()
+
+
 def not_loaded() -> LibraryNotLoaded:
     return LibraryNotLoaded(
         "the server has neither the ratelimit module nor its Functions library: load the module "

@@ -98,14 +98,22 @@ class AsyncRateLimiter:
     async def run(self, call: Call[T]) -> T:
         """Sends one Call (from redis_ratelimit.commands) and reads its reply."""
         _backend.check_slots(self.client, call)
-        backend = await self.detect()
         try:
-            reply = await self.client.execute_command(
-                *_backend.command_args(call, backend), **_backend.routing(self.client, call.keys)
-            )
+            try:
+                return call.parse(await self._send(call))
+            except self._errors.ResponseError as e:
+                if self.backend != "library" or not _backend.library_missing(e):
+                    raise
+                _backend.forget(self.client)  # the server lost the library (a restart, a flush)
+                return call.parse(await self._send(call))
         except self._errors.ResponseError as e:
             raise _backend.server_error(e) from e
-        return call.parse(reply)
+
+    async def _send(self, call: Call[Any]) -> Any:
+        backend = await self.detect()
+        return await self.client.execute_command(
+            *_backend.command_args(call, backend), **_backend.routing(self.client, call.keys)
+        )
 
     async def pipeline(self) -> AsyncPipeline:
         """Several decisions in one round trip: ``p = await rl.pipeline(); p.hit(...); await p.execute()``."""

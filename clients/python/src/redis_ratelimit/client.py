@@ -95,14 +95,22 @@ class RateLimiter:
     def run(self, call: Call[T]) -> T:
         """Sends one Call (from redis_ratelimit.commands) and reads its reply."""
         _backend.check_slots(self.client, call)
-        backend = self.backend
         try:
-            reply = self.client.execute_command(
-                *_backend.command_args(call, backend), **_backend.routing(self.client, call.keys)
-            )
+            try:
+                return call.parse(self._send(call))
+            except self._errors.ResponseError as e:
+                if self.backend != "library" or not _backend.library_missing(e):
+                    raise
+                _backend.forget(self.client)  # the server lost the library (a restart, a flush)
+                return call.parse(self._send(call))
         except self._errors.ResponseError as e:
             raise _backend.server_error(e) from e
-        return call.parse(reply)
+
+    def _send(self, call: Call[Any]) -> Any:
+        backend = self.detect()
+        return self.client.execute_command(
+            *_backend.command_args(call, backend), **_backend.routing(self.client, call.keys)
+        )
 
     def pipeline(self) -> Pipeline:
         """Several decisions in one round trip: ``with rl.pipeline() as p: p.hit(...); p.slide(...)``,

@@ -167,7 +167,8 @@ class RateLimitStorage(
         return max(int(self.client.pttl(self.layout.fixed(key))), 0) / 1000 + time.time()
 
     def clear(self, key: str) -> None:
-        self.client.delete(self.layout.fixed(key))
+        # limits before 5.2 clears a sliding window by this too.
+        self.client.delete(self.layout.fixed(key), self.layout.sliding(key))
 
     def check(self) -> bool:
         try:
@@ -255,7 +256,8 @@ class AsyncRateLimitStorage(
         return max(int(await self.client.pttl(self.layout.fixed(key))), 0) / 1000 + time.time()
 
     async def clear(self, key: str) -> None:
-        await self.client.delete(self.layout.fixed(key))
+        # limits before 5.2 clears a sliding window by this too.
+        await self.client.delete(self.layout.fixed(key), self.layout.sliding(key))
 
     async def check(self) -> bool:
         try:
