@@ -111,6 +111,19 @@ def routing(client: Any, keys: tuple[str, ...] = ()) -> dict[str, Any]:
     return {}
 
 
+def answers(calls: list[Call[Any]], replies: list[Any], raise_on_error: bool) -> list[Any]:
+    """A pipeline's answers, in order: each call's, or the RateLimitError the server gave it; the
+    first of those raised, after all have run, if ``raise_on_error``."""
+    results = [
+        server_error(reply) if isinstance(reply, Exception) else call.parse(reply)
+        for call, reply in zip(calls, replies, strict=True)
+    ]
+    errors = [r for r in results if isinstance(r, RateLimitError)]
+    if errors and raise_on_error:
+        raise errors[0]
+    return results
+
+
 def server_error(error: Exception) -> RateLimitError:
     return RateLimitError(str(error))
 

@@ -6,17 +6,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from . import _backend, commands
 from ._backend import Backend
-from .client import log
 from .commands import Call, Seconds
-from .errors import PermitUnavailable, RateLimitError
-from .results import Acquisition
+from .permits import PermitBase
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -160,81 +157,41 @@ class AsyncPipeline:
 
     async def execute(self, raise_on_error: bool = True) -> list[Any]:
         calls, self._calls = self._calls, []
-        replies = await self._pipe.execute(raise_on_error=False)
-        results = [
-            _backend.server_error(reply) if isinstance(reply, Exception) else call.parse(reply)
-            for call, reply in zip(calls, replies, strict=True)
-        ]
-        errors = [r for r in results if isinstance(r, RateLimitError)]
-        if errors and raise_on_error:
-            raise errors[0]
-        return results
+        return _backend.answers(calls, await self._pipe.execute(raise_on_error=False), raise_on_error)
 
 
-class AsyncPermit:
-    """Permit for ``async with`` (see RateLimiter.permit)."""
+class AsyncPermit(PermitBase):
+    """Permit for ``async with`` (see RateLimiter.permit), renewed by a task."""
 
-    def __init__(
-        self,
-        limiter: AsyncRateLimiter,
-        key: str,
-        limit: int,
-        lease: Seconds,
-        wait: bool,
-        timeout: float | None,
-        poll: float,
-    ) -> None:
-        self.limiter, self.key, self.limit, self.lease = limiter, key, limit, lease
-        self.wait, self.timeout, self.poll = wait, timeout, poll
-        self.acquisition: Acquisition | None = None
-        self.lost = False
-        self._renewer: asyncio.Task[None] | None = None
-
-    @property
-    def id(self) -> str | None:
-        return self.acquisition.id if self.acquisition else None
+    limiter: AsyncRateLimiter
 
     async def __aenter__(self) -> AsyncPermit:
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        while True:
-            got = await self.limiter.acquire(self.key, self.limit, self.lease)
-            if got.acquired:
-                break
-            left = None if deadline is None else deadline - time.monotonic()
-            if not self.wait or (left is not None and left <= 0):
-                raise PermitUnavailable(self.key, self.limit, got.expires_after)
-            await asyncio.sleep(min(got.expires_after, self.poll, *(() if left is None else (left,))))
-        self.acquisition = got
-        self._renewer = asyncio.create_task(self._renew_until_done())
+        deadline = self.deadline()
+        while not (got := await self.limiter.acquire(self.key, self.limit, self.lease)).acquired:
+            await asyncio.sleep(self.pause(got, deadline))
+        self._renewer = asyncio.create_task(self._renew_until_done(*self.held(got)))
         return self
 
-    async def _renew_until_done(self) -> None:
-        assert self.acquisition is not None and self.acquisition.id is not None
-        lease_id = self.acquisition.id
-        every = self.acquisition.expires_after / 3
+    async def _renew_until_done(self, lease_id: str, every: float) -> None:
         while True:
             await asyncio.sleep(every)
             try:
-                if await self.limiter.renew(self.key, lease_id, self.lease) is None:
-                    again = await self.limiter.acquire(self.key, self.limit, self.lease, id=lease_id)
-                    self.lost = not again.acquired
-                    if self.lost:
-                        log.warning(
-                            "permit %s of %r lost: its lease ended and all permits are in use", lease_id, self.key
-                        )
-                        return
+                if await self.limiter.renew(self.key, lease_id, self.lease) is None and not self.taken_again(
+                    await self.limiter.acquire(self.key, self.limit, self.lease, id=lease_id)
+                ):
+                    return
             except Exception:
-                log.warning("renewing permit %s of %r failed", lease_id, self.key, exc_info=True)
+                self.renewal_failed()
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._renewer is not None:
-            self._renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._renewer
-        if self.acquisition is not None and self.acquisition.id is not None:
-            try:
-                await self.limiter.release(self.key, self.acquisition.id)
-            except Exception:  # not raised over the block's own outcome: the lease ends by itself
-                log.warning("releasing permit %s of %r failed", self.acquisition.id, self.key, exc_info=True)
+        if self.acquisition is None:
+            return
+        self._renewer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._renewer
+        try:
+            await self.limiter.release(self.key, self.held_id)
+        except Exception:
+            self.release_failed()

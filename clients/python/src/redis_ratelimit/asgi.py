@@ -11,7 +11,7 @@ admitted (``fail_open=True``, the default) or refused with 503, and the outage i
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from .aio import AsyncRateLimiter
@@ -20,15 +20,10 @@ from .results import Acquisition
 from .rules import (
     TOO_MANY,
     UNAVAILABLE,
-    KeyFunction,
-    Outage,
+    Middleware,
     PermitRequest,
     Request,
-    Rule,
     Verdict,
-    client_address,
-    connection_errors,
-    decide,
 )
 
 Scope = MutableMapping[str, Any]
@@ -48,26 +43,9 @@ def request_of(scope: Scope) -> Request:
     return Request(scope.get("method", "GET"), scope.get("path", "/"), headers, client[0] if client else None, name)
 
 
-class RateLimitMiddleware:
-    def __init__(
-        self,
-        app: ASGIApp,
-        client: Any,
-        rules: Sequence[Rule],
-        *,
-        key: KeyFunction = client_address,
-        prefix: str = "rl:",
-        fail_open: bool = True,
-        retry_interval: float = 1.0,
-        load_library: bool = True,
-    ) -> None:
-        self.app = app
-        self.limiter = AsyncRateLimiter(client, load_library=load_library)
-        self.rules = list(rules)
-        self.key = key
-        self.prefix = prefix
-        self.outage = Outage(fail_open, retry_interval)
-        self.unreachable = connection_errors(client)
+class RateLimitMiddleware(Middleware[ASGIApp, AsyncRateLimiter]):
+    def limiter_for(self, client: Any, load_library: bool) -> AsyncRateLimiter:
+        return AsyncRateLimiter(client, load_library=load_library)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -100,7 +78,7 @@ class RateLimitMiddleware:
             await _respond(send, 503, UNAVAILABLE, self.outage.retry_headers())
 
     async def _decide(self, request: Request, permits: contextlib.AsyncExitStack) -> Verdict:
-        steps = decide(self.rules, request, self.key, self.prefix)
+        steps = self.steps(request)
         answer: Any = None
         try:
             while True:

@@ -4,7 +4,6 @@ master, or a cluster), its pipelines, and permits held for a block."""
 from __future__ import annotations
 
 import functools
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -14,12 +13,10 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from . import _backend, commands
 from ._backend import Backend
 from .commands import Call, Seconds
-from .errors import PermitUnavailable, RateLimitError
-from .results import Acquisition
+from .permits import PermitBase
 
 P = ParamSpec("P")
 T = TypeVar("T")
-log = logging.getLogger("redis_ratelimit")
 
 
 def _sent(build: Callable[P, Call[T]]) -> Callable[Concatenate[RateLimiter, P], T]:
@@ -163,15 +160,7 @@ class Pipeline:
         """Every queued call's answer, in order. A call the server refused raises RateLimitError
         after all have run; with ``raise_on_error=False`` its RateLimitError takes its place."""
         calls, self._calls = self._calls, []
-        replies = self._pipe.execute(raise_on_error=False)
-        results = [
-            _backend.server_error(reply) if isinstance(reply, Exception) else call.parse(reply)
-            for call, reply in zip(calls, replies, strict=True)
-        ]
-        errors = [r for r in results if isinstance(r, RateLimitError)]
-        if errors and raise_on_error:
-            raise errors[0]
-        return results
+        return _backend.answers(calls, self._pipe.execute(raise_on_error=False), raise_on_error)
 
     def __enter__(self) -> Pipeline:
         return self
@@ -180,66 +169,41 @@ class Pipeline:
         self._pipe.reset()
 
 
-class Permit:
-    """A permit held by a ``with`` block (see RateLimiter.permit). ``lost`` turns True if the lease
-    ended while the block ran and no permit could be taken again (the server was unreachable for
-    longer than the lease, say): others may then hold it."""
+class Permit(PermitBase):
+    """A permit held by a ``with`` block (see RateLimiter.permit), renewed by a thread."""
 
-    def __init__(
-        self, limiter: RateLimiter, key: str, limit: int, lease: Seconds, wait: bool, timeout: float | None, poll: float
-    ) -> None:
-        self.limiter, self.key, self.limit, self.lease = limiter, key, limit, lease
-        self.wait, self.timeout, self.poll = wait, timeout, poll
-        self.acquisition: Acquisition | None = None
-        self.lost = False
-        self._done = threading.Event()
-        self._renewer: threading.Thread | None = None
-
-    @property
-    def id(self) -> str | None:
-        return self.acquisition.id if self.acquisition else None
+    limiter: RateLimiter
 
     def __enter__(self) -> Permit:
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        while True:
-            got = self.limiter.acquire(self.key, self.limit, self.lease)
-            if got.acquired:
-                break
-            left = None if deadline is None else deadline - time.monotonic()
-            if not self.wait or (left is not None and left <= 0):
-                raise PermitUnavailable(self.key, self.limit, got.expires_after)
-            time.sleep(min(got.expires_after, self.poll, *(() if left is None else (left,))))
-        self.acquisition = got
-        self._done.clear()
-        self._renewer = threading.Thread(target=self._renew_until_done, name=f"permit {self.key}", daemon=True)
+        deadline = self.deadline()
+        while not (got := self.limiter.acquire(self.key, self.limit, self.lease)).acquired:
+            time.sleep(self.pause(got, deadline))
+        lease_id, every = self.held(got)
+        self._done = threading.Event()
+        self._renewer = threading.Thread(
+            target=self._renew_until_done, args=(lease_id, every), name=f"permit {self.key}", daemon=True
+        )
         self._renewer.start()
         return self
 
-    def _renew_until_done(self) -> None:
-        assert self.acquisition is not None and self.acquisition.id is not None
-        lease_id = self.acquisition.id
-        every = self.acquisition.expires_after / 3
+    def _renew_until_done(self, lease_id: str, every: float) -> None:
         while not self._done.wait(every):
             try:
-                if self.limiter.renew(self.key, lease_id, self.lease) is None:
-                    # The lease ended (the server was out of reach, or paused): take it again if free.
-                    self.lost = not self.limiter.acquire(self.key, self.limit, self.lease, id=lease_id).acquired
-                    if self.lost:
-                        log.warning(
-                            "permit %s of %r lost: its lease ended and all permits are in use", lease_id, self.key
-                        )
-                        return
-            except Exception:  # the next renewal tries again; the lease covers two more tries
-                log.warning("renewing permit %s of %r failed", lease_id, self.key, exc_info=True)
+                if self.limiter.renew(self.key, lease_id, self.lease) is None and not self.taken_again(
+                    self.limiter.acquire(self.key, self.limit, self.lease, id=lease_id)
+                ):
+                    return
+            except Exception:
+                self.renewal_failed()
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        if self.acquisition is None:
+            return
         self._done.set()
-        if self._renewer is not None:
-            self._renewer.join()
-        if self.acquisition is not None and self.acquisition.id is not None:
-            try:
-                self.limiter.release(self.key, self.acquisition.id)
-            except Exception:  # not raised over the block's own outcome: the lease ends by itself
-                log.warning("releasing permit %s of %r failed", self.acquisition.id, self.key, exc_info=True)
+        self._renewer.join()
+        try:
+            self.limiter.release(self.key, self.held_id)
+        except Exception:
+            self.release_failed()

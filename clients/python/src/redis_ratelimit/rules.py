@@ -18,9 +18,9 @@ import fnmatch
 import logging
 import math
 import time
-from collections.abc import Callable, Collection, Generator, Mapping
+from collections.abc import Callable, Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from . import commands
 from .commands import Call, Seconds
@@ -257,6 +257,43 @@ class Outage:
         if self.down:
             self.down = False
             log.warning("rate limiter answers again")
+
+
+App = TypeVar("App")
+Limiter_ = TypeVar("Limiter_")
+
+
+class Middleware(Generic[App, Limiter_]):
+    """The middlewares' settings (see docs/clients/python.md): the rules; ``key``, the identity a
+    rule counts by where it names none; keys under ``prefix``; when the server cannot be reached,
+    requests admitted (``fail_open``) or refused with 503, and the server skipped for
+    ``retry_interval`` seconds after a failure; ``load_library`` as for RateLimiter."""
+
+    def __init__(
+        self,
+        app: App,
+        client: Any,
+        rules: Sequence[Rule],
+        *,
+        key: KeyFunction = client_address,
+        prefix: str = "rl:",
+        fail_open: bool = True,
+        retry_interval: float = 1.0,
+        load_library: bool = True,
+    ) -> None:
+        self.app = app
+        self.limiter = self.limiter_for(client, load_library)
+        self.rules = list(rules)
+        self.key = key
+        self.prefix = prefix
+        self.outage = Outage(fail_open, retry_interval)
+        self.unreachable = connection_errors(client)
+
+    def limiter_for(self, client: Any, load_library: bool) -> Limiter_:
+        raise NotImplementedError
+
+    def steps(self, request: Request) -> Generator[Step, Any, Verdict]:
+        return decide(self.rules, request, self.key, self.prefix)
 
 
 def connection_errors(client: Any) -> tuple[type[Exception], ...]:

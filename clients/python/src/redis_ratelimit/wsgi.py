@@ -9,7 +9,7 @@ client went away), renewing it meanwhile from a background thread."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .client import RateLimiter
@@ -18,15 +18,10 @@ from .results import Acquisition
 from .rules import (
     TOO_MANY,
     UNAVAILABLE,
-    KeyFunction,
-    Outage,
+    Middleware,
     PermitRequest,
     Request,
-    Rule,
     Verdict,
-    client_address,
-    connection_errors,
-    decide,
 )
 
 StartResponse = Callable[..., Any]
@@ -47,26 +42,9 @@ def request_of(environ: dict[str, Any]) -> Request:
     )
 
 
-class RateLimitMiddleware:
-    def __init__(
-        self,
-        app: WSGIApp,
-        client: Any,
-        rules: Sequence[Rule],
-        *,
-        key: KeyFunction = client_address,
-        prefix: str = "rl:",
-        fail_open: bool = True,
-        retry_interval: float = 1.0,
-        load_library: bool = True,
-    ) -> None:
-        self.app = app
-        self.limiter = RateLimiter(client, load_library=load_library)
-        self.rules = list(rules)
-        self.key = key
-        self.prefix = prefix
-        self.outage = Outage(fail_open, retry_interval)
-        self.unreachable = connection_errors(client)
+class RateLimitMiddleware(Middleware[WSGIApp, RateLimiter]):
+    def limiter_for(self, client: Any, load_library: bool) -> RateLimiter:
+        return RateLimiter(client, load_library=load_library)
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         if self.outage.skipping():
@@ -101,7 +79,7 @@ class RateLimitMiddleware:
         return _respond(start_response, "503 Service Unavailable", UNAVAILABLE, self.outage.retry_headers())
 
     def _decide(self, request: Request, permits: contextlib.ExitStack) -> Verdict:
-        steps = decide(self.rules, request, self.key, self.prefix)
+        steps = self.steps(request)
         answer: Any = None
         try:
             while True:
