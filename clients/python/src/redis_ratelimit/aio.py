@@ -42,7 +42,6 @@ class AsyncRateLimiter:
         self.client = client
         self.load_library = load_library
         self._errors = _backend.exceptions(client)
-        self._detecting: asyncio.Lock | None = None
 
     hit = _sent(commands.hit)
     peek = _sent(commands.peek)
