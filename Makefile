@@ -129,11 +129,15 @@ python-dist: test-deps
 $(PY_ENVS)/%: python-dist
 	rm -rf $@
 	$(if $(filter oldest,$*),$(PYTHON_OLDEST),python3) -m venv $@
-	$@/bin/pip install --quiet --disable-pip-version-check \
+	$@/bin/pip install --quiet --disable-pip-version-check --no-compile \
 		"$$(ls $(PY_DIST)/redis_ratelimit-*.whl)[redis$(if $(filter bare,$*),,$(comma)valkey)]" \
 		-r clients/python/tests/requirements$(if $(filter latest,$*),,-$*).txt
 
-python-test: build servers $(PY_ENVS)/latest $(PY_ENVS)/oldest $(PY_ENVS)/limits4 $(PY_ENVS)/bare
+PY_SETS := latest oldest limits4 bare
+
+# The environments are made side by side (each mostly waits on pip).
+python-test: build servers
+	$(MAKE) --no-print-directory -j4 $(addprefix $(PY_ENVS)/,$(PY_SETS))
 	cd clients/python && $(CURDIR)/$(PY_ENVS)/latest/bin/ruff check . && $(CURDIR)/$(PY_ENVS)/latest/bin/ruff format --check .
 	cd clients/python && $(CURDIR)/$(PY_ENVS)/latest/bin/mypy src
 	$(call py-test-on,latest,$(PY_FIRST_SERVER),.)
