@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import weakref
+from collections.abc import Generator
 from importlib import resources
 from typing import Any, Literal
 
@@ -21,6 +22,31 @@ LIBRARY_NAME = "ratelimit"
 LIBRARY_PROBE = ("FUNCTION", "LIST", "LIBRARYNAME", LIBRARY_NAME)
 
 _backends: weakref.WeakKeyDictionary[Any, Backend] = weakref.WeakKeyDictionary()
+
+
+Command = tuple[tuple[Arg, ...], dict[str, Any]]
+"""A command of the detection, and its routing options."""
+
+
+def detection(client: Any, load_library: bool) -> Generator[Command, Any, Backend]:
+    """Finds out the backend, as commands for a client to send: it sends back each one's reply,
+    or the ResponseError it got. Without the module, the library is looked for and, if missing
+    and allowed, loaded (on every primary of a cluster; never REPLACE)."""
+    probe = yield PROBE, routing(client)
+    if module_answered(probe if isinstance(probe, Exception) else None):
+        return remember(client, "module")
+    listing = yield LIBRARY_PROBE, routing(client)
+    if isinstance(listing, Exception):
+        raise server_error(listing)
+    if not has_library(listing):
+        if not load_library:
+            raise not_loaded()
+        source = library_source()
+        for node in client.get_primaries() if is_cluster(client) else [None]:
+            loaded = yield ("FUNCTION", "LOAD", source), ({"target_nodes": node} if node else {})
+            if isinstance(loaded, Exception) and not already_loaded(loaded):
+                raise server_error(loaded)
+    return remember(client, "library")
 
 
 def library_source() -> str:

@@ -65,29 +65,17 @@ class RateLimiter:
         return _backend.remembered(self.client) or self._detect()
 
     def _detect(self) -> Backend:
+        steps = _backend.detection(self.client, self.load_library)
+        answer: Any = None
         try:
-            self.client.execute_command(*_backend.PROBE, **_backend.routing(self.client))
-            error = None
-        except self._errors.ResponseError as e:
-            error = e
-        if _backend.module_answered(error):
-            return _backend.remember(self.client, "module")
-        listing = self.client.execute_command(*_backend.LIBRARY_PROBE, **_backend.routing(self.client))
-        if not _backend.has_library(listing):
-            if not self.load_library:
-                raise _backend.not_loaded()
-            self._load_library()
-        return _backend.remember(self.client, "library")
-
-    def _load_library(self) -> None:
-        source = _backend.library_source()
-        nodes = self.client.get_primaries() if _backend.is_cluster(self.client) else [None]
-        for node in nodes:
-            try:
-                self.client.execute_command("FUNCTION", "LOAD", source, **({"target_nodes": node} if node else {}))
-            except self._errors.ResponseError as e:
-                if not _backend.already_loaded(e):
-                    raise _backend.server_error(e) from e
+            while True:
+                args, routing = steps.send(answer)
+                try:
+                    answer = self.client.execute_command(*args, **routing)
+                except self._errors.ResponseError as e:
+                    answer = e
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
     def run(self, call: Call[T]) -> T:
         """Sends one Call (from redis_ratelimit.commands) and reads its reply."""

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 
-def _whole_seconds(seconds: float) -> int:
+def whole_seconds(seconds: float) -> int:
     """Seconds rounded up, as the headers carry them (a client that waits that long is admitted)."""
     return math.ceil(seconds - 1e-9) if seconds > 0 else 0
 
@@ -20,7 +20,7 @@ def _tightness(decision: Decision) -> tuple[int, float]:
 
 
 def _policy(name: str, quota: int, window: float | None) -> str:
-    return f'"{name}";q={quota}' + ("" if window is None else f";w={max(_whole_seconds(window), 1)}")
+    return f'"{name}";q={quota}' + ("" if window is None else f";w={max(whole_seconds(window), 1)}")
 
 
 @dataclass(frozen=True)
@@ -89,10 +89,10 @@ def combined_headers(named: Sequence[tuple[str, Decision]], retry_after: float |
     retry = retry_after if retry_after is not None else (max(denied) if denied else None)
     headers = {
         "RateLimit-Policy": ", ".join(_policy(name, d.limit, d.window) for name, d in named),
-        "RateLimit": f'"{current}";r={decision.remaining};t={_whole_seconds(min(decision.reset_after, 2**31))}',
+        "RateLimit": f'"{current}";r={decision.remaining};t={whole_seconds(min(decision.reset_after, 2**31))}',
     }
     if retry is not None and not math.isinf(retry):
-        headers["Retry-After"] = str(_whole_seconds(retry))
+        headers["Retry-After"] = str(whole_seconds(retry))
     return headers
 
 

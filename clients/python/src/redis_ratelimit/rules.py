@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from . import commands
+from ._backend import exceptions
 from .commands import Call, Seconds
-from .results import Acquisition, Decision, MultiDecision, combined_headers
+from .results import Acquisition, Decision, MultiDecision, combined_headers, whole_seconds
 
 log = logging.getLogger("redis_ratelimit")
 
@@ -190,7 +191,7 @@ class Verdict:
         headers = combined_headers(self.named) if self.named else {}
         retry = self.retry_after
         if self.denied and "Retry-After" not in headers and retry is not None and not math.isinf(retry):
-            headers["Retry-After"] = str(math.ceil(retry))
+            headers["Retry-After"] = str(whole_seconds(retry))
         return list(headers.items())
 
 
@@ -251,7 +252,7 @@ class Outage:
             log.warning("rate limiter unreachable (%s): %s requests until it answers", error, action)
 
     def retry_headers(self) -> list[tuple[str, str]]:
-        return [("Retry-After", str(max(math.ceil(self.retry_interval), 1)))]
+        return [("Retry-After", str(max(whole_seconds(self.retry_interval), 1)))]
 
     def answered(self) -> None:
         if self.down:
@@ -298,8 +299,6 @@ class Middleware(Generic[App, Limiter_]):
 
 def connection_errors(client: Any) -> tuple[type[Exception], ...]:
     """The client library's errors that mean the server could not be reached."""
-    from ._backend import exceptions
-
     errors = exceptions(client)
     found = [errors.ConnectionError, errors.TimeoutError]
     if hasattr(errors, "ClusterDownError"):

@@ -26,6 +26,7 @@ import limits.aio.storage
 import limits.storage
 from limits.storage import storage_from_string
 
+from ._backend import is_cluster
 from .aio import AsyncRateLimiter
 from .client import RateLimiter
 from .errors import RateLimitError
@@ -198,7 +199,7 @@ class RateLimitStorage(
 
     def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
         name = self.layout.sliding(key)
-        if hasattr(self.client, "get_node_from_key"):  # a cluster: TIME from the key's node
+        if is_cluster(self.client):  # TIME from the key's node
             value = self.client.get(name)
             server_time = self.client.time(target_nodes=self.client.get_node_from_key(name))
         else:
@@ -286,7 +287,7 @@ class AsyncRateLimitStorage(
 
     async def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
         name = self.layout.sliding(key)
-        if hasattr(self.client, "get_node_from_key"):
+        if is_cluster(self.client):
             value = await self.client.get(name)
             server_time = await self.client.time(target_nodes=self.client.get_node_from_key(name))
         else:
