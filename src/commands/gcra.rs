@@ -1,9 +1,11 @@
-//! `RATELIMIT.GCRA key max_burst tokens_per_period period [TOKENS count]`: tokens from a GCRA
-//! bucket; replies `[limited, capacity, remaining, retry_after_ms, full_after_ms]`.
+//! `RATELIMIT.GCRA key max_burst tokens_per_period period [TOKENS count] [RESERVE]`: tokens from
+//! a GCRA bucket (negative ones given back); replies `[limited, capacity, remaining,
+//! retry_after_ms, full_after_ms]`, and with RESERVE the reservation.
 
-use crate::commands::track;
+use crate::commands::{gave_back, reply_reserving, track};
 use crate::core::args::{parse_gcra, ArgError};
 use crate::core::gcra::{decide, Outcome, Rate};
+use crate::core::reservation::Reserved;
 use crate::core::stored::Stored;
 use crate::redis::call::{Call, Error};
 use crate::redis::clock;
@@ -11,23 +13,46 @@ use crate::redis::key::{refuse_new_over_maxmemory, StoredKey, Written};
 use crate::redis::stats::{self, Decisions};
 
 pub fn gcra(call: &Call) -> Result<(), Error> {
-    let rate = parse_gcra(call.args())?;
-    let o = take(call, &rate, "ratelimit.gcra", &stats::GCRA_DECISIONS)?;
-    call.reply_integers(&[i64::from(o.limited), rate.capacity, o.remaining, o.retry_after_ms(), o.full_after_ms()]);
+    let args = parse_gcra(call.args())?;
+    let rate = args.rate;
+    let o = take(call, &rate, "ratelimit.gcra", &stats::GCRA_DECISIONS, args.reserve)?;
+    let numbers = [i64::from(o.limited), rate.capacity, o.remaining, o.retry_after_ms(), o.full_after_ms()];
+    if args.reserve {
+        let reserved = (!o.limited).then_some(Reserved::Gcra {
+            capacity: rate.capacity,
+            emission_ns: rate.emission_ns,
+            amount: rate.tokens,
+        });
+        reply_reserving(call, &numbers, reserved);
+    } else {
+        call.reply_integers(&numbers);
+    }
     Ok(())
 }
 
 /// One request of a parsed rate against the bucket at the call's first argument (GCRA's and
-/// CL.THROTTLE's).
-pub fn take(call: &Call, rate: &Rate, command: &'static str, decisions: &Decisions) -> Result<Outcome, Error> {
+/// CL.THROTTLE's); `reserving`: its tokens count for RATELIMIT.TOP when settled.
+pub fn take(
+    call: &Call,
+    rate: &Rate,
+    command: &'static str,
+    decisions: &Decisions,
+    reserving: bool,
+) -> Result<Outcome, Error> {
     let name = call.key(1).ok_or(ArgError::Arity(command))?;
     let now = clock::command_now();
     let mut key = StoredKey::open(call, name)?;
     let bucket = key.read()?;
-    refuse_new_over_maxmemory(call, &[bucket])?;
+    if rate.tokens >= 0 {
+        refuse_new_over_maxmemory(call, &[bucket])?;
+    }
     let outcome = decide(rate, bucket, now.ns, now.ms);
     if let Some(change) = outcome.change {
         key.apply(&change, Written::Set)?;
+    }
+    if rate.tokens < 0 {
+        gave_back(&[bucket]);
+        return Ok(outcome);
     }
     stats::GCRA_CALLS.add(1);
     if outcome.limited { &stats::GCRA_DENIED } else { &stats::GCRA_ADMITTED }.add(1);
@@ -37,7 +62,8 @@ pub fn take(call: &Call, rate: &Rate, command: &'static str, decisions: &Decisio
     }
     // CL.THROTTLE's quantity 0 only looks.
     if rate.tokens > 0 {
-        track(decisions, !outcome.limited, now.ms, call.arg(1).map(|key| (key, rate.tokens)));
+        let tokens = if reserving { 0 } else { rate.tokens };
+        track(decisions, !outcome.limited, now.ms, call.arg(1).map(|key| (key, tokens)));
     }
     Ok(outcome)
 }

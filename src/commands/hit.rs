@@ -1,22 +1,43 @@
-//! `RATELIMIT.HIT key limit window [COST cost] [MS]`: one hit on one fixed-window counter.
+//! `RATELIMIT.HIT key limit window [COST cost] [MS] [RESERVE]`: one hit on one fixed-window
+//! counter; a negative cost gives back.
 
-use crate::commands::{record, track, HITS};
+use crate::commands::{record, reply_reserving, track, HITS};
 use crate::core::args::{parse_hit, ArgError};
+use crate::core::reservation::Reserved;
 use crate::core::stored::Stored;
-use crate::core::window::{decide, Limit, Outcome};
+use crate::core::window::{decide, window_end, Limit, Outcome};
 use crate::redis::call::{Call, Error, KeyName};
 use crate::redis::clock::{self, Now};
 use crate::redis::key::{refuse_new_over_maxmemory, StoredKey, Written};
 use crate::redis::stats;
 
 pub fn hit(call: &Call) -> Result<(), Error> {
-    let limit = parse_hit(call.args())?;
+    let args = parse_hit(call.args())?;
+    let limit = args.limit;
     let name = call.key(1).ok_or(ArgError::Arity("ratelimit.hit"))?;
     let now = clock::command_now();
     let (counter, o) = hit_counter(call, name, &limit, now)?;
+    let numbers = [i64::from(o.allowed), o.count, o.remaining, o.reset_ms];
+    if limit.cost < 0 {
+        crate::commands::gave_back(&[counter]);
+        call.reply_integers(&numbers);
+        return Ok(());
+    }
     record(HITS, o.allowed, &[counter]);
-    track(&stats::HIT_DECISIONS, o.allowed, now.ms, call.arg(1).map(|key| (key, limit.cost)));
-    call.reply_integers(&[i64::from(o.allowed), o.count, o.remaining, o.reset_ms]);
+    // A reservation's cost counts for RATELIMIT.TOP when it is settled.
+    let cost = if args.reserve { 0 } else { limit.cost };
+    track(&stats::HIT_DECISIONS, o.allowed, now.ms, call.arg(1).map(|key| (key, cost)));
+    if args.reserve {
+        let reserved = window_end(counter, &o).filter(|_| o.allowed).map(|window_end_ms| Reserved::Hit {
+            limit: limit.limit,
+            window_ms: limit.window_ms,
+            window_end_ms,
+            amount: limit.cost,
+        });
+        reply_reserving(call, &numbers, reserved);
+    } else {
+        call.reply_integers(&numbers);
+    }
     Ok(())
 }
 
@@ -24,7 +45,9 @@ pub fn hit(call: &Call) -> Result<(), Error> {
 fn hit_counter(call: &Call, name: KeyName, limit: &Limit, now: Now) -> Result<(Stored, Outcome), Error> {
     let mut key = StoredKey::open(call, name)?;
     let counter = key.read()?;
-    refuse_new_over_maxmemory(call, &[counter])?;
+    if limit.cost > 0 {
+        refuse_new_over_maxmemory(call, &[counter])?;
+    }
     let outcome = decide(limit, counter, now.ms);
     if let Some(change) = outcome.change {
         key.apply(&change, Written::Incrby)?;

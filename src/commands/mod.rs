@@ -14,11 +14,13 @@ mod peek;
 mod release;
 mod renew;
 mod repair;
+mod settle;
 mod slide;
 mod sweep;
 mod top;
 
 use crate::core::args::ArgError;
+use crate::core::reservation::{self, Reserved};
 use crate::core::stored::Stored;
 use crate::core::top::View;
 use crate::redis::call::{entry_point, Error};
@@ -49,8 +51,36 @@ fn count([calls, admitted, denied]: Counted, allowed: bool) {
 /// one, admitted or not.
 fn record<V>(counted: Counted, allowed: bool, keys: &[Stored<V>]) {
     count(counted, allowed);
+    healed(keys);
+}
+
+/// Keys (as they were before a call) without TTL, which the call gave one.
+fn healed<V>(keys: &[Stored<V>]) {
     let healed = keys.iter().filter(|c| matches!(c, Stored::Present { expires_at: None, .. })).count();
     stats::HEALED.add(healed as u64);
+}
+
+/// INFO counters for a call that gave back (a negative COST or TOKENS): neither admitted nor
+/// denied, and not a decision.
+fn gave_back<V>(keys: &[Stored<V>]) {
+    stats::REFUNDED.add(1);
+    healed(keys);
+}
+
+/// The reply of a call with RESERVE: its numbers, then the reservation (nil when denied).
+fn reply_reserving(call: &crate::redis::call::Call, numbers: &[i64], reserved: Option<Reserved>) {
+    call.reply_array(numbers.len() + 1);
+    for &n in numbers {
+        call.reply_integer(n);
+    }
+    match (reserved, call.arg(1)) {
+        (Some(r), Some(key)) => {
+            stats::RESERVED.add(1);
+            let mut buf = [0; reservation::MAX_LEN];
+            call.reply_bulk(r.write(key, &mut buf));
+        }
+        _ => call.reply_null(),
+    }
 }
 
 /// One decision of a limiter command at `now_ms`, for INFO's per-command line and RATELIMIT.TOP:
@@ -67,12 +97,23 @@ fn track<'a>(
     tracking::record(
         view,
         now_ms,
-        keys.into_iter().map(|(key, cost)| (key, if allowed { cost.unsigned_abs() } else { 1 })),
+        // A reservation's admitted cost weighs when it is settled (0 here).
+        keys.into_iter()
+            .map(|(key, cost)| (key, if allowed { cost.unsigned_abs() } else { 1 }))
+            .filter(|&(_, w)| w > 0),
     );
 }
 
 const COST: Arg =
     Arg { summary: Some(c"how many hits this call counts for (default 1)"), ..option(c"cost", INTEGER, c"COST") };
+const COST_OR_REFUND: Arg = Arg {
+    summary: Some(c"how many hits this call counts for (default 1); a negative cost gives that many back"),
+    ..COST
+};
+const RESERVE: Arg = Arg {
+    summary: Some(c"reply with a reservation as the last element, for RATELIMIT.SETTLE"),
+    ..option(c"reserve", PURE_TOKEN, c"RESERVE")
+};
 const MS: Arg = Arg { summary: Some(c"the window is in milliseconds"), ..option(c"ms", PURE_TOKEN, c"MS") };
 const LEASE_MS: Arg = Arg { summary: Some(c"the lease is in milliseconds"), ..option(c"ms", PURE_TOKEN, c"MS") };
 const LEASE_ID: Arg = Arg { summary: Some(c"the lease's id"), ..arg(c"id", STRING) };
@@ -90,14 +131,15 @@ pub const COMMANDS: &[Command] = &[
         arity: -4,
         entry: entry_point!(hit::hit),
         opt_in: None,
-        summary: c"Counts a hit against a fixed-window limit and sets the window's expiry in one step; gives a counter without TTL one. Replies [allowed, count, remaining, reset_ms].",
+        summary: c"Counts a hit against a fixed-window limit and sets the window's expiry in one step; gives a counter without TTL one. Replies [allowed, count, remaining, reset_ms], and with RESERVE the reservation.",
         complexity: c"O(1)",
         args: &[
             Arg { summary: Some(c"the counter"), ..arg(c"key", KEY) },
             Arg { summary: Some(c"hits admitted per window"), ..arg(c"limit", INTEGER) },
             Arg { summary: Some(c"the window's length in seconds (milliseconds with MS)"), ..arg(c"window", INTEGER) },
-            COST,
+            COST_OR_REFUND,
             MS,
+            RESERVE,
         ],
     },
     Command {
@@ -108,15 +150,22 @@ pub const COMMANDS: &[Command] = &[
         arity: -4,
         entry: entry_point!(slide::slide),
         opt_in: None,
-        summary: c"Counts a call against a sliding-window limit (the previous window's count weighted by its overlap), in one key that always expires. Replies [allowed, count, remaining, retry_after_ms, reset_ms].",
+        summary: c"Counts a call against a sliding-window limit (the previous window's count weighted by its overlap), in one key that always expires. Replies [allowed, count, remaining, retry_after_ms, reset_ms], and with RESERVE the reservation.",
         complexity: c"O(1)",
         args: &[
             Arg { summary: Some(c"the window's counts"), ..arg(c"key", KEY) },
             Arg { summary: Some(c"calls admitted per sliding window"), ..arg(c"limit", INTEGER) },
             Arg { summary: Some(c"the window's length in seconds (milliseconds with MS)"), ..arg(c"window", INTEGER) },
-            COST,
+            COST_OR_REFUND,
             MS,
-            Arg { summary: Some(c"answer without writing"), ..option(c"peek", PURE_TOKEN, c"PEEK") },
+            Arg {
+                optional: true,
+                subargs: &[
+                    Arg { token: Some(c"PEEK"), summary: Some(c"answer without writing"), ..arg(c"peek", PURE_TOKEN) },
+                    Arg { optional: false, ..RESERVE },
+                ],
+                ..arg(c"mode", ONEOF)
+            },
         ],
     },
     Command {
@@ -207,14 +256,34 @@ pub const COMMANDS: &[Command] = &[
         arity: -5,
         entry: entry_point!(gcra::gcra),
         opt_in: None,
-        summary: c"Takes tokens from a GCRA bucket (smooth rate limiting, as redis-cell): value and expiry in one step. Replies [limited, capacity, remaining, retry_after_ms, full_after_ms].",
+        summary: c"Takes tokens from a GCRA bucket (smooth rate limiting, as redis-cell): value and expiry in one step. Replies [limited, capacity, remaining, retry_after_ms, full_after_ms], and with RESERVE the reservation.",
         complexity: c"O(1)",
         args: &[
             Arg { summary: Some(c"the bucket: its theoretical arrival time in Unix ns"), ..arg(c"key", KEY) },
             Arg { summary: Some(c"the bucket holds max_burst + 1 tokens"), ..arg(c"max_burst", INTEGER) },
             Arg { summary: Some(c"tokens that come back per period"), ..arg(c"tokens_per_period", INTEGER) },
             Arg { summary: Some(c"seconds, a decimal number"), ..arg(c"period", DOUBLE) },
-            Arg { summary: Some(c"tokens this call takes (default 1)"), ..option(c"count", INTEGER, c"TOKENS") },
+            Arg {
+                summary: Some(c"tokens this call takes (default 1); negative ones are given back"),
+                ..option(c"count", INTEGER, c"TOKENS")
+            },
+            RESERVE,
+        ],
+    },
+    Command {
+        name: c"ratelimit.settle",
+        // As HIT: over maxmemory only new keys are refused (an overage after the window ended).
+        flags: c"write fast",
+        keys: Keys::At(1, WRITES),
+        arity: 4,
+        entry: entry_point!(settle::settle),
+        opt_in: None,
+        summary: c"Settles a reservation of HIT, SLIDE or GCRA with the amount used: gives the unused part back to the reserved window while it counts, charges more to the current one. Replies as the reserving command, with how much it applied last.",
+        complexity: c"O(1)",
+        args: &[
+            Arg { summary: Some(c"the key the reservation was made on"), ..arg(c"key", KEY) },
+            Arg { summary: Some(c"the reservation, as RESERVE replied it"), ..arg(c"reservation", STRING) },
+            Arg { summary: Some(c"the amount used, an integer >= 0"), ..arg(c"used", INTEGER) },
         ],
     },
     Command {

@@ -1,31 +1,59 @@
-//! `RATELIMIT.SLIDE key limit window [COST cost] [MS] [PEEK]`: one call on one sliding window.
+//! `RATELIMIT.SLIDE key limit window [COST cost] [MS] [PEEK | RESERVE]`: one call on one sliding
+//! window; a negative cost gives back.
 
-use crate::commands::{record, track, SLIDES};
+use crate::commands::{gave_back, record, reply_reserving, track, SLIDES};
 use crate::core::args::{parse_slide, ArgError};
+use crate::core::reservation::Reserved;
 use crate::core::slide::{decide, peek};
+use crate::core::stored::Change;
 use crate::redis::call::{Call, Error};
 use crate::redis::key::{refuse_new_over_maxmemory, StoredKey, Written};
 use crate::redis::{clock, stats};
 
 pub fn slide(call: &Call) -> Result<(), Error> {
     let args = parse_slide(call.args())?;
+    let l = args.limit;
     let name = call.key(1).ok_or(ArgError::Arity("ratelimit.slide"))?;
     let now = clock::command_now();
-    let o = if args.peek {
+    if args.peek {
         stats::PEEKS.add(1);
-        peek(&args.limit, StoredKey::open_read(call, name).read()?, now.ms)
-    } else {
-        let mut key = StoredKey::open(call, name)?;
-        let stored = key.read()?;
+        let o = peek(&l, StoredKey::open_read(call, name).read()?, now.ms);
+        call.reply_integers(&[i64::from(o.allowed), o.count, o.remaining, o.retry_after_ms, o.reset_ms]);
+        return Ok(());
+    }
+    let mut key = StoredKey::open(call, name)?;
+    let stored = key.read()?;
+    if l.cost > 0 {
         refuse_new_over_maxmemory(call, &[stored])?;
-        let o = decide(&args.limit, stored, now.ms);
-        if let Some(change) = o.change {
-            key.apply(&change, Written::Set)?;
-        }
-        record(SLIDES, o.allowed, &[stored]);
-        track(&stats::SLIDE_DECISIONS, o.allowed, now.ms, call.arg(1).map(|key| (key, args.limit.cost)));
-        o
-    };
-    call.reply_integers(&[i64::from(o.allowed), o.count, o.remaining, o.retry_after_ms, o.reset_ms]);
+    }
+    let o = decide(&l, stored, now.ms);
+    if let Some(change) = o.change {
+        key.apply(&change, Written::Set)?;
+    }
+    let numbers = [i64::from(o.allowed), o.count, o.remaining, o.retry_after_ms, o.reset_ms];
+    if l.cost < 0 {
+        gave_back(&[stored]);
+        call.reply_integers(&numbers);
+        return Ok(());
+    }
+    record(SLIDES, o.allowed, &[stored]);
+    // A reservation's cost counts for RATELIMIT.TOP when it is settled.
+    let cost = if args.reserve { 0 } else { l.cost };
+    track(&stats::SLIDE_DECISIONS, o.allowed, now.ms, call.arg(1).map(|key| (key, cost)));
+    if args.reserve {
+        // An admitted call stores its counts: the window it counted in is theirs.
+        let reserved = match o.change {
+            Some(Change::Set { value, .. }) if o.allowed => Some(Reserved::Slide {
+                limit: l.limit,
+                window_ms: l.window_ms,
+                start_ms: value.start_ms,
+                amount: l.cost,
+            }),
+            _ => None,
+        };
+        reply_reserving(call, &numbers, reserved);
+    } else {
+        call.reply_integers(&numbers);
+    }
     Ok(())
 }

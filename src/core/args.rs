@@ -13,12 +13,36 @@ pub struct PeekArgs {
     pub cost: i64,
 }
 
-/// `RATELIMIT.SLIDE key limit window [COST cost] [MS] [PEEK]`, validated.
+/// `RATELIMIT.HIT key limit window [COST cost] [MS] [RESERVE]`, validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HitArgs {
+    pub limit: Limit,
+    /// Reply with a reservation for SETTLE.
+    pub reserve: bool,
+}
+
+/// `RATELIMIT.SLIDE key limit window [COST cost] [MS] [PEEK | RESERVE]`, validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlideArgs {
     pub limit: Limit,
     /// Answer without writing.
     pub peek: bool,
+    pub reserve: bool,
+}
+
+/// `RATELIMIT.GCRA key max_burst tokens_per_period period [TOKENS count] [RESERVE]`, validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GcraArgs {
+    pub rate: Rate,
+    pub reserve: bool,
+}
+
+/// `RATELIMIT.SETTLE key reservation used`, validated but for the reservation, which is read
+/// against its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettleArgs<'a> {
+    pub reservation: &'a [u8],
+    pub used: i64,
 }
 
 /// `RATELIMIT.HITALL numkeys key [key ...] limit window [limit window ...] [COST cost] [MS]
@@ -63,6 +87,10 @@ pub enum ArgError {
     NotPositive(&'static str),
     /// The named argument is not an integer >= 0.
     Negative(&'static str),
+    /// The named argument is not an integer other than 0.
+    Zero(&'static str),
+    /// RESERVE with the named amount below 1 (a give-back reserves nothing).
+    ReserveNeeds(&'static str),
     /// The named length of time exceeds 2^62 ms.
     TooLarge(&'static str),
     /// A lease id that is empty or longer than `MAX_ID_LEN`.
@@ -93,6 +121,8 @@ impl ArgError {
             ArgError::Arity(command) => format!("ERR wrong number of arguments for '{command}' command"),
             ArgError::NotPositive(name) => format!("ERR {name} must be an integer >= 1"),
             ArgError::Negative(name) => format!("ERR {name} must be an integer >= 0"),
+            ArgError::Zero(name) => format!("ERR {name} must be a nonzero integer"),
+            ArgError::ReserveNeeds(name) => format!("ERR RESERVE needs {name} >= 1"),
             ArgError::TooLarge(name) => format!("ERR {name} is too large"),
             ArgError::IdLength => format!("ERR ID must be 1 to {MAX_ID_LEN} bytes"),
             ArgError::MissingValue(name) => format!("ERR syntax error: {name} needs a value"),
@@ -205,27 +235,56 @@ pub fn parse_renew<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<(&'a 
     Ok((id, duration_ms(lease, ms.is_some(), "lease")?))
 }
 
-/// Parses the arguments after the command name: `key limit window [COST cost] [MS]`.
+/// Parses the arguments after the command name: `key limit window [COST cost] [MS] [RESERVE]`.
 /// The key itself is not inspected here; it is only counted.
-pub fn parse_hit<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Limit, ArgError> {
-    let spec = [Opt { name: "COST", valued: true }, Opt { name: "MS", valued: false }];
-    let (limit, []) = limit_and(args, "ratelimit.hit", spec, "COST or MS")?;
-    Ok(limit)
+pub fn parse_hit<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitArgs, ArgError> {
+    let spec =
+        [Opt { name: "COST", valued: true }, Opt { name: "MS", valued: false }, Opt { name: "RESERVE", valued: false }];
+    let (limit, [reserve]) = limit_and(args, "ratelimit.hit", spec, "COST, MS or RESERVE")?;
+    let reserve = reserved(reserve, limit.cost, "COST")?;
+    Ok(HitArgs { limit, reserve })
 }
 
-/// `key limit window [COST cost] [MS] [PEEK]`, after the command name: HIT's rules, and PEEK.
+/// `key limit window [COST cost] [MS] [PEEK | RESERVE]`, after the command name: HIT's rules,
+/// and PEEK.
 pub fn parse_slide<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<SlideArgs, ArgError> {
-    let spec =
-        [Opt { name: "COST", valued: true }, Opt { name: "MS", valued: false }, Opt { name: "PEEK", valued: false }];
-    let (limit, [peek]) = limit_and(args, "ratelimit.slide", spec, "COST, MS or PEEK")?;
-    Ok(SlideArgs { limit, peek: peek.is_some() })
+    let spec = [
+        Opt { name: "COST", valued: true },
+        Opt { name: "MS", valued: false },
+        Opt { name: "PEEK", valued: false },
+        Opt { name: "RESERVE", valued: false },
+    ];
+    let (limit, [peek, reserve]) = limit_and(args, "ratelimit.slide", spec, "COST, MS, PEEK or RESERVE")?;
+    if peek.is_some() && reserve.is_some() {
+        return Err(ArgError::Exclusive("PEEK", "RESERVE"));
+    }
+    let reserve = reserved(reserve, limit.cost, "COST")?;
+    Ok(SlideArgs { limit, peek: peek.is_some(), reserve })
+}
+
+/// Whether RESERVE was given, for an `amount` that must then be >= 1.
+fn reserved(flag: Option<&[u8]>, amount: i64, name: &'static str) -> Result<bool, ArgError> {
+    match flag {
+        Some(_) if amount < 1 => Err(ArgError::ReserveNeeds(name)),
+        flag => Ok(flag.is_some()),
+    }
+}
+
+/// `key reservation used`, after the command name.
+pub fn parse_settle<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<SettleArgs<'a>, ArgError> {
+    let mut args = args.into_iter();
+    let (Some(_key), Some(reservation), Some(used), None) = (args.next(), args.next(), args.next(), args.next()) else {
+        return Err(ArgError::Arity("ratelimit.settle"));
+    };
+    let used = parse_i64(used).filter(|&u| u >= 0).ok_or(ArgError::Negative("used"))?;
+    Ok(SettleArgs { reservation, used })
 }
 
 /// The values of options after COST and MS (a flag's is its name).
 type Options<'a, const M: usize> = [Option<&'a [u8]>; M];
 
 /// `key limit window [COST cost] [MS]` and the options of `spec` after those two (which come
-/// first in it); the key itself is not inspected, only counted.
+/// first in it); the key itself is not inspected, only counted. COST may be negative, not 0.
 fn limit_and<'a, const N: usize, const M: usize>(
     args: impl IntoIterator<Item = &'a [u8]>,
     command: &'static str,
@@ -239,7 +298,8 @@ fn limit_and<'a, const N: usize, const M: usize>(
     let limit = positive(limit, "limit")?;
     let found = options(args, spec, known)?;
     let window_ms = window_ms(window, found[1].is_some())?;
-    let cost = found[0].map_or(Ok(1), |c| positive(c, "COST"))?;
+    // A negative cost gives back.
+    let cost = found[0].map_or(Ok(1), |c| parse_i64(c).filter(|&c| c != 0).ok_or(ArgError::Zero("COST")))?;
     let rest = std::array::from_fn(|i| found[2 + i]);
     Ok((Limit { limit, window_ms, cost }, rest))
 }
@@ -305,10 +365,10 @@ fn period_ns(bytes: &[u8]) -> Result<i64, ArgError> {
     (ns < i64::MAX as f64).then_some(ns as i64).ok_or(ArgError::Overflow("period"))
 }
 
-/// `key max_burst tokens_per_period period [TOKENS count]`, after the command name: the shape of
-/// Redis's `GCRA` command. The emission interval is `period / tokens_per_period`, to the
-/// nanosecond below (at least 1 ns), as redis-cell computes it.
-pub fn parse_gcra<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Rate, ArgError> {
+/// `key max_burst tokens_per_period period [TOKENS count] [RESERVE]`, after the command name: the
+/// shape of Redis's `GCRA` command. The emission interval is `period / tokens_per_period`, to the
+/// nanosecond below (at least 1 ns), as redis-cell computes it. Negative TOKENS give back.
+pub fn parse_gcra<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<GcraArgs, ArgError> {
     let mut args = args.into_iter();
     let (Some(_key), Some(max_burst), Some(per_period), Some(period)) =
         (args.next(), args.next(), args.next(), args.next())
@@ -319,16 +379,25 @@ pub fn parse_gcra<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Rate, 
     let max_burst = parse_i64(max_burst).filter(|&b| b >= 0).ok_or(ArgError::OutOfRange("max_burst", 0))?;
     let per_period = at_least(per_period, "tokens_per_period", 1)?;
     let period_ns = period_ns(period)?;
-    let [tokens] = options(args, [Opt { name: "TOKENS", valued: true }], "TOKENS").map_err(|e| match e {
+    let spec = [Opt { name: "TOKENS", valued: true }, Opt { name: "RESERVE", valued: false }];
+    let [tokens, reserve] = options(args, spec, "TOKENS or RESERVE").map_err(|e| match e {
         ArgError::MissingValue(name) => ArgError::Missing(name),
         e => e,
     })?;
-    let tokens = tokens.map_or(Ok(1), |t| at_least(t, "TOKENS", 1))?;
+    let tokens = match tokens {
+        None => 1,
+        Some(t) => parse_i64(t).ok_or(ArgError::NotAnInteger("TOKENS")).and_then(|t| match t {
+            0 => Err(ArgError::Zero("TOKENS")),
+            t => Ok(t),
+        })?,
+    };
+    let reserve = reserved(reserve, tokens, "TOKENS")?;
     let emission_ns = (period_ns / per_period).max(1);
-    Rate::new(max_burst, emission_ns, tokens).map_err(|o| match o {
+    let rate = Rate::new(max_burst, emission_ns, tokens).map_err(|o| match o {
         Overflow::Burst => ArgError::Overflow("(max_burst + 1) * period / tokens_per_period"),
         Overflow::Tokens => ArgError::Overflow("TOKENS * period / tokens_per_period"),
-    })
+    })?;
+    Ok(GcraArgs { rate, reserve })
 }
 
 /// `key max_burst count_per_period period [quantity]` after `CL.THROTTLE`, as redis-cell reads it:
@@ -425,7 +494,7 @@ mod tests {
     }
 
     fn hit(line: &str) -> Result<Limit, ArgError> {
-        parse_hit(words(line))
+        parse_hit(words(line)).map(|a| a.limit)
     }
 
     fn ok(limit: i64, window_ms: i64, cost: i64) -> Result<Limit, ArgError> {
@@ -453,7 +522,7 @@ mod tests {
     #[test]
     fn hit_arity() {
         let arity = Err(ArgError::Arity("ratelimit.hit"));
-        assert_eq!(parse_hit(std::iter::empty()), arity);
+        assert_eq!(parse_hit(std::iter::empty()).map(|a| a.limit), arity);
         assert_eq!(hit("k"), arity);
         assert_eq!(hit("k 10"), arity);
     }
@@ -469,9 +538,10 @@ mod tests {
             ("k 10 0", ArgError::NotPositive("window")),
             ("k 10 -5", ArgError::NotPositive("window")),
             ("k 10 ten", ArgError::NotPositive("window")),
-            ("k 10 60 COST 0", ArgError::NotPositive("COST")),
-            ("k 10 60 COST -2", ArgError::NotPositive("COST")),
-            ("k 10 60 COST MS", ArgError::NotPositive("COST")),
+            ("k 10 60 COST 0", ArgError::Zero("COST")),
+            ("k 10 60 COST -0", ArgError::Zero("COST")),
+            ("k 10 60 COST MS", ArgError::Zero("COST")),
+            ("k 10 60 COST -2 RESERVE", ArgError::ReserveNeeds("COST")),
             ("k 10 60 COST", ArgError::MissingValue("COST")),
         ] {
             assert_eq!(hit(line), Err(err), "{line}");
@@ -491,21 +561,55 @@ mod tests {
     fn hit_syntax() {
         assert_eq!(hit("k 10 60 COST 1 COST 2"), Err(ArgError::Repeated("COST")));
         assert_eq!(hit("k 10 60 MS MS"), Err(ArgError::Repeated("MS")));
-        assert_eq!(hit("k 10 60 SECONDS"), Err(ArgError::UnknownOption("COST or MS")));
-        assert_eq!(hit("k 10 60 MS extra"), Err(ArgError::UnknownOption("COST or MS")));
-        assert_eq!(hit("k 10 60 "), Err(ArgError::UnknownOption("COST or MS")));
+        assert_eq!(hit("k 10 60 SECONDS"), Err(ArgError::UnknownOption("COST, MS or RESERVE")));
+        assert_eq!(hit("k 10 60 MS extra"), Err(ArgError::UnknownOption("COST, MS or RESERVE")));
+        assert_eq!(hit("k 10 60 "), Err(ArgError::UnknownOption("COST, MS or RESERVE")));
+        assert_eq!(hit("k 10 60 RESERVE RESERVE"), Err(ArgError::Repeated("RESERVE")));
+    }
+
+    #[test]
+    fn a_negative_cost_gives_back_and_reserve_needs_a_positive_one() {
+        assert_eq!(hit("k 10 60 COST -2"), ok(10, 60_000, -2));
+        assert_eq!(hit("k 10 60 COST -9223372036854775808"), ok(10, 60_000, i64::MIN));
+        assert_eq!(
+            parse_hit(words("k 10 60 reserve COST 3")),
+            Ok(HitArgs { limit: Limit { limit: 10, window_ms: 60_000, cost: 3 }, reserve: true })
+        );
+        assert!(!parse_hit(words("k 10 60")).unwrap().reserve);
+        assert_eq!(parse_settle(words("k hit:x 5")), Ok(SettleArgs { reservation: b"hit:x", used: 5 }));
+        assert_eq!(parse_settle(words("k r 0")).map(|a| a.used), Ok(0));
+        for line in ["k r -1", "k r x", "k r 1.5", "k r +1"] {
+            assert_eq!(parse_settle(words(line)), Err(ArgError::Negative("used")), "{line}");
+        }
+        for line in ["k r", "k", "k r 1 2"] {
+            assert_eq!(parse_settle(words(line)), Err(ArgError::Arity("ratelimit.settle")), "{line}");
+        }
+        let gcra = |line| parse_gcra(words(line));
+        assert_eq!(gcra("k 4 1 1 TOKENS -2").map(|a| (a.rate.tokens, a.rate.increment_ns)), Ok((-2, -2 * SECOND)));
+        assert_eq!(gcra("k 4 1 1 TOKENS 0"), Err(ArgError::Zero("TOKENS")));
+        assert_eq!(gcra("k 4 1 1 TOKENS -2 RESERVE"), Err(ArgError::ReserveNeeds("TOKENS")));
+        assert!(gcra("k 4 1 1 RESERVE").unwrap().reserve);
+        assert_eq!(
+            gcra("k 4 1 1 TOKENS -9223372036854775808"),
+            Err(ArgError::Overflow("TOKENS * period / tokens_per_period"))
+        );
     }
 
     #[test]
     fn slide_reads_hits_arguments_and_peek() {
         let slide = |line| parse_slide(words(line));
-        let at = |limit, window_ms, cost, peek| Ok(SlideArgs { limit: Limit { limit, window_ms, cost }, peek });
+        let at = |limit, window_ms, cost, peek| {
+            Ok(SlideArgs { limit: Limit { limit, window_ms, cost }, peek, reserve: false })
+        };
         assert_eq!(slide("k 10 60"), at(10, 60_000, 1, false));
         assert_eq!(slide("k 10 250 peek cost 2 MS"), at(10, 250, 2, true));
         assert_eq!(slide("k 10"), Err(ArgError::Arity("ratelimit.slide")));
         assert_eq!(slide("k 0 60"), Err(ArgError::NotPositive("limit")));
         assert_eq!(slide("k 10 60 PEEK PEEK"), Err(ArgError::Repeated("PEEK")));
-        assert_eq!(slide("k 10 60 SLIDE"), Err(ArgError::UnknownOption("COST, MS or PEEK")));
+        assert_eq!(slide("k 10 60 SLIDE"), Err(ArgError::UnknownOption("COST, MS, PEEK or RESERVE")));
+        assert_eq!(slide("k 10 60 PEEK RESERVE"), Err(ArgError::Exclusive("PEEK", "RESERVE")));
+        assert_eq!(slide("k 10 60 COST -1 RESERVE"), Err(ArgError::ReserveNeeds("COST")));
+        assert!(slide("k 10 60 RESERVE").unwrap().reserve);
         assert_eq!(slide("k 10 60 COST"), Err(ArgError::MissingValue("COST")));
         assert_eq!(slide("k 10 9223372036854775"), Err(ArgError::TooLarge("window")));
     }
@@ -634,7 +738,7 @@ mod tests {
     }
 
     fn gcra(line: &str) -> Result<Rate, ArgError> {
-        parse_gcra(words(line))
+        parse_gcra(words(line)).map(|a| a.rate)
     }
 
     const SECOND: i64 = 1_000_000_000;
@@ -666,10 +770,10 @@ mod tests {
             ("k 1 1 NaN", ArgError::PeriodNotFloat),
             ("k 1 1 1s", ArgError::PeriodNotFloat),
             ("k 1 1 1 TOKENS", ArgError::Missing("TOKENS")),
-            ("k 1 1 1 TOKENS 0", ArgError::OutOfRange("TOKENS", 1)),
+            ("k 1 1 1 TOKENS 0", ArgError::Zero("TOKENS")),
             ("k 1 1 1 TOKENS 1.5", ArgError::NotAnInteger("TOKENS")),
             ("k 1 1 1 TOKENS 1 TOKENS 1", ArgError::Repeated("TOKENS")),
-            ("k 1 1 1 COST 1", ArgError::UnknownOption("TOKENS")),
+            ("k 1 1 1 COST 1", ArgError::UnknownOption("TOKENS or RESERVE")),
             ("k 1 1 86400 TOKENS 200000000", ArgError::Overflow("TOKENS * period / tokens_per_period")),
             ("k 200000000 1 86400", ArgError::Overflow("(max_burst + 1) * period / tokens_per_period")),
             ("k 1 1 1e300", ArgError::Overflow("period")),
@@ -748,9 +852,12 @@ mod properties {
         #[test]
         fn parsers_never_panic_and_only_accept_valid_values(words in prop::collection::vec(word(), 0..8)) {
             let words = || words.iter().map(Vec::as_slice);
-            if let Ok(a) = parse_hit(words()) {
-                prop_assert!(a.limit >= 1 && a.cost >= 1);
+            if let Ok(HitArgs { limit: a, reserve }) = parse_hit(words()) {
+                prop_assert!(a.limit >= 1 && a.cost != 0 && (!reserve || a.cost >= 1));
                 prop_assert!((1..=MAX_WINDOW_MS).contains(&a.window_ms));
+            }
+            if let Ok(a) = parse_settle(words()) {
+                prop_assert!(a.used >= 0);
             }
             if let Ok(a) = parse_repair(words(), 100) {
                 let window = a.repair_window_ms.expect("REPAIR has a window");
@@ -765,10 +872,10 @@ mod properties {
             // SLIDE reads HIT's arguments as HIT does; PEEK is its one more option.
             if let Ok(a) = parse_slide(words()) {
                 let without_peek = words().filter(|w| !w.eq_ignore_ascii_case(b"PEEK"));
-                prop_assert_eq!(parse_hit(without_peek), Ok(a.limit));
+                prop_assert_eq!(parse_hit(without_peek), Ok(HitArgs { limit: a.limit, reserve: a.reserve }));
             }
-            if let Ok(r) = parse_gcra(words()) {
-                prop_assert!(r.capacity >= 1 && r.emission_ns >= 1 && r.tokens >= 1);
+            if let Ok(GcraArgs { rate: r, reserve }) = parse_gcra(words()) {
+                prop_assert!(r.capacity >= 1 && r.emission_ns >= 1 && r.tokens != 0 && (!reserve || r.tokens >= 1));
                 prop_assert_eq!(r.tolerance_ns, r.emission_ns * r.capacity);
                 prop_assert_eq!(r.increment_ns, r.emission_ns * r.tokens);
             }
@@ -801,6 +908,7 @@ mod properties {
                 parse_hitall(words()).err(),
                 parse_gcra(words()).err(),
                 parse_cl_throttle(words()).err(),
+                parse_settle(words()).err(),
             ];
             for e in errors.into_iter().flatten() {
                 prop_assert!(e.message().starts_with("ERR "));
@@ -814,7 +922,7 @@ mod properties {
             if ms {
                 line.push("MS");
             }
-            let parsed = parse_hit(line.iter().map(|w| w.as_bytes())).unwrap();
+            let parsed = parse_hit(line.iter().map(|w| w.as_bytes())).unwrap().limit;
             prop_assert_eq!(parsed, Limit { limit, window_ms: if ms { window } else { window * 1000 }, cost });
         }
     }
@@ -847,6 +955,7 @@ mod docs {
         "PEEK",
         "SLIDE",
         "ID",
+        "RESERVE",
         "",
     ];
 
@@ -908,6 +1017,7 @@ mod docs {
             ("ratelimit.acquire", include_str!("../../docs/commands/ratelimit.acquire.md"), 8),
             ("ratelimit.release", include_str!("../../docs/commands/ratelimit.release.md"), 9),
             ("ratelimit.renew", include_str!("../../docs/commands/ratelimit.renew.md"), 10),
+            ("ratelimit.settle", include_str!("../../docs/commands/ratelimit.settle.md"), 11),
         ];
         let mut lacking = Vec::new();
         for (command, page, which) in pages {
@@ -928,7 +1038,8 @@ mod docs {
                     7 => parse_slide(args()).err(),
                     8 => parse_acquire(args()).err(),
                     9 => parse_release(args()).err(),
-                    _ => parse_renew(args()).err(),
+                    10 => parse_renew(args()).err(),
+                    _ => parse_settle(args()).err(),
                 }
             });
             lacking.extend(missing(command, page, found));

@@ -6,6 +6,11 @@
 //! moved TAT stays within `tolerance = emission * capacity` of now. The key expires at its TAT,
 //! when the bucket is full and the key says nothing a missing key doesn't. A denied request
 //! writes nothing but the heal: a key without TTL gets one at its TAT, as in the fixed window.
+//!
+//! Negative tokens give back: the TAT moves back by their emission, never before now (a bucket
+//! holds no more than its capacity); never denied, creating no key. Settling a reservation gives
+//! back the same way, and an overage moves the TAT forward past the tolerance: a debt that the
+//! next requests wait out.
 
 use crate::core::stored::{Change, Stored};
 
@@ -19,9 +24,10 @@ pub struct Rate {
     pub emission_ns: i64,
     /// `emission_ns * capacity`.
     pub tolerance_ns: i64,
-    /// The tokens this request takes; 0 only looks (CL.THROTTLE's quantity 0).
+    /// The tokens this request takes; 0 only looks (CL.THROTTLE's quantity 0); negative ones
+    /// give back.
     pub tokens: i64,
-    /// `emission_ns * tokens`.
+    /// `emission_ns * tokens`, at most `MAX_SPAN_NS` either way.
     pub increment_ns: i64,
 }
 
@@ -35,7 +41,9 @@ impl Rate {
         let capacity = max_burst.checked_add(1).ok_or(Overflow::Burst)?;
         let within = |v: Option<i64>| v.filter(|&v| v <= MAX_SPAN_NS);
         let tolerance_ns = within(emission_ns.checked_mul(capacity)).ok_or(Overflow::Burst)?;
-        let increment_ns = within(emission_ns.checked_mul(tokens)).ok_or(Overflow::Tokens)?;
+        let increment_ns =
+            within(emission_ns.checked_mul(tokens).and_then(i64::checked_abs)).ok_or(Overflow::Tokens)?;
+        let increment_ns = if tokens < 0 { -increment_ns } else { increment_ns };
         Ok(Rate { capacity, emission_ns, tolerance_ns, tokens, increment_ns })
     }
 }
@@ -86,6 +94,9 @@ pub fn ceil_ms(ns: i64) -> i64 {
 /// Decides one request at `now_ns` (Unix nanoseconds; `now_ms` is the same instant in ms) on a
 /// bucket whose stored value is its TAT (a missing key is a full bucket).
 pub fn decide(rate: &Rate, bucket: Stored, now_ns: i64, now_ms: i64) -> Outcome {
+    if rate.tokens < 0 {
+        return give_back(rate, bucket, now_ns, now_ms, rate.tokens.unsigned_abs()).0;
+    }
     let (tat, expires_at) = match bucket {
         Stored::Missing => (now_ns, None),
         Stored::Present { value: tat_ns, expires_at } => (tat_ns.max(now_ns), expires_at),
@@ -95,12 +106,11 @@ pub fn decide(rate: &Rate, bucket: Stored, now_ns: i64, now_ms: i64) -> Outcome 
     let late_by = new_tat - i128::from(now_ns) - i128::from(rate.tolerance_ns);
     let admitted = late_by <= 0;
     let tat_after = if admitted { new_tat as i64 } else { tat };
-    let expiry_of = |tat_ns: i64| ceil_ms(tat_ns).max(now_ms + 1);
     // A request of 0 tokens (CL.THROTTLE's look) changes nothing but the heal.
     let stores = admitted && rate.tokens > 0;
     let change = match (stores, bucket, expires_at) {
-        (true, _, _) => Some(Change::Set { value: tat_after, expires_at: expiry_of(tat_after) }),
-        (false, Stored::Present { value: tat_ns, .. }, None) => Some(Change::Expire { at: expiry_of(tat_ns) }),
+        (true, _, _) => Some(Change::Set { value: tat_after, expires_at: expiry_of(tat_after, now_ms) }),
+        (false, Stored::Present { value: tat_ns, .. }, None) => Some(Change::Expire { at: expiry_of(tat_ns, now_ms) }),
         (false, _, _) => None,
     };
     // Both spans are below i64::MAX: tat_after <= i64::MAX and now_ns >= 0 for any real clock.
@@ -113,6 +123,72 @@ pub fn decide(rate: &Rate, bucket: Stored, now_ns: i64, now_ms: i64) -> Outcome 
         retry_after_ns: (!admitted && !never).then(|| late_by.min(i128::from(i64::MAX)) as i64),
         full_after_ns: used_ns.clamp(0, i128::from(i64::MAX)) as i64,
         change,
+    }
+}
+
+/// When a key holding `tat_ns` expires: at its TAT, and never at or before `now_ms` (an expiry
+/// in the past would delete the key on the primary and only set it on replicas).
+fn expiry_of(tat_ns: i64, now_ms: i64) -> i64 {
+    ceil_ms(tat_ns).max(now_ms + 1)
+}
+
+/// The reply for a bucket left at `tat_ns`, as of an admitted request.
+fn admitted(rate: &Rate, tat_ns: i64, now_ns: i64, change: Option<Change>) -> Outcome {
+    let used_ns = (i128::from(tat_ns) - i128::from(now_ns)).max(0);
+    let free_ns = (i128::from(rate.tolerance_ns) - used_ns).max(0);
+    Outcome {
+        limited: false,
+        remaining: (free_ns / i128::from(rate.emission_ns)) as i64,
+        retry_after_ns: None,
+        full_after_ns: used_ns.min(i128::from(i64::MAX)) as i64,
+        change,
+    }
+}
+
+/// `tokens` given back: the TAT moves back by their emission, not before now. The outcome, and
+/// how many tokens that gave back (the last one maybe in part).
+fn give_back(rate: &Rate, bucket: Stored, now_ns: i64, now_ms: i64, tokens: u64) -> (Outcome, i64) {
+    let Stored::Present { value: tat, expires_at } = bucket else {
+        return (admitted(rate, now_ns, now_ns, None), 0);
+    };
+    if tat <= now_ns {
+        let heal = expires_at.is_none().then(|| Change::Expire { at: expiry_of(tat, now_ms) });
+        return (admitted(rate, tat, now_ns, heal), 0);
+    }
+    let e = i128::from(rate.emission_ns);
+    let ahead = i128::from(tat) - i128::from(now_ns);
+    let back = (i128::from(tokens) * e).min(ahead);
+    let given = (back + e - 1) / e;
+    let new_tat = (i128::from(tat) - back) as i64;
+    let change = Change::Set { value: new_tat, expires_at: expiry_of(new_tat, now_ms) };
+    (admitted(rate, new_tat, now_ns, Some(change)), given as i64)
+}
+
+/// Settles a reservation of `amount` tokens of `rate`'s bucket, of `used`: unused tokens go
+/// back (the TAT moves back, not before now), used ones beyond it move the TAT forward whatever
+/// the tolerance. The outcome and the tokens applied; `None` when the TAT would pass `i64::MAX`.
+pub fn settle_reserved(
+    rate: &Rate,
+    amount: i64,
+    used: i64,
+    bucket: Stored,
+    now_ns: i64,
+    now_ms: i64,
+) -> Option<(Outcome, i64)> {
+    match used - amount {
+        over if over > 0 => {
+            let tat = match bucket {
+                Stored::Missing => now_ns,
+                Stored::Present { value, .. } => value.max(now_ns),
+            };
+            let new_tat = i64::try_from(i128::from(tat) + i128::from(over) * i128::from(rate.emission_ns)).ok()?;
+            let change = Change::Set { value: new_tat, expires_at: expiry_of(new_tat, now_ms) };
+            Some((admitted(rate, new_tat, now_ns, Some(change)), over))
+        }
+        under => {
+            let (o, given) = give_back(rate, bucket, now_ns, now_ms, under.unsigned_abs());
+            Some((o, -given))
+        }
     }
 }
 

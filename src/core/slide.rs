@@ -12,6 +12,11 @@
 //! TTL: the counts are read relative to the current aligned window whatever the key's expiry.
 //! Every write sets the expiry to the end of the window after the current one, when its counts
 //! stop mattering.
+//!
+//! A negative cost gives back from the current window's count (not below 0), never denied, never
+//! creating a key, keeping its expiry. Settling a reservation gives back to the window it was
+//! counted in while that still counts (current, or previous: it still weighs), and charges an
+//! overage to the current window.
 
 use crate::core::decimal::{parse_natural, put_u64};
 use crate::core::stored::{Change, Stored, Value, MAX_TEXT};
@@ -205,6 +210,9 @@ fn outcome(l: &Limit, n: &Now, allowed: bool, counted: bool, reset_ms: i64, chan
 /// and the expiry at the end of the next window; a denied one writes nothing but the heal of a
 /// key without TTL.
 pub fn decide(l: &Limit, stored: Stored<Counts>, now_ms: i64) -> Outcome {
+    if l.cost < 0 {
+        return give_back(l, stored, now_ms, None, l.cost.unsigned_abs()).0;
+    }
     let n = now_of(l, stored, now_ms);
     let admit = fits(l, &n);
     settle(l, stored, &n, now_ms, admit)
@@ -235,6 +243,97 @@ fn settle(l: &Limit, stored: Stored<Counts>, n: &Now, now_ms: i64, admit: bool) 
         Stored::Present { expires_at, .. } => (None, expires_at),
     };
     outcome(l, n, false, false, expiry.map_or(0, |t| t.saturating_sub(now_ms).max(0)), change)
+}
+
+/// Why a reservation cannot be settled on a sliding window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unsettled {
+    /// The key's counts are kept with another window length than the reservation's.
+    WindowDiffers,
+    /// A count would pass `i64::MAX`.
+    Overflow,
+}
+
+/// `amount` taken off the window that starts at `window` (`None`: the current one) if it still
+/// counts, not below 0; the key keeps its expiry, or heals. The outcome, and how much was taken.
+fn give_back(l: &Limit, stored: Stored<Counts>, now_ms: i64, window: Option<i64>, amount: u64) -> (Outcome, i64) {
+    let Stored::Present { value: kept, expires_at } = stored else {
+        return (admitted(l, None, None, now_ms, None), 0);
+    };
+    let (prev, curr, start) = kept.current(now_ms);
+    let mut counts = Counts { window_ms: kept.window_ms, start_ms: start, prev, curr };
+    let take = |n: &mut i64| {
+        let taken = amount.min(n.unsigned_abs()) as i64;
+        *n -= taken;
+        taken
+    };
+    let taken = match window.unwrap_or(start) {
+        w if w == start => take(&mut counts.curr),
+        w if w == start - kept.window_ms => take(&mut counts.prev),
+        _ => 0,
+    };
+    let (change, expiry) = match (taken > 0, expires_at) {
+        (true, Some(at)) => (Some(Change::Replace { value: counts }), at),
+        (true, None) => {
+            let at = counts.heal_at(now_ms);
+            (Some(Change::Set { value: counts, expires_at: at }), at)
+        }
+        (false, Some(at)) => (None, at),
+        (false, None) => {
+            let at = kept.heal_at(now_ms);
+            (Some(Change::Expire { at }), at)
+        }
+    };
+    (admitted(l, Some(counts), Some(expiry), now_ms, change), taken)
+}
+
+/// `amount` more on the current window whatever the limit (a cost already incurred); `None` when
+/// a count would pass `i64::MAX`.
+fn charge(l: &Limit, stored: Stored<Counts>, now_ms: i64, amount: i64) -> Option<Outcome> {
+    let n = now_of(l, stored, now_ms);
+    let value = Counts { curr: n.base.curr.checked_add(amount)?, ..n.base };
+    let expires_at = value.end_ms();
+    Some(admitted(l, Some(value), Some(expires_at), now_ms, Some(Change::Set { value, expires_at })))
+}
+
+/// The reply for counts left as `counts` (none: no key) expiring at `expiry`, as of an admitted
+/// call: no retry.
+fn admitted(
+    l: &Limit,
+    counts: Option<Counts>,
+    expiry: Option<i64>,
+    now_ms: i64,
+    change: Option<Change<Counts>>,
+) -> Outcome {
+    let stored = counts.map_or(Stored::Missing, |value| Stored::Present { value, expires_at: expiry });
+    let l = Limit { window_ms: counts.map_or(l.window_ms, |c| c.window_ms), cost: 0, ..*l };
+    let n = now_of(&l, stored, now_ms);
+    let reset_ms = expiry.map_or(0, |t| t.saturating_sub(now_ms).max(0));
+    Outcome { retry_after_ms: -1, ..outcome(&l, &n, true, false, reset_ms, change) }
+}
+
+/// Settles a reservation of `amount` counted in the window that starts at `start_ms` (of
+/// `l.window_ms`), of `used`: what was unused goes back to that window while it counts, what was
+/// used beyond it is charged to the current window. The outcome and how much it changed the
+/// count of the window it went to.
+pub fn settle_reserved(
+    l: &Limit,
+    start_ms: i64,
+    amount: i64,
+    used: i64,
+    stored: Stored<Counts>,
+    now_ms: i64,
+) -> Result<(Outcome, i64), Unsettled> {
+    if matches!(stored, Stored::Present { value, .. } if value.window_ms != l.window_ms) {
+        return Err(Unsettled::WindowDiffers);
+    }
+    match used - amount {
+        over if over > 0 => charge(l, stored, now_ms, over).map(|o| (o, over)).ok_or(Unsettled::Overflow),
+        under => {
+            let (o, taken) = give_back(l, stored, now_ms, Some(start_ms), under.unsigned_abs());
+            Ok((o, -taken))
+        }
+    }
 }
 
 /// What a call would get, without making it; `reset_ms` is the key's PTTL as it is.
@@ -472,6 +571,7 @@ mod properties {
                     prop_assert!(leaked);
                 }
                 Some(Change::Add { .. }) => prop_assert!(false, "SLIDE never adds"),
+                Some(Change::Replace { .. }) => prop_assert!(false, "a call of cost >= 1 gives nothing back"),
                 None => {
                     prop_assert!(!o.allowed);
                     prop_assert!(!leaked);

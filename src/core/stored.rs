@@ -51,4 +51,6 @@ pub enum Change<V = i64> {
     Set { value: V, expires_at: i64 },
     /// Only an expiry (Unix ms), for a key that has none: the heal.
     Expire { at: i64 },
+    /// A new value; the key keeps its running expiry (a sliding window's give-back).
+    Replace { value: V },
 }

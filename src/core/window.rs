@@ -5,6 +5,10 @@
 //! admitted or not, which both starts new windows and heals counters leaked by a bare `INCR`; a
 //! running window is never extended; a denied hit writes nothing else. The counter is the stored
 //! value; a missing key counts as 0 and has no window yet.
+//!
+//! A negative cost gives back: never denied, it takes the count down by that much but not below
+//! 0, creates no key and keeps the window's expiry (it still heals). Settling a reservation gives
+//! back to the reserved window only while it runs, and charges an overage to the current one.
 
 use crate::core::stored::{Change, Stored};
 
@@ -50,6 +54,9 @@ fn admitted_count(count: i64, cost: i64, limit: i64) -> Option<i64> {
 /// Decides one hit at `now_ms`. `now_ms + limit.window_ms` must not overflow, which the argument
 /// parser's bound on the window guarantees for any real clock.
 pub fn decide(limit: &Limit, counter: Stored, now_ms: i64) -> Outcome {
+    if limit.cost < 0 {
+        return give_back(limit, counter, now_ms, limit.cost.unsigned_abs());
+    }
     let (count, _, _) = state(counter);
     settle(limit, counter, now_ms, admitted_count(count, limit.cost, limit.limit).is_some())
 }
@@ -82,6 +89,77 @@ fn settle(l: &Limit, counter: Stored, now_ms: i64, admit: bool) -> Outcome {
         remaining: l.limit.saturating_sub(final_count).max(0),
         reset_ms: final_expiry.map_or(0, |t| t.saturating_sub(now_ms).max(0)),
         change,
+    }
+}
+
+/// `amount` taken off the count (not below 0; a count already at or below 0 stays), the window's
+/// expiry kept; a key without TTL gets its window.
+fn give_back(l: &Limit, counter: Stored, now_ms: i64, amount: u64) -> Outcome {
+    let (count, exists, expires_at) = state(counter);
+    let value = if count > 0 { count - amount.min(count.unsigned_abs()) as i64 } else { count };
+    let heal = (exists && expires_at.is_none()).then(|| now_ms.saturating_add(l.window_ms));
+    let change = match heal {
+        Some(expires_at) => Some(Change::Set { value, expires_at }),
+        None => (value != count).then_some(Change::Add { by: value - count, value }),
+    };
+    counted(l, value, expires_at.or(heal), now_ms, change)
+}
+
+/// `amount` more on the count whatever the limit (a cost already incurred), in the running
+/// window or a new one; `None` when the count would pass `i64::MAX`.
+fn charge(l: &Limit, counter: Stored, now_ms: i64, amount: i64) -> Option<Outcome> {
+    let (count, _, expires_at) = state(counter);
+    let value = count.checked_add(amount)?;
+    let (change, expiry) = match expires_at {
+        Some(at) => (Change::Add { by: amount, value }, at),
+        None => {
+            (Change::Set { value, expires_at: now_ms.saturating_add(l.window_ms) }, now_ms.saturating_add(l.window_ms))
+        }
+    };
+    Some(counted(l, value, Some(expiry), now_ms, Some(change)))
+}
+
+/// An admitted outcome for a counter left at `count`, expiring at `expiry`.
+fn counted(l: &Limit, count: i64, expiry: Option<i64>, now_ms: i64, change: Option<Change>) -> Outcome {
+    Outcome {
+        allowed: true,
+        count,
+        remaining: l.limit.saturating_sub(count).max(0),
+        reset_ms: expiry.map_or(0, |t| t.saturating_sub(now_ms).max(0)),
+        change,
+    }
+}
+
+/// Settles a reservation of `amount` in the window that ends at `window_end_ms`, of `used`:
+/// what was unused goes back while that window runs (and is dropped once it has ended), what
+/// was used beyond it is charged to the current window. The outcome and how much it changed the
+/// count; `None` when the count would pass `i64::MAX`.
+pub fn settle_reserved(
+    l: &Limit,
+    window_end_ms: i64,
+    amount: i64,
+    used: i64,
+    counter: Stored,
+    now_ms: i64,
+) -> Option<(Outcome, i64)> {
+    let before = state(counter).0;
+    let o = match used - amount {
+        over if over > 0 => charge(l, counter, now_ms, over)?,
+        under => {
+            let live = matches!(counter, Stored::Present { expires_at: Some(end), .. } if end == window_end_ms);
+            give_back(l, counter, now_ms, if live { under.unsigned_abs() } else { 0 })
+        }
+    };
+    Some((o, o.count - before))
+}
+
+/// The absolute end of the window a counter read as `counter` runs in after the outcome `o`.
+pub fn window_end(counter: Stored, o: &Outcome) -> Option<i64> {
+    match (o.change, counter) {
+        (Some(Change::Set { expires_at, .. }), _) => Some(expires_at),
+        (Some(Change::Expire { at }), _) => Some(at),
+        (_, Stored::Present { expires_at, .. }) => expires_at,
+        (_, Stored::Missing) => None,
     }
 }
 
@@ -230,6 +308,63 @@ mod tests {
         assert_eq!(peek(10, 1, Stored::Missing, NOW).reset_ms, 0);
         assert_eq!(peek(10, 1, present(3, None), NOW).reset_ms, -1, "a leaked counter shows as such");
         assert!(!peek(10, 1, present(i64::MAX, Some(NOW)), NOW).allowed);
+    }
+
+    #[test]
+    fn a_negative_cost_gives_back_within_the_window() {
+        let o = decide(&args(10, 60_000, -3), present(5, Some(NOW + 700)), NOW);
+        assert_eq!((o.allowed, o.count, o.remaining, o.reset_ms), (true, 2, 8, 700));
+        assert_eq!(o.change, add(-3, 2), "the window keeps its expiry");
+        let o = decide(&args(10, 60_000, -9), present(5, Some(NOW + 700)), NOW);
+        assert_eq!((o.count, o.change), (0, add(-5, 0)), "never below 0");
+        let o = decide(&args(10, 60_000, i64::MIN), present(5, Some(NOW + 700)), NOW);
+        assert_eq!((o.count, o.change), (0, add(-5, 0)));
+        let o = decide(&args(10, 60_000, -1), present(-4, Some(NOW + 700)), NOW);
+        assert_eq!((o.count, o.change), (-4, None), "a count at or below 0 stays");
+        let o = decide(&args(10, 60_000, -1), Stored::Missing, NOW);
+        assert_eq!((o.allowed, o.count, o.remaining, o.reset_ms, o.change), (true, 0, 10, 0, None), "no key made");
+        let o = decide(&args(10, 60_000, -2), present(7, None), NOW);
+        assert_eq!((o.count, o.reset_ms, o.change), (5, 60_000, set(5, NOW + 60_000)), "and it heals");
+        let o = decide(&args(10, 60_000, -2), present(0, None), NOW);
+        assert_eq!(o.change, set(0, NOW + 60_000));
+    }
+
+    #[test]
+    fn settling_gives_back_to_the_reserved_window_only() {
+        let l = args(10, 60_000, 1);
+        let end = NOW + 700;
+        // 4 reserved, 1 used: 3 back while the window runs.
+        let (o, applied) = settle_reserved(&l, end, 4, 1, present(6, Some(end)), NOW).unwrap();
+        assert_eq!((o.allowed, o.count, o.remaining, o.reset_ms, applied), (true, 3, 7, 700, -3));
+        assert_eq!(o.change, add(-3, 3));
+        // A later window: dropped, never taken off another window's count.
+        let (o, applied) = settle_reserved(&l, end, 4, 1, present(6, Some(end + 60_000)), NOW).unwrap();
+        assert_eq!((o.count, applied, o.change), (6, 0, None));
+        let (o, applied) = settle_reserved(&l, end, 4, 1, Stored::Missing, NOW).unwrap();
+        assert_eq!((o.count, applied, o.change), (0, 0, None));
+        // Without TTL: no window of ours, but it heals.
+        let (o, applied) = settle_reserved(&l, end, 4, 1, present(6, None), NOW).unwrap();
+        assert_eq!((applied, o.change), (0, heal_set(6)));
+        // Exactly as reserved: nothing to do.
+        let (o, applied) = settle_reserved(&l, end, 4, 4, present(6, Some(end)), NOW).unwrap();
+        assert_eq!((o.count, applied, o.change), (6, 0, None));
+    }
+
+    fn heal_set(value: i64) -> Option<Change> {
+        set(value, NOW + 60_000)
+    }
+
+    #[test]
+    fn settling_charges_an_overage_to_the_current_window_past_the_limit() {
+        let l = args(10, 60_000, 1);
+        let end = NOW + 700;
+        let (o, applied) = settle_reserved(&l, end, 4, 9, present(8, Some(end)), NOW).unwrap();
+        assert_eq!((o.allowed, o.count, o.remaining, applied), (true, 13, 0, 5));
+        assert_eq!(o.change, add(5, 13));
+        // The reserved window has ended: a new one.
+        let (o, applied) = settle_reserved(&l, end, 4, 9, Stored::Missing, NOW).unwrap();
+        assert_eq!((o.count, o.reset_ms, applied, o.change), (5, 60_000, 5, set(5, NOW + 60_000)));
+        assert_eq!(settle_reserved(&l, end, 1, i64::MAX, present(2, Some(end)), NOW), None, "past i64");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::redis::api::api;
 use crate::redis::stats::*;
 use crate::redis::{server, slot_migration, tracking, walk};
 
-const COUNTERS: [(&CStr, &Stat); 26] = [
+const COUNTERS: [(&CStr, &Stat); 31] = [
     (c"hits", &HITS),
     (c"admitted", &ADMITTED),
     (c"denied", &DENIED),
@@ -21,6 +21,11 @@ const COUNTERS: [(&CStr, &Stat); 26] = [
     (c"gcra_admitted", &GCRA_ADMITTED),
     (c"gcra_denied", &GCRA_DENIED),
     (c"peeks", &PEEKS),
+    (c"reserved", &RESERVED),
+    (c"settled", &SETTLED),
+    (c"refunded", &REFUNDED),
+    (c"refunds_dropped", &REFUNDS_DROPPED),
+    (c"overage", &OVERAGE),
     (c"acquires", &ACQUIRES),
     (c"acquired", &ACQUIRED),
     (c"acquire_denied", &ACQUIRE_DENIED),

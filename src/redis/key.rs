@@ -172,7 +172,7 @@ impl<'a> StoredKey<'a> {
     pub fn apply<V: Value>(&mut self, change: &Change<V>, written: Written) -> Result<(), KeyError> {
         let mut buf = [0; MAX_TEXT];
         let (text, expires_at) = match *change {
-            Change::Add { value, .. } => (Some(value.write(&mut buf)), None),
+            Change::Add { value, .. } | Change::Replace { value } => (Some(value.write(&mut buf)), None),
             Change::Set { value, expires_at } => (Some(value.write(&mut buf)), Some(expires_at)),
             Change::Expire { at } => (None, Some(at)),
         };
@@ -229,6 +229,11 @@ impl<'a> StoredKey<'a> {
                 Change::Expire { at } => {
                     api!(RedisModule_Replicate)(ctx, c"PEXPIREAT".as_ptr(), c"sl".as_ptr(), name, at);
                 }
+                Change::Replace { .. } => {
+                    let text = text.unwrap_or_default();
+                    let (cmd, fmt, keep) = (c"SET".as_ptr(), c"sbc".as_ptr(), c"KEEPTTL".as_ptr());
+                    api!(RedisModule_Replicate)(ctx, cmd, fmt, name, text.as_ptr(), text.len(), keep);
+                }
             }
         }
         let notify = |class: c_int, event: &CStr| notify_ours(self.ctx, name, class, event);
@@ -241,8 +246,9 @@ impl<'a> StoredKey<'a> {
                 },
             );
         }
-        // As SET with PXAT says: an expire event, even for the expiry it already had.
-        if !matches!(change, Change::Add { .. }) {
+        // As SET with PXAT says: an expire event, even for the expiry it already had (SET with
+        // KEEPTTL says none).
+        if !matches!(change, Change::Add { .. } | Change::Replace { .. }) {
             notify(REDISMODULE_NOTIFY_GENERIC, c"expire");
         }
         // SAFETY: a live context and the key's name.

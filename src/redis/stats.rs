@@ -34,6 +34,16 @@ pub static GCRA_CALLS: Stat = Stat::new();
 pub static GCRA_ADMITTED: Stat = Stat::new();
 pub static GCRA_DENIED: Stat = Stat::new();
 pub static PEEKS: Stat = Stat::new();
+/// Reservations handed out (HIT, SLIDE and GCRA with RESERVE, admitted).
+pub static RESERVED: Stat = Stat::new();
+/// RATELIMIT.SETTLE calls applied.
+pub static SETTLED: Stat = Stat::new();
+/// Calls that gave back: a negative COST or TOKENS, or a settle of less than was reserved.
+pub static REFUNDED: Stat = Stat::new();
+/// Settles of less than was reserved whose window no longer counted: nothing given back.
+pub static REFUNDS_DROPPED: Stat = Stat::new();
+/// Settles of more than was reserved: the rest charged.
+pub static OVERAGE: Stat = Stat::new();
 /// Calls of RATELIMIT.ACQUIRE, and those that got a permit or were denied.
 pub static ACQUIRES: Stat = Stat::new();
 pub static ACQUIRED: Stat = Stat::new();

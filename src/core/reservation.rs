@@ -1,0 +1,208 @@
+//! Reservations: what `RESERVE` hands out and `RATELIMIT.SETTLE` takes back, as text. A
+//! reservation names the algorithm, the limit it was counted against, the window it was counted
+//! in, the amount reserved, and its key (the first 16 hex digits of the name's SHA-1, as the
+//! Functions library computes them with `redis.sha1hex`):
+//!
+//! - `hit:<limit>:<window_ms>:<window_end_ms>:<amount>:<key>`: the fixed window that ends then;
+//! - `slide:<limit>:<window_ms>:<window_start_ms>:<amount>:<key>`: the aligned window from then;
+//! - `gcra:<capacity>:<emission_ns>:<amount>:<key>`: a bucket has no windows.
+//!
+//! Clients treat it as opaque; the module reads it back with the rules below, so that a text it
+//! did not make is refused before anything is written.
+
+use crate::core::decimal::{parse_natural, put_u64};
+use crate::core::gcra::MAX_SPAN_NS;
+use crate::core::sha1::sha1;
+use crate::core::window::MAX_WINDOW_MS;
+
+/// The key's part of a reservation: 16 lowercase hex digits.
+pub type KeyTag = [u8; 16];
+
+/// The longest reservation text: the tag, five 19-digit numbers, the separators.
+pub const MAX_LEN: usize = 6 + 5 * 20 + 16;
+
+/// What was reserved, and where.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reserved {
+    /// RATELIMIT.HIT's: the counter's window that ends at `window_end_ms` (its absolute expiry).
+    Hit { limit: i64, window_ms: i64, window_end_ms: i64, amount: i64 },
+    /// RATELIMIT.SLIDE's: the aligned window that starts at `start_ms`.
+    Slide { limit: i64, window_ms: i64, start_ms: i64, amount: i64 },
+    /// RATELIMIT.GCRA's: tokens of a bucket of `capacity` tokens, one back every `emission_ns`.
+    Gcra { capacity: i64, emission_ns: i64, amount: i64 },
+}
+
+/// Why a reservation is refused; `message()` is the error reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// Not a text RESERVE makes.
+    Malformed,
+    /// Made for another key.
+    OtherKey,
+}
+
+impl Refused {
+    pub fn message(self) -> &'static str {
+        match self {
+            Refused::Malformed => "ERR invalid reservation",
+            Refused::OtherKey => "ERR the reservation is for another key",
+        }
+    }
+}
+
+/// The tag of `key` in a reservation.
+pub fn key_tag(key: &[u8]) -> KeyTag {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digest = sha1(key);
+    let mut tag = [0; 16];
+    for (i, byte) in digest[..8].iter().enumerate() {
+        tag[2 * i] = HEX[usize::from(byte >> 4)];
+        tag[2 * i + 1] = HEX[usize::from(byte & 15)];
+    }
+    tag
+}
+
+impl Reserved {
+    /// The reservation's text for `key`, written into `buf`.
+    pub fn write<'b>(&self, key: &[u8], buf: &'b mut [u8; MAX_LEN]) -> &'b [u8] {
+        let (name, fields): (&[u8], &[i64]) = match self {
+            Reserved::Hit { limit, window_ms, window_end_ms, amount } => {
+                (b"hit", &[*limit, *window_ms, *window_end_ms, *amount])
+            }
+            Reserved::Slide { limit, window_ms, start_ms, amount } => {
+                (b"slide", &[*limit, *window_ms, *start_ms, *amount])
+            }
+            Reserved::Gcra { capacity, emission_ns, amount } => (b"gcra", &[*capacity, *emission_ns, *amount]),
+        };
+        buf[..name.len()].copy_from_slice(name);
+        let mut len = name.len();
+        for &field in fields {
+            buf[len] = b':';
+            // Never negative: the commands reserve only what they counted.
+            len = put_u64(buf, len + 1, field.unsigned_abs());
+        }
+        buf[len] = b':';
+        buf[len + 1..len + 17].copy_from_slice(&key_tag(key));
+        &buf[..len + 17]
+    }
+
+    /// Reads a reservation for `key`: every field as RESERVE writes it (decimal integers as Redis
+    /// reads them, within the commands' bounds), then the key.
+    pub fn parse(text: &[u8], key: &[u8]) -> Result<Reserved, Refused> {
+        let mut fields = text.split(|&b| b == b':');
+        let name = fields.next().unwrap_or_default();
+        let mut numbers = [0i64; 4];
+        let count = if name == b"gcra" { 3 } else { 4 };
+        for n in numbers.iter_mut().take(count) {
+            *n = fields.next().and_then(parse_natural).ok_or(Refused::Malformed)?;
+        }
+        let tag = fields.next().filter(|t| t.len() == 16).ok_or(Refused::Malformed)?;
+        if fields.next().is_some() || !tag.iter().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b)) {
+            return Err(Refused::Malformed);
+        }
+        let [a, b, c, d] = numbers;
+        let window = |limit: i64, window_ms: i64| limit >= 1 && (1..=MAX_WINDOW_MS).contains(&window_ms);
+        let reserved = match name {
+            b"hit" if window(a, b) && d >= 1 => Reserved::Hit { limit: a, window_ms: b, window_end_ms: c, amount: d },
+            b"slide" if window(a, b) && c % b == 0 && d >= 1 => {
+                Reserved::Slide { limit: a, window_ms: b, start_ms: c, amount: d }
+            }
+            b"gcra" if a >= 1 && b >= 1 && c >= 1 && within_span(b, a) && within_span(b, c) => {
+                Reserved::Gcra { capacity: a, emission_ns: b, amount: c }
+            }
+            _ => return Err(Refused::Malformed),
+        };
+        if tag != key_tag(key) {
+            return Err(Refused::OtherKey);
+        }
+        Ok(reserved)
+    }
+
+    /// The amount reserved.
+    pub fn amount(&self) -> i64 {
+        match *self {
+            Reserved::Hit { amount, .. } | Reserved::Slide { amount, .. } | Reserved::Gcra { amount, .. } => amount,
+        }
+    }
+}
+
+/// `emission_ns * n` within GCRA's bound on spans.
+fn within_span(emission_ns: i64, n: i64) -> bool {
+    emission_ns.checked_mul(n).is_some_and(|span| span <= MAX_SPAN_NS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &[u8] = b"user:1";
+
+    fn text(r: Reserved) -> String {
+        let mut buf = [0; MAX_LEN];
+        String::from_utf8(r.write(KEY, &mut buf).to_vec()).unwrap()
+    }
+
+    #[test]
+    fn the_key_tag_is_the_start_of_its_sha1() {
+        // sha1("abc") = a9993e364706816aba3e25717850c26c9cd0d89d
+        assert_eq!(&key_tag(b"abc"), b"a9993e364706816a");
+    }
+
+    #[test]
+    fn reservations_round_trip() {
+        let tag = String::from_utf8(key_tag(KEY).to_vec()).unwrap();
+        let all = [
+            (
+                Reserved::Hit { limit: 50_000, window_ms: 60_000, window_end_ms: 1_700_000_060_000, amount: 4_000 },
+                "hit:50000:60000:1700000060000:4000",
+            ),
+            (
+                Reserved::Slide { limit: 10, window_ms: 1_000, start_ms: 1_700_000_000_000, amount: 1 },
+                "slide:10:1000:1700000000000:1",
+            ),
+            (Reserved::Gcra { capacity: 5, emission_ns: 1_000_000_000, amount: 2 }, "gcra:5:1000000000:2"),
+        ];
+        for (r, prefix) in all {
+            let t = text(r);
+            assert_eq!(t, format!("{prefix}:{tag}"));
+            assert_eq!(Reserved::parse(t.as_bytes(), KEY), Ok(r));
+            assert_eq!(Reserved::parse(t.as_bytes(), b"user:2"), Err(Refused::OtherKey));
+        }
+        let widest =
+            Reserved::Hit { limit: i64::MAX, window_ms: MAX_WINDOW_MS, window_end_ms: i64::MAX, amount: i64::MAX };
+        assert!(text(widest).len() <= MAX_LEN);
+        assert_eq!(Reserved::parse(text(widest).as_bytes(), KEY), Ok(widest));
+    }
+
+    #[test]
+    fn anything_else_is_malformed() {
+        let tag = String::from_utf8(key_tag(KEY).to_vec()).unwrap();
+        for bad in [
+            String::new(),
+            "hit".into(),
+            format!("hit:10:1000:5000:1:{}", &tag[..15]),
+            format!("hit:10:1000:5000:1:{tag}0"),
+            format!("hit:10:1000:5000:1:{}", tag.to_uppercase()),
+            format!("hit:10:1000:5000:{tag}"),
+            format!("hit:10:1000:5000:1:1:{tag}"),
+            format!("hit:0:1000:5000:1:{tag}"),
+            format!("hit:10:0:5000:1:{tag}"),
+            format!("hit:10:1000:5000:0:{tag}"),
+            format!("hit:10:4611686018427387904:5000:1:{tag}"),
+            format!("hit:10:1000:-5000:1:{tag}"),
+            format!("hit:+10:1000:5000:1:{tag}"),
+            format!("hit:010:1000:5000:1:{tag}"),
+            format!("HIT:10:1000:5000:1:{tag}"),
+            format!("slide:10:1000:1500:1:{tag}"),
+            format!("gcra:5:1000:{tag}"),
+            format!("gcra:0:1000:1:{tag}"),
+            format!("gcra:5:0:1:{tag}"),
+            format!("gcra:5:1000:0:{tag}"),
+            format!("gcra:5:4611686018427387903:1:{tag}"),
+            format!("gcra:5:1000:1:1:{tag}"),
+            format!("leak:5:1000:1:1:{tag}"),
+        ] {
+            assert_eq!(Reserved::parse(bad.as_bytes(), KEY), Err(Refused::Malformed), "{bad}");
+        }
+    }
+}
