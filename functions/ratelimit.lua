@@ -5,14 +5,15 @@
 -- as RATELIMIT.HIT, RATELIMIT.PEEK, RATELIMIT.SLIDE, RATELIMIT.HITALL and RATELIMIT.GCRA, proven by
 -- tests/functions.rs.
 --
---   FCALL ratelimit_hit 1 key limit window [COST cost] [MS]
+--   FCALL ratelimit_hit 1 key limit window [COST cost] [MS] [RESERVE]
 --   FCALL_RO ratelimit_peek 1 key limit [COST cost]
---   FCALL ratelimit_slide 1 key limit window [COST cost] [MS] [PEEK]
+--   FCALL ratelimit_slide 1 key limit window [COST cost] [MS] [PEEK | RESERVE]
 --   FCALL ratelimit_hitall numkeys key [key ...] limit window [limit window ...] [COST cost] [MS] [SLIDE]
 --   FCALL ratelimit_acquire 1 key limit lease [MS] ID id   (the module makes an id when none is given)
 --   FCALL ratelimit_release 1 key id
 --   FCALL ratelimit_renew 1 key id lease [MS]
---   FCALL ratelimit_gcra 1 key max_burst tokens_per_period period [TOKENS count]
+--   FCALL ratelimit_gcra 1 key max_burst tokens_per_period period [TOKENS count] [RESERVE]
+--   FCALL ratelimit_settle 1 key reservation used
 --
 -- Lua numbers are doubles, exact only up to 2^53: arguments are validated on their text as the
 -- module validates them, and a valid value the library cannot compute exactly gets one error of its
@@ -147,6 +148,31 @@ end
 -- COST from the options: 1 by default, else an integer >= 1 (BIG allowed).
 local function cost_of(opts)
     return opts.COST and positive(opts.COST, 'COST') or 1
+end
+
+-- HIT's and SLIDE's COST: 1 by default, else an integer other than 0 (negative ones give back;
+-- BIG and BIG_NEGATIVE allowed).
+local function signed_cost_of(opts)
+    if not opts.COST then
+        return 1
+    end
+    local cost = argument(opts.COST)
+    if cost == nil or cost == 0 then
+        fail('ERR COST must be a nonzero integer')
+    end
+    return cost
+end
+
+-- RESERVE's rule: the amount reserved is at least 1.
+local function check_reserve(opts, amount, name)
+    if opts.RESERVE and amount ~= BIG and amount < 1 then
+        fail('ERR RESERVE needs ' .. name .. ' >= 1')
+    end
+end
+
+-- A key's name in a reservation (the module's reservation::key_tag).
+local function key_tag(key)
+    return string.sub(redis.sha1hex(key), 1, 16)
 end
 
 -- The options after the positional arguments, as the module reads them: names in any case, in any
@@ -302,8 +328,8 @@ local function settle(key, limit, window, cost, count, ttl, admit)
     return admitted, final, max(limit - final, 0), reset
 end
 
-local HIT_OPTIONS = { { name = 'COST', valued = true }, { name = 'MS' } }
-local SLIDE_OPTIONS = { { name = 'COST', valued = true }, { name = 'MS' }, { name = 'PEEK' } }
+local HIT_OPTIONS = { { name = 'COST', valued = true }, { name = 'MS' }, { name = 'RESERVE' } }
+local SLIDE_OPTIONS = { { name = 'COST', valued = true }, { name = 'MS' }, { name = 'PEEK' }, { name = 'RESERVE' } }
 
 -- `limit window` and the options of `spec` after them, as the module reads them.
 local function limit_args(args, command, spec, known)
@@ -312,18 +338,50 @@ local function limit_args(args, command, spec, known)
     end
     local limit = positive(args[1], 'limit')
     local opts = options(args, 3, spec, known)
-    return limit, window_ms(args[2], opts.MS), cost_of(opts), opts
+    return limit, window_ms(args[2], opts.MS), signed_cost_of(opts), opts
+end
+
+-- HIT's give-back of `cost` < 0 (BIG_NEGATIVE: all of it) on a counter read as `count, ttl`: the
+-- count down (not below 0; a count at or below 0 stays), the window's expiry kept, or healed.
+-- The count and TTL left.
+local function hit_give_back(key, window, count, ttl, cost)
+    if not ttl then
+        return 0, 0
+    end
+    local final = count
+    if count > 0 then
+        final = max(count + cost, 0)
+    end
+    if ttl == -1 then
+        redis_call('SET', key, format('%d', final), 'PX', format('%d', window))
+        return final, window
+    end
+    if final ~= count then
+        redis_call('INCRBY', key, format('%d', final - count))
+    end
+    return final, ttl
 end
 
 local function hit(keys, args)
     -- The usual call, `limit window` seen before: two lookups.
-    local limit, window, cost = known_positive[args[1]], known_seconds[args[2]], 1
+    local limit, window, cost, opts = known_positive[args[1]], known_seconds[args[2]], 1, NO_OPTIONS
     if not (limit and window and #args == 2) then
-        limit, window, cost = limit_args(args, 'ratelimit.hit', HIT_OPTIONS, 'COST or MS')
+        limit, window, cost, opts = limit_args(args, 'ratelimit.hit', HIT_OPTIONS, 'COST, MS or RESERVE')
+        check_reserve(opts, cost, 'COST')
     end
     local count, ttl = read(keys[1])
     if limit == BIG or cost == BIG or window == BIG then
         fail(BEYOND)
+    end
+    if cost < 0 then
+        local final, reset = hit_give_back(keys[1], window, count, ttl, cost)
+        return { 1, final, max(limit - final, 0), reset }
+    end
+    if opts.RESERVE then
+        local admitted, final, remaining, reset = settle(keys[1], limit, window, cost, count, ttl, true)
+        local reservation = admitted
+            and format('hit:%d:%d:%d:%d:%s', limit, window, redis_call('PEXPIRETIME', keys[1]), cost, key_tag(keys[1]))
+        return { admitted and 1 or 0, final, remaining, reset, reservation }
     end
     -- Settle's usual outcome (admitted in a running window) without the call to it: a Lua call
     -- with its arguments costs about a thirtieth of the whole HIT.
@@ -572,16 +630,72 @@ local function slide_settle(key, limit, window, cost, now, c, w, start, prev, cu
     return slide_fields(limit, cost, w, start, prev, curr, scaled, now, reset)
 end
 
+-- The counts' text, as the module writes it.
+local function slide_text(window, start, prev, curr)
+    return 'slide:' .. (known_decimal[window] or decimal(window)) .. ':' .. (known_decimal[start] or decimal(start))
+        .. ':' .. (known_decimal[prev] or decimal(prev)) .. ':' .. (known_decimal[curr] or decimal(curr))
+end
+
+-- The reply's `count, remaining, -1, reset_ms` for counts left as prev, curr in the window of `w`
+-- from `start`, expiring `reset` ms from now.
+local function slide_admitted(limit, w, start, prev, curr, now, reset)
+    local elapsed = now - start
+    local count = ceil_div(prev * (w - (elapsed > 0 and elapsed or 0)) + curr * w, w)
+    return count, max(limit - count, 0), -1, reset
+end
+
+-- A give-back of `cost` < 0 (the module's slide give_back) to the window that starts at `target`
+-- if it still counts (the current one, from `start`, or the one before), on counts `c` (nil if
+-- missing) that stand as prev, curr in windows of `w` at `now`. The reply's last four fields and
+-- how much it took (as a negative number).
+local function slide_give_back(key, limit, now, c, w, start, prev, curr, target, cost)
+    if not c then
+        return 0, limit, -1, 0, 0
+    end
+    local taken = 0
+    if target == start then
+        taken = curr < -cost and curr or -cost
+        curr = curr - taken
+    elseif target == start - w then
+        taken = prev < -cost and prev or -cost
+        prev = prev - taken
+    end
+    local ttl = redis_call('PTTL', key)
+    if taken > 0 then
+        if ttl == -1 then
+            local at = max(start + w * (curr > 0 and 2 or (prev > 0 and 1 or 0)), now + 1)
+            redis_call('SET', key, slide_text(w, start, prev, curr), 'PXAT', known_decimal[at] or decimal(at))
+            ttl = at - now
+        else
+            redis_call('SET', key, slide_text(w, start, prev, curr), 'KEEPTTL')
+        end
+    elseif ttl == -1 then
+        local at = max(c[5], now + 1)
+        redis_call('PEXPIREAT', key, at)
+        ttl = at - now
+    end
+    local count, remaining, retry, reset = slide_admitted(limit, w, start, prev, curr, now, ttl)
+    return count, remaining, retry, reset, -taken
+end
+
 local function slide(keys, args)
     -- The usual call, `limit window` seen before: two lookups.
     local limit, window, cost, opts = known_positive[args[1]], known_seconds[args[2]], 1, NO_OPTIONS
     if not (limit and window and #args == 2) then
-        limit, window, cost, opts = limit_args(args, 'ratelimit.slide', SLIDE_OPTIONS, 'COST, MS or PEEK')
+        limit, window, cost, opts = limit_args(args, 'ratelimit.slide', SLIDE_OPTIONS, 'COST, MS, PEEK or RESERVE')
+        if opts.PEEK and opts.RESERVE then
+            fail('ERR syntax error: PEEK and RESERVE cannot be given together')
+        end
+        check_reserve(opts, cost, 'COST')
     end
     local key = keys[1]
     local c = slide_read(key)
     local now = now_ms()
     local w, start, prev, curr, scaled = slide_now(limit, window, cost, now, c)
+    if cost < 0 and not opts.PEEK then
+        local count, remaining, retry, reset = slide_give_back(key, limit, now, c, w, start, prev, curr, start, cost)
+        return { 1, count, remaining, retry, reset }
+    end
     local fits = scaled + cost * w <= limit * w
     local count, remaining, retry, reset
     if opts.PEEK then
@@ -589,6 +703,12 @@ local function slide(keys, args)
             slide_fields(limit, cost, w, start, prev, curr, scaled, now, c and redis_call('PTTL', key) or 0)
     else
         count, remaining, retry, reset = slide_settle(key, limit, window, cost, now, c, w, start, prev, curr, scaled, fits)
+    end
+    if opts.RESERVE then
+        -- An admitted call stored its counts in the window its reset counts from.
+        local reservation = fits
+            and format('slide:%d:%d:%d:%d:%s', limit, window, now + reset - 2 * window, cost, key_tag(key))
+        return { fits and 1 or 0, count, remaining, retry, reset, reservation }
     end
     return { fits and 1 or 0, count, remaining, retry, reset }
 end
@@ -920,7 +1040,78 @@ local _, period_ns = remembered(function(text)
     return whole
 end)
 
-local GCRA_OPTIONS = { { name = 'TOKENS', valued = true, missing = 'ERR Missing TOKENS value' } }
+local GCRA_OPTIONS = {
+    { name = 'TOKENS', valued = true, missing = 'ERR Missing TOKENS value' },
+    { name = 'RESERVE' },
+}
+
+-- A rate's emission `e` ns as e_us, e_r, and its tolerance (`capacity` emissions) as tol_us, tol_r.
+local function gcra_spans(emission, capacity)
+    local e_us = floor(emission / 1000)
+    local e_r = emission - e_us * 1000
+    if e_r == 0 then
+        -- A whole number of microseconds (the usual emission): spans are whole too.
+        return e_us, 0, e_us * capacity, 0
+    end
+    local tol_us, tol_r = mul(e_us, e_r, capacity)
+    return e_us, e_r, tol_us, tol_r
+end
+
+-- The server's clock in µs, and in ms.
+local function gcra_now()
+    local t = redis_call('TIME')
+    local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    return now_us, floor(now_us / 1000)
+end
+
+-- A bucket's TAT stored with its expiry (at the TAT, never at or before now).
+local function gcra_store(key, us, r, now_ms)
+    redis_call('SET', key, text_of(us, r), 'PXAT', format('%d', max(ceil_ms(us, r), now_ms + 1)))
+end
+
+-- The reply's `remaining, full_after_ms` for a bucket at TAT `after` (not before now).
+local function gcra_fields(after_us, after_r, now_us, tol_us, tol_r, e_us, e_r, emission)
+    local used_us, used_r = after_us - now_us, after_r
+    local free_us, free_r = tol_us - used_us, tol_r - used_r
+    if free_r < 0 then
+        free_us, free_r = free_us - 1, free_r + 1000
+    end
+    local remaining = 0
+    if free_us > 0 or (free_us == 0 and free_r > 0) then
+        -- floor(free / e): with e whole microseconds, floor(free_us / e_us), exact below 2^53.
+        remaining = e_r == 0 and floor(free_us / e_us) or div(free_us, free_r, e_us, e_r, emission)
+    end
+    return remaining, ceil_ms(used_us, used_r)
+end
+
+-- `n` tokens given back (the module's gcra give_back) to a bucket stored at s_us, s_r (nil if
+-- missing): its TAT back by their emission, not before now. The TAT after (now at least) and the
+-- tokens given.
+local function gcra_give_back(key, s_us, s_r, n, now_us, now_ms, e_us, e_r, emission)
+    if not s_us then
+        return now_us, 0, 0
+    end
+    if cmp(s_us, s_r, now_us, 0) <= 0 or n == 0 then
+        if redis_call('PTTL', key) == -1 then
+            redis_call('PEXPIREAT', key, max(ceil_ms(s_us, s_r), now_ms + 1))
+        end
+        if cmp(s_us, s_r, now_us, 0) <= 0 then
+            return now_us, 0, 0
+        end
+        return s_us, s_r, 0
+    end
+    -- ceil(ahead / e), from floor((ahead - 1 ns) / e).
+    local a_us, a_r = norm(s_us - now_us, s_r - 1)
+    local k = div(a_us, a_r, e_us, e_r, emission) + 1
+    local after_us, after_r, given = now_us, 0, k
+    if n < k then
+        local b_us, b_r = mul(e_us, e_r, n)
+        after_us, after_r = norm(s_us - b_us, s_r - b_r)
+        given = n
+    end
+    gcra_store(key, after_us, after_r, now_ms)
+    return after_us, after_r, given
+end
 
 local function gcra(keys, args)
     if #args < 3 then
@@ -935,14 +1126,15 @@ local function gcra(keys, args)
         fail('ERR tokens_per_period is out of range, must be >= 1')
     end
     local period = period_ns(args[3])
-    local opts = #args > 3 and options(args, 4, GCRA_OPTIONS, 'TOKENS') or NO_OPTIONS
+    local opts = #args > 3 and options(args, 4, GCRA_OPTIONS, 'TOKENS or RESERVE') or NO_OPTIONS
     local tokens = 1
     if opts.TOKENS then
         tokens = must(argument(opts.TOKENS), 'ERR TOKENS is not an integer or out of range')
-        if tokens ~= BIG and tokens < 1 then
-            fail('ERR TOKENS is out of range, must be >= 1')
+        if tokens == 0 then
+            fail('ERR TOKENS must be a nonzero integer')
         end
     end
+    check_reserve(opts, tokens, 'TOKENS')
     -- The module's overflow checks, on doubles (exact wherever the library computes at all); BIG
     -- values by their text, approximately.
     local per_period_approx = per_period == BIG and tonumber(args[2]) or per_period
@@ -959,7 +1151,8 @@ local function gcra(keys, args)
     if emission * capacity > MAX_SPAN then
         fail('ERR (max_burst + 1) * period / tokens_per_period would cause an overflow')
     end
-    if emission * (tokens == BIG and tonumber(opts.TOKENS) or tokens) > MAX_SPAN then
+    local tokens_approx = (tokens == BIG or tokens == BIG_NEGATIVE) and tonumber(opts.TOKENS) or tokens
+    if emission * math.abs(tokens_approx) > MAX_SPAN then
         fail('ERR TOKENS * period / tokens_per_period would cause an overflow')
     end
     local value = get(keys[1])
@@ -967,22 +1160,20 @@ local function gcra(keys, args)
     if value then
         stored_us, stored_r = tat_of(value)
     end
-    if max_burst == BIG or per_period == BIG or tokens == BIG or period > EXACT then
+    if max_burst == BIG or per_period == BIG or tokens == BIG or tokens == BIG_NEGATIVE or period > EXACT then
         fail(BEYOND)
     end
-    local e_us = floor(emission / 1000)
-    local e_r = emission - e_us * 1000
-    local tol_us, tol_r, inc_us, inc_r
-    if e_r == 0 then
-        -- A whole number of microseconds (the usual emission): spans are whole too.
-        tol_us, tol_r, inc_us, inc_r = e_us * capacity, 0, e_us * tokens, 0
-    else
-        tol_us, tol_r = mul(e_us, e_r, capacity)
+    local e_us, e_r, tol_us, tol_r = gcra_spans(emission, capacity)
+    local now_us, now_ms = gcra_now()
+    if tokens < 0 then
+        local after_us, after_r = gcra_give_back(keys[1], stored_us, stored_r, -tokens, now_us, now_ms, e_us, e_r, emission)
+        local remaining, full = gcra_fields(after_us, after_r, now_us, tol_us, tol_r, e_us, e_r, emission)
+        return { 0, capacity, remaining, -1, full }
+    end
+    local inc_us, inc_r = e_us * tokens, 0
+    if e_r ~= 0 then
         inc_us, inc_r = mul(e_us, e_r, tokens)
     end
-    local t = redis_call('TIME')
-    local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    local now_ms = floor(now_us / 1000)
     local tat_us, tat_r = now_us, 0
     if stored_us and (stored_us > now_us or (stored_us == now_us and stored_r > 0)) then
         tat_us, tat_r = stored_us, stored_r
@@ -1000,26 +1191,165 @@ local function gcra(keys, args)
     local after_us, after_r = tat_us, tat_r
     if admitted then
         after_us, after_r = next_us, next_r
-        local expiry = max(ceil_ms(after_us, after_r), now_ms + 1)
-        redis_call('SET', keys[1], text_of(after_us, after_r), 'PXAT', format('%d', expiry))
+        gcra_store(keys[1], after_us, after_r, now_ms)
     elseif stored_us and redis_call('PTTL', keys[1]) == -1 then
         redis_call('PEXPIREAT', keys[1], max(ceil_ms(stored_us, stored_r), now_ms + 1))
     end
-    local used_us, used_r = after_us - now_us, after_r
-    local free_us, free_r = tol_us - used_us, tol_r - used_r
-    if free_r < 0 then
-        free_us, free_r = free_us - 1, free_r + 1000
-    end
-    local remaining = 0
-    if free_us > 0 or (free_us == 0 and free_r > 0) then
-        -- floor(free / e): with e whole microseconds, floor(free_us / e_us), exact below 2^53.
-        remaining = e_r == 0 and floor(free_us / e_us) or div(free_us, free_r, e_us, e_r, emission)
-    end
+    local remaining, full = gcra_fields(after_us, after_r, now_us, tol_us, tol_r, e_us, e_r, emission)
     local retry = -1
     if not admitted and cmp(inc_us, inc_r, tol_us, tol_r) <= 0 then
         retry = ceil_ms(late_us, late_r)
     end
-    return { admitted and 0 or 1, capacity, remaining, retry, ceil_ms(used_us, used_r) }
+    if opts.RESERVE then
+        local reservation = admitted and format('gcra:%d:%d:%d:%s', capacity, emission, tokens, key_tag(keys[1]))
+        return { admitted and 0 or 1, capacity, remaining, retry, full, reservation }
+    end
+    return { admitted and 0 or 1, capacity, remaining, retry, full }
+end
+
+-- RATELIMIT.SETTLE (the module's commands/settle.rs and core/reservation.rs).
+
+local NOT_RESERVATION = 'ERR invalid reservation'
+
+-- A reservation's fields: its kind and numbers (three for gcra, four otherwise), as the module
+-- reads them; BEYOND where a number is past 2^53; then the key's tag.
+local function reservation_of(text, key)
+    local kind, rest = match(text, '^(%l+):(.*)$')
+    if not kind then
+        fail(NOT_RESERVATION)
+    end
+    local n = kind == 'gcra' and 3 or 4
+    local f, count = {}, 0
+    for field in string.gmatch(rest .. ':', '([^:]*):') do
+        count = count + 1
+        f[count] = field
+    end
+    local tag = f[n + 1]
+    if count ~= n + 1 or #tag ~= 16 or not find(tag, '^[0-9a-f]+$') then
+        fail(NOT_RESERVATION)
+    end
+    for i = 1, n do
+        local v = integer(f[i])
+        if v == nil or v == BIG_NEGATIVE or (v ~= BIG and v < 0) then
+            fail(NOT_RESERVATION)
+        end
+        f[i] = v
+    end
+    for i = 1, n do
+        if f[i] == BIG then
+            fail(BEYOND)
+        end
+    end
+    local a, b, c, d = f[1], f[2], f[3], f[4]
+    local valid
+    if kind == 'gcra' then
+        valid = a >= 1 and b >= 1 and c >= 1 and b * a <= MAX_SPAN and b * c <= MAX_SPAN
+    else
+        valid = (kind == 'hit' or kind == 'slide') and a >= 1 and b >= 1 and d >= 1 and (kind == 'hit' or c % b == 0)
+    end
+    if not valid then
+        fail(NOT_RESERVATION)
+    end
+    if tag ~= key_tag(key) then
+        fail('ERR the reservation is for another key')
+    end
+    return kind, a, b, c, d
+end
+
+-- HIT's settle: `delta` (used - reserved) on the counter's window that ends at `window_end`.
+local function settle_hit(key, limit, window, window_end, delta)
+    local count, ttl = read(key)
+    local final, reset = count, ttl or 0
+    if delta > 0 then
+        final = count + delta
+        if final > EXACT then
+            fail(BEYOND)
+        end
+        if ttl and ttl >= 0 then
+            redis_call('INCRBY', key, format('%d', delta))
+        else
+            redis_call('SET', key, format('%d', final), 'PX', format('%d', window))
+            reset = window
+        end
+    else
+        local live = ttl and ttl >= 0 and redis_call('PEXPIRETIME', key) == window_end
+        final, reset = hit_give_back(key, window, count, ttl, live and delta or 0)
+    end
+    return { 1, final, max(limit - final, 0), reset, final - count }
+end
+
+-- SLIDE's settle: `delta` on the window that starts at `target`.
+local function settle_slide(key, limit, window, target, delta)
+    local c = slide_read(key)
+    if c and c[1] ~= window then
+        fail("ERR the reservation's window differs from the key's")
+    end
+    local now = now_ms()
+    local w, start, prev, curr = slide_now(limit, window, max(delta, 0), now, c)
+    if delta > 0 then
+        local at = start + 2 * w
+        redis_call('SET', key, slide_text(w, start, prev, curr + delta), 'PXAT', known_decimal[at] or decimal(at))
+        local count, remaining, retry, reset = slide_admitted(limit, w, start, prev, curr + delta, now, at - now)
+        return { 1, count, remaining, retry, reset, delta }
+    end
+    local count, remaining, retry, reset, applied = slide_give_back(key, limit, now, c, w, start, prev, curr, target, delta)
+    return { 1, count, remaining, retry, reset, applied }
+end
+
+-- GCRA's settle: `delta` tokens on a bucket of `capacity`, one back every `emission` ns.
+local function settle_gcra(key, capacity, emission, delta)
+    local value = get(key)
+    local s_us, s_r
+    if value then
+        s_us, s_r = tat_of(value)
+    end
+    local e_us, e_r, tol_us, tol_r = gcra_spans(emission, capacity)
+    local now_us, now_ms = gcra_now()
+    local after_us, after_r, applied
+    if delta > 0 then
+        -- The debt starts from the TAT, or now for a full bucket.
+        local t_us, t_r = now_us, 0
+        if s_us and cmp(s_us, s_r, now_us, 0) > 0 then
+            t_us, t_r = s_us, s_r
+        end
+        if (e_us + 1) * delta > EXACT then
+            fail(BEYOND)
+        end
+        local i_us, i_r = mul(e_us, e_r, delta)
+        after_us, after_r = norm(t_us + i_us, t_r + i_r)
+        if after_us > EXACT then
+            fail(BEYOND)
+        end
+        gcra_store(key, after_us, after_r, now_ms)
+        applied = delta
+    else
+        local given
+        after_us, after_r, given = gcra_give_back(key, s_us, s_r, -delta, now_us, now_ms, e_us, e_r, emission)
+        applied = -given
+    end
+    local remaining, full = gcra_fields(after_us, after_r, now_us, tol_us, tol_r, e_us, e_r, emission)
+    return { 0, capacity, remaining, -1, full, applied }
+end
+
+local function settle_reservation(keys, args)
+    if #args ~= 2 then
+        fail("ERR wrong number of arguments for 'ratelimit.settle' command")
+    end
+    local used = argument(args[2])
+    if used == nil or used == BIG_NEGATIVE or (used ~= BIG and used < 0) then
+        fail('ERR used must be an integer >= 0')
+    end
+    local key = keys[1]
+    local kind, a, b, c, d = reservation_of(args[1], key)
+    if used == BIG then
+        fail(BEYOND)
+    end
+    if kind == 'hit' then
+        return settle_hit(key, a, b, c, used - d)
+    elseif kind == 'slide' then
+        return settle_slide(key, a, b, c, used - d)
+    end
+    return settle_gcra(key, a, b, used - c)
 end
 
 redis.register_function('ratelimit_hit', command(hit))
@@ -1030,3 +1360,4 @@ redis.register_function('ratelimit_acquire', command(acquire))
 redis.register_function('ratelimit_release', command(release))
 redis.register_function('ratelimit_renew', command(renew))
 redis.register_function('ratelimit_gcra', command(gcra))
+redis.register_function('ratelimit_settle', command(settle_reservation))

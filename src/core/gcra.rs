@@ -151,7 +151,7 @@ fn give_back(rate: &Rate, bucket: Stored, now_ns: i64, now_ms: i64, tokens: u64)
     let Stored::Present { value: tat, expires_at } = bucket else {
         return (admitted(rate, now_ns, now_ns, None), 0);
     };
-    if tat <= now_ns {
+    if tat <= now_ns || tokens == 0 {
         let heal = expires_at.is_none().then(|| Change::Expire { at: expiry_of(tat, now_ms) });
         return (admitted(rate, tat, now_ns, heal), 0);
     }

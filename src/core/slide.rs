@@ -171,7 +171,7 @@ fn retry_after(l: &Limit, n: &Now) -> i64 {
         return -1;
     }
     let w = i128::from(n.window_ms);
-    let budget = i128::from(l.limit - l.cost) * w;
+    let budget = (i128::from(l.limit) - i128::from(l.cost)) * w;
     let (prev, curr) = (i128::from(n.prev), i128::from(n.curr));
     // In this window: prev * (w - e) + curr * w <= budget, for the least elapsed e.
     let left = budget - curr * w;
