@@ -41,6 +41,10 @@ impl Words for Rng {
             "LIMIT",
             "PEEK",
             "SLIDE",
+            "RESERVE",
+            "TOKENS",
+            "-5",
+            "-9223372036854775808",
             "0",
             "1",
             "2",
@@ -75,6 +79,38 @@ impl Words for Rng {
     }
 }
 
+/// A reply with the key's tag taken out of its reservation: the module's keys and the library's
+/// have different names (`m:...`, `l:...`), so their reservations differ in the tag alone.
+fn untagged(value: &Value) -> Value {
+    match value {
+        Value::Array(items) => Value::Array(items.iter().map(untagged).collect()),
+        Value::BulkString(text) if text.len() > 17 && text[text.len() - 17] == b':' => {
+            Value::BulkString(text[..text.len() - 17].to_vec())
+        }
+        v => v.clone(),
+    }
+}
+
+/// A reservation made by both sides of one call, each for its own key, and that key's name.
+struct Reservation {
+    module: String,
+    library: String,
+    key: String,
+}
+
+/// The reservation a reply ends with, if any.
+fn reservation_in(reply: &Value) -> Option<String> {
+    match reply {
+        Value::Array(items) => match items.last() {
+            Some(Value::BulkString(text)) => String::from_utf8(text.clone())
+                .ok()
+                .filter(|t| t.len() > 17 && ["hit:", "slide:", "gcra:"].iter().any(|kind| t.starts_with(kind))),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// A reply's integers, flattened, and its shape; None for anything else.
 fn numbers(value: &Value) -> Option<Vec<i64>> {
     match value {
@@ -88,6 +124,17 @@ fn numbers(value: &Value) -> Option<Vec<i64>> {
 /// that GCRA's times (`retry_after_ms`, `full_after_ms`) may differ by `gcra_ms`, and its
 /// `remaining` by the tokens that come back in that time (`gcra_tokens`).
 fn agree(command: &str, module: &Value, library: &Value, gcra_ms: i64, gcra_tokens: i64) -> bool {
+    let (module, library) = (&untagged(module), &untagged(library));
+    // A reservation (or its nil) ends the reply: the same on both sides, the numbers before it
+    // compared as any reply's.
+    if let (Value::Array(m), Value::Array(l)) = (module, library) {
+        let ends = |v: &[Value]| matches!(v.last(), Some(Value::Nil | Value::BulkString(_)));
+        if ends(m) && ends(l) && m.len() == l.len() {
+            let (m_numbers, l_numbers) =
+                (Value::Array(m[..m.len() - 1].to_vec()), Value::Array(l[..l.len() - 1].to_vec()));
+            return m.last() == l.last() && agree(command, &m_numbers, &l_numbers, gcra_ms, gcra_tokens);
+        }
+    }
     match (module, library) {
         (Value::ServerError(a), Value::ServerError(b)) => {
             error_text(&a.clone().into()) == error_text(&b.clone().into())
@@ -178,8 +225,9 @@ fn the_library_answers_as_the_module_does() {
     // GCRA's times: the module's clock is in whole ms on Redis 7.0, the library's TIME in µs.
     let gcra_ms = if one_instant { 0 } else { 1 };
     let (mut compared, mut gcra_replies, mut slide_replies, mut ticked, mut mismatches) = (0, 0, 0, 0, Vec::new());
-    let (mut beyond, mut lease_replies) = (0, 0);
-    for i in 0..6_000 {
+    let (mut beyond, mut lease_replies, mut settle_replies) = (0, 0, 0);
+    let mut reservations: Vec<Reservation> = Vec::new();
+    for i in 0..7_000 {
         let (command, function) = [
             ("RATELIMIT.HIT", "ratelimit_hit"),
             ("RATELIMIT.PEEK", "ratelimit_peek"),
@@ -189,7 +237,23 @@ fn the_library_answers_as_the_module_does() {
             ("RATELIMIT.ACQUIRE", "ratelimit_acquire"),
             ("RATELIMIT.RELEASE", "ratelimit_release"),
             ("RATELIMIT.RENEW", "ratelimit_renew"),
-        ][rng.below(8)];
+            ("RATELIMIT.SETTLE", "ratelimit_settle"),
+        ][rng.below(9)];
+        // A settle of a reservation both sides made (now and then with one of its digits
+        // changed, or on another key), or of junk.
+        let settle = command == "RATELIMIT.SETTLE";
+        let settled = (settle && !reservations.is_empty() && rng.below(5) != 0).then(|| {
+            let r = &reservations[rng.below(reservations.len())];
+            let (mut module, mut library) = (r.module.clone(), r.library.clone());
+            if rng.below(4) == 0 {
+                let at = rng.below(module.len() - 17);
+                let by = ["0", "1", "9", ":", "x", ""][rng.below(6)];
+                module.replace_range(at..at + 1, by);
+                library.replace_range(at..at + 1, by);
+            }
+            let key = if rng.below(8) == 0 { rng.key() } else { r.key.clone() };
+            (module, library, key)
+        });
         let lease = ["RATELIMIT.ACQUIRE", "RATELIMIT.RELEASE", "RATELIMIT.RENEW"].contains(&command);
         let hitall = command == "RATELIMIT.HITALL";
         let gcra = command == "RATELIMIT.GCRA";
@@ -204,15 +268,18 @@ fn the_library_answers_as_the_module_does() {
         } else {
             "fz:"
         };
-        let keys: Vec<String> =
+        let mut keys: Vec<String> =
             (0..if hitall { 1 + rng.below(3) } else { 1 }).map(|_| rng.key().replace("fz:", prefix)).collect();
+        if let Some((_, _, key)) = &settled {
+            keys = vec![key.clone()];
+        }
         let mut args: Vec<String> = Vec::new();
-        // Half the vectors start well formed, so that the writes get exercised; most of those get
-        // no junk after them.
-        let well_formed = rng.below(2) == 0;
+        // Half the vectors start well formed (three settles in four, which need a reservation
+        // made before), so that the writes get exercised; most of those get no junk after them.
+        let well_formed = if settle { rng.below(4) != 0 } else { rng.below(2) == 0 };
         if well_formed {
             let number = |rng: &mut Rng| ["1", "3", "10", "250", "60"][rng.below(5)].to_string();
-            let pairs = if command == "RATELIMIT.PEEK" || gcra || lease { 0 } else { keys.len() };
+            let pairs = if command == "RATELIMIT.PEEK" || gcra || lease || settle { 0 } else { keys.len() };
             // Leases: ids from a few, some in ms (so that they end during the run).
             let id = ["a", "b", "c"][rng.below(3)].to_string();
             match command {
@@ -247,19 +314,38 @@ fn the_library_answers_as_the_module_does() {
             if command == "RATELIMIT.SLIDE" && rng.below(4) == 0 {
                 args.push("PEEK".into());
             }
+            // Costs and tokens, given back now and then; reservations, often.
+            let single = ["RATELIMIT.HIT", "RATELIMIT.SLIDE"].contains(&command);
+            if (single || gcra) && rng.below(3) == 0 {
+                let name = if gcra { "TOKENS" } else { "COST" };
+                args.extend([name.to_string(), ["-1", "-3", "-250", "2", "7"][rng.below(5)].to_string()]);
+            }
+            if (single || gcra) && rng.below(2) == 0 {
+                args.push("RESERVE".into());
+            }
+            if settle {
+                args.push(["0", "1", "2", "5", "9", "300"][rng.below(6)].to_string());
+            }
         }
         let junk = if well_formed && rng.below(3) != 0 { 0 } else { rng.below(5) };
         for _ in 0..junk {
             args.push(rng.word());
         }
         let on = |side: &str| keys.iter().map(|k| format!("{side}:{k}")).collect::<Vec<_>>();
+        // A settle's reservation is each side's own; junk is the same for both.
+        let junk_reservation = rng.word();
+        let reservation = |side: usize| match &settled {
+            Some((module, library, _)) => vec![[module, library][side].clone()],
+            None if settle && well_formed => vec![junk_reservation.clone()],
+            None => Vec::new(),
+        };
         let mut module_call = redis::cmd(command);
         if hitall {
             module_call.arg(keys.len());
         }
-        module_call.arg(on("m")).arg(&args);
+        module_call.arg(on("m")).arg(reservation(0)).arg(&args);
         let mut library_call = redis::cmd("FCALL");
-        library_call.arg(function).arg(keys.len()).arg(on("l")).arg(&args);
+        library_call.arg(function).arg(keys.len()).arg(on("l")).arg(reservation(1)).arg(&args);
         let (module, library) = match in_one_transaction(&mut con, [&module_call, &library_call]) {
             Some(replies) => {
                 let (before, after) = (time_ms(&replies[0]), time_ms(&replies[3]));
@@ -275,13 +361,13 @@ fn the_library_answers_as_the_module_does() {
             // Refused as queued (arity): errors that depend on no clock, and write nothing.
             None => (raw(&mut con, &module_call), raw(&mut con, &library_call)),
         };
-        // A sliding window's products past 2^53 (a limit near 2^52 by a long window) get the
-        // library's own error where the module answers, and so does an ACQUIRE without ID:
-        // documented differences.
+        // Numbers past 2^53 (a sliding window's limit near 2^52 by a long window, a count an
+        // overage took there) get the library's own error where the module answers, and so does
+        // an ACQUIRE without ID: documented differences.
         let documented = match &library {
             Value::ServerError(e) => {
                 let text = error_text(&e.clone().into());
-                text == BEYOND && slide || text.starts_with("ERR ratelimit library: ACQUIRE needs an ID")
+                text == BEYOND || text.starts_with("ERR ratelimit library: ACQUIRE needs an ID")
             }
             _ => false,
         };
@@ -290,6 +376,14 @@ fn the_library_answers_as_the_module_does() {
             keys.iter().for_each(|key| realign(&mut con, key));
             continue;
         }
+        // Both sides' reservations, to settle later.
+        if let (Some(module_made), Some(library_made)) = (reservation_in(&module), reservation_in(&library)) {
+            reservations.push(Reservation { module: module_made, library: library_made, key: keys[0].clone() });
+        }
+        settle_replies += usize::from(settle && !matches!(module, Value::ServerError(_)));
+        // A GCRA bucket's settle answers as GCRA does, times and all.
+        let settles_gcra = settled.as_ref().is_some_and(|(module, _, _)| module.starts_with("gcra:"));
+        let command = if settles_gcra { "RATELIMIT.GCRA" } else { command };
         compared += 1;
         gcra_replies += usize::from(gcra && !matches!(module, Value::ServerError(_)));
         slide_replies += usize::from(slide && !matches!(module, Value::ServerError(_)));
@@ -338,15 +432,16 @@ fn the_library_answers_as_the_module_does() {
         }
     }
     eprintln!(
-        "{compared} calls ({gcra_replies} GCRA, {slide_replies} sliding-window, {lease_replies} lease replies) and {} keys compared, {ticked} transactions across a \
+        "{compared} calls ({gcra_replies} GCRA, {slide_replies} sliding-window, {lease_replies} lease, {settle_replies} settle replies) and {} keys compared, {ticked} transactions across a \
          millisecond's tick and {beyond} documented differences (2^53, ACQUIRE without ID) left out, {} mismatches (seed {seed})",
         keys.len(),
         mismatches.len()
     );
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
     assert!(gcra_replies > 100, "too few GCRA calls got through to compare: {gcra_replies}");
     assert!(slide_replies > 100, "too few sliding-window calls got through to compare: {slide_replies}");
     assert!(lease_replies > 100, "too few lease calls got through to compare: {lease_replies}");
-    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+    assert!(settle_replies > 100, "too few settles got through to compare: {settle_replies}");
 }
 
 #[test]
