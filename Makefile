@@ -20,7 +20,7 @@ server_binaries = $(foreach s,$(1),$(or $(SERVER_$(s)),$(error unknown server '$
 # The binaries make fetches (Redis 7.0 comes with the Debian packages).
 FETCHED := $(filter /%,$(call server_binaries,$(SERVERS)))
 # The tests that run both against the module and against the Functions library (functions/).
-LIBRARY_TESTS := --test hit --test peek --test hitall --test slide --test lease --test gcra --test replication
+LIBRARY_TESTS := --test hit --test peek --test hitall --test slide --test lease --test gcra --test settle --test replication
 
 .PHONY: all deps test-deps build lint test servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
 	python-dist python-test

@@ -3,13 +3,13 @@
 
 use ratelimit_testkit as common;
 
-use common::{gcra, hit, info_field, limiter, slide, value_and_expiry, Config, Server, TempDir};
+use common::{gcra, hit, info_field, limiter, reserve, settle, slide, value_and_expiry, Config, Server, TempDir};
 use redis::Connection;
 
 /// Hits that exercise every write path: create, increment, heal when admitted, heal when
 /// denied, denied without a write, COST, MS; GCRA's create, store, heal when denied; the sliding
-/// window's create, count, rotate, heal when admitted and when denied, and HITALL's SLIDE.
-/// Returns the keys to compare.
+/// window's create, count, rotate, heal when admitted and when denied, and HITALL's SLIDE; each
+/// limiter's give-back and settles (a refund, an overage). Returns the keys to compare.
 fn every_write_path(con: &mut Connection) -> Vec<&'static str> {
     let set = |con: &mut Connection, key: &str, value: i64| {
         let _: () = redis::cmd("SET").arg(key).arg(value).query(con).unwrap();
@@ -66,7 +66,47 @@ fn every_write_path(con: &mut Connection) -> Vec<&'static str> {
         .query(con)
         .unwrap();
     lease(con, "RATELIMIT.ACQUIRE", &["l:healed", "1", "60", "ID", "next"]);
+    // Give-backs, and settles: a refund and an overage on each limiter.
+    for (command, key, args) in [
+        ("RATELIMIT.HIT", "rl:refund", ["10", "3600", "COST"]),
+        ("RATELIMIT.SLIDE", "s:refund", ["10", "3600", "COST"]),
+        ("RATELIMIT.GCRA", "g:refund", ["9", "1", "3600"]),
+    ] {
+        let cost = if command == "RATELIMIT.GCRA" { "TOKENS" } else { "COST" };
+        let mut call = |amount: &str| {
+            let mut full: Vec<&str> = args.to_vec();
+            if command == "RATELIMIT.GCRA" {
+                full.push(cost);
+            }
+            full.push(amount);
+            let _: redis::Value = limiter(command).arg(key).arg(&full).query(con).unwrap();
+        };
+        call("5");
+        call("-2");
+        for (suffix, used) in [("settle-refund", 1), ("settle-over", 9)] {
+            let key = format!("{key}:{suffix}");
+            let mut full: Vec<&str> = args.to_vec();
+            if command == "RATELIMIT.GCRA" {
+                full.push(cost);
+            }
+            full.push("4");
+            let (_, reservation) = reserve(con, command, &key, &full).unwrap();
+            settle(con, &key, &reservation.unwrap(), used).unwrap();
+        }
+    }
+    set(con, "rl:refund-heal", 6);
+    hit(con, "rl:refund-heal", &["10", "3600", "COST", "-2"]).unwrap();
     vec![
+        "rl:refund",
+        "rl:refund:settle-refund",
+        "rl:refund:settle-over",
+        "rl:refund-heal",
+        "s:refund",
+        "s:refund:settle-refund",
+        "s:refund:settle-over",
+        "g:refund",
+        "g:refund:settle-refund",
+        "g:refund:settle-over",
         "l:set",
         "l:healed",
         "rl:create",
@@ -137,6 +177,7 @@ fn the_aof_reloads_on_a_server_without_the_module() {
         "\r\nratelimit.gcra\r\n",
         "\r\nratelimit.slide\r\n",
         "\r\nratelimit.hitall\r\n",
+        "\r\nratelimit.settle\r\n",
         "\r\nfcall\r\n",
     ];
     assert!(calls.iter().all(|call| !aof_text.contains(call)), "the AOF must hold effects, not the calls");

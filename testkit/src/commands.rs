@@ -19,6 +19,24 @@ pub fn gcra(con: &mut impl ConnectionLike, key: &str, args: &[&str]) -> RedisRes
     limiter("RATELIMIT.GCRA").arg(key).arg(args).query(con)
 }
 
+/// A limiter command (`RATELIMIT.HIT`, `.SLIDE`, `.GCRA`) with RESERVE after `args`: its numbers,
+/// and the reservation (None when denied).
+pub fn reserve(
+    con: &mut impl ConnectionLike,
+    command: &str,
+    key: &str,
+    args: &[&str],
+) -> RedisResult<(Vec<i64>, Option<String>)> {
+    let mut reply: Vec<Value> = limiter(command).arg(key).arg(args).arg("RESERVE").query(con)?;
+    let reservation = redis::from_redis_value(&reply.pop().unwrap_or(Value::Nil))?;
+    Ok((redis::from_redis_value(&Value::Array(reply))?, reservation))
+}
+
+/// `RATELIMIT.SETTLE key reservation used`, reply as the reserving command's with `applied` last.
+pub fn settle(con: &mut impl ConnectionLike, key: &str, reservation: &str, used: i64) -> RedisResult<Vec<i64>> {
+    limiter("RATELIMIT.SETTLE").arg(key).arg(reservation).arg(used).query(con)
+}
+
 /// The error text of a command that must fail.
 pub fn error_of(result: RedisResult<impl std::fmt::Debug>) -> String {
     match result {

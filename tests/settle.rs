@@ -1,0 +1,249 @@
+//! Paying for what was used, against a real server (the module, or the library with
+//! RATELIMIT_IMPL=library): negative COST and TOKENS give back; RESERVE hands out a reservation
+//! that RATELIMIT.SETTLE settles, refunds to the reserved window only while it counts, overages
+//! to the current one; every error leaves the keyspace as it was.
+
+use ratelimit_testkit as common;
+
+use std::time::Duration;
+
+use common::{
+    assert_within, error_of, gcra, get, hit, info_field, limiter, module_only, reserve, settle, slide, snapshot,
+    wait_for, Server,
+};
+use redis::Connection;
+
+fn expiry(con: &mut Connection, key: &str) -> i64 {
+    redis::cmd("PEXPIRETIME").arg(key).query(con).unwrap()
+}
+
+fn exists(con: &mut Connection, key: &str) -> bool {
+    redis::cmd("EXISTS").arg(key).query::<i64>(con).unwrap() == 1
+}
+
+#[test]
+fn a_negative_cost_gives_back_in_the_running_window() {
+    let server = Server::start();
+    let mut con = server.connect();
+    hit(&mut con, "k", &["10", "60", "COST", "7"]).unwrap();
+    let window_end = expiry(&mut con, "k");
+    let reply = hit(&mut con, "k", &["10", "60", "COST", "-3"]).unwrap();
+    assert_eq!(reply[..3], [1, 4, 6]);
+    assert_eq!(expiry(&mut con, "k"), window_end, "a give-back never moves the window");
+    // Never below 0, and never denied, however much.
+    assert_eq!(hit(&mut con, "k", &["10", "60", "COST", "-9223372036854775808"]).unwrap()[..3], [1, 0, 10]);
+    assert_eq!(get(&mut con, "k").as_deref(), Some("0"));
+    // A missing key stays missing.
+    assert_eq!(hit(&mut con, "none", &["10", "60", "COST", "-1"]).unwrap(), [1, 0, 10, 0]);
+    assert!(!exists(&mut con, "none"));
+    // A counter without TTL heals, as with any call.
+    let _: () = redis::cmd("SET").arg("leaked").arg(5).query(&mut con).unwrap();
+    assert_eq!(hit(&mut con, "leaked", &["10", "60", "COST", "-2"]).unwrap(), [1, 3, 7, 60_000]);
+    assert!(expiry(&mut con, "leaked") > 0);
+}
+
+#[test]
+fn a_negative_cost_gives_back_to_the_current_sliding_window() {
+    let server = Server::start();
+    let mut con = server.connect();
+    slide(&mut con, "s", &["10", "3600", "COST", "6"]).unwrap();
+    let end = expiry(&mut con, "s");
+    let reply = slide(&mut con, "s", &["10", "3600", "COST", "-4"]).unwrap();
+    assert_eq!(reply[..4], [1, 2, 8, -1]);
+    assert_eq!(expiry(&mut con, "s"), end, "the key keeps its expiry");
+    assert_eq!(slide(&mut con, "s", &["10", "3600", "COST", "-40"]).unwrap()[..3], [1, 0, 10]);
+    assert_eq!(slide(&mut con, "none", &["10", "3600", "COST", "-1"]).unwrap(), [1, 0, 10, -1, 0]);
+    assert!(!exists(&mut con, "none"));
+}
+
+#[test]
+fn negative_tokens_move_the_tat_back_but_not_before_now() {
+    let server = Server::start();
+    let mut con = server.connect();
+    // 5 tokens, one back an hour.
+    assert_eq!(gcra(&mut con, "g", &["4", "1", "3600", "TOKENS", "5"]).unwrap()[..3], [0, 5, 0]);
+    assert_eq!(gcra(&mut con, "g", &["4", "1", "3600", "TOKENS", "-2"]).unwrap()[..4], [0, 5, 2, -1]);
+    assert_eq!(gcra(&mut con, "g", &["4", "1", "3600", "TOKENS", "1"]).unwrap()[..3], [0, 5, 1]);
+    // Back to full at most: the bucket holds no more than its capacity.
+    let reply = gcra(&mut con, "g", &["4", "1", "3600", "TOKENS", "-100"]).unwrap();
+    assert_eq!(reply[..5], [0, 5, 5, -1, 0]);
+    assert_eq!(gcra(&mut con, "none", &["4", "1", "3600", "TOKENS", "-1"]).unwrap(), [0, 5, 5, -1, 0]);
+    assert!(!exists(&mut con, "none"));
+}
+
+#[test]
+fn reserve_replies_a_reservation_or_nil() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let (numbers, reservation) = reserve(&mut con, "RATELIMIT.HIT", "k", &["10", "60", "COST", "8"]).unwrap();
+    assert_eq!(numbers, [1, 8, 2, 60_000]);
+    let reservation = reservation.unwrap();
+    assert!(reservation.starts_with("hit:10:60000:"), "{reservation}");
+    let (numbers, denied) = reserve(&mut con, "RATELIMIT.HIT", "k", &["10", "60", "COST", "8"]).unwrap();
+    assert_eq!((numbers[0], denied), (0, None));
+    let (numbers, r) = reserve(&mut con, "RATELIMIT.SLIDE", "s", &["10", "60", "COST", "3"]).unwrap();
+    assert_eq!(numbers[..4], [1, 3, 7, -1]);
+    assert!(r.unwrap().starts_with("slide:10:60000:"));
+    let (numbers, r) = reserve(&mut con, "RATELIMIT.GCRA", "g", &["4", "1", "60", "TOKENS", "2"]).unwrap();
+    assert_eq!(numbers[..3], [0, 5, 3]);
+    assert!(r.unwrap().starts_with("gcra:5:60000000000:2:"));
+}
+
+#[test]
+fn settling_a_fixed_window_refunds_while_it_runs_and_charges_overage() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let (_, r) = reserve(&mut con, "RATELIMIT.HIT", "k", &["10", "60", "COST", "8"]).unwrap();
+    let r = r.unwrap();
+    let end = expiry(&mut con, "k");
+    // 8 reserved, 3 used: 5 back.
+    let reply = settle(&mut con, "k", &r, 3).unwrap();
+    assert_eq!(reply[..3], [1, 3, 7]);
+    assert_eq!(reply[4], -5);
+    assert_eq!(expiry(&mut con, "k"), end);
+    // Not idempotent: settling again applies again (12 used of 8: 4 more, past the limit).
+    let (_, r) = reserve(&mut con, "RATELIMIT.HIT", "k", &["10", "60", "COST", "7"]).unwrap();
+    let r = r.unwrap();
+    assert_eq!(settle(&mut con, "k", &r, 12).unwrap()[..3], [1, 15, 0]);
+    assert_eq!(settle(&mut con, "k", &r, 12).unwrap()[..3], [1, 20, 0]);
+    assert_eq!(expiry(&mut con, "k"), end, "an overage in the running window keeps it");
+}
+
+#[test]
+fn a_refund_for_a_window_that_has_ended_is_dropped() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let (_, r) = reserve(&mut con, "RATELIMIT.HIT", "k", &["10", "100", "MS", "COST", "8"]).unwrap();
+    let r = r.unwrap();
+    wait_for("the window to end", Duration::from_secs(10), || !exists(&mut con, "k"));
+    hit(&mut con, "k", &["10", "60", "COST", "6"]).unwrap();
+    // The new window's count is never lowered by the old window's refund.
+    let reply = settle(&mut con, "k", &r, 0).unwrap();
+    assert_eq!((reply[1], reply[4]), (6, 0));
+    // An overage still counts, in the current window.
+    assert_eq!(settle(&mut con, "k", &r, 10).unwrap()[1], 8);
+    // And after that one ends too, on a new counter with a window of its own.
+    let _: () = redis::cmd("DEL").arg("k").query(&mut con).unwrap();
+    let reply = settle(&mut con, "k", &r, 11).unwrap();
+    assert_eq!(reply, [1, 3, 7, 100, 3]);
+}
+
+#[test]
+fn a_sliding_window_refund_counts_in_its_window_current_or_previous() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let (_, r) = reserve(&mut con, "RATELIMIT.SLIDE", "s", &["100", "1000", "MS", "COST", "40"]).unwrap();
+    let r = r.unwrap();
+    let start: i64 = r.split(':').nth(3).unwrap().parse().unwrap();
+    // Settled in one transaction with the server's clock: where the refund belongs follows from it.
+    let (time, reply, value): ((i64, i64), Vec<i64>, Option<String>) = redis::pipe()
+        .atomic()
+        .cmd("TIME")
+        .add_command(limiter("RATELIMIT.SETTLE").arg("s").arg(&r).arg(10).clone())
+        .cmd("GET")
+        .arg("s")
+        .query(&mut con)
+        .unwrap();
+    let now = time.0 * 1_000 + time.1 / 1_000;
+    let value = value.unwrap_or_default();
+    match (now - start) / 1000 {
+        0 => assert_eq!((reply[5], value.ends_with(":0:10")), (-30, true), "{value}"),
+        1 => assert_eq!((reply[5], value.ends_with(":10:0")), (-30, true), "{value}"),
+        _ => assert_eq!(reply[5], 0),
+    }
+    // Two windows on, it no longer weighs: dropped.
+    wait_for("two windows to pass", Duration::from_secs(10), || common::server_ms(&mut con) >= start + 2_000);
+    slide(&mut con, "s", &["100", "1000", "MS", "COST", "5"]).unwrap();
+    let reply = settle(&mut con, "s", &r, 0).unwrap();
+    assert_eq!((reply[1], reply[5]), (5, 0));
+}
+
+#[test]
+fn a_bucket_refund_and_an_overage_debt() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let (_, r) = reserve(&mut con, "RATELIMIT.GCRA", "g", &["4", "1", "3600", "TOKENS", "5"]).unwrap();
+    let r = r.unwrap();
+    // Times count down from the reservation: within a minute of it, whatever the machine's pace.
+    let hours = |n: i64, ms: i64| assert_within(ms, n * 3_600_000 - 60_000, n * 3_600_000, "the bucket's time");
+    let reply = settle(&mut con, "g", &r, 2).unwrap();
+    assert_eq!([reply[0], reply[1], reply[2], reply[3], reply[5]], [0, 5, 3, -1, -3]);
+    hours(2, reply[4]);
+    // Used 9 of 5: the TAT moves 4 more hours ahead, past the bucket's tolerance.
+    let reply = settle(&mut con, "g", &r, 9).unwrap();
+    assert_eq!((reply[2], reply[5]), (0, 4));
+    hours(6, reply[4]);
+    let denied = gcra(&mut con, "g", &["4", "1", "3600"]).unwrap();
+    assert_eq!(denied[0], 1, "the debt is waited out");
+    hours(2, denied[3]);
+}
+
+#[test]
+fn bad_settles_change_nothing() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let (_, hit_r) = reserve(&mut con, "RATELIMIT.HIT", "k", &["10", "60", "COST", "4"]).unwrap();
+    let (_, slide_r) = reserve(&mut con, "RATELIMIT.SLIDE", "s", &["10", "60", "COST", "4"]).unwrap();
+    let (hit_r, slide_r) = (hit_r.unwrap(), slide_r.unwrap());
+    // The sliding window counted with another length since.
+    slide(&mut con, "s", &["10", "30"]).unwrap();
+    let _: () = redis::cmd("SET").arg("text").arg("abc").query(&mut con).unwrap();
+    let before: Vec<_> = ["k", "s", "text"].iter().map(|k| snapshot(&mut con, k)).collect();
+    let malformed = "ERR invalid reservation";
+    for (key, reservation, used, error) in [
+        ("k", hit_r.as_str(), -1, "ERR used must be an integer >= 0"),
+        ("k", "garbage", 1, malformed),
+        ("k", &hit_r[..hit_r.len() - 1], 1, malformed),
+        ("k", &hit_r.replacen("hit:10:", "hit:0:", 1), 1, malformed),
+        ("s", hit_r.as_str(), 1, "ERR the reservation is for another key"),
+        ("s", slide_r.as_str(), 1, "ERR the reservation's window differs from the key's"),
+    ] {
+        assert_eq!(error_of(settle(&mut con, key, reservation, used)), error, "{key} {reservation} {used}");
+    }
+    // A key holding another kind of value than the reservation's.
+    let (_, text_r) = reserve(&mut con, "RATELIMIT.HIT", "text2", &["10", "60"]).unwrap();
+    let _: () = redis::cmd("SET").arg("text2").arg("abc").query(&mut con).unwrap();
+    let text_before = snapshot(&mut con, "text2");
+    let e = error_of(settle(&mut con, "text2", &text_r.unwrap(), 1));
+    assert_eq!(e, "ERR value is not an integer or out of range");
+    assert_eq!(snapshot(&mut con, "text2"), text_before);
+    let arity: redis::RedisResult<redis::Value> = limiter("RATELIMIT.SETTLE").arg("k").arg(&hit_r).query(&mut con);
+    assert!(error_of(arity).contains("wrong number of arguments"));
+    let after: Vec<_> = ["k", "s", "text"].iter().map(|k| snapshot(&mut con, k)).collect();
+    assert_eq!(before, after);
+    // RESERVE with a give-back, or with PEEK, is refused.
+    let e = error_of(
+        limiter("RATELIMIT.HIT").arg(&["k", "10", "60", "COST", "-1", "RESERVE"]).query::<redis::Value>(&mut con),
+    );
+    assert_eq!(e, "ERR RESERVE needs COST >= 1");
+    let e =
+        error_of(limiter("RATELIMIT.SLIDE").arg(&["s", "10", "60", "PEEK", "RESERVE"]).query::<redis::Value>(&mut con));
+    assert_eq!(e, "ERR syntax error: PEEK and RESERVE cannot be given together");
+    let e = error_of(gcra(&mut con, "g", &["4", "1", "60", "TOKENS", "0"]));
+    assert_eq!(e, "ERR TOKENS must be a nonzero integer");
+    let e = error_of(hit(&mut con, "k", &["10", "60", "COST", "0"]));
+    assert_eq!(e, "ERR COST must be a nonzero integer");
+}
+
+#[test]
+fn info_counts_reservations_settles_refunds_and_overage() {
+    if module_only("INFO ratelimit") {
+        return;
+    }
+    let server = Server::start();
+    let mut con = server.connect();
+    let (_, r) = reserve(&mut con, "RATELIMIT.HIT", "k", &["10", "100", "MS", "COST", "4"]).unwrap();
+    let r = r.unwrap();
+    settle(&mut con, "k", &r, 1).unwrap();
+    settle(&mut con, "k", &r, 9).unwrap();
+    hit(&mut con, "k", &["10", "60", "COST", "-1"]).unwrap();
+    wait_for("the window to end", Duration::from_secs(10), || !exists(&mut con, "k"));
+    hit(&mut con, "k", &["10", "60"]).unwrap();
+    settle(&mut con, "k", &r, 1).unwrap();
+    let field = |con: &mut Connection, name: &str| info_field(con, "ratelimit", &format!("ratelimit_{name}")).unwrap();
+    let counts: Vec<String> =
+        ["reserved", "settled", "refunded", "refunds_dropped", "overage"].iter().map(|n| field(&mut con, n)).collect();
+    assert_eq!(counts, ["1", "3", "2", "1", "1"]);
+    // A give-back is no decision: one hit admitted, the reservation, and the last hit.
+    assert_eq!(field(&mut con, "hits"), "2");
+}
