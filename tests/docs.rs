@@ -10,7 +10,7 @@ use std::path::Path;
 use common::{Config, Server};
 use redis::Value;
 
-const COMMANDS: [&str; 12] = [
+const COMMANDS: [&str; 13] = [
     "ratelimit.hit",
     "ratelimit.hitall",
     "ratelimit.peek",
@@ -19,6 +19,7 @@ const COMMANDS: [&str; 12] = [
     "ratelimit.release",
     "ratelimit.renew",
     "ratelimit.gcra",
+    "ratelimit.settle",
     "cl.throttle",
     "ratelimit.audit",
     "ratelimit.repair",

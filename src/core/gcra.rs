@@ -222,6 +222,38 @@ mod tests {
     }
 
     #[test]
+    fn negative_tokens_give_back_not_before_now() {
+        let empty = at(NOW + 5 * SECOND);
+        let o = decide_at(&rate(-2), empty, NOW);
+        assert_eq!((o.limited, o.remaining, o.retry_after_ms(), o.full_after_ms()), (false, 2, -1, 3_000));
+        assert_eq!(o.change, store(NOW + 3 * SECOND, NOW_MS + 3_000));
+        let o = decide_at(&Rate::new(4, SECOND, -100).unwrap(), empty, NOW);
+        assert_eq!((o.remaining, o.change), (5, store(NOW, NOW_MS + 1)), "full at most");
+        assert_eq!(decide_at(&rate(-1), Stored::Missing, NOW).change, None, "a missing key stays missing");
+        assert_eq!(decide_at(&rate(-1), at(NOW - 1), NOW).change, None);
+        let leaked = Stored::Present { value: NOW - 1, expires_at: None };
+        assert_eq!(decide_at(&rate(-1), leaked, NOW).change, heal(NOW_MS + 1), "it still heals");
+    }
+
+    #[test]
+    fn settling_gives_back_or_runs_into_debt() {
+        let r = rate(1);
+        let empty = at(NOW + 5 * SECOND);
+        let (o, applied) = settle_reserved(&r, 5, 2, empty, NOW, NOW_MS).unwrap();
+        assert_eq!((o.remaining, applied, o.change), (3, -3, store(NOW + 2 * SECOND, NOW_MS + 2_000)));
+        // Half a token ahead of now: one token given, the TAT stops at now.
+        let (o, applied) = settle_reserved(&r, 5, 2, at(NOW + SECOND / 2), NOW, NOW_MS).unwrap();
+        assert_eq!((o.remaining, applied, o.change), (5, -1, store(NOW, NOW_MS + 1)));
+        // 7 used of 5: 2 more past the tolerance, a debt.
+        let (o, applied) = settle_reserved(&r, 5, 7, empty, NOW, NOW_MS).unwrap();
+        assert_eq!((o.remaining, o.full_after_ms(), applied), (0, 7_000, 2));
+        assert_eq!(settle_reserved(&r, 5, 7, Stored::Missing, NOW, NOW_MS).unwrap().0.full_after_ms(), 2_000);
+        assert_eq!(settle_reserved(&r, 1, i64::MAX, empty, NOW, NOW_MS), None, "past i64");
+        let (o, applied) = settle_reserved(&r, 5, 5, empty, NOW, NOW_MS).unwrap();
+        assert_eq!((applied, o.change), (0, None));
+    }
+
+    #[test]
     fn a_full_bucket_admits_its_capacity_then_denies() {
         let mut bucket = Stored::Missing;
         for remaining in (0..5).rev() {

@@ -167,6 +167,7 @@ mod tests {
             assert_eq!(t, format!("{prefix}:{tag}"));
             assert_eq!(Reserved::parse(t.as_bytes(), KEY), Ok(r));
             assert_eq!(Reserved::parse(t.as_bytes(), b"user:2"), Err(Refused::OtherKey));
+            assert!([4_000, 1, 2].contains(&r.amount()));
         }
         let widest =
             Reserved::Hit { limit: i64::MAX, window_ms: MAX_WINDOW_MS, window_end_ms: i64::MAX, amount: i64::MAX };
@@ -204,5 +205,7 @@ mod tests {
         ] {
             assert_eq!(Reserved::parse(bad.as_bytes(), KEY), Err(Refused::Malformed), "{bad}");
         }
+        assert_eq!(Refused::Malformed.message(), "ERR invalid reservation");
+        assert_eq!(Refused::OtherKey.message(), "ERR the reservation is for another key");
     }
 }

@@ -396,6 +396,69 @@ mod tests {
     }
 
     #[test]
+    fn a_negative_cost_gives_back_from_the_current_window_keeping_the_expiry() {
+        let now = T0 + W / 2;
+        let c = present(counts(T0, 8, 6), Some(T0 + 2 * W));
+        let o = decide(&limit(20, -4), c, now);
+        assert_eq!(
+            (o.allowed, o.count, o.remaining, o.retry_after_ms, o.reset_ms),
+            (true, 6, 14, -1, T0 + 2 * W - now)
+        );
+        assert_eq!(o.change, Some(Change::Replace { value: counts(T0, 8, 2) }));
+        assert_eq!(decide(&limit(20, i64::MIN), c, now).change, Some(Change::Replace { value: counts(T0, 8, 0) }));
+        // Nothing in the current window: nothing to give back, nothing written.
+        assert_eq!(decide(&limit(20, -4), present(counts(T0 - W, 0, 6), Some(T0 + W)), now).change, None);
+        let o = decide(&limit(20, -4), Stored::Missing, now);
+        assert_eq!((o.allowed, o.count, o.reset_ms, o.change), (true, 0, 0, None));
+        // Without TTL: written with the expiry its counts give, or only healed.
+        let o = decide(&limit(20, -1), present(counts(T0, 8, 6), None), now);
+        assert_eq!(o.change, Some(Change::Set { value: counts(T0, 8, 5), expires_at: T0 + 2 * W }));
+    }
+
+    #[test]
+    fn settling_refunds_the_reserved_window_while_it_weighs() {
+        let l = limit(20, 1);
+        let c = present(counts(T0, 0, 10), Some(T0 + 2 * W));
+        // In the reserved window itself: off curr.
+        let (o, applied) = settle_reserved(&l, T0, 8, 3, c, T0 + 10).unwrap();
+        assert_eq!((o.count, applied, o.change), (5, -5, Some(Change::Replace { value: counts(T0, 0, 5) })));
+        // A window later, it is the previous one: off prev, rotated.
+        let now = T0 + W + W / 2;
+        let (o, applied) = settle_reserved(&l, T0, 8, 3, c, now).unwrap();
+        assert_eq!((applied, o.change), (-5, Some(Change::Replace { value: counts(T0 + W, 5, 0) })));
+        assert_eq!(o.count, 3, "5 at half weight, rounded up");
+        // Two windows later it weighs nothing: dropped.
+        let (o, applied) = settle_reserved(&l, T0, 8, 3, c, T0 + 2 * W).unwrap();
+        assert_eq!((applied, o.change), (0, None));
+        // A reservation of another window length than the key's counts.
+        assert_eq!(
+            settle_reserved(
+                &limit(20, 1),
+                T0,
+                8,
+                3,
+                present(Counts { window_ms: 1_000, ..counts(T0, 0, 1) }, None),
+                T0
+            ),
+            Err(Unsettled::WindowDiffers)
+        );
+    }
+
+    #[test]
+    fn settling_charges_an_overage_to_the_current_window() {
+        let l = limit(20, 1);
+        let (o, applied) =
+            settle_reserved(&l, T0, 8, 30, present(counts(T0, 0, 10), Some(T0 + 2 * W)), T0 + W).unwrap();
+        assert_eq!(applied, 22);
+        assert_eq!(o.change, Some(Change::Set { value: counts(T0 + W, 10, 22), expires_at: T0 + 3 * W }));
+        assert_eq!((o.count, o.remaining, o.retry_after_ms), (32, 0, -1), "past the limit");
+        let (o, _) = settle_reserved(&l, T0, 8, 9, Stored::Missing, T0 + 5).unwrap();
+        assert_eq!(o.change, Some(Change::Set { value: counts(T0, 0, 1), expires_at: T0 + 2 * W }));
+        let full = present(counts(T0, 0, i64::MAX), Some(T0 + 2 * W));
+        assert_eq!(settle_reserved(&l, T0, 1, 2, full, T0), Err(Unsettled::Overflow));
+    }
+
+    #[test]
     fn first_call_counts_in_the_current_window() {
         let now = T0 + 15_000;
         let o = decide(&limit(10, 1), Stored::Missing, now);

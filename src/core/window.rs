@@ -368,6 +368,17 @@ mod tests {
     }
 
     #[test]
+    fn the_window_end_is_the_expiry_the_hit_left() {
+        let l = args(10, 60_000, 1);
+        let counter = present(4, Some(NOW + 1_500));
+        assert_eq!(window_end(counter, &decide(&l, counter, NOW)), Some(NOW + 1_500));
+        assert_eq!(window_end(Stored::Missing, &decide(&l, Stored::Missing, NOW)), Some(NOW + 60_000));
+        let leaked = present(50, None);
+        assert_eq!(window_end(leaked, &decide(&l, leaked, NOW)), Some(NOW + 60_000), "healed");
+        assert_eq!(window_end(Stored::Missing, &decide(&args(1, 60_000, 5), Stored::Missing, NOW)), None);
+    }
+
+    #[test]
     fn window_already_past_reports_zero_reset() {
         let o = decide(&args(10, 1_000, 1), present(1, Some(NOW - 1)), NOW);
         assert_eq!(o.reset_ms, 0);
@@ -432,6 +443,29 @@ mod properties {
             if !exists && !o.allowed {
                 prop_assert_eq!(o.change, None);
                 prop_assert_eq!(o.reset_ms, 0);
+            }
+        }
+
+        #[test]
+        fn a_give_back_only_lowers_towards_zero_and_keeps_the_window(
+            (args, counter, now) in (0i64..4_000_000_000_000)
+                .prop_flat_map(|now| (any_args(), any_counter(now), Just(now)))
+                .prop_map(|(a, c, now)| (Limit { cost: -a.cost, ..a }, c, now))
+        ) {
+            let o = decide(&args, counter, now);
+            prop_assert!(o.allowed);
+            match counter {
+                Stored::Missing => prop_assert_eq!((o.count, o.change), (0, None)),
+                Stored::Present { value, expires_at } => {
+                    prop_assert!(o.count <= value.max(0) && o.count >= value.min(0));
+                    prop_assert_eq!(o.count, if value > 0 { (value + args.cost).max(0) } else { value });
+                    match (expires_at, o.change) {
+                        (None, Some(Change::Set { value: v, expires_at: at })) => prop_assert_eq!((v, at), (o.count, now + args.window_ms)),
+                        (Some(_), Some(Change::Add { by, value: v })) => prop_assert_eq!((by, v), (o.count - value, o.count)),
+                        (Some(_), None) => prop_assert_eq!(o.count, value),
+                        (e, c) => prop_assert!(false, "{e:?} {c:?}"),
+                    }
+                }
             }
         }
     }
