@@ -40,6 +40,23 @@ async def test_every_command(arl: AsyncRateLimiter, backend: str) -> None:
     assert never.retry_after == math.inf
 
 
+async def test_reserve_settle_and_refund(arl: AsyncRateLimiter) -> None:
+    r = await arl.reserve_hit("tpm", 10_000, 60, cost=4_000)
+    async with arl.settling(r) as s:
+        s.used = 500
+    assert s.settlement is not None and s.settlement.applied == -3_500
+    assert (await arl.refund("tpm", 100, limit=10_000, window=60)).count == 400
+    g = await arl.reserve_gcra("g", 4, 1, 3600, tokens=2)
+    assert (await arl.settle("g", g.token or "", 3)).applied == 1
+    sr = await arl.reserve_slide("s", 10, 60, cost=3)
+    async with arl.settling(sr) as settling:
+        pass
+    assert settling.settlement is None and (await arl.slide("s", 10, 60, peek=True)).count == 3
+    pipe = await arl.pipeline()
+    answers = await pipe.reserve_hit("p", 5, 60, cost=5).reserve_hit("p", 5, 60, cost=1).execute()
+    assert [a.allowed for a in answers] == [True, False]
+
+
 async def test_answers_as_the_sync_client(server: Server) -> None:
     sync = RateLimiter(server.client())
     client = redis.asyncio.Redis(port=server.port)

@@ -128,6 +128,69 @@ def test_top_is_the_modules(rl: RateLimiter, backend: str) -> None:
             rl.top()
 
 
+def test_reserve_then_settle_gives_back_or_charges(rl: RateLimiter) -> None:
+    r = rl.reserve_hit("tpm", 50_000, 60, cost=4_000)
+    assert r.allowed and r.token and r.token.startswith("hit:50000:60000:") and r.amount == 4_000
+    assert r.decision.count == 4_000
+    settled = rl.settle("tpm", r.token, 730)
+    assert (settled.applied, settled.decision.count, settled.decision.remaining) == (-3_270, 730, 49_270)
+    assert settled.decision.allowed and settled.decision.limit == 50_000 and settled.decision.window == 60
+    over = rl.settle("tpm", rl.reserve_hit("tpm", 50_000, 60, cost=100).token or "", 300)
+    assert (over.applied, over.decision.count) == (200, 1_030)
+    # A sliding window and a bucket, the same way.
+    s = rl.reserve_slide("s", 10, 60, cost=8)
+    assert rl.settle("s", s.token or "", 2).applied == -6
+    g = rl.reserve_gcra("g", 4, 1, 3600, tokens=5)
+    settled_g = rl.settle("g", g.token or "", 1)
+    assert (settled_g.applied, settled_g.decision.remaining, settled_g.decision.limit) == (-4, 4, 5)
+    # Denied: no reservation.
+    denied = rl.reserve_hit("tpm", 50_000, 60, cost=50_000)
+    assert (denied.allowed, denied.token) == (False, None) and denied.retry_after
+    with pytest.raises(RateLimitError, match="the reservation is for another key"):
+        rl.settle("other", r.token, 1)
+    with pytest.raises(RateLimitError, match="invalid reservation"):
+        rl.settle("tpm", "made up", 1)
+
+
+def test_refund_and_negative_costs_give_back(rl: RateLimiter) -> None:
+    rl.hit("h", 10, 60, cost=7)
+    assert rl.refund("h", 3, limit=10, window=60).count == 4
+    assert rl.hit("h", 10, 60, cost=-100).count == 0
+    rl.slide("s", 10, 60, cost=5)
+    assert rl.refund("s", 2, limit=10, window=60, sliding=True).count == 3
+    rl.gcra("g", 4, 1, 3600, tokens=5)
+    assert rl.gcra("g", 4, 1, 3600, tokens=-2).remaining == 2
+    assert rl.client.exists("none") == 0 and rl.refund("none", 1, limit=10, window=60).allowed
+    assert rl.client.exists("none") == 0
+
+
+def test_settling_settles_once_when_the_block_ends(rl: RateLimiter) -> None:
+    r = rl.reserve_hit("tpm", 10_000, 60, cost=4_000)
+    with rl.settling(r) as s:
+        s.used = 1_000
+    assert s.settlement is not None and s.settlement.applied == -3_000
+    assert rl.peek("tpm", 10_000).count == 1_000
+    # The block raised, with what was used known: still settled, the block's error goes on.
+    r = rl.reserve_hit("tpm", 10_000, 60, cost=4_000)
+    with pytest.raises(ZeroDivisionError), rl.settling(r) as s:
+        s.used = 0
+        _ = 1 / 0
+    assert rl.peek("tpm", 10_000).count == 1_000
+    # Left unset: nothing sent, the estimate stays counted; a denied reservation sends nothing.
+    r = rl.reserve_hit("tpm", 10_000, 60, cost=4_000)
+    with rl.settling(r) as s:
+        pass
+    assert s.settlement is None and rl.peek("tpm", 10_000).count == 5_000
+    with rl.settling(rl.reserve_hit("tpm", 10_000, 60, cost=9_000)) as s:
+        s.used = 1
+    assert s.settlement is None and rl.peek("tpm", 10_000).count == 5_000
+    # A settle the server refuses raises after a block that did not.
+    r = rl.reserve_hit("tpm", 10_000, 60, cost=1)
+    rl.client.set("tpm", "text")
+    with pytest.raises(RateLimitError, match="not an integer"), rl.settling(r) as s:
+        s.used = 1
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
@@ -135,7 +198,13 @@ def test_top_is_the_modules(rl: RateLimiter, backend: str) -> None:
         (lambda rl: rl.hit("k", 10, -1), "window must be an integer >= 1"),
         (lambda rl: rl.hit("k", 10, 0.0001), "window must be a whole number of milliseconds"),
         (lambda rl: rl.hit("k", True, 60), "limit must be an integer >= 1"),
-        (lambda rl: rl.hit("k", 10, 60, cost=0), "COST must be an integer >= 1"),
+        (lambda rl: rl.hit("k", 10, 60, cost=0), "COST must be a nonzero integer"),
+        (lambda rl: rl.peek("k", 10, cost=-1), "COST must be an integer >= 1"),
+        (lambda rl: rl.gcra("k", 1, 1, 1, tokens=0), "TOKENS must be a nonzero integer"),
+        (lambda rl: rl.reserve_hit("k", 10, 60, cost=-1), "RESERVE needs COST >= 1"),
+        (lambda rl: rl.reserve_gcra("k", 1, 1, 1, tokens=0), "RESERVE needs TOKENS >= 1"),
+        (lambda rl: rl.refund("k", 0, limit=10, window=60), "amount must be an integer >= 1"),
+        (lambda rl: rl.settle("k", "hit:1:1:1:1:0123456789abcdef", -1), "used must be an integer >= 0"),
         (lambda rl: rl.slide("k", 10.0, 60), "limit must be an integer >= 1"),
         (lambda rl: rl.gcra("k", -1, 1, 1), "max_burst must be an integer >= 0"),
         (lambda rl: rl.gcra("k", 1, 1, 0), "period must be > 0"),
@@ -178,6 +247,10 @@ def test_module_and_library_answer_alike(servers: dict[str, Server]) -> None:
                 *(rl.gcra("g", 1, 1, 60) for _ in range(3)),
                 *(rl.hit_all(["{x}a", "{x}b"], [(2, 60), (1, 60)]) for _ in range(2)),
                 *(rl.acquire("l", 1, 60, id=f"id{i}") for i in range(2)),
+                rl.refund("h", 5, limit=3, window=60),
+                rl.reserve_slide("s2", 10, 60, cost=4).decision,
+                rl.settle("s2", rl.reserve_slide("s2", 10, 60, cost=4).token or "", 1).decision,
+                rl.gcra("g", 1, 1, 60, tokens=-1),
             ]
         )
 

@@ -18,9 +18,28 @@ from redis_ratelimit import commands
 FOLDED = {
     "ms": "a duration in seconds (int, float or timedelta), sent in ms where needed",
     "numkeys": "len(keys)",
+    "reserve": "the reserve_* builders send it",
+}
+# Builders that send a command for one of its uses, and the documented arguments they leave to
+# the command's main builder.
+VARIANTS: dict[str, tuple[str, Any, set[str], dict[str, Any]]] = {
+    "reserve_hit": ("ratelimit.hit", commands.reserve_hit, set(), {"key": "k", "limit": 5, "window": 1.5, "cost": 2}),
+    "reserve_slide": (
+        "ratelimit.slide",
+        commands.reserve_slide,
+        {"peek"},
+        {"key": "k", "limit": 5, "window": 1.5, "cost": 2},
+    ),
+    "reserve_gcra": (
+        "ratelimit.gcra",
+        commands.reserve_gcra,
+        set(),
+        {"key": "k", "max_burst": 1, "tokens_per_period": 2, "period": 0.5, "tokens": 2},
+    ),
 }
 BUILDERS: dict[str, tuple[Any, dict[str, str], dict[str, Any]]] = {
     # command: (builder, {documented name: parameter}, a call with every option set)
+    "ratelimit.settle": (commands.settle, {}, {"key": "k", "reservation": "hit:1:1:1:1:0123456789abcdef", "used": 3}),
     "ratelimit.hit": (commands.hit, {}, {"key": "k", "limit": 5, "window": 1.5, "cost": 2}),
     "ratelimit.peek": (commands.peek, {}, {"key": "k", "limit": 5, "cost": 2}),
     "ratelimit.slide": (commands.slide, {}, {"key": "k", "limit": 5, "window": 1.5, "cost": 2, "peek": True}),
@@ -75,16 +94,30 @@ def walk(arguments: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         yield from walk(argument.get("arguments", []))
 
 
-@pytest.mark.parametrize("name", sorted(BUILDERS))
-def test_builder_matches_command_docs(servers: dict[str, Server], name: str) -> None:
-    builder, renamed, full_call = BUILDERS[name]
+CASES = [(name, name, *BUILDERS[name][:1], set(), *BUILDERS[name][1:]) for name in sorted(BUILDERS)] + [
+    (variant, command, builder, left, BUILDERS[command][1], call)
+    for variant, (command, builder, left, call) in sorted(VARIANTS.items())
+]
+
+
+@pytest.mark.parametrize(("case", "name", "builder", "left", "renamed", "full_call"), CASES, ids=[c[0] for c in CASES])
+def test_builder_matches_command_docs(
+    servers: dict[str, Server],
+    case: str,
+    name: str,
+    builder: Any,
+    left: set[str],
+    renamed: dict[str, str],
+    full_call: dict[str, Any],
+) -> None:
     arguments = list(walk(documented(servers["module"], name)))
     leaves = [a for a in arguments if a["type"] != "block" and a["type"] != "oneof"]
     parameters = set(inspect.signature(builder).parameters)
     # Every documented argument is taken, under its name, a declared other name, or folded.
     for argument in leaves:
         taken = renamed.get(argument["name"], argument["name"])
-        assert taken in parameters or argument["name"] in FOLDED, f"{name}: {argument['name']} is not taken"
+        folded = argument["name"] in FOLDED or argument["name"] in left
+        assert taken in parameters or folded, f"{case}: {argument['name']} is not taken"
     # Every parameter is a documented argument.
     names = {renamed.get(a["name"], a["name"]) for a in leaves}
     assert parameters <= names, f"{name}: {parameters - names} are not in COMMAND DOCS"

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import importlib.util
 
-from .aio import AsyncPermit, AsyncPipeline, AsyncRateLimiter
-from .client import Permit, Pipeline, RateLimiter
+from .aio import AsyncPermit, AsyncPipeline, AsyncRateLimiter, AsyncSettling
+from .client import Permit, Pipeline, RateLimiter, Settling
 from .commands import Call, Seconds
 from .errors import LibraryNotLoaded, PermitUnavailable, RateLimitError
-from .results import Acquisition, Decision, MultiDecision, TopEntry
+from .results import Acquisition, Decision, MultiDecision, Reservation, Settlement, TopEntry
 
 __version__ = "1.0.0"
 
@@ -29,6 +29,7 @@ __all__ = [
     "AsyncPermit",
     "AsyncPipeline",
     "AsyncRateLimiter",
+    "AsyncSettling",
     "Call",
     "Decision",
     "LibraryNotLoaded",
@@ -38,6 +39,9 @@ __all__ = [
     "Pipeline",
     "RateLimitError",
     "RateLimiter",
+    "Reservation",
     "Seconds",
+    "Settlement",
+    "Settling",
     "TopEntry",
 ]

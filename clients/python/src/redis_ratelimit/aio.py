@@ -14,6 +14,8 @@ from . import _backend, commands
 from ._backend import Backend
 from .commands import Call, Seconds
 from .permits import PermitBase
+from .results import Reservation
+from .settling import SettlingBase
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -48,6 +50,11 @@ class AsyncRateLimiter:
     slide = _sent(commands.slide)
     hit_all = _sent(commands.hit_all)
     gcra = _sent(commands.gcra)
+    refund = _sent(commands.refund)
+    reserve_hit = _sent(commands.reserve_hit)
+    reserve_slide = _sent(commands.reserve_slide)
+    reserve_gcra = _sent(commands.reserve_gcra)
+    settle = _sent(commands.settle)
     acquire = _sent(commands.acquire)
     release = _sent(commands.release)
     renew = _sent(commands.renew)
@@ -97,6 +104,11 @@ class AsyncRateLimiter:
             *_backend.command_args(call, backend), **_backend.routing(self.client, call.keys)
         )
 
+    def settling(self, reservation: Reservation) -> AsyncSettling:
+        """Settles ``reservation`` when the ``async with`` block ends, with what the block set as
+        ``used`` (see RateLimiter.settling)."""
+        return AsyncSettling(self, reservation)
+
     async def pipeline(self) -> AsyncPipeline:
         """Several decisions in one round trip: ``p = await rl.pipeline(); p.hit(...); await p.execute()``."""
         return AsyncPipeline(self, await self.detect())
@@ -130,6 +142,11 @@ class AsyncPipeline:
     slide = _queued(commands.slide)
     hit_all = _queued(commands.hit_all)
     gcra = _queued(commands.gcra)
+    refund = _queued(commands.refund)
+    reserve_hit = _queued(commands.reserve_hit)
+    reserve_slide = _queued(commands.reserve_slide)
+    reserve_gcra = _queued(commands.reserve_gcra)
+    settle = _queued(commands.settle)
     acquire = _queued(commands.acquire)
     release = _queued(commands.release)
     renew = _queued(commands.renew)
@@ -180,3 +197,25 @@ class AsyncPermit(PermitBase):
             await self.limiter.release(self.key, self.held_id)
         except Exception:
             self.release_failed()
+
+
+class AsyncSettling(SettlingBase):
+    """A reservation settled when an ``async with`` block ends (see AsyncRateLimiter.settling)."""
+
+    limiter: AsyncRateLimiter
+
+    async def __aenter__(self) -> AsyncSettling:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        call = self.to_send()
+        if call is None:
+            return
+        try:
+            self.settlement = await self.limiter.run(call)
+        except Exception:
+            if exc_type is None:
+                raise
+            self.failed()

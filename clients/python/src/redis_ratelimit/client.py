@@ -14,6 +14,8 @@ from . import _backend, commands
 from ._backend import Backend
 from .commands import Call, Seconds
 from .permits import PermitBase
+from .results import Reservation
+from .settling import SettlingBase
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -50,6 +52,11 @@ class RateLimiter:
     slide = _sent(commands.slide)
     hit_all = _sent(commands.hit_all)
     gcra = _sent(commands.gcra)
+    refund = _sent(commands.refund)
+    reserve_hit = _sent(commands.reserve_hit)
+    reserve_slide = _sent(commands.reserve_slide)
+    reserve_gcra = _sent(commands.reserve_gcra)
+    settle = _sent(commands.settle)
     acquire = _sent(commands.acquire)
     release = _sent(commands.release)
     renew = _sent(commands.renew)
@@ -97,6 +104,12 @@ class RateLimiter:
             *_backend.command_args(call, backend), **_backend.routing(self.client, call.keys)
         )
 
+    def settling(self, reservation: Reservation) -> Settling:
+        """Settles ``reservation`` when the block ends, with what the block set as ``used``:
+        ``with rl.settling(r) as s: ...; s.used = tokens``. Nothing is sent for a denied
+        reservation, or when ``used`` was left unset (the estimate stays counted)."""
+        return Settling(self, reservation)
+
     def pipeline(self) -> Pipeline:
         """Several decisions in one round trip: ``with rl.pipeline() as p: p.hit(...); p.slide(...)``,
         then ``p.execute()`` answers each in order."""
@@ -134,6 +147,11 @@ class Pipeline:
     slide = _queued(commands.slide)
     hit_all = _queued(commands.hit_all)
     gcra = _queued(commands.gcra)
+    refund = _queued(commands.refund)
+    reserve_hit = _queued(commands.reserve_hit)
+    reserve_slide = _queued(commands.reserve_slide)
+    reserve_gcra = _queued(commands.reserve_gcra)
+    settle = _queued(commands.settle)
     acquire = _queued(commands.acquire)
     release = _queued(commands.release)
     renew = _queued(commands.renew)
@@ -195,3 +213,25 @@ class Permit(PermitBase):
             self.limiter.release(self.key, self.held_id)
         except Exception:
             self.release_failed()
+
+
+class Settling(SettlingBase):
+    """A reservation settled when a ``with`` block ends (see RateLimiter.settling)."""
+
+    limiter: RateLimiter
+
+    def __enter__(self) -> Settling:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        call = self.to_send()
+        if call is None:
+            return
+        try:
+            self.settlement = self.limiter.run(call)
+        except Exception:
+            if exc_type is None:
+                raise
+            self.failed()

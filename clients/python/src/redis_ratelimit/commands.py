@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any, Generic, Literal, TypeVar
 
 from .errors import RateLimitError
-from .results import Acquisition, Decision, MultiDecision, TopEntry
+from .results import Acquisition, Decision, MultiDecision, Reservation, Settlement, TopEntry
 
 T = TypeVar("T")
 Seconds = int | float | timedelta
@@ -115,6 +115,19 @@ def _cost_args(cost: int, token: str = "COST") -> tuple[Arg, ...]:
     return () if _integer(cost, token) == 1 else (token, cost)
 
 
+def _signed_cost_args(cost: int, token: str = "COST") -> tuple[Arg, ...]:
+    """A cost (or tokens) that may be negative, to give back; never 0."""
+    if isinstance(cost, bool) or not isinstance(cost, int) or cost == 0 or not -(2**63) <= cost < 2**63:
+        raise RateLimitError(f"{token} must be a nonzero integer")
+    return () if cost == 1 else (token, cost)
+
+
+def _reserved(amount: int, token: str) -> int:
+    if isinstance(amount, bool) or not isinstance(amount, int) or not 1 <= amount < 2**63:
+        raise RateLimitError(f"RESERVE needs {token} >= 1")
+    return amount
+
+
 def _text(value: object) -> str:
     return value.decode(errors="backslashreplace") if isinstance(value, bytes) else str(value)
 
@@ -155,9 +168,10 @@ def _sliding(limit: int, window: float) -> Callable[[Any], Decision]:
 
 def hit(key: str, limit: int, window: Seconds, *, cost: int = 1) -> Call[Decision]:
     """RATELIMIT.HIT: counts ``cost`` against ``limit`` per fixed window of ``window`` seconds,
-    started by the first hit; a denied hit counts nothing."""
+    started by the first hit; a denied hit counts nothing. A negative ``cost`` gives that much back
+    (never below 0, never denied, the window's end kept)."""
     value, in_ms = _duration(window, "window")
-    args = (_integer(limit, "limit"), value, *_cost_args(cost), *(("MS",) if in_ms else ()))
+    args = (_integer(limit, "limit"), value, *_signed_cost_args(cost), *(("MS",) if in_ms else ()))
     return Call("RATELIMIT.HIT", "ratelimit_hit", (_key(key),), args, _fixed(limit, _seconds(value, in_ms), cost))
 
 
@@ -169,12 +183,13 @@ def peek(key: str, limit: int, *, cost: int = 1) -> Call[Decision]:
 
 def slide(key: str, limit: int, window: Seconds, *, cost: int = 1, peek: bool = False) -> Call[Decision]:
     """RATELIMIT.SLIDE: ``limit`` per sliding window of ``window`` seconds, in one key; with
-    ``peek``, what the call would get, writing nothing."""
+    ``peek``, what the call would get, writing nothing. A negative ``cost`` gives that much back to
+    the current window."""
     value, in_ms = _duration(window, "window")
     args = (
         _integer(limit, "limit"),
         value,
-        *_cost_args(cost),
+        *_signed_cost_args(cost),
         *(("MS",) if in_ms else ()),
         *(("PEEK",) if peek else ()),
     )
@@ -220,19 +235,83 @@ def hit_all(
     return Call("RATELIMIT.HITALL", "ratelimit_hitall", keys, tuple(args), parse, numkeys=True)
 
 
-def gcra(key: str, max_burst: int, tokens_per_period: int, period: Seconds, *, tokens: int = 1) -> Call[Decision]:
-    """RATELIMIT.GCRA: a burst of ``max_burst + 1``, then ``tokens_per_period`` per ``period``
-    seconds; ``tokens`` is what this call takes."""
-    text, seconds = _period(period)
-    burst = _integer(max_burst, "max_burst", minimum=0)
-    args = (burst, _integer(tokens_per_period, "tokens_per_period"), text, *_cost_args(tokens, "TOKENS"))
+def _bucket(period: float | None) -> Callable[[Any], Decision]:
+    """GCRA's [limited, capacity, remaining, retry_after_ms, full_after_ms]."""
 
     def parse(reply: Any) -> Decision:
         limited, capacity, remaining, retry_ms, full_ms = reply
         retry = None if not limited else (math.inf if retry_ms < 0 else _ms(retry_ms))
-        return Decision(not limited, capacity - remaining, remaining, _ms(full_ms), retry, capacity, seconds)
+        return Decision(not limited, capacity - remaining, remaining, _ms(full_ms), retry, capacity, period)
 
-    return Call("RATELIMIT.GCRA", "ratelimit_gcra", (_key(key),), args, parse)
+    return parse
+
+
+def gcra(key: str, max_burst: int, tokens_per_period: int, period: Seconds, *, tokens: int = 1) -> Call[Decision]:
+    """RATELIMIT.GCRA: a burst of ``max_burst + 1``, then ``tokens_per_period`` per ``period``
+    seconds; ``tokens`` is what this call takes (negative ones are given back)."""
+    text, seconds = _period(period)
+    burst = _integer(max_burst, "max_burst", minimum=0)
+    args = (burst, _integer(tokens_per_period, "tokens_per_period"), text, *_signed_cost_args(tokens, "TOKENS"))
+    return Call("RATELIMIT.GCRA", "ratelimit_gcra", (_key(key),), args, _bucket(seconds))
+
+
+def refund(key: str, amount: int, *, limit: int, window: Seconds, sliding: bool = False) -> Call[Decision]:
+    """``amount`` given back to the current window: ``hit`` (``slide`` with ``sliding``) with a
+    negative cost. A call counted in an earlier window is refunded there only by settling its
+    reservation."""
+    amount = _integer(amount, "amount")
+    return (slide if sliding else hit)(key, limit, window, cost=-amount)
+
+
+def _reserving(call: Call[Decision], amount: int) -> Call[Reservation]:
+    """``call`` with RESERVE: its decision, and the reservation the reply ends with."""
+
+    def parse(reply: Any) -> Reservation:
+        *numbers, token = reply
+        return Reservation(call.keys[0], call.parse(numbers), None if token is None else _text(token), amount)
+
+    return Call(call.command, call.function, call.keys, (*call.args, "RESERVE"), parse)
+
+
+def reserve_hit(key: str, limit: int, window: Seconds, *, cost: int) -> Call[Reservation]:
+    """RATELIMIT.HIT with RESERVE: ``cost`` (the estimate) decided and counted as by ``hit``, and
+    a reservation to settle with what was used."""
+    return _reserving(hit(key, limit, window, cost=_reserved(cost, "COST")), cost)
+
+
+def reserve_slide(key: str, limit: int, window: Seconds, *, cost: int) -> Call[Reservation]:
+    """RATELIMIT.SLIDE with RESERVE: as ``slide``, and a reservation to settle."""
+    return _reserving(slide(key, limit, window, cost=_reserved(cost, "COST")), cost)
+
+
+def reserve_gcra(
+    key: str, max_burst: int, tokens_per_period: int, period: Seconds, *, tokens: int
+) -> Call[Reservation]:
+    """RATELIMIT.GCRA with RESERVE: as ``gcra``, and a reservation to settle."""
+    return _reserving(gcra(key, max_burst, tokens_per_period, period, tokens=_reserved(tokens, "TOKENS")), tokens)
+
+
+def settle(key: str, reservation: str, used: int) -> Call[Settlement]:
+    """RATELIMIT.SETTLE: the reservation made on ``key`` settled with ``used``: the unused part
+    back to the window it was counted in while that still counts, more than reserved charged to
+    the current one. Not idempotent: settle each reservation once."""
+    if not isinstance(reservation, str):
+        raise RateLimitError(f"a reservation must be a str, not {type(reservation).__name__}")
+    used = _integer(used, "used", minimum=0)
+    # Read only to shape the reply: the server checks the reservation.
+    kind, *fields = reservation.split(":")
+    known = len(fields) == (4 if kind == "gcra" else 5) and all(f.isdigit() for f in fields[:-1])
+    decision: Callable[[Any], Decision] = _bucket(None)
+    if known and kind == "hit":
+        decision = _fixed(int(fields[0]), int(fields[1]) / 1000, 1)
+    elif known and kind == "slide":
+        decision = _sliding(int(fields[0]), int(fields[1]) / 1000)
+
+    def parse(reply: Any) -> Settlement:
+        *numbers, applied = reply
+        return Settlement(decision(numbers), applied)
+
+    return Call("RATELIMIT.SETTLE", "ratelimit_settle", (_key(key),), (reservation, used), parse)
 
 
 def acquire(key: str, limit: int, lease: Seconds, *, id: str | bytes | None = None) -> Call[Acquisition]:

@@ -97,6 +97,37 @@ def combined_headers(named: Sequence[tuple[str, Decision]], retry_after: float |
 
 
 @dataclass(frozen=True)
+class Reservation:
+    """HIT's, SLIDE's or GCRA's answer with RESERVE: the decision, and the reservation to settle
+    with what was used (None when denied)."""
+
+    key: str
+    decision: Decision
+    token: str | None
+    """The reservation as the server made it: opaque, valid for ``key`` only, settled once."""
+    amount: int
+    """What was reserved: the call's cost, or its tokens."""
+
+    @property
+    def allowed(self) -> bool:
+        return self.decision.allowed
+
+    @property
+    def retry_after(self) -> float | None:
+        return self.decision.retry_after
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """SETTLE's answer: the limit as it stands after the adjustment, as for an admitted call, and
+    what was applied (negative: given back; positive: an overage charged; 0: nothing, as when the
+    reserved window had ended)."""
+
+    decision: Decision
+    applied: int
+
+
+@dataclass(frozen=True)
 class Acquisition:
     """ACQUIRE's answer."""
 
