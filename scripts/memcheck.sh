@@ -38,6 +38,30 @@ cli set gleak 4000000000000000000 >/dev/null; cli ratelimit.gcra gleak 1 1 1 >/d
 for bad in "g 1 1" "g -1 1 1" "g 1 0 1" "g 1 1 0" "g 1 1 x" "g 1 1 1 TOKENS" "g 200000000 1 86400" "list 1 1 1" "text 1 1 1"; do
     cli ratelimit.gcra $bad >/dev/null || true; cli cl.throttle $bad >/dev/null || true
 done
+# The sliding window: counts, rotation, PEEK, a heal, errors.
+for i in $(seq 100); do cli ratelimit.slide "s:$((i % 7))" 5 200 ms >/dev/null; done
+cli ratelimit.slide s:1 5 1 peek >/dev/null; cli set sleak slide:1000:0:1:2 >/dev/null; cli ratelimit.slide sleak 5 1 >/dev/null
+for bad in "s 0 1" "s 1 1 COST 0" "s 1 1 PEEK RESERVE" "list 1 1" "text 1 1"; do cli ratelimit.slide $bad >/dev/null || true; done
+# Leases: acquire (with and without an id), renew, release, expiry, errors.
+for i in $(seq 60); do cli ratelimit.acquire "l:$((i % 3))" 2 100 ms >/dev/null; done
+cli ratelimit.acquire l:1 2 30 id me >/dev/null; cli ratelimit.renew l:1 me 60 >/dev/null; cli ratelimit.release l:1 me >/dev/null
+cli ratelimit.renew l:1 gone 5 >/dev/null; cli ratelimit.release l:1 gone >/dev/null
+for bad in "l 0 1" "l 1 1 ID" "list 1 1"; do cli ratelimit.acquire $bad >/dev/null || true; done
+# Give-backs, reservations and settles on the three limiters, and bad settles.
+cli ratelimit.hit k:1 5 2 cost -2 >/dev/null; cli ratelimit.slide s:1 5 200 ms cost -9223372036854775808 >/dev/null
+cli ratelimit.gcra g:1 3 10 1 tokens -2 >/dev/null
+for kind in "ratelimit.hit r:h 50 60 cost 9" "ratelimit.slide r:s 50 60 cost 9" "ratelimit.gcra r:g 9 1 60 tokens 5"; do
+    key=$(echo "$kind" | cut -d' ' -f2)
+    reservation=$(cli $kind reserve | tail -1)
+    cli ratelimit.settle "$key" "$reservation" 3 >/dev/null; cli ratelimit.settle "$key" "$reservation" 30 >/dev/null
+    cli ratelimit.settle other "$reservation" 3 >/dev/null || true
+done
+for bad in "k garbage 1" "k hit:1:1:1:1:0123456789abcdef -1" "k" "list hit:1:1:1:1:0123456789abcdef 1"; do
+    cli ratelimit.settle $bad >/dev/null || true
+done
+# RATELIMIT.TOP: both views, a count, a reset.
+cli ratelimit.top >/dev/null; cli ratelimit.top admitted count 3 >/dev/null; cli ratelimit.top reset >/dev/null
+cli ratelimit.top count 0 >/dev/null || true
 cli config set ratelimit.audit-limit 3 >/dev/null; cli config set ratelimit.walk-slice-us 200 >/dev/null
 # The guard: bad rules, rules, leaking writes of every kind, a transaction with its own expiry.
 cli config set ratelimit.guard "gd: 0" >/dev/null 2>&1 || true

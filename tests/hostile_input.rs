@@ -56,6 +56,9 @@ impl Words for Rng {
             "inf",
             "86400",
             "200000000",
+            "RESERVE",
+            "reserve",
+            "-4000",
         ];
         match self.below(4) {
             0 => (0..self.below(12)).map(|_| self.next_u64() as u8).collect(),
@@ -86,8 +89,10 @@ fn random_arguments_never_hurt_the_server() {
     let _: () = redis::cmd("RPUSH").arg("fz:list").arg("x").query(&mut con).unwrap();
     let _: () = redis::cmd("SET").arg("fz:text").arg("abc").query(&mut con).unwrap();
 
-    let (mut ok, mut errors) = (0, 0);
-    for i in 0..5_000 {
+    let (mut ok, mut errors, mut settled) = (0, 0, 0);
+    // Reservations handed out so far, and their keys, for SETTLE.
+    let mut reservations: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    for i in 0..6_000 {
         let command = [
             "RATELIMIT.HIT",
             "RATELIMIT.HIT",
@@ -102,13 +107,25 @@ fn random_arguments_never_hurt_the_server() {
             "RATELIMIT.RELEASE",
             "RATELIMIT.RENEW",
             "RATELIMIT.TOP",
-        ][rng.below(13)];
+            "RATELIMIT.SETTLE",
+            "RATELIMIT.SETTLE",
+        ][rng.below(15)];
         let buckets = command == "RATELIMIT.GCRA" || command == "CL.THROTTLE";
         let slide = command == "RATELIMIT.SLIDE";
         let lease = ["RATELIMIT.ACQUIRE", "RATELIMIT.RELEASE", "RATELIMIT.RENEW"].contains(&command);
+        let settle = command == "RATELIMIT.SETTLE";
         let mut cmd = redis::cmd(command);
         let keyed = ["RATELIMIT.HIT", "RATELIMIT.PEEK", "RATELIMIT.SLIDE"].contains(&command) || buckets || lease;
-        if keyed && rng.below(8) != 0 {
+        // A settle of a reservation made before, on its key or another, now and then with a
+        // byte changed; or of junk.
+        if settle && !reservations.is_empty() && rng.below(6) != 0 {
+            let (key, mut reservation) = reservations[rng.below(reservations.len())].clone();
+            if rng.below(4) == 0 {
+                let at = rng.below(reservation.len());
+                reservation[at] = rng.next_u64() as u8;
+            }
+            cmd.arg(if rng.below(8) == 0 { rng.key() } else { key }).arg(reservation);
+        } else if keyed && rng.below(8) != 0 {
             // Sliding windows and leases mostly on keys of their own, so that their writes get
             // exercised.
             let key = rng.key();
@@ -140,8 +157,17 @@ fn random_arguments_never_hurt_the_server() {
                 "CL.THROTTLE" => cmd.arg(number(&mut rng)).arg(number(&mut rng)).arg(number(&mut rng)),
                 "RATELIMIT.AUDIT" => cmd.arg("fz:"),
                 "RATELIMIT.TOP" => cmd.arg(["DENIED", "ADMITTED"][rng.below(2)]).arg("COUNT").arg(number(&mut rng)),
+                "RATELIMIT.SETTLE" => cmd.arg(["0", "1", "7", "300", "9223372036854775807"][rng.below(5)]),
                 _ => cmd.arg("fz:").arg(number(&mut rng)),
             };
+            // Reservations and give-backs on the limiters.
+            if ["RATELIMIT.HIT", "RATELIMIT.SLIDE", "RATELIMIT.GCRA"].contains(&command) && rng.below(2) == 0 {
+                let token = if command == "RATELIMIT.GCRA" { "TOKENS" } else { "COST" };
+                cmd.arg(token).arg(["-3", "2", "7", "-9223372036854775808"][rng.below(4)]);
+            }
+            if ["RATELIMIT.HIT", "RATELIMIT.SLIDE", "RATELIMIT.GCRA"].contains(&command) && rng.below(2) == 0 {
+                cmd.arg("RESERVE");
+            }
         }
         for _ in 0..rng.below(if well_formed { 3 } else { 7 }) {
             cmd.arg(rng.word());
@@ -154,7 +180,30 @@ fn random_arguments_never_hurt_the_server() {
             })
             .collect();
         let context = || format!("seed {seed}, vector {i}: {shown:?}");
-        match cmd.query::<Value>(&mut con) {
+        let mut reply = cmd.query::<Value>(&mut con);
+        // RESERVE's reply ends with the reservation, or nil when denied: kept for SETTLE, and the
+        // numbers before it checked as any reply's.
+        let limiter = ["RATELIMIT.HIT", "RATELIMIT.SLIDE", "RATELIMIT.GCRA"].contains(&command);
+        let reserved = limiter && shown.iter().any(|a| a.eq_ignore_ascii_case("RESERVE"));
+        if let (Ok(Value::Array(items)), true, false) = (&mut reply, reserved, settle) {
+            match items.pop() {
+                Some(Value::BulkString(r)) => {
+                    let n: i64 = redis::from_redis_value(&items[0]).unwrap();
+                    assert!(n == i64::from(!buckets), "{}: a reservation for a denied call", context());
+                    reservations.push((shown[1].clone().into_bytes(), r));
+                }
+                Some(Value::Nil) => {}
+                other => panic!("{}: no reservation in the reply, {other:?}", context()),
+            }
+        }
+        match reply {
+            Ok(Value::Array(items)) if settle => {
+                // The reserving command's numbers, and what was applied.
+                let n: Vec<i64> = redis::from_redis_value(&Value::Array(items)).unwrap();
+                assert!((n.len() == 5 || n.len() == 6) && n[2] >= 0, "{}: {n:?}", context());
+                settled += 1;
+                ok += 1;
+            }
             Ok(Value::Array(items)) if command == "RATELIMIT.HITALL" => {
                 assert!(matches!(items[0], Value::Int(0 | 1)) && items.len() >= 2, "{}: {items:?}", context());
                 // [count, remaining, reset_ms], or with SLIDE [count, remaining, retry_after_ms, reset_ms].
@@ -232,7 +281,8 @@ fn random_arguments_never_hurt_the_server() {
             assert_eq!(pong, "PONG");
         }
     }
-    eprintln!("{ok} replies, {errors} errors");
+    eprintln!("{ok} replies ({settled} settles), {errors} errors");
+    assert!(settled > 20, "too few settles got through: {settled}");
     assert!(ok > 100 && errors > 100, "the vectors should exercise both paths: {ok} ok, {errors} errors");
 
     let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();

@@ -74,6 +74,13 @@ pub enum Contender {
     RedisRateShape,
     /// `RATELIMIT.GCRA`, with a bucket too large to deny.
     Gcra,
+    /// HIT, SLIDE and GCRA with `RESERVE`, as their rows above (a reservation in every reply).
+    HitReserve,
+    SlideReserve,
+    GcraReserve,
+    /// `RATELIMIT.SETTLE` of a reservation made before the run (a cost of 1,000 in an hour's
+    /// window), alternately used 999 (a refund of 1) and 1,001 (an overage of 1): every call writes.
+    Settle,
     /// redis-cell's `CL.THROTTLE` (its crates.io release), the same bucket.
     Cell,
     /// Floods: every call on 10 hot keys already over their limit, so nearly every call is
@@ -89,7 +96,7 @@ pub enum Contender {
     IncrGuarded,
 }
 
-pub const ALL: [Contender; 34] = [
+pub const ALL: [Contender; 38] = [
     Contender::Incr,
     Contender::TwoStep,
     Contender::IncrExpireNx,
@@ -116,6 +123,10 @@ pub const ALL: [Contender; 34] = [
     Contender::SlideTwoKeyAnswering,
     Contender::LuaSemaphoreAnsweringPair,
     Contender::Gcra,
+    Contender::HitReserve,
+    Contender::SlideReserve,
+    Contender::GcraReserve,
+    Contender::Settle,
     Contender::LibraryGcra,
     Contender::RedisRateShape,
     Contender::Cell,
@@ -157,6 +168,10 @@ impl Contender {
             Contender::LuaSemaphoreAnsweringPair => "ZSET semaphore answering ACQUIRE's fields (Lua, a pair)",
             Contender::RedisRateShape => "GCRA (Lua, redis_rate allowN shape)",
             Contender::Gcra => "RATELIMIT.GCRA",
+            Contender::HitReserve => "RATELIMIT.HIT ... RESERVE",
+            Contender::SlideReserve => "RATELIMIT.SLIDE ... RESERVE",
+            Contender::GcraReserve => "RATELIMIT.GCRA ... RESERVE",
+            Contender::Settle => "RATELIMIT.SETTLE (a refund or an overage)",
             Contender::Cell => "CL.THROTTLE (redis-cell 0.2.2)",
             Contender::IncrFlood => "flood: INCR on 10 hot keys",
             Contender::HitFlood => "flood: RATELIMIT.HIT, denied",
@@ -208,6 +223,10 @@ impl Contender {
             Contender::LibraryLeasePair => "b:liblease:",
             Contender::RedisRateShape => "b:rrate:",
             Contender::Gcra => "b:gcra:",
+            Contender::HitReserve => "b:hitr:",
+            Contender::SlideReserve => "b:slider:",
+            Contender::GcraReserve => "b:gcrar:",
+            Contender::Settle => SETTLE_PREFIX,
             Contender::Cell => "b:cell:",
             Contender::IncrFlood => "b:fincr:",
             Contender::HitFlood => "b:fhit:",
@@ -236,7 +255,12 @@ pub struct Setup {
     pub function: String,
     pub window_s: &'static str,
     pub hit_limit: &'static str,
+    /// The Settle row's reservations, by key number.
+    pub reservations: Vec<Vec<u8>>,
 }
+
+/// The Settle row's keys, each reserved before the run.
+pub const SETTLE_PREFIX: &str = "b:settle:";
 
 pub fn command(out: &mut Vec<u8>, args: &[&[u8]]) {
     out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
@@ -262,6 +286,24 @@ fn write_hit(contender: Contender, setup: &Setup, key: &[u8], out: &mut Vec<u8>)
         // A billion tokens, one back per second: never denied, and the key lives on.
         Contender::Gcra => {
             command(out, &[b"RATELIMIT.GCRA", key, b"999999999", b"1", b"1"]);
+            1
+        }
+        Contender::GcraReserve => {
+            command(out, &[b"RATELIMIT.GCRA", key, b"999999999", b"1", b"1", b"RESERVE"]);
+            1
+        }
+        Contender::HitReserve => {
+            command(out, &[b"RATELIMIT.HIT", key, setup.hit_limit.as_bytes(), w, b"RESERVE"]);
+            1
+        }
+        Contender::SlideReserve => {
+            command(out, &[b"RATELIMIT.SLIDE", key, setup.hit_limit.as_bytes(), w, b"RESERVE"]);
+            1
+        }
+        Contender::Settle => {
+            let number: usize = std::str::from_utf8(&key[SETTLE_PREFIX.len()..]).unwrap().parse().unwrap();
+            let used: &[u8] = if next_lease_id().last().is_some_and(|d| d % 2 == 0) { b"999" } else { b"1001" };
+            command(out, &[b"RATELIMIT.SETTLE", key, &setup.reservations[number], used]);
             1
         }
         Contender::LibraryGcra => {

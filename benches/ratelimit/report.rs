@@ -304,6 +304,20 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
             2.0,
             true,
         );
+        // Paying for what was used (issue 31): RESERVE on top of each command, and SETTLE, by server CPU.
+        for (reserving, plain, name) in [
+            (Contender::HitReserve, Contender::Hit, "HIT"),
+            (Contender::SlideReserve, Contender::Slide, "SLIDE"),
+            (Contender::GcraReserve, Contender::Gcra, "GCRA"),
+        ] {
+            target(
+                format!("{on}: {name} RESERVE server CPU ≤ 1.10× {name}'s"),
+                cpu(reserving) / cpu(plain),
+                1.10,
+                false,
+            );
+        }
+        target(format!("{on}: SETTLE server CPU ≤ HIT's"), cpu(Contender::Settle) / cpu(Contender::Hit), 1.0, false);
     }
     for (server, rows) in &results.top_cost {
         for r in rows {
