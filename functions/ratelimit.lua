@@ -170,9 +170,16 @@ local function check_reserve(opts, amount, name)
     end
 end
 
--- A key's name in a reservation (the module's reservation::key_tag).
+-- A key's name in a reservation (the module's reservation::key_tag): FNV-1a, 32 bits, in hex;
+-- each product stays below 2^53 (the prime is 2^24 + 403).
 local function key_tag(key)
-    return string.sub(redis.sha1hex(key), 1, 16)
+    local bxor, byte = bit.bxor, string.byte
+    local h = 2166136261
+    for i = 1, #key do
+        h = bxor(h, byte(key, i)) % 4294967296
+        h = ((h % 256) * 16777216 + h * 403) % 4294967296
+    end
+    return format('%08x', h)
 end
 
 -- The options after the positional arguments, as the module reads them: names in any case, in any
@@ -1225,7 +1232,7 @@ local function reservation_of(text, key)
         f[count] = field
     end
     local tag = f[n + 1]
-    if count ~= n + 1 or #tag ~= 16 or not find(tag, '^[0-9a-f]+$') then
+    if count ~= n + 1 or #tag ~= 8 or not find(tag, '^[0-9a-f]+$') then
         fail(NOT_RESERVATION)
     end
     for i = 1, n do

@@ -84,8 +84,8 @@ impl Words for Rng {
 fn untagged(value: &Value) -> Value {
     match value {
         Value::Array(items) => Value::Array(items.iter().map(untagged).collect()),
-        Value::BulkString(text) if text.len() > 17 && text[text.len() - 17] == b':' => {
-            Value::BulkString(text[..text.len() - 17].to_vec())
+        Value::BulkString(text) if text.len() > 9 && text[text.len() - 9] == b':' => {
+            Value::BulkString(text[..text.len() - 9].to_vec())
         }
         v => v.clone(),
     }
@@ -104,7 +104,7 @@ fn reservation_in(reply: &Value) -> Option<String> {
         Value::Array(items) => match items.last() {
             Some(Value::BulkString(text)) => String::from_utf8(text.clone())
                 .ok()
-                .filter(|t| t.len() > 17 && ["hit:", "slide:", "gcra:"].iter().any(|kind| t.starts_with(kind))),
+                .filter(|t| t.len() > 9 && ["hit:", "slide:", "gcra:"].iter().any(|kind| t.starts_with(kind))),
             _ => None,
         },
         _ => None,
@@ -246,7 +246,7 @@ fn the_library_answers_as_the_module_does() {
             let r = &reservations[rng.below(reservations.len())];
             let (mut module, mut library) = (r.module.clone(), r.library.clone());
             if rng.below(4) == 0 {
-                let at = rng.below(module.len() - 17);
+                let at = rng.below(module.len() - 9);
                 let by = ["0", "1", "9", ":", "x", ""][rng.below(6)];
                 module.replace_range(at..at + 1, by);
                 library.replace_range(at..at + 1, by);

@@ -26,14 +26,15 @@ pub fn settle(call: &Call) -> Result<(), Error> {
     let (amount, used) = (reserved.amount(), args.used);
     let now = clock::command_now();
     let mut key = StoredKey::open(call, name)?;
-    let (numbers, applied): (Vec<i64>, i64) = match reserved {
+    // The reply: the reserving command's numbers, then what was applied.
+    let (reply, len): ([i64; 6], usize) = match reserved {
         Reserved::Hit { limit, window_ms, window_end_ms, amount } => {
             let counter = key.read::<i64>()?;
             let l = Limit { limit, window_ms, cost: amount };
             let (o, applied) =
                 window::settle_reserved(&l, window_end_ms, amount, used, counter, now.ms).ok_or(OVERFLOW)?;
             write(call, &mut key, counter, o.change, Written::Incrby, used > amount)?;
-            (vec![1, o.count, o.remaining, o.reset_ms], applied)
+            ([1, o.count, o.remaining, o.reset_ms, applied, 0], 5)
         }
         Reserved::Slide { limit, window_ms, start_ms, amount } => {
             let stored = key.read::<slide::Counts>()?;
@@ -44,16 +45,17 @@ pub fn settle(call: &Call) -> Result<(), Error> {
                     Unsettled::Overflow => OVERFLOW,
                 })?;
             write(call, &mut key, stored, o.change, Written::Set, used > amount)?;
-            (vec![1, o.count, o.remaining, o.retry_after_ms, o.reset_ms], applied)
+            ([1, o.count, o.remaining, o.retry_after_ms, o.reset_ms, applied], 6)
         }
         Reserved::Gcra { capacity, emission_ns, amount } => {
             let bucket = key.read::<i64>()?;
             let rate = Rate::new(capacity - 1, emission_ns, 1).map_err(|_| "ERR invalid reservation")?;
             let (o, applied) = gcra::settle_reserved(&rate, amount, used, bucket, now.ns, now.ms).ok_or(OVERFLOW)?;
             write(call, &mut key, bucket, o.change, Written::Set, used > amount)?;
-            (vec![0, capacity, o.remaining, o.retry_after_ms(), o.full_after_ms()], applied)
+            ([0, capacity, o.remaining, o.retry_after_ms(), o.full_after_ms(), applied], 6)
         }
     };
+    let applied = reply[len - 1];
     stats::SETTLED.add(1);
     match applied {
         a if a > 0 => stats::OVERAGE.add(1),
@@ -65,9 +67,7 @@ pub fn settle(call: &Call) -> Result<(), Error> {
     if used > 0 {
         tracking::record(View::Admitted, now.ms, [(key_name, used.unsigned_abs())]);
     }
-    let mut reply = numbers;
-    reply.push(applied);
-    call.reply_integers(&reply);
+    call.reply_integers(&reply[..len]);
     Ok(())
 }
 

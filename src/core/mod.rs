@@ -9,7 +9,6 @@ pub mod gcra;
 pub mod guard_rules;
 pub mod lease;
 pub mod reservation;
-pub mod sha1;
 pub mod slide;
 pub mod stored;
 pub mod top;

@@ -1,7 +1,8 @@
 //! Reservations: what `RESERVE` hands out and `RATELIMIT.SETTLE` takes back, as text. A
 //! reservation names the algorithm, the limit it was counted against, the window it was counted
-//! in, the amount reserved, and its key (the first 16 hex digits of the name's SHA-1, as the
-//! Functions library computes them with `redis.sha1hex`):
+//! in, the amount reserved, and its key (the name's 32-bit FNV-1a hash in 8 hex digits: a check
+//! against a reservation sent with another key, not a signature; cheap on every RESERVE, and
+//! exact in the Functions library's doubles):
 //!
 //! - `hit:<limit>:<window_ms>:<window_end_ms>:<amount>:<key>`: the fixed window that ends then;
 //! - `slide:<limit>:<window_ms>:<window_start_ms>:<amount>:<key>`: the aligned window from then;
@@ -12,14 +13,14 @@
 
 use crate::core::decimal::{parse_natural, put_u64};
 use crate::core::gcra::MAX_SPAN_NS;
-use crate::core::sha1::sha1;
 use crate::core::window::MAX_WINDOW_MS;
 
-/// The key's part of a reservation: 16 lowercase hex digits.
-pub type KeyTag = [u8; 16];
+/// The key's part of a reservation: 8 lowercase hex digits.
+pub type KeyTag = [u8; TAG_LEN];
+const TAG_LEN: usize = 8;
 
-/// The longest reservation text: the tag, five 19-digit numbers, the separators.
-pub const MAX_LEN: usize = 6 + 5 * 20 + 16;
+/// The longest reservation text: the name, four 19-digit numbers, the separators, the tag.
+pub const MAX_LEN: usize = 5 + 4 * 20 + 1 + TAG_LEN;
 
 /// What was reserved, and where.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,14 +51,44 @@ impl Refused {
     }
 }
 
-/// The tag of `key` in a reservation.
+/// Exactly `count` (at most 4) ':'-separated decimal integers >= 0, as Redis reads them (no
+/// sign, no leading zero, 64-bit).
+fn naturals(text: &[u8], count: usize) -> Option<[i64; 4]> {
+    let mut numbers = [0i64; 4];
+    let (mut field, mut start) = (0, 0);
+    for (i, &b) in text.iter().enumerate() {
+        if b == b':' {
+            *numbers.get_mut(field)? = parse_natural(&text[start..i])?;
+            (field, start) = (field + 1, i + 1);
+        }
+    }
+    *numbers.get_mut(field)? = parse_natural(&text[start..])?;
+    (field + 1 == count).then_some(numbers)
+}
+
+fn fnv1a(key: &[u8]) -> u32 {
+    key.iter().fold(0x811c_9dc5u32, |h, &b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
+}
+
+/// A tag's value: 8 lowercase hex digits.
+fn tag_value(tag: &[u8]) -> Option<u32> {
+    tag.iter().try_fold(0u32, |v, &b| {
+        let digit = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            _ => return None,
+        };
+        Some(v << 4 | u32::from(digit))
+    })
+}
+
+/// The tag of `key` in a reservation: FNV-1a, 32 bits, in hex.
 pub fn key_tag(key: &[u8]) -> KeyTag {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digest = sha1(key);
-    let mut tag = [0; 16];
-    for (i, byte) in digest[..8].iter().enumerate() {
-        tag[2 * i] = HEX[usize::from(byte >> 4)];
-        tag[2 * i + 1] = HEX[usize::from(byte & 15)];
+    let hash = fnv1a(key);
+    let mut tag = [0; TAG_LEN];
+    for (i, digit) in tag.iter_mut().enumerate() {
+        *digit = HEX[((hash >> (28 - 4 * i)) & 15) as usize];
     }
     tag
 }
@@ -82,25 +113,28 @@ impl Reserved {
             len = put_u64(buf, len + 1, field.unsigned_abs());
         }
         buf[len] = b':';
-        buf[len + 1..len + 17].copy_from_slice(&key_tag(key));
-        &buf[..len + 17]
+        buf[len + 1..len + 1 + TAG_LEN].copy_from_slice(&key_tag(key));
+        &buf[..len + 1 + TAG_LEN]
     }
 
     /// Reads a reservation for `key`: every field as RESERVE writes it (decimal integers as Redis
-    /// reads them, within the commands' bounds), then the key.
+    /// reads them, within the commands' bounds), then the key. One pass over the text: SETTLE
+    /// reads one on every call.
     pub fn parse(text: &[u8], key: &[u8]) -> Result<Reserved, Refused> {
-        let mut fields = text.split(|&b| b == b':');
-        let name = fields.next().unwrap_or_default();
-        let mut numbers = [0i64; 4];
-        let count = if name == b"gcra" { 3 } else { 4 };
-        for n in numbers.iter_mut().take(count) {
-            *n = fields.next().and_then(parse_natural).ok_or(Refused::Malformed)?;
-        }
-        let tag = fields.next().filter(|t| t.len() == 16).ok_or(Refused::Malformed)?;
-        if fields.next().is_some() || !tag.iter().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b)) {
+        let colon = text.iter().position(|&b| b == b':').ok_or(Refused::Malformed)?;
+        let (name, rest) = (&text[..colon], &text[colon + 1..]);
+        let count = match name {
+            b"hit" | b"slide" => 4,
+            b"gcra" => 3,
+            _ => return Err(Refused::Malformed),
+        };
+        // The numbers, then ':' and the tag.
+        let split = rest.len().checked_sub(TAG_LEN + 1).ok_or(Refused::Malformed)?;
+        let (digits, tag) = (&rest[..split], &rest[split + 1..]);
+        if rest[split] != b':' {
             return Err(Refused::Malformed);
         }
-        let [a, b, c, d] = numbers;
+        let [a, b, c, d] = naturals(digits, count).ok_or(Refused::Malformed)?;
         let window = |limit: i64, window_ms: i64| limit >= 1 && (1..=MAX_WINDOW_MS).contains(&window_ms);
         let reserved = match name {
             b"hit" if window(a, b) && d >= 1 => Reserved::Hit { limit: a, window_ms: b, window_end_ms: c, amount: d },
@@ -112,10 +146,11 @@ impl Reserved {
             }
             _ => return Err(Refused::Malformed),
         };
-        if tag != key_tag(key) {
-            return Err(Refused::OtherKey);
+        match tag_value(tag) {
+            None => Err(Refused::Malformed),
+            Some(t) if t != fnv1a(key) => Err(Refused::OtherKey),
+            Some(_) => Ok(reserved),
         }
-        Ok(reserved)
     }
 
     /// The amount reserved.
@@ -143,9 +178,11 @@ mod tests {
     }
 
     #[test]
-    fn the_key_tag_is_the_start_of_its_sha1() {
-        // sha1("abc") = a9993e364706816aba3e25717850c26c9cd0d89d
-        assert_eq!(&key_tag(b"abc"), b"a9993e364706816a");
+    fn the_key_tag_is_its_fnv1a() {
+        // FNV-1a 32 of "", "a" and "abc", as published with the algorithm.
+        assert_eq!(&key_tag(b""), b"811c9dc5");
+        assert_eq!(&key_tag(b"a"), b"e40c292c");
+        assert_eq!(&key_tag(b"abc"), b"1a47e90b");
     }
 
     #[test]
@@ -181,7 +218,7 @@ mod tests {
         for bad in [
             String::new(),
             "hit".into(),
-            format!("hit:10:1000:5000:1:{}", &tag[..15]),
+            format!("hit:10:1000:5000:1:{}", &tag[..7]),
             format!("hit:10:1000:5000:1:{tag}0"),
             format!("hit:10:1000:5000:1:{}", tag.to_uppercase()),
             format!("hit:10:1000:5000:{tag}"),
