@@ -225,7 +225,8 @@ fn concurrent_clients_never_get_more_than_the_rate() {
 }
 
 /// One sequence of redis-cell calls: a burst to the limit, denials, a look (quantity 0), several
-/// tokens, more than the capacity, a look at a missing key, sub-minute rates.
+/// tokens, give-backs (negative quantities), more than the capacity, a look at a missing key,
+/// sub-minute rates.
 const CELL_CALLS: &[&str] = &[
     "k1 4 1 60",
     "k1 4 1 60",
@@ -236,6 +237,9 @@ const CELL_CALLS: &[&str] = &[
     "k1 4 1 60",
     "k1 4 1 60 0",
     "k1 4 1 60 3",
+    "k1 4 1 60 -2",
+    "k1 4 1 60",
+    "k1 4 1 60 -1",
     "k2 15 30 60",
     "k2 15 30 60 4",
     "k2 15 30 60 20",
@@ -248,6 +252,8 @@ const CELL_CALLS: &[&str] = &[
     "k5 99 10 3600 50",
     "k5 99 10 3600 50",
     "k5 99 10 3600 1",
+    "k5 99 10 3600 -30",
+    "k5 99 10 3600 -69",
 ];
 
 #[test]
@@ -297,10 +303,21 @@ fn cl_throttle_answers_as_redis_cell_does() {
     let k1 = format!("{attempt}:k1");
     let (theirs, mine) = (tat(&mut cell_con, &k1), tat(&mut our_con, &k1));
     assert!((theirs - mine).abs() <= ms * NS_PER_MS, "TATs {theirs} and {mine}");
+    // Three of five in use (the give-backs made room): GCRA admits, leaving one.
     let reply = gcra(&mut our_con, &k1, &["4", "1", "60"]).unwrap();
-    assert_eq!(reply[..3], [1, 5, 0]);
+    assert_eq!(reply[..3], [0, 5, 1]);
     let exists: i64 = redis::cmd("EXISTS").arg(format!("{attempt}:k3")).query(&mut our_con).unwrap();
     assert_eq!(exists, 0, "a look creates nothing");
+    // Giving back more than is in use takes the TAT 2 ms or more before now: redis-cell fails to
+    // set the expiry (after writing the key without one); here an error too, and nothing written.
+    let k1_before = common::snapshot(&mut our_con, &k1);
+    let give_back = ["4", "1", "60", "-9"];
+    let theirs = error_of(redis::cmd("CL.THROTTLE").arg(&k1).arg(&give_back).query::<Value>(&mut cell_con));
+    let mine = error_of(redis::cmd("CL.THROTTLE").arg(&k1).arg(&give_back).query::<Value>(&mut our_con));
+    assert_eq!(theirs, "Cell error: Error while setting key expire");
+    assert!(mine.starts_with("ERR quantity gives back more than the bucket holds"), "{mine}");
+    assert_eq!(common::snapshot(&mut our_con, &k1), k1_before);
+    assert_eq!(common::pttl(&mut cell_con, &k1), -1, "redis-cell's leak, which the module does not copy");
 }
 
 #[test]

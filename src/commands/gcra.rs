@@ -15,7 +15,8 @@ use crate::redis::stats::{self, Decisions};
 pub fn gcra(call: &Call) -> Result<(), Error> {
     let args = parse_gcra(call.args())?;
     let rate = args.rate;
-    let o = take(call, &rate, "ratelimit.gcra", &stats::GCRA_DECISIONS, args.reserve)?;
+    let decision = |r: &Rate, b: Stored, ns, ms| Some(decide(r, b, ns, ms));
+    let o = take(call, &rate, "ratelimit.gcra", &stats::GCRA_DECISIONS, args.reserve, decision)?;
     let numbers = [i64::from(o.limited), rate.capacity, o.remaining, o.retry_after_ms(), o.full_after_ms()];
     if args.reserve {
         let reserved = (!o.limited).then_some(Reserved::Gcra {
@@ -30,14 +31,20 @@ pub fn gcra(call: &Call) -> Result<(), Error> {
     Ok(())
 }
 
-/// One request of a parsed rate against the bucket at the call's first argument (GCRA's and
-/// CL.THROTTLE's); `reserving`: its tokens count for RATELIMIT.TOP when settled.
+/// The error of a CL.THROTTLE give-back that redis-cell fails on (see `gcra::decide_cell`).
+const GIVES_BACK_TOO_MUCH: &str =
+    "ERR quantity gives back more than the bucket holds (redis-cell 0.2.2 fails here too, and leaves the key without TTL)";
+
+/// One request of a parsed rate against the bucket at the call's first argument, decided by
+/// `decide` (GCRA's or CL.THROTTLE's; None: refused, nothing written); `reserving`: its tokens
+/// count for RATELIMIT.TOP when settled.
 pub fn take(
     call: &Call,
     rate: &Rate,
     command: &'static str,
     decisions: &Decisions,
     reserving: bool,
+    decide: impl Fn(&Rate, Stored, i64, i64) -> Option<Outcome>,
 ) -> Result<Outcome, Error> {
     let name = call.key(1).ok_or(ArgError::Arity(command))?;
     let now = clock::command_now();
@@ -46,7 +53,7 @@ pub fn take(
     if rate.tokens >= 0 {
         refuse_new_over_maxmemory(call, &[bucket])?;
     }
-    let outcome = decide(rate, bucket, now.ns, now.ms);
+    let outcome = decide(rate, bucket, now.ns, now.ms).ok_or(GIVES_BACK_TOO_MUCH)?;
     if let Some(change) = outcome.change {
         key.apply(&change, Written::Set)?;
     }

@@ -402,9 +402,9 @@ pub fn parse_gcra<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<GcraAr
 
 /// `key max_burst count_per_period period [quantity]` after `CL.THROTTLE`, as redis-cell reads it:
 /// integers as Rust's `i64` parser takes them (`+5` and `007` too), `period` in whole seconds, the
-/// emission interval computed in floating point as redis-cell computes it, `quantity` 0 a look.
-/// Where redis-cell takes any integer and computes nonsense (a count of 0, a negative period),
-/// these are refused.
+/// emission interval computed in floating point as redis-cell computes it, `quantity` 0 a look, a
+/// negative one a give-back. Where redis-cell takes any integer and computes nonsense (a count of
+/// 0, a negative period), these are refused.
 pub fn parse_cl_throttle<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Rate, ArgError> {
     let args: Vec<&[u8]> = args.into_iter().take(6).collect();
     let [_key, max_burst, per_period, period, ref rest @ ..] = args[..] else {
@@ -421,7 +421,7 @@ pub fn parse_cl_throttle<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result
     let max_burst = integer(max_burst, "max_burst", 0)?;
     let per_period = integer(per_period, "count per period", 1)?;
     let period = integer(period, "period", 1)?;
-    let quantity = rest.first().map_or(Ok(1), |q| integer(q, "quantity", 0))?;
+    let quantity = rest.first().map_or(Ok(1), |q| integer(q, "quantity", i64::MIN))?;
     let period_ns = period.checked_mul(1_000_000_000).ok_or(ArgError::Overflow("period"))?;
     let emission_ns = ((period_ns as f64 / per_period as f64) as i64).max(1);
     Rate::new(max_burst, emission_ns, quantity).map_err(|o| match o {
@@ -804,7 +804,7 @@ mod tests {
             ("k 1 0 1", ArgError::OutOfRange("count per period", 1)),
             ("k 1 1 0", ArgError::OutOfRange("period", 1)),
             ("k 1 1 1.5", ArgError::NotAnInteger("period")),
-            ("k 1 1 1 -1", ArgError::OutOfRange("quantity", 0)),
+            ("k 1 1 1 x", ArgError::NotAnInteger("quantity")),
             ("k 1 1 9223372036854775807", ArgError::Overflow("period")),
             ("k 200000000 1 86400", ArgError::Overflow("(max_burst + 1) * period / count per period")),
         ] {
@@ -890,7 +890,7 @@ mod properties {
                 prop_assert!((1..=MAX_ID_LEN).contains(&id.len()));
             }
             if let Ok(r) = parse_cl_throttle(words()) {
-                prop_assert!(r.capacity >= 1 && r.emission_ns >= 1 && r.tokens >= 0);
+                prop_assert!(r.capacity >= 1 && r.emission_ns >= 1);
             }
             if let Ok(a) = parse_hitall(words()) {
                 prop_assert!(!a.keys.is_empty() && a.keys.len() == a.limits.len());

@@ -97,6 +97,30 @@ pub fn decide(rate: &Rate, bucket: Stored, now_ns: i64, now_ms: i64) -> Outcome 
     if rate.tokens < 0 {
         return give_back(rate, bucket, now_ns, now_ms, rate.tokens.unsigned_abs()).0;
     }
+    arrive(rate, bucket, now_ns, now_ms)
+}
+
+/// CL.THROTTLE's decision: `decide`'s for a quantity of 0 or more; for a negative one, redis-cell
+/// 0.2.2's arithmetic (the TAT moves back from `max(TAT, now)`, with no floor at now, and a TAT
+/// before now is stored to expire in a millisecond: it reads as a full bucket). None where
+/// redis-cell fails to set the key's expiry (the TAT 2 ms or more before now) and leaves it
+/// without TTL: the caller answers an error and writes nothing.
+pub fn decide_cell(rate: &Rate, bucket: Stored, now_ns: i64, now_ms: i64) -> Option<Outcome> {
+    let o = arrive(rate, bucket, now_ns, now_ms);
+    match o.change {
+        // redis-cell's TTL is the TAT less now, in ms truncated towards 0.
+        Some(Change::Set { value, .. })
+            if rate.tokens < 0 && (i128::from(value) - i128::from(now_ns)) / 1_000_000 <= -2 =>
+        {
+            None
+        }
+        _ => Some(o),
+    }
+}
+
+/// One request's arrival: the TAT moves `increment_ns` from `max(TAT, now)`, admitted while it
+/// stays within the tolerance of now.
+fn arrive(rate: &Rate, bucket: Stored, now_ns: i64, now_ms: i64) -> Outcome {
     let (tat, expires_at) = match bucket {
         Stored::Missing => (now_ns, None),
         Stored::Present { value: tat_ns, expires_at } => (tat_ns.max(now_ns), expires_at),
@@ -107,13 +131,14 @@ pub fn decide(rate: &Rate, bucket: Stored, now_ns: i64, now_ms: i64) -> Outcome 
     let admitted = late_by <= 0;
     let tat_after = if admitted { new_tat as i64 } else { tat };
     // A request of 0 tokens (CL.THROTTLE's look) changes nothing but the heal.
-    let stores = admitted && rate.tokens > 0;
+    let stores = admitted && rate.tokens != 0;
     let change = match (stores, bucket, expires_at) {
         (true, _, _) => Some(Change::Set { value: tat_after, expires_at: expiry_of(tat_after, now_ms) }),
         (false, Stored::Present { value: tat_ns, .. }, None) => Some(Change::Expire { at: expiry_of(tat_ns, now_ms) }),
         (false, _, _) => None,
     };
-    // Both spans are below i64::MAX: tat_after <= i64::MAX and now_ns >= 0 for any real clock.
+    // Both spans are within i64: tat_after <= i64::MAX, now_ns >= 0 for any real clock, and a
+    // negative increment (CL.THROTTLE's) is at most 2^62.
     let used_ns = i128::from(tat_after) - i128::from(now_ns);
     let free_ns = i128::from(rate.tolerance_ns) - used_ns;
     let never = rate.increment_ns > rate.tolerance_ns;
@@ -251,6 +276,22 @@ mod tests {
         assert_eq!(settle_reserved(&r, 1, i64::MAX, empty, NOW, NOW_MS), None, "past i64");
         let (o, applied) = settle_reserved(&r, 5, 5, empty, NOW, NOW_MS).unwrap();
         assert_eq!((applied, o.change), (0, None));
+    }
+
+    #[test]
+    fn cl_throttle_gives_back_as_redis_cell_computes() {
+        let empty = at(NOW + 5 * SECOND);
+        // From max(TAT, now), with no floor at now: 2 back of 5 in use.
+        let o = decide_cell(&rate(-2), empty, NOW, NOW_MS).unwrap();
+        assert_eq!((o.limited, o.remaining, o.change), (false, 2, store(NOW + 3 * SECOND, NOW_MS + 3_000)));
+        // A TAT up to 2 ms before now: stored to expire at once (a full bucket), where redis-cell
+        // leaves the key without TTL at -1 ms.
+        let o = decide_cell(&rate(-1), at(NOW + SECOND - 1_999_999), NOW, NOW_MS).unwrap();
+        assert_eq!(o.change, store(NOW - 1_999_999, NOW_MS + 1));
+        assert_eq!(decide_cell(&rate(-1), at(NOW + SECOND - 2_000_000), NOW, NOW_MS), None, "redis-cell fails");
+        assert_eq!(decide_cell(&rate(-1), Stored::Missing, NOW, NOW_MS), None);
+        // Quantities of 0 and more: RATELIMIT.GCRA's decision.
+        assert_eq!(decide_cell(&rate(2), empty, NOW, NOW_MS), Some(decide_at(&rate(2), empty, NOW)));
     }
 
     #[test]
