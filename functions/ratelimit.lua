@@ -387,7 +387,7 @@ local function hit(keys, args)
     if opts.RESERVE then
         local admitted, final, remaining, reset = settle(keys[1], limit, window, cost, count, ttl, true)
         local reservation = admitted
-            and format('hit:%d:%d:%d:%d:%s', limit, window, redis_call('PEXPIRETIME', keys[1]), cost, key_tag(keys[1]))
+            and format('h:%d:%d:%d:%d:%s', limit, window, redis_call('PEXPIRETIME', keys[1]), cost, key_tag(keys[1]))
         return { admitted and 1 or 0, final, remaining, reset, reservation }
     end
     -- Settle's usual outcome (admitted in a running window) without the call to it: a Lua call
@@ -714,7 +714,7 @@ local function slide(keys, args)
     if opts.RESERVE then
         -- An admitted call stored its counts in the window its reset counts from.
         local reservation = fits
-            and format('slide:%d:%d:%d:%d:%s', limit, window, now + reset - 2 * window, cost, key_tag(key))
+            and format('s:%d:%d:%d:%d:%s', limit, window, now + reset - 2 * window, cost, key_tag(key))
         return { fits and 1 or 0, count, remaining, retry, reset, reservation }
     end
     return { fits and 1 or 0, count, remaining, retry, reset }
@@ -1208,7 +1208,7 @@ local function gcra(keys, args)
         retry = ceil_ms(late_us, late_r)
     end
     if opts.RESERVE then
-        local reservation = admitted and format('gcra:%d:%d:%d:%s', capacity, emission, tokens, key_tag(keys[1]))
+        local reservation = admitted and format('g:%d:%d:%d:%s', capacity, emission, tokens, key_tag(keys[1]))
         return { admitted and 0 or 1, capacity, remaining, retry, full, reservation }
     end
     return { admitted and 0 or 1, capacity, remaining, retry, full }
@@ -1225,7 +1225,7 @@ local function reservation_of(text, key)
     if not kind then
         fail(NOT_RESERVATION)
     end
-    local n = kind == 'gcra' and 3 or 4
+    local n = kind == 'g' and 3 or 4
     local f, count = {}, 0
     for field in string.gmatch(rest .. ':', '([^:]*):') do
         count = count + 1
@@ -1249,10 +1249,10 @@ local function reservation_of(text, key)
     end
     local a, b, c, d = f[1], f[2], f[3], f[4]
     local valid
-    if kind == 'gcra' then
+    if kind == 'g' then
         valid = a >= 1 and b >= 1 and c >= 1 and b * a <= MAX_SPAN and b * c <= MAX_SPAN
     else
-        valid = (kind == 'hit' or kind == 'slide') and a >= 1 and b >= 1 and d >= 1 and (kind == 'hit' or c % b == 0)
+        valid = (kind == 'h' or kind == 's') and a >= 1 and b >= 1 and d >= 1 and (kind == 'h' or c % b == 0)
     end
     if not valid then
         fail(NOT_RESERVATION)
@@ -1351,9 +1351,9 @@ local function settle_reservation(keys, args)
     if used == BIG then
         fail(BEYOND)
     end
-    if kind == 'hit' then
+    if kind == 'h' then
         return settle_hit(key, a, b, c, used - d)
-    elseif kind == 'slide' then
+    elseif kind == 's' then
         return settle_slide(key, a, b, c, used - d)
     end
     return settle_gcra(key, a, b, used - c)

@@ -56,7 +56,7 @@ for kind in "ratelimit.hit r:h 50 60 cost 9" "ratelimit.slide r:s 50 60 cost 9" 
     cli ratelimit.settle "$key" "$reservation" 3 >/dev/null; cli ratelimit.settle "$key" "$reservation" 30 >/dev/null
     cli ratelimit.settle other "$reservation" 3 >/dev/null || true
 done
-for bad in "k garbage 1" "k hit:1:1:1:1:01234567 -1" "k" "list hit:1:1:1:1:01234567 1"; do
+for bad in "k garbage 1" "k h:1:1:1:1:01234567 -1" "k" "list h:1:1:1:1:01234567 1"; do
     cli ratelimit.settle $bad >/dev/null || true
 done
 # RATELIMIT.TOP: both views, a count, a reset.

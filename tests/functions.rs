@@ -104,7 +104,7 @@ fn reservation_in(reply: &Value) -> Option<String> {
         Value::Array(items) => match items.last() {
             Some(Value::BulkString(text)) => String::from_utf8(text.clone())
                 .ok()
-                .filter(|t| t.len() > 9 && ["hit:", "slide:", "gcra:"].iter().any(|kind| t.starts_with(kind))),
+                .filter(|t| t.len() > 9 && ["h:", "s:", "g:"].iter().any(|kind| t.starts_with(kind))),
             _ => None,
         },
         _ => None,
@@ -382,7 +382,7 @@ fn the_library_answers_as_the_module_does() {
         }
         settle_replies += usize::from(settle && !matches!(module, Value::ServerError(_)));
         // A GCRA bucket's settle answers as GCRA does, times and all.
-        let settles_gcra = settled.as_ref().is_some_and(|(module, _, _)| module.starts_with("gcra:"));
+        let settles_gcra = settled.as_ref().is_some_and(|(module, _, _)| module.starts_with("g:"));
         let command = if settles_gcra { "RATELIMIT.GCRA" } else { command };
         compared += 1;
         gcra_replies += usize::from(gcra && !matches!(module, Value::ServerError(_)));

@@ -78,15 +78,15 @@ fn reserve_replies_a_reservation_or_nil() {
     let (numbers, reservation) = reserve(&mut con, "RATELIMIT.HIT", "k", &["10", "60", "COST", "8"]).unwrap();
     assert_eq!(numbers, [1, 8, 2, 60_000]);
     let reservation = reservation.unwrap();
-    assert!(reservation.starts_with("hit:10:60000:"), "{reservation}");
+    assert!(reservation.starts_with("h:10:60000:"), "{reservation}");
     let (numbers, denied) = reserve(&mut con, "RATELIMIT.HIT", "k", &["10", "60", "COST", "8"]).unwrap();
     assert_eq!((numbers[0], denied), (0, None));
     let (numbers, r) = reserve(&mut con, "RATELIMIT.SLIDE", "s", &["10", "60", "COST", "3"]).unwrap();
     assert_eq!(numbers[..4], [1, 3, 7, -1]);
-    assert!(r.unwrap().starts_with("slide:10:60000:"));
+    assert!(r.unwrap().starts_with("s:10:60000:"));
     let (numbers, r) = reserve(&mut con, "RATELIMIT.GCRA", "g", &["4", "1", "60", "TOKENS", "2"]).unwrap();
     assert_eq!(numbers[..3], [0, 5, 3]);
-    assert!(r.unwrap().starts_with("gcra:5:60000000000:2:"));
+    assert!(r.unwrap().starts_with("g:5:60000000000:2:"));
 }
 
 #[test]
@@ -194,7 +194,7 @@ fn bad_settles_change_nothing() {
         ("k", hit_r.as_str(), -1, "ERR used must be an integer >= 0"),
         ("k", "garbage", 1, malformed),
         ("k", &hit_r[..hit_r.len() - 1], 1, malformed),
-        ("k", &hit_r.replacen("hit:10:", "hit:0:", 1), 1, malformed),
+        ("k", &hit_r.replacen("h:10:", "h:0:", 1), 1, malformed),
         ("s", hit_r.as_str(), 1, "ERR the reservation is for another key"),
         ("s", slide_r.as_str(), 1, "ERR the reservation's window differs from the key's"),
     ] {

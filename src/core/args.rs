@@ -576,7 +576,7 @@ mod tests {
             Ok(HitArgs { limit: Limit { limit: 10, window_ms: 60_000, cost: 3 }, reserve: true })
         );
         assert!(!parse_hit(words("k 10 60")).unwrap().reserve);
-        assert_eq!(parse_settle(words("k hit:x 5")), Ok(SettleArgs { reservation: b"hit:x", used: 5 }));
+        assert_eq!(parse_settle(words("k h:x 5")), Ok(SettleArgs { reservation: b"h:x", used: 5 }));
         assert_eq!(parse_settle(words("k r 0")).map(|a| a.used), Ok(0));
         for line in ["k r -1", "k r x", "k r 1.5", "k r +1"] {
             assert_eq!(parse_settle(words(line)), Err(ArgError::Negative("used")), "{line}");

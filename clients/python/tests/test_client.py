@@ -130,7 +130,7 @@ def test_top_is_the_modules(rl: RateLimiter, backend: str) -> None:
 
 def test_reserve_then_settle_gives_back_or_charges(rl: RateLimiter) -> None:
     r = rl.reserve_hit("tpm", 50_000, 60, cost=4_000)
-    assert r.allowed and r.token and r.token.startswith("hit:50000:60000:") and r.amount == 4_000
+    assert r.allowed and r.token and r.token.startswith("h:50000:60000:") and r.amount == 4_000
     assert r.decision.count == 4_000
     settled = rl.settle("tpm", r.token, 730)
     assert (settled.applied, settled.decision.count, settled.decision.remaining) == (-3_270, 730, 49_270)
@@ -204,7 +204,7 @@ def test_settling_settles_once_when_the_block_ends(rl: RateLimiter) -> None:
         (lambda rl: rl.reserve_hit("k", 10, 60, cost=-1), "RESERVE needs COST >= 1"),
         (lambda rl: rl.reserve_gcra("k", 1, 1, 1, tokens=0), "RESERVE needs TOKENS >= 1"),
         (lambda rl: rl.refund("k", 0, limit=10, window=60), "amount must be an integer >= 1"),
-        (lambda rl: rl.settle("k", "hit:1:1:1:1:01234567", -1), "used must be an integer >= 0"),
+        (lambda rl: rl.settle("k", "h:1:1:1:1:01234567", -1), "used must be an integer >= 0"),
         (lambda rl: rl.slide("k", 10.0, 60), "limit must be an integer >= 1"),
         (lambda rl: rl.gcra("k", -1, 1, 1), "max_burst must be an integer >= 0"),
         (lambda rl: rl.gcra("k", 1, 1, 0), "period must be > 0"),

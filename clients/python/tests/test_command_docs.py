@@ -39,7 +39,7 @@ VARIANTS: dict[str, tuple[str, Any, set[str], dict[str, Any]]] = {
 }
 BUILDERS: dict[str, tuple[Any, dict[str, str], dict[str, Any]]] = {
     # command: (builder, {documented name: parameter}, a call with every option set)
-    "ratelimit.settle": (commands.settle, {}, {"key": "k", "reservation": "hit:1:1:1:1:01234567", "used": 3}),
+    "ratelimit.settle": (commands.settle, {}, {"key": "k", "reservation": "h:1:1:1:1:01234567", "used": 3}),
     "ratelimit.hit": (commands.hit, {}, {"key": "k", "limit": 5, "window": 1.5, "cost": 2}),
     "ratelimit.peek": (commands.peek, {}, {"key": "k", "limit": 5, "cost": 2}),
     "ratelimit.slide": (commands.slide, {}, {"key": "k", "limit": 5, "window": 1.5, "cost": 2, "peek": True}),

@@ -300,11 +300,11 @@ def settle(key: str, reservation: str, used: int) -> Call[Settlement]:
     used = _integer(used, "used", minimum=0)
     # Read only to shape the reply: the server checks the reservation.
     kind, *fields = reservation.split(":")
-    known = len(fields) == (4 if kind == "gcra" else 5) and all(f.isdigit() for f in fields[:-1])
+    known = len(fields) == (4 if kind == "g" else 5) and all(f.isdigit() for f in fields[:-1])
     decision: Callable[[Any], Decision] = _bucket(None)
-    if known and kind == "hit":
+    if known and kind == "h":
         decision = _fixed(int(fields[0]), int(fields[1]) / 1000, 1)
-    elif known and kind == "slide":
+    elif known and kind == "s":
         decision = _sliding(int(fields[0]), int(fields[1]) / 1000)
 
     def parse(reply: Any) -> Settlement:
