@@ -202,6 +202,12 @@ fn keys_spread_over_every_primary(cluster: &Cluster, client: &mut ClusterConnect
                 .query(client)
                 .unwrap();
             assert_eq!(leased[..3], [redis::Value::Int(1), redis::Value::Int(round), redis::Value::Int(5 - round)]);
+            // A reservation settled on whichever node holds its key: 3 reserved, 1 used.
+            let key = format!("tspread:{i}");
+            let (_, reservation) =
+                common::reserve(client, "RATELIMIT.HIT", &key, &["100", "3600", "COST", "3"]).unwrap();
+            let settled = common::settle(client, &key, &reservation.unwrap(), 1).unwrap();
+            assert_eq!((settled[1], settled[4]), (round, -2));
         }
     }
     for primary in cluster.primaries() {

@@ -143,6 +143,22 @@ fn every_limiter_command_counts_and_only_its_decisions_do() {
 }
 
 #[test]
+fn a_reservation_counts_what_was_used_when_settled_and_a_give_back_nowhere() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let (_, reservation) = common::reserve(&mut con, "RATELIMIT.HIT", "r", &["100", "60", "COST", "40"]).unwrap();
+    run_all(&mut con, &["RATELIMIT.HIT g 100 60 COST 5", "RATELIMIT.HIT g 100 60 COST -5"]);
+    let admitted = |con: &mut Connection| {
+        let entries = top(con, &["ADMITTED"]).unwrap();
+        keys_and_counts(&entries).into_iter().map(|(k, c, e)| (k.to_string(), c, e)).collect::<Vec<_>>()
+    };
+    assert_eq!(admitted(&mut con), [("g".to_string(), 5, 0)], "reserved, not yet counted; the give-back not at all");
+    common::settle(&mut con, "r", &reservation.unwrap(), 7).unwrap();
+    assert_eq!(admitted(&mut con), [("r".to_string(), 7, 0), ("g".to_string(), 5, 0)]);
+    assert_eq!(info_field(&mut con, "ratelimit", "ratelimit_decisions_hit").unwrap(), "admitted=2,denied=0");
+}
+
+#[test]
 fn answers_stay_consistent_across_reset_and_interval_boundaries() {
     let server = server_with(&["--ratelimit.top-interval", "1"]);
     let mut con = server.connect();

@@ -1,7 +1,7 @@
 //! `RATELIMIT.HIT key limit window [COST cost] [MS] [RESERVE]`: one hit on one fixed-window
 //! counter; a negative cost gives back.
 
-use crate::commands::{record, reply_reserving, track, HITS};
+use crate::commands::{answer, Asked, HITS};
 use crate::core::args::{parse_hit, ArgError};
 use crate::core::reservation::Reserved;
 use crate::core::stored::Stored;
@@ -18,26 +18,16 @@ pub fn hit(call: &Call) -> Result<(), Error> {
     let now = clock::command_now();
     let (counter, o) = hit_counter(call, name, &limit, now)?;
     let numbers = [i64::from(o.allowed), o.count, o.remaining, o.reset_ms];
-    if limit.cost < 0 {
-        crate::commands::gave_back(&[counter]);
-        call.reply_integers(&numbers);
-        return Ok(());
-    }
-    record(HITS, o.allowed, &[counter]);
-    // A reservation's cost counts for RATELIMIT.TOP when it is settled.
-    let cost = if args.reserve { 0 } else { limit.cost };
-    track(&stats::HIT_DECISIONS, o.allowed, now.ms, call.arg(1).map(|key| (key, cost)));
-    if args.reserve {
-        let reserved = window_end(counter, &o).filter(|_| o.allowed).map(|window_end_ms| Reserved::Hit {
+    let reserved = args.reserve.then(|| {
+        window_end(counter, &o).filter(|_| o.allowed).map(|window_end_ms| Reserved::Hit {
             limit: limit.limit,
             window_ms: limit.window_ms,
             window_end_ms,
             amount: limit.cost,
-        });
-        reply_reserving(call, &numbers, reserved);
-    } else {
-        call.reply_integers(&numbers);
-    }
+        })
+    });
+    let asked = Asked { counted: HITS, decisions: &stats::HIT_DECISIONS, cost: limit.cost, reserved };
+    answer(call, asked, counter, now.ms, &numbers);
     Ok(())
 }
 

@@ -67,6 +67,32 @@ fn gave_back<V>(keys: &[Stored<V>]) {
     healed(keys);
 }
 
+/// What a call on one window key asked for, for `answer`.
+struct Asked<'a> {
+    counted: Counted,
+    decisions: &'a stats::Decisions,
+    cost: i64,
+    /// With RESERVE: the reservation (None when denied).
+    reserved: Option<Option<Reserved>>,
+}
+
+/// INFO, RATELIMIT.TOP and the reply of a HIT or SLIDE call on a key read as `stored`: a
+/// give-back (a negative cost) is no decision; a reservation's cost counts for TOP when settled.
+fn answer<V>(call: &crate::redis::call::Call, asked: Asked, stored: Stored<V>, now_ms: i64, numbers: &[i64]) {
+    let allowed = numbers[0] == 1;
+    if asked.cost < 0 {
+        gave_back(&[stored]);
+    } else {
+        record(asked.counted, allowed, &[stored]);
+        let cost = if asked.reserved.is_some() { 0 } else { asked.cost };
+        track(asked.decisions, allowed, now_ms, call.arg(1).map(|key| (key, cost)));
+    }
+    match asked.reserved {
+        Some(reserved) => reply_reserving(call, numbers, reserved),
+        None => call.reply_integers(numbers),
+    }
+}
+
 /// The reply of a call with RESERVE: its numbers, then the reservation (nil when denied).
 fn reply_reserving(call: &crate::redis::call::Call, numbers: &[i64], reserved: Option<Reserved>) {
     call.reply_array(numbers.len() + 1);

@@ -1,7 +1,7 @@
 //! `RATELIMIT.SLIDE key limit window [COST cost] [MS] [PEEK | RESERVE]`: one call on one sliding
 //! window; a negative cost gives back.
 
-use crate::commands::{gave_back, record, reply_reserving, track, SLIDES};
+use crate::commands::{answer, Asked, SLIDES};
 use crate::core::args::{parse_slide, ArgError};
 use crate::core::reservation::Reserved;
 use crate::core::slide::{decide, peek};
@@ -31,29 +31,14 @@ pub fn slide(call: &Call) -> Result<(), Error> {
         key.apply(&change, Written::Set)?;
     }
     let numbers = [i64::from(o.allowed), o.count, o.remaining, o.retry_after_ms, o.reset_ms];
-    if l.cost < 0 {
-        gave_back(&[stored]);
-        call.reply_integers(&numbers);
-        return Ok(());
-    }
-    record(SLIDES, o.allowed, &[stored]);
-    // A reservation's cost counts for RATELIMIT.TOP when it is settled.
-    let cost = if args.reserve { 0 } else { l.cost };
-    track(&stats::SLIDE_DECISIONS, o.allowed, now.ms, call.arg(1).map(|key| (key, cost)));
-    if args.reserve {
-        // An admitted call stores its counts: the window it counted in is theirs.
-        let reserved = match o.change {
-            Some(Change::Set { value, .. }) if o.allowed => Some(Reserved::Slide {
-                limit: l.limit,
-                window_ms: l.window_ms,
-                start_ms: value.start_ms,
-                amount: l.cost,
-            }),
-            _ => None,
-        };
-        reply_reserving(call, &numbers, reserved);
-    } else {
-        call.reply_integers(&numbers);
-    }
+    // An admitted call stores its counts: the window it counted in is theirs.
+    let reserved = args.reserve.then_some(match o.change {
+        Some(Change::Set { value, .. }) if o.allowed => {
+            Some(Reserved::Slide { limit: l.limit, window_ms: l.window_ms, start_ms: value.start_ms, amount: l.cost })
+        }
+        _ => None,
+    });
+    let asked = Asked { counted: SLIDES, decisions: &stats::SLIDE_DECISIONS, cost: l.cost, reserved };
+    answer(call, asked, stored, now.ms, &numbers);
     Ok(())
 }
