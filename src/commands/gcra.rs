@@ -2,7 +2,7 @@
 //! a GCRA bucket (negative ones given back); replies `[limited, capacity, remaining,
 //! retry_after_ms, full_after_ms]`, and with RESERVE the reservation.
 
-use crate::commands::{gave_back, reply_reserving, track};
+use crate::commands::{gave_back, reply, track};
 use crate::core::args::{parse_gcra, ArgError};
 use crate::core::gcra::{decide, Outcome, Rate};
 use crate::core::reservation::Reserved;
@@ -18,16 +18,12 @@ pub fn gcra(call: &Call) -> Result<(), Error> {
     let decision = |r: &Rate, b: Stored, ns, ms| Some(decide(r, b, ns, ms));
     let o = take(call, &rate, "ratelimit.gcra", &stats::GCRA_DECISIONS, args.reserve, decision)?;
     let numbers = [i64::from(o.limited), rate.capacity, o.remaining, o.retry_after_ms(), o.full_after_ms()];
-    if args.reserve {
-        let reserved = (!o.limited).then_some(Reserved::Gcra {
-            capacity: rate.capacity,
-            emission_ns: rate.emission_ns,
-            amount: rate.tokens,
-        });
-        reply_reserving(call, &numbers, reserved);
-    } else {
-        call.reply_integers(&numbers);
-    }
+    let reserved = args.reserve.then_some((!o.limited).then_some(Reserved::Gcra {
+        capacity: rate.capacity,
+        emission_ns: rate.emission_ns,
+        amount: rate.tokens,
+    }));
+    reply(call, &numbers, reserved);
     Ok(())
 }
 

@@ -87,7 +87,12 @@ fn answer<V>(call: &crate::redis::call::Call, asked: Asked, stored: Stored<V>, n
         let cost = if asked.reserved.is_some() { 0 } else { asked.cost };
         track(asked.decisions, allowed, now_ms, call.arg(1).map(|key| (key, cost)));
     }
-    match asked.reserved {
+    reply(call, numbers, asked.reserved);
+}
+
+/// A limiter call's reply: its numbers, and with RESERVE (`reserved` is Some) the reservation.
+fn reply(call: &crate::redis::call::Call, numbers: &[i64], reserved: Option<Option<Reserved>>) {
+    match reserved {
         Some(reserved) => reply_reserving(call, numbers, reserved),
         None => call.reply_integers(numbers),
     }

@@ -28,7 +28,7 @@ pub fn settle(call: &Call) -> Result<(), Error> {
     let mut key = StoredKey::open(call, name)?;
     // The reply: the reserving command's numbers, then what was applied.
     let (reply, len): ([i64; 6], usize) = match reserved {
-        Reserved::Hit { limit, window_ms, window_end_ms, amount } => {
+        Reserved::Hit { limit, window_ms, window_end_ms, .. } => {
             let counter = key.read::<i64>()?;
             let l = Limit { limit, window_ms, cost: amount };
             let (o, applied) =
@@ -36,7 +36,7 @@ pub fn settle(call: &Call) -> Result<(), Error> {
             write(call, &mut key, counter, o.change, Written::Incrby, used > amount)?;
             ([1, o.count, o.remaining, o.reset_ms, applied, 0], 5)
         }
-        Reserved::Slide { limit, window_ms, start_ms, amount } => {
+        Reserved::Slide { limit, window_ms, start_ms, .. } => {
             let stored = key.read::<slide::Counts>()?;
             let l = Limit { limit, window_ms, cost: amount };
             let (o, applied) =
@@ -47,7 +47,7 @@ pub fn settle(call: &Call) -> Result<(), Error> {
             write(call, &mut key, stored, o.change, Written::Set, used > amount)?;
             ([1, o.count, o.remaining, o.retry_after_ms, o.reset_ms, applied], 6)
         }
-        Reserved::Gcra { capacity, emission_ns, amount } => {
+        Reserved::Gcra { capacity, emission_ns, .. } => {
             let bucket = key.read::<i64>()?;
             let rate = Rate::new(capacity - 1, emission_ns, 1).map_err(|_| "ERR invalid reservation")?;
             let (o, applied) = gcra::settle_reserved(&rate, amount, used, bucket, now.ns, now.ms).ok_or(OVERFLOW)?;

@@ -32,6 +32,7 @@ pub fn slide(call: &Call) -> Result<(), Error> {
     }
     let numbers = [i64::from(o.allowed), o.count, o.remaining, o.retry_after_ms, o.reset_ms];
     // An admitted call stores its counts: the window it counted in is theirs.
+    // An admitted call stores its counts: the window it counted in is theirs.
     let reserved = args.reserve.then_some(match o.change {
         Some(Change::Set { value, .. }) if o.allowed => {
             Some(Reserved::Slide { limit: l.limit, window_ms: l.window_ms, start_ms: value.start_ms, amount: l.cost })
