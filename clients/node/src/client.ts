@@ -1,0 +1,182 @@
+// RateLimiter: the limiter commands on a Redis or Valkey client, answered by the module where the
+// server has it, else by the Functions library (loaded when missing, unless `loadLibrary` is
+// false), and permits held for the life of a function.
+
+import { connect, isReplyError, type Client, type Connection } from './adapters.js';
+import * as commands from './commands.js';
+import { libraryArgs, moduleArgs, type Call } from './commands.js';
+import { LibraryNotLoaded, PermitUnavailable, RateLimitError } from './errors.js';
+import { LIBRARY_SOURCE } from './library.js';
+import type { Acquisition } from './results.js';
+import { slotOf } from './slot.js';
+
+export type Backend = 'module' | 'library';
+
+// Asked with no arguments, a loaded module answers its arity error; a server without it, "unknown
+// command". Neither touches a key, and it needs no MODULE LIST (which managed services refuse).
+const PROBE = ['RATELIMIT.PEEK'];
+
+/** The backend found for each client, shared by every RateLimiter over it. */
+const backends = new WeakMap<object, Promise<Backend>>();
+
+export interface RateLimiterOptions {
+  /** Load the Functions library where the server has neither it nor the module (default true). */
+  loadLibrary?: boolean;
+}
+
+export interface PermitOptions {
+  limit: number;
+  leaseMs: number;
+  /** Wait for a permit instead of throwing PermitUnavailable (default false). */
+  wait?: boolean;
+  /** With `wait`: give up after this long (default: never). */
+  timeoutMs?: number;
+  /** With `wait`: ask again at least this often (default 50 ms). */
+  pollMs?: number;
+}
+
+/** What `withPermit` hands its function. */
+export interface Permit {
+  readonly key: string;
+  readonly id: string;
+  /** True once the lease ended while the function ran and no permit could be taken again (the
+   * server out of reach for longer than the lease, say): others may then hold it. */
+  readonly lost: boolean;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export class RateLimiter {
+  readonly connection: Connection;
+  readonly loadLibrary: boolean;
+  #backend: Backend | null = null;
+
+  /** `client`: a node-redis client, pool or cluster, an ioredis or iovalkey client or Cluster, or a
+   * `sendCommand` function. */
+  constructor(
+    readonly client: Client,
+    options: RateLimiterOptions = {},
+  ) {
+    this.connection = connect(client);
+    this.loadLibrary = options.loadLibrary ?? true;
+  }
+
+  readonly hit = this.#sent(commands.hit);
+  readonly peek = this.#sent(commands.peek);
+  readonly slide = this.#sent(commands.slide);
+  readonly hitAll = this.#sent(commands.hitAll);
+  readonly gcra = this.#sent(commands.gcra);
+  readonly refund = this.#sent(commands.refund);
+  readonly reserveHit = this.#sent(commands.reserveHit);
+  readonly reserveSlide = this.#sent(commands.reserveSlide);
+  readonly reserveGcra = this.#sent(commands.reserveGcra);
+  readonly settle = this.#sent(commands.settle);
+  readonly acquire = this.#sent(commands.acquire);
+  readonly release = this.#sent(commands.release);
+  readonly renew = this.#sent(commands.renew);
+  readonly top = this.#sent(commands.top);
+
+  #sent<A extends unknown[], T>(build: (...args: A) => Call<T>): (...args: A) => Promise<T> {
+    return async (...args: A) => this.run(build(...args));
+  }
+
+  /** 'module' or 'library' once found out (by the first call, or `detect()`); null before. */
+  get backend(): Backend | null {
+    return this.#backend;
+  }
+
+  /** 'module' or 'library': found out once per client. */
+  async detect(): Promise<Backend> {
+    let found = backends.get(this.client);
+    if (found === undefined) {
+      found = this.#probe();
+      backends.set(this.client, found);
+      // A probe that could not reach the server is asked again next time.
+      found.catch(() => backends.delete(this.client));
+    }
+    this.#backend = await found;
+    return this.#backend;
+  }
+
+  async #probe(): Promise<Backend> {
+    try {
+      await this.connection.send(PROBE, [], false);
+    } catch (error) {
+      if (!isReplyError(error)) throw error;
+      return /unknown command/i.test(error.message) ? 'library' : 'module';
+    }
+    return 'module';
+  }
+
+  /** Sends one Call (from the package's `commands`) and reads its reply. */
+  async run<T>(call: Call<T>): Promise<T> {
+    if (this.connection.cluster && new Set(call.keys.map(slotOf)).size > 1) {
+      throw new RateLimitError("CROSSSLOT Keys in request don't hash to the same slot (give them one hash tag, e.g. rl:{user:42}:s)");
+    }
+    const backend = await this.detect();
+    const args = backend === 'module' ? moduleArgs(call) : libraryArgs(call);
+    try {
+      return call.parse(await this.connection.send(args, call.keys, call.readonly === true));
+    } catch (error) {
+      if (!isReplyError(error)) throw error;
+      if (backend === 'library' && /function not found/i.test(error.message)) {
+        // The server has not the library yet, or lost it (a restart, FUNCTION FLUSH).
+        await this.#loadLibrary(call.keys);
+        return this.run(call);
+      }
+      throw new RateLimitError(error.message, { cause: error });
+    }
+  }
+
+  /** FUNCTION LOAD (never REPLACE), on the node that holds `keys` in a cluster. */
+  async #loadLibrary(keys: readonly string[]): Promise<void> {
+    if (!this.loadLibrary) {
+      throw new LibraryNotLoaded(
+        'the server has neither the ratelimit module nor its Functions library: load the module ' +
+          "(loadmodule .../libredis_ratelimit.so), or the library (FUNCTION LOAD with the package's LIBRARY_SOURCE, " +
+          'or new RateLimiter(client, { loadLibrary: true }))',
+      );
+    }
+    try {
+      await this.connection.send(['FUNCTION', 'LOAD', LIBRARY_SOURCE], keys, false);
+    } catch (error) {
+      if (!isReplyError(error) || !error.message.includes('already exists')) throw error;
+    }
+  }
+
+  /** Runs `fn` holding one of `limit` permits of `key`: acquired first (PermitUnavailable when all
+   * are in use, unless `wait`), renewed every third of the lease while `fn` runs, released when it
+   * settles, also when it throws. A process that dies gives it back when its lease ends. */
+  async withPermit<T>(key: string, options: PermitOptions, fn: (permit: Permit) => Promise<T> | T): Promise<T> {
+    const { limit, leaseMs, wait = false, timeoutMs, pollMs = 50 } = options;
+    commands.acquire(key, { limit, leaseMs }); // the arguments are checked before anything is sent
+    const deadline = timeoutMs === undefined ? Infinity : Date.now() + timeoutMs;
+    let got: Acquisition;
+    while (!(got = await this.acquire(key, { limit, leaseMs })).acquired) {
+      const left = deadline - Date.now();
+      if (!wait || left <= 0) throw new PermitUnavailable(key, limit, got.expiresAfterMs);
+      await sleep(Math.max(1, Math.min(got.expiresAfterMs, pollMs, left)));
+    }
+    const id = got.id ?? '';
+    const permit = { key, id, lost: false };
+    const renewal = setInterval(() => {
+      void (async () => {
+        try {
+          if ((await this.renew(key, id, leaseMs)) === null) {
+            permit.lost = !(await this.acquire(key, { limit, leaseMs, id })).acquired;
+          }
+        } catch {
+          // The next renewal tries again; the lease covers two more tries.
+        }
+      })();
+    }, Math.max(1, Math.floor(got.expiresAfterMs / 3)));
+    renewal.unref();
+    try {
+      return await fn(permit);
+    } finally {
+      clearInterval(renewal);
+      // Not thrown over fn's own outcome: the lease ends by itself.
+      await this.release(key, id).catch(() => undefined);
+    }
+  }
+}

@@ -1,0 +1,413 @@
+// One builder per command: it checks the arguments (throwing RateLimitError before any round trip
+// where the client can tell) and returns a Call: the module's command, the library's function, the
+// same arguments for both, and how to read the reply. No I/O here: RateLimiter sends the Calls.
+//
+// Each builder's parameters are the command's arguments as COMMAND DOCS names them, in camelCase,
+// except that durations are milliseconds (`windowMs`, `leaseMs`, `periodMs`: sent with MS, as Node's
+// timers count), `numkeys` is the length of HITALL's list, and RESERVE is the reserve* builders'.
+// `params` lists them: test/command-docs.test.ts holds them to the module's COMMAND DOCS.
+
+import { RateLimitError } from './errors.js';
+import { Acquisition, Decision, MultiDecision, Reservation, type Settlement, type TopEntry } from './results.js';
+
+export type Arg = string | number;
+
+/** A command ready to send, to the module or to the Functions library. */
+export interface Call<T> {
+  readonly command: string;
+  /** The library's function ('' when only the module has the command). */
+  readonly fn: string;
+  readonly keys: readonly string[];
+  readonly args: readonly Arg[];
+  readonly parse: (reply: unknown) => T;
+  readonly readonly?: boolean;
+  /** The module's command takes `numkeys` before its keys (HITALL). */
+  readonly numkeys?: boolean;
+}
+
+export function moduleArgs(call: Call<unknown>): Arg[] {
+  return [call.command, ...(call.numkeys === true ? [call.keys.length] : []), ...call.keys, ...call.args];
+}
+
+export function libraryArgs(call: Call<unknown>): Arg[] {
+  if (call.fn === '') throw new RateLimitError(`${call.command} needs the module: the Functions library cannot do it`);
+  return [call.readonly === true ? 'FCALL_RO' : 'FCALL', call.fn, call.keys.length, ...call.keys, ...call.args];
+}
+
+/** A builder, and the names it takes (for the COMMAND DOCS test). */
+type Builder<A extends unknown[], T> = ((...args: A) => Call<T>) & { readonly params: readonly string[] };
+
+function define<A extends unknown[], T>(params: readonly string[], build: (...args: A) => Call<T>): Builder<A, T> {
+  return Object.assign(build, { params });
+}
+
+// Argument checks, worded as the module words its errors.
+
+function integer(value: unknown, name: string, minimum = 1): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < minimum) {
+    throw new RateLimitError(`${name} must be an integer >= ${String(minimum)}`);
+  }
+  return value;
+}
+
+function duration(value: unknown, name: string): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
+    throw new RateLimitError(`${name} must be a whole number of milliseconds >= 1`);
+  }
+  return value;
+}
+
+function text(value: unknown, name: string): string {
+  if (typeof value !== 'string') throw new RateLimitError(`${name} must be a string, not ${typeof value}`);
+  return value;
+}
+
+/** An options object: each name it holds must be one the builder takes (a misspelt option is an
+ * error, not a default silently kept). */
+function options<O extends object>(value: O | undefined, known: readonly string[], command: string): Partial<O> {
+  const given: unknown = value;
+  if (given === undefined) return {};
+  if (typeof given !== 'object' || given === null) throw new RateLimitError(`${command}'s options must be an object`);
+  for (const name of Object.keys(given)) {
+    if (!known.includes(name)) throw new RateLimitError(`${command} takes no option '${name}' (it takes ${known.join(', ')})`);
+  }
+  return value ?? {};
+}
+
+function costArgs(cost: unknown, token = 'COST'): Arg[] {
+  const value = integer(cost ?? 1, token);
+  return value === 1 ? [] : [token, value];
+}
+
+/** A cost (or tokens) that may be negative, to give back; never 0. */
+function signedCostArgs(cost: unknown, token = 'COST'): Arg[] {
+  const value = cost ?? 1;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value === 0) {
+    throw new RateLimitError(`${token} must be a nonzero integer`);
+  }
+  return value === 1 ? [] : [token, value];
+}
+
+function reserved(amount: unknown, token: string): number {
+  if (typeof amount !== 'number' || !Number.isSafeInteger(amount) || amount < 1) {
+    throw new RateLimitError(`RESERVE needs ${token} >= 1`);
+  }
+  return amount;
+}
+
+const leaseId = (value: unknown): string => {
+  const id = value ?? crypto.randomUUID();
+  if (typeof id !== 'string' || id.length === 0 || Buffer.byteLength(id) > 256) {
+    throw new RateLimitError('ID must be 1 to 256 bytes');
+  }
+  return id;
+};
+
+// Reading the replies.
+
+function int(value: unknown): number {
+  return typeof value === 'number' ? value : Number(value);
+}
+
+function row(reply: unknown, length: number): unknown[] {
+  if (!Array.isArray(reply) || reply.length !== length) {
+    throw new RateLimitError(`unexpected reply: ${JSON.stringify(reply)}`);
+  }
+  return reply;
+}
+
+function replyText(value: unknown): string {
+  return Buffer.isBuffer(value) ? value.toString() : String(value);
+}
+
+/** HIT's and PEEK's [allowed, count, remaining, reset_ms]. */
+function fixed(limit: number, windowMs: number | null, cost: number) {
+  return (reply: unknown): Decision => {
+    const [allowed, count, remaining, resetMs] = row(reply, 4).map(int) as [number, number, number, number];
+    const reset = resetMs < 0 ? Infinity : resetMs;
+    const retry = allowed === 1 ? null : cost > limit ? Infinity : reset;
+    return new Decision(allowed === 1, count, remaining, reset, retry, limit, windowMs);
+  };
+}
+
+/** SLIDE's [allowed, count, remaining, retry_after_ms, reset_ms]. */
+function sliding(limit: number, windowMs: number) {
+  return (reply: unknown): Decision => {
+    const [allowed, count, remaining, retryMs, resetMs] = row(reply, 5).map(int) as [number, number, number, number, number];
+    const retry = allowed === 1 ? null : retryMs < 0 ? Infinity : retryMs;
+    return new Decision(allowed === 1, count, remaining, resetMs < 0 ? Infinity : resetMs, retry, limit, windowMs);
+  };
+}
+
+/** GCRA's [limited, capacity, remaining, retry_after_ms, full_after_ms]. */
+function bucket(periodMs: number | null) {
+  return (reply: unknown): Decision => {
+    const [limited, capacity, remaining, retryMs, fullMs] = row(reply, 5).map(int) as [number, number, number, number, number];
+    const retry = limited === 0 ? null : retryMs < 0 ? Infinity : retryMs;
+    return new Decision(limited === 0, capacity - remaining, remaining, fullMs, retry, capacity, periodMs);
+  };
+}
+
+// The commands.
+
+export interface WindowOptions {
+  /** At most this much cost per window. */
+  limit: number;
+  /** The window, in milliseconds. */
+  windowMs: number;
+  /** What the call counts (default 1); a negative cost gives back. */
+  cost?: number;
+}
+
+const HIT = ['limit', 'windowMs', 'cost'] as const;
+
+/** RATELIMIT.HIT: `cost` against `limit` per fixed window of `windowMs`, started by the first hit;
+ * a denied hit counts nothing. A negative `cost` gives that much back (never below 0, never
+ * denied, the window's end kept). */
+export const hit = define(['key', ...HIT], (key: string, o: WindowOptions): Call<Decision> => {
+  const { limit, windowMs, cost } = options(o, HIT, 'hit');
+  const [quota, window] = [integer(limit, 'limit'), duration(windowMs, 'windowMs')];
+  const args = [quota, window, ...signedCostArgs(cost), 'MS'];
+  return { command: 'RATELIMIT.HIT', fn: 'ratelimit_hit', keys: [text(key, 'key')], args, parse: fixed(quota, window, cost ?? 1) };
+});
+
+export interface PeekOptions {
+  limit: number;
+  cost?: number;
+}
+
+const PEEK = ['limit', 'cost'] as const;
+
+/** RATELIMIT.PEEK: what HIT would answer, without counting (read-only: replicas too). */
+export const peek = define(['key', ...PEEK], (key: string, o: PeekOptions): Call<Decision> => {
+  const { limit, cost } = options(o, PEEK, 'peek');
+  const quota = integer(limit, 'limit');
+  const args = [quota, ...costArgs(cost)];
+  return { command: 'RATELIMIT.PEEK', fn: 'ratelimit_peek', keys: [text(key, 'key')], args, parse: fixed(quota, null, cost ?? 1), readonly: true };
+});
+
+export interface SlideOptions extends WindowOptions {
+  /** What the call would get, writing nothing. */
+  peek?: boolean;
+}
+
+const SLIDE = ['limit', 'windowMs', 'cost', 'peek'] as const;
+
+/** RATELIMIT.SLIDE: `limit` per sliding window of `windowMs`, in one key; with `peek`, what the
+ * call would get, writing nothing. A negative `cost` gives back to the current window. */
+export const slide = define(['key', ...SLIDE], (key: string, o: SlideOptions): Call<Decision> => {
+  const { limit, windowMs, cost, peek: peeking } = options(o, SLIDE, 'slide');
+  const [quota, window] = [integer(limit, 'limit'), duration(windowMs, 'windowMs')];
+  const args = [quota, window, ...signedCostArgs(cost), 'MS', ...(peeking === true ? ['PEEK'] : [])];
+  return { command: 'RATELIMIT.SLIDE', fn: 'ratelimit_slide', keys: [text(key, 'key')], args, parse: sliding(quota, window) };
+});
+
+/** One of HITALL's limits. */
+export interface KeyedLimit {
+  key: string;
+  limit: number;
+  windowMs: number;
+}
+
+export interface HitAllOptions {
+  /** What the call counts against every limit (default 1). */
+  cost?: number;
+  /** Sliding windows (default: fixed). */
+  slide?: boolean;
+}
+
+const HITALL = ['cost', 'slide'] as const;
+
+/** RATELIMIT.HITALL: one hit against several limits, all or nothing; each limit names its key. */
+export const hitAll = define(
+  ['key', 'limit', 'windowMs', ...HITALL],
+  (limits: readonly KeyedLimit[], o?: HitAllOptions): Call<MultiDecision> => {
+    const { cost, slide: slides } = options(o, HITALL, 'hitAll');
+    const given: unknown = limits;
+    if (!Array.isArray(given) || limits.length === 0) throw new RateLimitError('hitAll needs one or more {key, limit, windowMs}');
+    const checked = limits.map((l) => ({
+      ...options(l, ['key', 'limit', 'windowMs'], 'hitAll'),
+      key: text(l.key, 'key'),
+      limit: integer(l.limit, 'limit'),
+      windowMs: duration(l.windowMs, 'windowMs'),
+    }));
+    const keys = checked.map((l) => l.key);
+    if (new Set(keys).size !== keys.length) throw new RateLimitError('each key may be given only once');
+    const args = [...checked.flatMap((l) => [l.limit, l.windowMs]), ...costArgs(cost), 'MS', ...(slides === true ? ['SLIDE'] : [])];
+    const charged = cost ?? 1;
+    const parse = (reply: unknown): MultiDecision => {
+      const [allowed, ...rows] = row(reply, checked.length + 1);
+      const decisions = checked.map(({ limit, windowMs }, i) => {
+        const numbers = (rows[i] as unknown[]).map(int);
+        if (slides === true) return sliding(limit, windowMs)([(numbers[1] ?? 0) < 0 ? 1 : 0, ...numbers]);
+        const [count = 0] = numbers;
+        const fits = int(allowed) === 1 || count + charged <= limit;
+        return fixed(limit, windowMs, charged)([fits ? 1 : 0, ...numbers]);
+      });
+      return new MultiDecision(int(allowed) === 1, decisions);
+    };
+    return { command: 'RATELIMIT.HITALL', fn: 'ratelimit_hitall', keys, args, parse, numkeys: true };
+  },
+);
+
+export interface GcraOptions {
+  /** The burst, less one: the bucket holds `maxBurst + 1`. */
+  maxBurst: number;
+  tokensPerPeriod: number;
+  periodMs: number;
+  /** What the call takes (default 1); negative ones are given back. */
+  tokens?: number;
+}
+
+const GCRA = ['maxBurst', 'tokensPerPeriod', 'periodMs', 'tokens'] as const;
+
+/** RATELIMIT.GCRA: a burst of `maxBurst + 1`, then `tokensPerPeriod` per `periodMs`. */
+export const gcra = define(['key', ...GCRA], (key: string, o: GcraOptions): Call<Decision> => {
+  const { maxBurst, tokensPerPeriod, periodMs, tokens } = options(o, GCRA, 'gcra');
+  const period = duration(periodMs, 'periodMs');
+  const args = [integer(maxBurst, 'maxBurst', 0), integer(tokensPerPeriod, 'tokensPerPeriod'), String(period / 1000), ...signedCostArgs(tokens, 'TOKENS')];
+  return { command: 'RATELIMIT.GCRA', fn: 'ratelimit_gcra', keys: [text(key, 'key')], args, parse: bucket(period) };
+});
+
+export interface RefundOptions {
+  limit: number;
+  windowMs: number;
+  /** The key is a sliding window's (SLIDE's). */
+  sliding?: boolean;
+}
+
+/** `amount` given back to the current window: `hit` (`slide` with `sliding`) with a negative
+ * cost. A call counted in an earlier window is refunded there only by settling its reservation. */
+export const refund = define(['key', 'amount', 'limit', 'windowMs', 'sliding'], (key: string, amount: number, o: RefundOptions): Call<Decision> => {
+  const { limit, windowMs, sliding: slides } = options(o, ['limit', 'windowMs', 'sliding'], 'refund');
+  const given = { limit: integer(limit, 'limit'), windowMs: duration(windowMs, 'windowMs'), cost: -integer(amount, 'amount') };
+  return slides === true ? slide(key, given) : hit(key, given);
+});
+
+function reserving(call: Call<Decision>, amount: number): Call<Reservation> {
+  const parse = (reply: unknown): Reservation => {
+    const numbers = Array.isArray(reply) ? (reply as unknown[]).slice(0, -1) : reply;
+    const token = Array.isArray(reply) ? (reply as unknown[]).at(-1) : null;
+    return new Reservation(call.keys[0] ?? '', call.parse(numbers), token === null || token === undefined ? null : replyText(token), amount);
+  };
+  return { ...call, args: [...call.args, 'RESERVE'], parse };
+}
+
+export interface ReserveWindowOptions extends WindowOptions {
+  /** The estimate, decided and counted now (>= 1). */
+  cost: number;
+}
+
+/** RATELIMIT.HIT with RESERVE: `cost` (the estimate) decided and counted as by `hit`, and a
+ * reservation to settle with what was used. */
+export const reserveHit = define(['key', ...HIT], (key: string, o: ReserveWindowOptions): Call<Reservation> =>
+  reserving(hit(key, { ...o, cost: reserved(o.cost, 'COST') }), o.cost),
+);
+
+/** RATELIMIT.SLIDE with RESERVE: as `slide`, and a reservation to settle. */
+export const reserveSlide = define(['key', ...HIT], (key: string, o: ReserveWindowOptions): Call<Reservation> =>
+  reserving(slide(key, { ...o, cost: reserved(o.cost, 'COST') }), o.cost),
+);
+
+export interface ReserveGcraOptions extends GcraOptions {
+  tokens: number;
+}
+
+/** RATELIMIT.GCRA with RESERVE: as `gcra`, and a reservation to settle. */
+export const reserveGcra = define(['key', ...GCRA], (key: string, o: ReserveGcraOptions): Call<Reservation> =>
+  reserving(gcra(key, { ...o, tokens: reserved(o.tokens, 'TOKENS') }), o.tokens),
+);
+
+/** RATELIMIT.SETTLE: the reservation made on `key` settled with `used`: the unused part back to
+ * the window it was counted in while that still counts, more than reserved charged to the
+ * current one. Not idempotent: settle each reservation once. */
+export const settle = define(['key', 'reservation', 'used'], (key: string, reservation: string, used: number): Call<Settlement> => {
+  text(reservation, 'reservation');
+  integer(used, 'used', 0);
+  // Read only to shape the reply: the server checks the reservation.
+  const [kind, ...fields] = reservation.split(':');
+  const known = fields.length === (kind === 'g' ? 4 : 5) && fields.slice(0, -1).every((f) => /^\d+$/.test(f));
+  const [limit = 0, windowMs = 0] = fields.map(Number);
+  const decision = known && kind === 'h' ? fixed(limit, windowMs, 1) : known && kind === 's' ? sliding(limit, windowMs) : bucket(null);
+  const parse = (reply: unknown): Settlement => {
+    const numbers = Array.isArray(reply) ? (reply as unknown[]) : [];
+    return { decision: decision(numbers.slice(0, -1)), applied: int(numbers.at(-1)) };
+  };
+  return { command: 'RATELIMIT.SETTLE', fn: 'ratelimit_settle', keys: [text(key, 'key')], args: [reservation, used], parse };
+});
+
+export interface AcquireOptions {
+  /** At most this many permits in flight. */
+  limit: number;
+  /** The lease, in milliseconds: a permit not renewed or released in time frees itself. */
+  leaseMs: number;
+  /** The lease's id (default: a new UUID); a retry with the same id is counted once. */
+  id?: string;
+}
+
+const ACQUIRE = ['limit', 'leaseMs', 'id'] as const;
+
+/** RATELIMIT.ACQUIRE: one of at most `limit` permits in flight, a lease of `leaseMs` under `id`. */
+export const acquire = define(['key', ...ACQUIRE], (key: string, o: AcquireOptions): Call<Acquisition> => {
+  const { limit, leaseMs, id } = options(o, ACQUIRE, 'acquire');
+  const args = [integer(limit, 'limit'), duration(leaseMs, 'leaseMs'), 'MS', 'ID', leaseId(id)];
+  const parse = (reply: unknown): Acquisition => {
+    const [acquired, inUse, remaining, ms, held] = row(reply, 5);
+    return new Acquisition(int(acquired) === 1, int(inUse), int(remaining), int(ms), held === null || held === undefined ? null : replyText(held));
+  };
+  return { command: 'RATELIMIT.ACQUIRE', fn: 'ratelimit_acquire', keys: [text(key, 'key')], args, parse };
+});
+
+/** RATELIMIT.RELEASE: gives back the permit held under `id`; false if it was not live. */
+export const release = define(['key', 'id'], (key: string, id: string): Call<boolean> => ({
+  command: 'RATELIMIT.RELEASE',
+  fn: 'ratelimit_release',
+  keys: [text(key, 'key')],
+  args: [leaseId(id)],
+  parse: (reply) => int(reply) === 1,
+}));
+
+/** RATELIMIT.RENEW: extends the live lease under `id` to `leaseMs` from now; answers the ms it now
+ * has, or null when it was lost (ended: stop, or acquire again). */
+export const renew = define(['key', 'id', 'leaseMs'], (key: string, id: string, leaseMs: number): Call<number | null> => ({
+  command: 'RATELIMIT.RENEW',
+  fn: 'ratelimit_renew',
+  keys: [text(key, 'key')],
+  args: [leaseId(id), duration(leaseMs, 'leaseMs'), 'MS'],
+  parse: (reply) => (int(reply) < 0 ? null : int(reply)),
+}));
+
+export interface TopOptions {
+  /** 'denied' (default): the keys denied most; 'admitted': those admitted the most cost. */
+  view?: 'denied' | 'admitted';
+  count?: number;
+  /** Empty the view after reading it. */
+  reset?: boolean;
+}
+
+const TOP = ['view', 'count', 'reset'] as const;
+
+/** A map as RESP3 gives it (an object or a Map), or as RESP2's flat list of names and values. */
+export function fields(reply: unknown): Map<string, unknown> {
+  if (reply instanceof Map) return new Map([...(reply as Map<unknown, unknown>)].map(([k, v]) => [replyText(k), v]));
+  if (Array.isArray(reply)) {
+    const pairs = reply as unknown[];
+    return new Map(pairs.flatMap((k, i) => (i % 2 === 0 ? [[replyText(k), pairs[i + 1]] as const] : [])));
+  }
+  return new Map(Object.entries(reply as object));
+}
+
+/** RATELIMIT.TOP (the module only): the keys this node denied most (or admitted the most cost for)
+ * over the last minute or two, each count with its error bound. */
+export const top = define([...TOP], (o?: TopOptions): Call<TopEntry[]> => {
+  const { view = 'denied', count, reset } = options(o, TOP, 'top');
+  const asked: string = view;
+  if (asked !== 'denied' && asked !== 'admitted') throw new RateLimitError("view must be 'denied' or 'admitted'");
+  const args: Arg[] = [view.toUpperCase(), ...(count === undefined ? [] : ['COUNT', integer(count, 'COUNT')]), ...(reset === true ? ['RESET'] : [])];
+  const parse = (reply: unknown): TopEntry[] =>
+    (reply as unknown[]).map((entry) => {
+      const named = fields(entry);
+      return { key: replyText(named.get('key')), count: int(named.get('count')), error: int(named.get('error')) };
+    });
+  return { command: 'RATELIMIT.TOP', fn: '', keys: [], args, parse, readonly: true };
+});

@@ -1,0 +1,27 @@
+// The package's errors. Every refusal of bad input and every error the server answers a limiter
+// command with is a RateLimitError, so one `instanceof` covers both; connection errors stay the
+// client library's own (node-redis's, ioredis's), and are what the middlewares fail open on.
+
+/** Bad input refused before a round trip (the message names the argument), or the server's own
+ * error for the command, word for word (`ERR limit must be an integer >= 1`). Nothing was written. */
+export class RateLimitError extends Error {
+  override name = 'RateLimitError';
+}
+
+/** The server has neither the module nor the Functions library, and loading it was not allowed. */
+export class LibraryNotLoaded extends RateLimitError {
+  override name = 'LibraryNotLoaded';
+}
+
+/** `withPermit` found every permit in use. `retryAfterMs`: until the earliest lease in use ends,
+ * the soonest a permit frees itself. */
+export class PermitUnavailable extends Error {
+  override name = 'PermitUnavailable';
+  constructor(
+    readonly key: string,
+    readonly limit: number,
+    readonly retryAfterMs: number,
+  ) {
+    super(`all ${String(limit)} permits of ${JSON.stringify(key)} are in use; the earliest frees itself in ${String(retryAfterMs)} ms`);
+  }
+}
