@@ -1,0 +1,249 @@
+// The client against real servers, with the module and with the Functions library (the client then
+// loads the library itself), through every supported Redis client: the same answers on both.
+
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createClient } from 'redis';
+import { commands, Decision, LibraryNotLoaded, PermitUnavailable, RateLimiter, RateLimitError } from 'redis-ratelimit';
+import { CLIENTS, type Connected } from './clients.js';
+import { KINDS, Server } from './servers.js';
+
+let serial = 0;
+const fresh = (name: string) => `t:${name}:${String(++serial)}`;
+
+for (const kind of KINDS) {
+  describe(`with the ${kind}`, () => {
+    let server: Server;
+    let raw: Awaited<ReturnType<typeof rawClient>>;
+    const rawClient = (port: number) => createClient({ socket: { host: '127.0.0.1', port } }).connect();
+    before(async () => {
+      server = await Server.start(kind);
+      raw = await rawClient(server.port);
+    });
+    after(async () => {
+      await raw.close();
+      await server.stop();
+    });
+
+    for (const [name, connect] of Object.entries(CLIENTS)) {
+      describe(name, () => {
+        let connected: Connected;
+        let rl: RateLimiter;
+        before(async () => {
+          connected = await connect(server.port);
+          rl = new RateLimiter(connected.client);
+        });
+        after(async () => connected.close());
+
+        test('finds the backend', async () => {
+          assert.equal(rl.backend, null);
+          assert.equal(await rl.detect(), kind);
+          assert.equal(rl.backend, kind);
+        });
+
+        test('hit counts to the limit, then denies and counts nothing', async () => {
+          const key = fresh('hit');
+          const first = await rl.hit(key, { limit: 2, windowMs: 60_000 });
+          assert.ok(first instanceof Decision);
+          assert.deepEqual([first.allowed, first.count, first.remaining, first.retryAfterMs, first.limit, first.windowMs], [true, 1, 1, null, 2, 60_000]);
+          assert.ok(first.resetAfterMs > 59_000 && first.resetAfterMs <= 60_000);
+          await rl.hit(key, { limit: 2, windowMs: 60_000 });
+          const denied = await rl.hit(key, { limit: 2, windowMs: 60_000 });
+          assert.deepEqual([denied.allowed, denied.count, denied.remaining], [false, 2, 0]);
+          assert.equal(denied.retryAfterMs, denied.resetAfterMs);
+          assert.equal(await raw.get(key), '2');
+          assert.ok((await raw.pTTL(key)) > 0, 'the counter expires');
+          const headers = denied.headers('api');
+          assert.equal(headers['RateLimit-Policy'], '"api";q=2;w=60');
+          assert.match(headers.RateLimit ?? '', /^"api";r=0;t=60$/);
+          assert.equal(headers['Retry-After'], '60');
+        });
+
+        test('the other limiters answer alike', async () => {
+          const slid = await rl.slide(fresh('slide'), { limit: 3, windowMs: 1_500, cost: 2 });
+          assert.deepEqual([slid.allowed, slid.count, slid.remaining, slid.retryAfterMs], [true, 2, 1, null]);
+          const key = fresh('gcra');
+          const bucket = await rl.gcra(key, { maxBurst: 1, tokensPerPeriod: 1, periodMs: 1_000 });
+          assert.deepEqual([bucket.allowed, bucket.limit, bucket.remaining], [true, 2, 1]);
+          await rl.gcra(key, { maxBurst: 1, tokensPerPeriod: 1, periodMs: 1_000 });
+          const limited = await rl.gcra(key, { maxBurst: 1, tokensPerPeriod: 1, periodMs: 1_000 });
+          assert.equal(limited.allowed, false);
+          assert.ok(limited.retryAfterMs !== null && limited.retryAfterMs > 0 && limited.retryAfterMs <= 1_000);
+          const peeked = await rl.peek(fresh('peek'), { limit: 5 });
+          assert.deepEqual([peeked.allowed, peeked.count, peeked.remaining, peeked.windowMs], [true, 0, 5, null]);
+        });
+
+        test('hitAll is all or nothing', async () => {
+          const tag = fresh('all');
+          const limits = [
+            { key: `{${tag}}:s`, limit: 1, windowMs: 1_000 },
+            { key: `{${tag}}:h`, limit: 100, windowMs: 3_600_000 },
+          ];
+          const first = await rl.hitAll(limits);
+          assert.equal(first.allowed, true);
+          const second = await rl.hitAll(limits);
+          assert.equal(second.allowed, false);
+          assert.deepEqual(second.decisions.map((d) => [d.allowed, d.count]), [[false, 1], [true, 1]]);
+          assert.equal(second.tightest.limit, 1);
+          assert.equal(await raw.get(`{${tag}}:h`), '1', 'the denied call counted nowhere');
+          const sliding = await rl.hitAll(limits.map((l) => ({ ...l, key: `${l.key}:slide` })), { slide: true, cost: 1 });
+          assert.equal(sliding.allowed, true);
+        });
+
+        test('a reservation settles what was used', async () => {
+          const key = fresh('reserve');
+          const reservation = await rl.reserveHit(key, { limit: 10_000, windowMs: 60_000, cost: 4_000 });
+          assert.equal(reservation.allowed, true);
+          assert.match(reservation.token ?? '', /^h:10000:60000:\d+:4000:[0-9a-f]{8}$/);
+          const settled = await rl.settle(key, reservation.token ?? '', 1_500);
+          assert.deepEqual([settled.applied, settled.decision.count, settled.decision.remaining], [-2_500, 1_500, 8_500]);
+          const refunded = await rl.refund(key, 500, { limit: 10_000, windowMs: 60_000 });
+          assert.equal(refunded.count, 1_000);
+          const bucket = await rl.reserveGcra(fresh('reserve'), { maxBurst: 9, tokensPerPeriod: 10, periodMs: 1_000, tokens: 5 });
+          assert.match(bucket.token ?? '', /^g:/);
+        });
+
+        test('permits are acquired, renewed and released', async () => {
+          const key = fresh('permit');
+          const got = await rl.acquire(key, { limit: 1, leaseMs: 10_000, id: 'worker-1' });
+          assert.deepEqual([got.acquired, got.inUse, got.id, got.retryAfterMs], [true, 1, 'worker-1', null]);
+          const full = await rl.acquire(key, { limit: 1, leaseMs: 10_000 });
+          assert.deepEqual([full.acquired, full.id], [false, null]);
+          assert.ok(full.retryAfterMs !== null && full.retryAfterMs > 9_000);
+          assert.ok(((await rl.renew(key, 'worker-1', 20_000)) ?? 0) > 19_000);
+          assert.equal(await rl.release(key, 'worker-1'), true);
+          assert.equal(await rl.release(key, 'worker-1'), false);
+          assert.equal(await rl.renew(key, 'worker-1', 1_000), null);
+        });
+
+        test("the server's refusal is a RateLimitError, word for word", async () => {
+          const key = fresh('wrongtype');
+          await raw.sAdd(key, 'x');
+          await assert.rejects(rl.hit(key, { limit: 1, windowMs: 1_000 }), (e: unknown) => e instanceof RateLimitError && /^WRONGTYPE/.test(e.message));
+          await assert.rejects(rl.settle(key, 'h:1:2:3', 1), (e: unknown) => e instanceof RateLimitError && e.message === 'ERR invalid reservation');
+        });
+      });
+    }
+
+    describe('bad input', () => {
+      let sent: string[][];
+      let rl: RateLimiter;
+      let client: Awaited<ReturnType<typeof rawClient>>;
+      before(async () => {
+        client = await rawClient(server.port);
+        sent = [];
+        rl = new RateLimiter((...args: string[]) => {
+          sent.push(args);
+          return client.sendCommand(args);
+        });
+        await rl.detect();
+      });
+      after(async () => client.close());
+
+      const refused: [string, () => Promise<unknown>, string][] = [
+        ['a limit of 0', () => rl.hit('k', { limit: 0, windowMs: 1_000 }), 'limit must be an integer >= 1'],
+        ['a window in fractions of ms', () => rl.hit('k', { limit: 1, windowMs: 1.5 }), 'windowMs must be a whole number of milliseconds >= 1'],
+        ['a cost of 0', () => rl.slide('k', { limit: 1, windowMs: 1_000, cost: 0 }), 'COST must be a nonzero integer'],
+        ['a misspelt option', () => rl.hit('k', { limit: 1, windowMs: 1_000, costs: 2 } as never), "hit takes no option 'costs' (it takes limit, windowMs, cost)"],
+        ['a key that is not a string', () => rl.hit(42 as never, { limit: 1, windowMs: 1_000 }), 'key must be a string, not number'],
+        ['a negative reservation', () => rl.reserveHit('k', { limit: 1, windowMs: 1_000, cost: -1 }), 'RESERVE needs COST >= 1'],
+        ['hitAll without limits', () => rl.hitAll([]), 'hitAll needs one or more {key, limit, windowMs}'],
+        ['a key twice in hitAll', () => rl.hitAll([{ key: 'a', limit: 1, windowMs: 1 }, { key: 'a', limit: 1, windowMs: 1 }]), 'each key may be given only once'],
+        ['an id over 256 bytes', () => rl.acquire('k', { limit: 1, leaseMs: 1_000, id: 'x'.repeat(257) }), 'ID must be 1 to 256 bytes'],
+        ['used below 0', () => rl.settle('k', 'h:1:1:1:1:00000000', -1), 'used must be an integer >= 0'],
+        ['a burst below 0', () => rl.gcra('k', { maxBurst: -1, tokensPerPeriod: 1, periodMs: 1 }), 'maxBurst must be an integer >= 0'],
+      ];
+      for (const [what, call, message] of refused) {
+        test(`${what} is refused before anything is sent`, async () => {
+          sent.length = 0;
+          await assert.rejects(call(), (e: unknown) => e instanceof RateLimitError && e.message === message);
+          assert.deepEqual(sent, []);
+        });
+      }
+
+      test('the same builders are the commands module', () => {
+        const call = commands.hit('k', { limit: 5, windowMs: 1_500, cost: 2 });
+        assert.deepEqual([call.command, call.fn, call.keys, call.args], ['RATELIMIT.HIT', 'ratelimit_hit', ['k'], [5, 1_500, 'COST', 2, 'MS']]);
+      });
+    });
+
+    test('TOP is the module only', async () => {
+      const rl = new RateLimiter(raw);
+      const key = fresh('top');
+      await rl.hit(key, { limit: 1, windowMs: 60_000 });
+      await rl.hit(key, { limit: 1, windowMs: 60_000 });
+      if (kind === 'module') {
+        const entries = await rl.top({ view: 'denied', count: 100 });
+        assert.ok(entries.some((e) => e.key === key && e.count >= 1));
+      } else {
+        await assert.rejects(rl.top(), /RATELIMIT.TOP needs the module/);
+      }
+    });
+
+    if (kind === 'library') {
+      test('the library is loaded when missing, and again when the server lost it', async () => {
+        await raw.sendCommand(['FUNCTION', 'FLUSH']);
+        const rl = new RateLimiter(raw);
+        assert.equal((await rl.hit(fresh('load'), { limit: 1, windowMs: 1_000 })).allowed, true);
+        await raw.sendCommand(['FUNCTION', 'FLUSH']);
+        assert.equal((await rl.hit(fresh('load'), { limit: 1, windowMs: 1_000 })).allowed, true);
+        const listed = (await raw.sendCommand(['FUNCTION', 'LIST', 'LIBRARYNAME', 'ratelimit'])) as unknown[];
+        assert.equal(listed.length, 1);
+      });
+
+      test('without loadLibrary, a server without the library is LibraryNotLoaded', async () => {
+        await raw.sendCommand(['FUNCTION', 'FLUSH']);
+        const client = await rawClient(server.port);
+        try {
+          const rl = new RateLimiter(client, { loadLibrary: false });
+          await assert.rejects(rl.hit(fresh('noload'), { limit: 1, windowMs: 1_000 }), LibraryNotLoaded);
+          assert.deepEqual(await raw.sendCommand(['FUNCTION', 'LIST']), []);
+        } finally {
+          await client.close();
+        }
+      });
+    }
+
+    describe('withPermit', () => {
+      test('holds a permit while the function runs, and gives it back when it throws', async () => {
+        const rl = new RateLimiter(raw);
+        const key = fresh('with');
+        const seen = await rl.withPermit(key, { limit: 1, leaseMs: 10_000 }, async (permit) => {
+          await assert.rejects(rl.withPermit(key, { limit: 1, leaseMs: 10_000 }, () => 'never'), PermitUnavailable);
+          return permit.id;
+        });
+        assert.equal(typeof seen, 'string');
+        assert.equal(await raw.zCard(key), 0);
+        await assert.rejects(
+          rl.withPermit(key, { limit: 1, leaseMs: 10_000 }, () => {
+            throw new Error('boom');
+          }),
+          /boom/,
+        );
+        assert.equal(await raw.zCard(key), 0);
+      });
+
+      test('renews the lease while the function outlasts it', async () => {
+        const rl = new RateLimiter(raw);
+        const key = fresh('renew');
+        await rl.withPermit(key, { limit: 1, leaseMs: 600 }, async (permit) => {
+          const first = Number(await raw.zScore(key, permit.id));
+          // Renewed every 200 ms; given 10 s here, so that a stalled machine does not fail it.
+          for (let i = 0; i < 200 && Number(await raw.zScore(key, permit.id)) <= first; i++) await sleep(50);
+          assert.ok(Number(await raw.zScore(key, permit.id)) > first, 'the lease was renewed');
+          assert.equal(permit.lost, false);
+        });
+      });
+
+      test('waits for a permit when asked to', async () => {
+        const rl = new RateLimiter(raw);
+        const key = fresh('wait');
+        await rl.acquire(key, { limit: 1, leaseMs: 300 });
+        const started = Date.now();
+        await rl.withPermit(key, { limit: 1, leaseMs: 1_000, wait: true, timeoutMs: 10_000 }, () => undefined);
+        assert.ok(Date.now() - started >= 250, 'it waited for the lease held to end');
+      });
+    });
+  });
+}
