@@ -33,7 +33,7 @@ export type SendCommand = (...args: string[]) => Promise<unknown>;
 /** rate-limit-redis's cluster form: the command, and the key that routes it. */
 export type SendCommandCluster = (command: { key: string | undefined; isReadOnly: boolean; command: string[] }) => Promise<unknown>;
 
-/** What the package accepts as a client. */
+/** What the package accepts as a client: one of those above, or a Connection of your own. */
 export type Client = object | SendCommand;
 
 const strings = (args: readonly Arg[]): string[] => args.map(String);
@@ -53,6 +53,7 @@ export function fromSendCommandCluster(send: SendCommandCluster): Connection {
 /** The adapter for `client`, found by what it offers. */
 export function connect(client: Client): Connection {
   if (typeof client === 'function') return fromSendCommand(client as SendCommand);
+  if (has(client, 'send') && typeof (client as Partial<Connection>).cluster === 'boolean') return client as Connection;
   if (has(client, 'call') && has(client, 'defineCommand')) {
     const io = client as unknown as IoRedisClient;
     // ioredis routes a command by its keys where its command table knows them (FCALL), and

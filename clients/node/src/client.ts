@@ -7,7 +7,7 @@ import * as commands from './commands.js';
 import { libraryArgs, moduleArgs, type Call } from './commands.js';
 import { LibraryNotLoaded, PermitUnavailable, RateLimitError } from './errors.js';
 import { LIBRARY_SOURCE } from './library.js';
-import type { Acquisition } from './results.js';
+import { Acquisition } from './results.js';
 import { slotOf } from './slot.js';
 
 export type Backend = 'module' | 'library';
@@ -42,6 +42,11 @@ export interface Permit {
   /** True once the lease ended while the function ran and no permit could be taken again (the
    * server out of reach for longer than the lease, say): others may then hold it. */
   readonly lost: boolean;
+}
+
+/** A permit held by `hold`, until `end()`. */
+export interface HeldPermit extends Permit {
+  end(): Promise<void>;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -144,21 +149,14 @@ export class RateLimiter {
     }
   }
 
-  /** Runs `fn` holding one of `limit` permits of `key`: acquired first (PermitUnavailable when all
-   * are in use, unless `wait`), renewed every third of the lease while `fn` runs, released when it
-   * settles, also when it throws. A process that dies gives it back when its lease ends. */
-  async withPermit<T>(key: string, options: PermitOptions, fn: (permit: Permit) => Promise<T> | T): Promise<T> {
-    const { limit, leaseMs, wait = false, timeoutMs, pollMs = 50 } = options;
-    commands.acquire(key, { limit, leaseMs }); // the arguments are checked before anything is sent
-    const deadline = timeoutMs === undefined ? Infinity : Date.now() + timeoutMs;
-    let got: Acquisition;
-    while (!(got = await this.acquire(key, { limit, leaseMs })).acquired) {
-      const left = deadline - Date.now();
-      if (!wait || left <= 0) throw new PermitUnavailable(key, limit, got.expiresAfterMs);
-      await sleep(Math.max(1, Math.min(got.expiresAfterMs, pollMs, left)));
-    }
-    const id = got.id ?? '';
-    const permit = { key, id, lost: false };
+  /** One of `limit` permits of `key`, held until `end()` and renewed every third of its lease
+   * meanwhile (taken again with the same id if its lease ended); or, when all are in use, the
+   * denied Acquisition. */
+  async hold(key: string, terms: { limit: number; leaseMs: number }): Promise<HeldPermit | Acquisition> {
+    const { limit, leaseMs } = terms;
+    const got = await this.acquire(key, { limit, leaseMs });
+    if (!got.acquired || got.id === null) return got;
+    const id = got.id;
     const renewal = setInterval(() => {
       void (async () => {
         try {
@@ -171,12 +169,36 @@ export class RateLimiter {
       })();
     }, Math.max(1, Math.floor(got.expiresAfterMs / 3)));
     renewal.unref();
+    const permit = {
+      key,
+      id,
+      lost: false,
+      end: async () => {
+        clearInterval(renewal);
+        // Never thrown over the holder's own outcome: the lease ends by itself.
+        await this.release(key, id).catch(() => undefined);
+      },
+    };
+    return permit;
+  }
+
+  /** Runs `fn` holding one of `limit` permits of `key` (see `hold`): PermitUnavailable when all are
+   * in use, unless `wait`; released when `fn` settles, also when it throws. A process that dies
+   * gives it back when its lease ends. */
+  async withPermit<T>(key: string, options: PermitOptions, fn: (permit: Permit) => Promise<T> | T): Promise<T> {
+    const { limit, leaseMs, wait = false, timeoutMs, pollMs = 50 } = options;
+    commands.acquire(key, { limit, leaseMs }); // the arguments are checked before anything is sent
+    const deadline = timeoutMs === undefined ? Infinity : Date.now() + timeoutMs;
+    let held: HeldPermit | Acquisition;
+    while ((held = await this.hold(key, { limit, leaseMs })) instanceof Acquisition) {
+      const left = deadline - Date.now();
+      if (!wait || left <= 0) throw new PermitUnavailable(key, limit, held.expiresAfterMs);
+      await sleep(Math.max(1, Math.min(held.expiresAfterMs, pollMs, left)));
+    }
     try {
-      return await fn(permit);
+      return await fn(held);
     } finally {
-      clearInterval(renewal);
-      // Not thrown over fn's own outcome: the lease ends by itself.
-      await this.release(key, id).catch(() => undefined);
+      await held.end();
     }
   }
 }

@@ -14,7 +14,10 @@ export type {
   TopOptions,
   WindowOptions,
 } from './commands.js';
-export type { Client, SendCommand, SendCommandCluster } from './adapters.js';
+export type { Client, Connection, SendCommand, SendCommandCluster } from './adapters.js';
+export { fastifyStore, RedisStore, type ClientRateLimitInfo, type FastifyStoreOptions, type RedisStoreOptions } from './stores.js';
 export { LibraryNotLoaded, PermitUnavailable, RateLimitError } from './errors.js';
 export { LIBRARY_SOURCE } from './library.js';
 export { Acquisition, combinedHeaders, Decision, MultiDecision, Reservation, type Settlement, type TopEntry } from './results.js';
+export { rateLimitMiddleware, rateLimitPlugin } from './middlewares.js';
+export { clientAddress, header, Rules, type KeyFunction, type LimitedRequest, type Limiter, type MiddlewareOptions, type Rule, type Verdict } from './rules.js';
