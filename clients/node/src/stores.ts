@@ -86,7 +86,7 @@ export class RedisStore {
   }
 }
 
-type Callback = (error: Error | null, result: { current: number; ttl: number } | null) => void;
+type Callback = (error: Error | null, result?: { current: number; ttl: number }) => void;
 
 /** What @fastify/rate-limit gives a store: its settings, and per route its route's options. */
 interface FastifyOptions {
@@ -111,17 +111,17 @@ export function fastifyStore(client: Client, options: FastifyStoreOptions = {}) 
         cb(null, { current: d.count, ttl: Number.isFinite(d.resetAfterMs) ? d.resetAfterMs : 0 });
       },
       (error: unknown) => {
-        cb(error instanceof Error ? error : new RateLimitError(String(error)), null);
+        cb(error instanceof Error ? error : new RateLimitError('the store failed'));
       },
     );
   };
   return class FastifyStore {
     constructor(
-      settings: FastifyOptions = {},
+      settings: object = {},
       readonly prefix = options.prefix ?? 'fastify-rate-limit-',
     ) {
       for (const name of ['continueExceeding', 'exponentialBackoff'] as const) {
-        if (settings[name] === true) throw new RateLimitError(`redis-ratelimit's fastify store has no ${name}: a window ends when it ends`);
+        if ((settings as FastifyOptions)[name] === true) throw new RateLimitError(`redis-ratelimit's fastify store has no ${name}: a window ends when it ends`);
       }
     }
 
@@ -133,8 +133,8 @@ export function fastifyStore(client: Client, options: FastifyStoreOptions = {}) 
       answer(cb, limiter.peek(this.prefix + key, { limit: UNLIMITED }));
     }
 
-    child(route: FastifyOptions): FastifyStore {
-      const info = route.routeInfo;
+    child(route: object): FastifyStore {
+      const info = (route as FastifyOptions).routeInfo;
       return new FastifyStore(route, info ? `${this.prefix}${info.method}${info.url}-` : this.prefix);
     }
   };
