@@ -23,7 +23,7 @@ FETCHED := $(filter /%,$(call server_binaries,$(SERVERS)))
 LIBRARY_TESTS := --test hit --test peek --test hitall --test slide --test lease --test gcra --test settle --test replication
 
 .PHONY: all deps test-deps build lint test servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
-	python-dist python-test
+	python-dist python-test node-dist node-test
 
 all: build
 
@@ -78,6 +78,7 @@ test: build servers redis-cell lint
 	cargo test --release --locked --lib
 	$(foreach binary,$(call server_binaries,$(SERVERS)),$(call test-on,$(binary)))
 	$(MAKE) --no-print-directory python-test
+	$(MAKE) --no-print-directory node-test
 	$(MAKE) --no-print-directory examples
 	BENCH_SERVERS="$(call server_binaries,$(SERVERS))" cargo bench --locked --bench ratelimit -- --quick
 	$(PY_LIMITS_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/python.md --quick
@@ -87,12 +88,10 @@ pydeps: test-deps
 	test -d target/pydeps/redis || python3 -m pip install --quiet --disable-pip-version-check \
 		--root-user-action=ignore --target target/pydeps -r examples/ttl-leak/requirements.txt
 
-# The Node example's tests: real HTTP requests through its middleware to a real server; and the
-# TTL-leak demo's short form (it fails if the guard leaves a counter without TTL).
+# The TTL-leak demo's short form (it fails if the guard leaves a counter without TTL).
 examples: build pydeps
 	cd examples/ttl-leak && PYTHONPATH=$(CURDIR)/target/pydeps RATELIMIT_MODULE=$(CURDIR)/$(MODULE) \
 		python3 demo.py --quick
-	cd examples/node && npm ci --silent --no-audit --no-fund && RATELIMIT_MODULE=$(CURDIR)/$(MODULE) npm test
 
 # The Python package (clients/python): its wheel and sdist (the wheel built from the sdist), each
 # requirements set of clients/python/tests installed beside the wheel in a fresh virtual
@@ -144,6 +143,32 @@ python-test: build servers
 	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call py-test-on,latest,$(binary),$(PY_CLIENT_TESTS)))
 	$(foreach set,oldest limits4,$(call py-test-on,$(set),$(PY_FIRST_SERVER),--ignore=test_middlewares.py .))
 	$(call py-test-on,bare,$(PY_FIRST_SERVER),test_installed.py test_bare.py)
+
+# The Node package (clients/node): linted and type-checked, packed (npm pack builds it), then the
+# tarball installed into a fresh folder beside the clients and frameworks it supports
+# (clients/node/test's package.json), and the package's tests run against that installed copy:
+# all of them on the first server, the client's on the others.
+NODE_DIST := target/node/dist
+NODE_INSTALLED := target/node/installed
+NODE_CLIENT_TESTS := dist/client.test.js dist/command-docs.test.js
+NPM := npm --no-audit --no-fund --loglevel=error
+define node-test-on
+	@echo "== the Node package on $$($(1) --version | cut -d' ' -f1-3) =="
+	cd $(NODE_INSTALLED) && REDIS_SERVER=$(1) RATELIMIT_MODULE=$(CURDIR)/$(MODULE) node --test --test-concurrency=2 $(2)
+
+endef
+
+node-dist: test-deps
+	rm -rf $(NODE_DIST) && mkdir -p $(NODE_DIST)
+	cd clients/node && $(NPM) ci && $(NPM) run lint && $(NPM) pack --silent --pack-destination $(CURDIR)/$(NODE_DIST)
+
+node-test: build servers node-dist
+	rm -rf $(NODE_INSTALLED) && mkdir -p $(NODE_INSTALLED)
+	cp clients/node/test/package.json clients/node/test/package-lock.json clients/node/test/tsconfig.json \
+		clients/node/test/*.ts $(NODE_INSTALLED)/
+	cd $(NODE_INSTALLED) && $(NPM) ci && $(NPM) install --no-save $(CURDIR)/$(NODE_DIST)/redis-ratelimit-*.tgz && $(NPM) run build
+	$(call node-test-on,$(PY_FIRST_SERVER),dist/*.test.js)
+	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call node-test-on,$(binary),$(NODE_CLIENT_TESTS)))
 
 # The TTL-leak story against a real server: the classic limiter without and with the guard.
 demo: build pydeps
