@@ -82,6 +82,7 @@ test: build servers redis-cell lint
 	$(MAKE) --no-print-directory examples
 	BENCH_SERVERS="$(call server_binaries,$(SERVERS))" cargo bench --locked --bench ratelimit -- --quick
 	$(PY_LIMITS_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/python.md --quick
+	$(NODE_STORE_BENCH) --out $(CURDIR)/target/bench-quick/node.md --quick -- $(PY_FIRST_SERVER)
 
 # The TTL-leak demo's package (redis-py), under target/.
 pydeps: test-deps
@@ -151,6 +152,8 @@ python-test: build servers
 NODE_DIST := target/node/dist
 NODE_INSTALLED := target/node/installed
 NODE_CLIENT_TESTS := dist/client.test.js dist/command-docs.test.js
+# The express-rate-limit store against rate-limit-redis, by server CPU (bench/results/node.md).
+NODE_STORE_BENCH = cd $(NODE_INSTALLED) && RATELIMIT_MODULE=$(CURDIR)/$(MODULE) node dist/bench-stores.js
 NPM := npm --no-audit --no-fund --loglevel=error
 define node-test-on
 	@echo "== the Node package on $$($(1) --version | cut -d' ' -f1-3) =="
@@ -190,10 +193,11 @@ memcheck: build
 
 # The full benchmark (about half an hour), on every server: table on stdout and in
 # bench/results/latest.md, chart in bench/results/ratios.svg; then the limits storage's rows
-# (bench/results/python.md).
-bench: build servers redis-cell $(PY_ENVS)/latest
+# (bench/results/python.md), and the express-rate-limit store's (bench/results/node.md).
+bench: build servers redis-cell $(PY_ENVS)/latest node-test
 	BENCH_SERVERS="$(call server_binaries,$(SERVERS))" cargo bench --locked --bench ratelimit
 	$(PY_LIMITS_BENCH) --servers $(call server_binaries,$(SERVERS)) --out bench/results/python.md
+	$(NODE_STORE_BENCH) --out $(CURDIR)/bench/results/node.md -- $(call server_binaries,$(SERVERS))
 
 # The Redis Functions library (for servers that cannot load modules) into the server on PORT.
 functions: deps
