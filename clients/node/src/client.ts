@@ -115,6 +115,10 @@ export class RateLimiter {
 
   /** Sends one Call (from the package's `commands`) and reads its reply. */
   async run<T>(call: Call<T>): Promise<T> {
+    return this.#run(call, true);
+  }
+
+  async #run<T>(call: Call<T>, mayLoad: boolean): Promise<T> {
     if (this.connection.cluster && new Set(call.keys.map(slotOf)).size > 1) {
       throw new RateLimitError("CROSSSLOT Keys in request don't hash to the same slot (give them one hash tag, e.g. rl:{user:42}:s)");
     }
@@ -124,10 +128,11 @@ export class RateLimiter {
       return call.parse(await this.connection.send(args, call.keys, call.readonly === true));
     } catch (error) {
       if (!isReplyError(error)) throw error;
-      if (backend === 'library' && /function not found/i.test(error.message)) {
-        // The server has not the library yet, or lost it (a restart, FUNCTION FLUSH).
+      if (mayLoad && backend === 'library' && /function not found/i.test(error.message)) {
+        // The server has not the library yet, or lost it (a restart, FUNCTION FLUSH). Once: a
+        // library of an older version, without this function, stays as it is (never REPLACE).
         await this.#loadLibrary(call.keys);
-        return this.run(call);
+        return this.#run(call, false);
       }
       throw new RateLimitError(error.message, { cause: error });
     }

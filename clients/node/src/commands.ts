@@ -239,7 +239,8 @@ export const hitAll = define(
       const [allowed, ...rows] = row(reply, checked.length + 1);
       const decisions = checked.map(({ limit, windowMs }, i) => {
         const numbers = (rows[i] as unknown[]).map(int);
-        if (slides === true) return sliding(limit, windowMs)([(numbers[1] ?? 0) < 0 ? 1 : 0, ...numbers]);
+        // SLIDE's rows: [count, remaining, retry_after_ms, reset_ms], retry_after_ms -1 where that limit admits.
+        if (slides === true) return sliding(limit, windowMs)([(numbers[2] ?? 0) < 0 ? 1 : 0, ...numbers]);
         const [count = 0] = numbers;
         const fits = int(allowed) === 1 || count + charged <= limit;
         return fixed(limit, windowMs, charged)([fits ? 1 : 0, ...numbers]);

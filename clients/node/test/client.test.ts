@@ -87,8 +87,11 @@ for (const kind of KINDS) {
           assert.deepEqual(second.decisions.map((d) => [d.allowed, d.count]), [[false, 1], [true, 1]]);
           assert.equal(second.tightest.limit, 1);
           assert.equal(await raw.get(`{${tag}}:h`), '1', 'the denied call counted nowhere');
-          const sliding = await rl.hitAll(limits.map((l) => ({ ...l, key: `${l.key}:slide` })), { slide: true, cost: 1 });
-          assert.equal(sliding.allowed, true);
+          const slides = limits.map((l) => ({ ...l, key: `${l.key}:slide` }));
+          assert.equal((await rl.hitAll(slides, { slide: true, cost: 1 })).allowed, true);
+          const slid = await rl.hitAll(slides, { slide: true });
+          assert.deepEqual(slid.decisions.map((d) => [d.allowed, d.retryAfterMs === null]), [[false, false], [true, true]]);
+          assert.ok((slid.retryAfterMs ?? 0) > 0);
         });
 
         test('a reservation settles what was used', async () => {
