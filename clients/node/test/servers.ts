@@ -40,10 +40,12 @@ export class Server {
   constructor(
     readonly kind: Kind,
     readonly port: number,
+    /** A one-node Redis Cluster, holding every slot. */
+    readonly cluster = false,
   ) {}
 
-  static async start(kind: Kind): Promise<Server> {
-    const server = new Server(kind, await freePort());
+  static async start(kind: Kind, options: { cluster?: boolean } = {}): Promise<Server> {
+    const server = new Server(kind, await freePort(), options.cluster ?? false);
     await server.up();
     return server;
   }
@@ -55,6 +57,7 @@ export class Server {
     if (this.kind === 'module' && module === undefined) throw new Error('RATELIMIT_MODULE names the module to load');
     const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir];
     if (this.kind === 'module') args.push('--loadmodule', module ?? '');
+    if (this.cluster) args.push('--cluster-enabled', 'yes', '--cluster-config-file', join(this.dir, 'nodes.conf'));
     this.process = spawn(binary, args, { stdio: 'ignore' });
     for (let i = 0; i < 400; i++) {
       if (this.process.exitCode !== null) throw new Error(`${binary} exited with ${String(this.process.exitCode)}`);
