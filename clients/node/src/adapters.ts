@@ -4,6 +4,7 @@
 // the client it was given.
 
 import type { Arg } from './commands.js';
+import { slotOf } from './slot.js';
 
 /** One command to one server, routed by its keys in a cluster (a keyless one goes to any node). */
 export interface Connection {
@@ -26,6 +27,37 @@ interface NodeRedisCluster {
 interface IoRedisClient {
   call(command: string, ...args: (string | number)[]): Promise<unknown>;
   readonly isCluster?: boolean;
+  /** A Cluster's: each slot's nodes, the primary first, as `host:port`. */
+  readonly slots?: (readonly string[] | undefined)[];
+  nodes?(role: 'master'): (IoRedisClient & { readonly options: { host?: string; port?: number } })[];
+}
+
+/** A Cluster's primary for `key`, by the slots it last read; undefined when it knows none. */
+function ioPrimary(cluster: IoRedisClient, key: string): IoRedisClient | undefined {
+  const address = cluster.slots?.[slotOf(key)]?.[0];
+  return address === undefined ? undefined : cluster.nodes?.('master').find((n) => `${n.options.host ?? ''}:${String(n.options.port)}` === address);
+}
+
+/** ioredis's Cluster routes a command by its keys only where its command table knows them: the
+ * module's commands are not there, nor FCALL in iovalkey's. So a keyed command goes to its key's
+ * primary here, and through the Cluster (which follows MOVED and ASK) when that node no longer
+ * holds the slot, or none is known yet. */
+function ioCluster(cluster: IoRedisClient): Connection {
+  return {
+    cluster: true,
+    send: async (args, keys) => {
+      const [command = '', ...rest] = args.map(String);
+      const node = keys[0] === undefined ? undefined : ioPrimary(cluster, keys[0]);
+      if (node !== undefined) {
+        try {
+          return await node.call(command, ...rest);
+        } catch (error) {
+          if (!(error instanceof Error) || !/^(MOVED|ASK) /.test(error.message)) throw error;
+        }
+      }
+      return cluster.call(command, ...rest);
+    },
+  };
 }
 
 /** A bare function as rate-limit-redis takes it: `(...args) => client.sendCommand(args)`. */
@@ -56,9 +88,8 @@ export function connect(client: Client): Connection {
   if (has(client, 'send') && typeof (client as Partial<Connection>).cluster === 'boolean') return client as Connection;
   if (has(client, 'call') && has(client, 'defineCommand')) {
     const io = client as unknown as IoRedisClient;
-    // ioredis routes a command by its keys where its command table knows them (FCALL), and
-    // follows MOVED for the module's commands.
-    return { send: (args) => io.call(String(args[0]), ...args.slice(1)), cluster: io.isCluster === true };
+    if (io.isCluster === true) return ioCluster(io);
+    return { send: (args) => io.call(String(args[0]), ...args.slice(1)), cluster: false };
   }
   if (has(client, 'sendCommand')) {
     if ('masters' in client) {

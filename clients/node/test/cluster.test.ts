@@ -1,42 +1,92 @@
-// The client on a one-node Redis Cluster (every slot on one node), through node-redis's cluster:
-// calls routed by their keys, hitAll's keys in one slot or CROSSSLOT before
-// anything is sent, and the library loaded on the node that holds the key.
+// The client on a three-node Redis Cluster, through node-redis's cluster client, ioredis's
+// Cluster and iovalkey's: each call goes straight to the node that holds its key (no MOVED
+// round trip: the nodes' commandstats show no rejected call), the library is loaded on each node
+// as calls reach it, and hitAll's keys share a slot or are refused with CROSSSLOT before anything
+// is sent.
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Cluster as IoRedisCluster } from 'ioredis';
+import { Cluster as IoValkeyCluster } from 'iovalkey';
 import { createClient, createCluster } from 'redis';
 import { RateLimiter, RateLimitError } from 'redis-ratelimit';
 import { KINDS, Server } from './servers.js';
 
+type Node = Awaited<ReturnType<typeof connect>>;
+const connect = (port: number) => createClient({ socket: { host: '127.0.0.1', port } }).connect();
+const RANGES = [
+  ['0', '5460'],
+  ['5461', '10922'],
+  ['10923', '16383'],
+];
+
+/** The calls of `command` each node refused (MOVED, ASK, CROSSSLOT...), from its commandstats. */
+async function rejected(nodes: Node[], command: string): Promise<number> {
+  let total = 0;
+  for (const node of nodes) {
+    const line = new RegExp(`cmdstat_${command.toLowerCase().replace('.', '\\.')}:[^\\r\\n]*rejected_calls=(\\d+)`).exec(await node.info('commandstats'));
+    total += Number(line?.[1] ?? 0);
+  }
+  return total;
+}
+
 for (const kind of KINDS) {
-  describe(`a cluster with the ${kind}`, () => {
-    let server: Server;
+  describe(`a three-node cluster with the ${kind}`, () => {
+    const servers: Server[] = [];
+    const nodes: Node[] = [];
     before(async () => {
-      server = await Server.start(kind, { cluster: true });
-      const node = await createClient({ socket: { host: '127.0.0.1', port: server.port } }).connect();
-      try {
-        await node.sendCommand(['CLUSTER', 'ADDSLOTSRANGE', '0', '16383']);
-        for (let i = 0; i < 200 && !String(await node.sendCommand(['CLUSTER', 'INFO'])).includes('cluster_state:ok'); i++) await sleep(50);
-      } finally {
-        await node.close();
+      for (const range of RANGES) {
+        const server = await Server.start(kind, { cluster: true });
+        servers.push(server);
+        const node = await connect(server.port);
+        nodes.push(node);
+        await node.sendCommand(['CLUSTER', 'ADDSLOTSRANGE', ...range]);
       }
+      for (const server of servers.slice(1)) await nodes[0]?.sendCommand(['CLUSTER', 'MEET', '127.0.0.1', String(server.port)]);
+      // Every node knows every slot (10 s here, so that a stalled machine does not fail it).
+      for (let i = 0; i < 200; i++) {
+        const states = await Promise.all(nodes.map(async (n) => [String(await n.sendCommand(['CLUSTER', 'INFO'])), (await n.sendCommand(['CLUSTER', 'SLOTS'])) as unknown[]] as const));
+        if (states.every(([info, slots]) => info.includes('cluster_state:ok') && slots.length === 3)) return;
+        await sleep(50);
+      }
+      throw new Error('the cluster did not come up');
     });
-    after(async () => server.stop());
+    after(async () => {
+      for (const node of nodes) await node.close();
+      for (const server of servers) await server.stop();
+    });
 
     const clients: [string, () => Promise<{ client: object; close: () => Promise<unknown> }>][] = [
       ['node-redis cluster', async () => {
-        const client = await createCluster({ rootNodes: [{ socket: { host: '127.0.0.1', port: server.port } }] }).connect();
+        const client = await createCluster({ rootNodes: [{ socket: { host: '127.0.0.1', port: servers[0]?.port ?? 0 } }] }).connect();
         return { client, close: () => client.close() };
       }],
+      ['ioredis Cluster', async () => {
+        const client = new IoRedisCluster([{ host: '127.0.0.1', port: servers[0]?.port ?? 0 }]);
+        await client.ping();
+        return { client, close: () => client.quit() };
+      }],
+      ['iovalkey Cluster', async () => {
+        const client = new IoValkeyCluster([{ host: '127.0.0.1', port: servers[0]?.port ?? 0 }]);
+        await client.ping();
+        return { client, close: () => client.quit() };
+      }],
     ];
-    for (const [name, connect] of clients) {
-      test(`${name}: routed calls, and hitAll's keys in one slot or CROSSSLOT before anything is sent`, async () => {
-        const { client, close } = await connect();
+    for (const [name, make] of clients) {
+      test(`${name}: each call to its key's node, and hitAll's keys in one slot or CROSSSLOT before anything is sent`, async () => {
+        const { client, close } = await make();
+        const command = kind === 'module' ? 'RATELIMIT.HIT' : 'FCALL';
         try {
           const rl = new RateLimiter(client);
-          assert.equal((await rl.hit(`c:${name}:a`, { limit: 1, windowMs: 60_000 })).allowed, true);
+          const before = await rejected(nodes, command);
+          const keys = Array.from({ length: 30 }, (_, i) => `c:${name}:${String(i)}`);
+          for (const key of keys) assert.equal((await rl.hit(key, { limit: 1, windowMs: 60_000 })).allowed, true);
+          for (const key of keys) assert.equal((await rl.hit(key, { limit: 1, windowMs: 60_000 })).allowed, false);
           assert.equal(rl.backend, kind);
+          assert.equal(await rejected(nodes, command), before, 'no call went to a node without its key');
+          const counted = await Promise.all(nodes.map((n) => n.dbSize()));
+          assert.ok(counted.every((n) => n > 0), `the keys are spread over the nodes (${counted.join(', ')})`);
           const tagged = await rl.hitAll([
             { key: `{c:${name}}:s`, limit: 1, windowMs: 1_000 },
             { key: `{c:${name}}:h`, limit: 5, windowMs: 60_000 },

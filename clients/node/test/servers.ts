@@ -57,7 +57,7 @@ export class Server {
     if (this.kind === 'module' && module === undefined) throw new Error('RATELIMIT_MODULE names the module to load');
     const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir];
     if (this.kind === 'module') args.push('--loadmodule', module ?? '');
-    if (this.cluster) args.push('--cluster-enabled', 'yes', '--cluster-config-file', join(this.dir, 'nodes.conf'));
+    if (this.cluster) args.push('--cluster-enabled', 'yes', '--cluster-config-file', join(this.dir, 'nodes.conf'), '--cluster-announce-ip', '127.0.0.1');
     this.process = spawn(binary, args, { stdio: 'ignore' });
     for (let i = 0; i < 400; i++) {
       if (this.process.exitCode !== null) throw new Error(`${binary} exited with ${String(this.process.exitCode)}`);
