@@ -7,7 +7,7 @@ import * as commands from './commands.js';
 import { libraryArgs, moduleArgs, type Call } from './commands.js';
 import { LibraryNotLoaded, PermitUnavailable, RateLimitError } from './errors.js';
 import { LIBRARY_SOURCE } from './library.js';
-import { Acquisition } from './results.js';
+import { Acquisition, type Reservation, type Settlement } from './results.js';
 import { slotOf } from './slot.js';
 
 export type Backend = 'module' | 'library';
@@ -42,6 +42,13 @@ export interface Permit {
   /** True once the lease ended while the function ran and no permit could be taken again (the
    * server out of reach for longer than the lease, say): others may then hold it. */
   readonly lost: boolean;
+}
+
+/** What `settling` hands its function: set `used` to what the work used. */
+export interface Settling {
+  used: number | undefined;
+  /** SETTLE's answer, once sent. */
+  settlement: Settlement | null;
 }
 
 /** A permit held by `hold`, until `end()`. */
@@ -152,6 +159,28 @@ export class RateLimiter {
     } catch (error) {
       if (!isReplyError(error) || !error.message.includes('already exists')) throw error;
     }
+  }
+
+  /** Runs `fn` and then settles `reservation` once with what `fn` set as `used`, also when `fn`
+   * throws: `await rl.settling(r, async (s) => { ...; s.used = tokens; })`. Nothing is sent for a
+   * denied reservation, or when `used` was left unset (the estimate stays counted). A failed
+   * settle is thrown, unless `fn` threw: its error is the one that reaches you. */
+  async settling<T>(reservation: Reservation, fn: (settling: Settling) => Promise<T> | T): Promise<T> {
+    const settling: Settling = { used: undefined, settlement: null };
+    const settle = async () => {
+      if (reservation.token !== null && settling.used !== undefined) {
+        settling.settlement = await this.settle(reservation.key, reservation.token, settling.used);
+      }
+    };
+    let result: T;
+    try {
+      result = await fn(settling);
+    } catch (error) {
+      await settle().catch(() => undefined);
+      throw error;
+    }
+    await settle();
+    return result;
   }
 
   /** One of `limit` permits of `key`, held until `end()` and renewed every third of its lease

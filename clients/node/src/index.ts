@@ -1,4 +1,4 @@
-export { RateLimiter, type Backend, type Permit, type PermitOptions, type RateLimiterOptions } from './client.js';
+export { RateLimiter, type Backend, type HeldPermit, type Permit, type PermitOptions, type RateLimiterOptions, type Settling } from './client.js';
 export * as commands from './commands.js';
 export type {
   AcquireOptions,

@@ -107,6 +107,35 @@ for (const kind of KINDS) {
           assert.match(bucket.token ?? '', /^g:/);
         });
 
+        test('settling settles once with what was used, also when the work throws', async () => {
+          const terms = { limit: 10_000, windowMs: 60_000, cost: 4_000 };
+          const key = fresh('settling');
+          const answer = await rl.settling(await rl.reserveHit(key, terms), (s) => {
+            s.used = 1_000;
+            return 'answer';
+          });
+          assert.equal(answer, 'answer');
+          assert.equal(await raw.get(key), '1000');
+          await assert.rejects(
+            rl.settling(await rl.reserveHit(key, terms), (s) => {
+              s.used = 500;
+              throw new Error('the model failed');
+            }),
+            /the model failed/,
+          );
+          assert.equal(await raw.get(key), '1500');
+          await rl.settling(await rl.reserveHit(key, terms), () => undefined);
+          assert.equal(await raw.get(key), '5500', 'left unset: the estimate stays counted');
+          const denied = await rl.reserveHit(key, { ...terms, limit: 5_500 });
+          let ran = false;
+          await rl.settling(denied, (s) => {
+            ran = true;
+            s.used = 1;
+          });
+          assert.ok(ran && !denied.allowed);
+          assert.equal(await raw.get(key), '5500', 'a denied reservation sends nothing');
+        });
+
         test('permits are acquired, renewed and released', async () => {
           const key = fresh('permit');
           const got = await rl.acquire(key, { limit: 1, leaseMs: 10_000, id: 'worker-1' });
