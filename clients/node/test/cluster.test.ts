@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster as IoRedisCluster } from 'ioredis';
 import { Cluster as IoValkeyCluster } from 'iovalkey';
 import { createClient, createCluster } from 'redis';
-import { RateLimiter, RateLimitError } from 'redis-ratelimit';
+import { RateLimiter, RateLimitError, RedisStore } from 'redis-ratelimit';
 import { KINDS, Server } from './servers.js';
 
 type Node = Awaited<ReturnType<typeof connect>>;
@@ -73,6 +73,23 @@ for (const kind of KINDS) {
         return { client, close: () => client.quit() };
       }],
     ];
+    test("express-rate-limit's RedisStore through rate-limit-redis's sendCommandCluster", async () => {
+      const cluster = await createCluster({ rootNodes: [{ socket: { host: '127.0.0.1', port: servers[0]?.port ?? 0 } }] }).connect();
+      try {
+        const command = kind === 'module' ? 'RATELIMIT.HIT' : 'FCALL';
+        const before = await rejected(nodes, command);
+        const store = new RedisStore({
+          sendCommandCluster: ({ key, isReadOnly, command: args }) => cluster.sendCommand(key, isReadOnly, args),
+        });
+        store.init({ windowMs: 60_000 });
+        for (let i = 0; i < 20; i++) assert.equal((await store.increment(`user${String(i)}`)).totalHits, 1);
+        assert.equal((await store.increment('user0')).totalHits, 2);
+        assert.equal(await rejected(nodes, command), before, 'each count on its key\'s node');
+      } finally {
+        await cluster.close();
+      }
+    });
+
     for (const [name, make] of clients) {
       test(`${name}: each call to its key's node, and hitAll's keys in one slot or CROSSSLOT before anything is sent`, async () => {
         const { client, close } = await make();

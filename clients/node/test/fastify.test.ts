@@ -118,3 +118,31 @@ for (const kind of KINDS) {
     });
   });
 }
+
+test('Fastify fails open when the server goes away under traffic, and limits again once it is back', async () => {
+  const server = await Server.start('module');
+  const redis = new Redis(server.port, '127.0.0.1', { retryStrategy: () => 50, maxRetriesPerRequest: 1 });
+  redis.on('error', () => undefined);
+  const app = Fastify();
+  await app.register(rateLimitPlugin, { client: redis, rules: [{ fixed: { limit: 1_000, windowMs: 60_000 } }], timeoutMs: 300, retryIntervalMs: 200, onOutage: () => undefined });
+  app.get('/', () => 'ok');
+  const url = await app.listen({ port: 0, host: '127.0.0.1' });
+  try {
+    assert.ok((await get(url)).headers.has('ratelimit'));
+    await server.down();
+    const during = await Promise.all([get(url), get(url), get(url)]);
+    assert.deepEqual(during.map((r) => [r.status, r.headers.has('ratelimit')]), [[200, false], [200, false], [200, false]]);
+    await server.up();
+    // Back within the client's reconnection: 10 s here, so that a stalled machine does not fail it.
+    let answer = await get(url);
+    for (let i = 0; i < 100 && !answer.headers.has('ratelimit'); i++) {
+      await sleep(100);
+      answer = await get(url);
+    }
+    assert.ok(answer.headers.has('ratelimit'), 'limited again');
+  } finally {
+    await app.close();
+    redis.disconnect();
+    await server.stop();
+  }
+});
