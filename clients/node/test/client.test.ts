@@ -16,7 +16,7 @@ for (const kind of KINDS) {
   describe(`with the ${kind}`, () => {
     let server: Server;
     let raw: Awaited<ReturnType<typeof rawClient>>;
-    const rawClient = (port: number) => createClient({ socket: { host: '127.0.0.1', port } }).connect();
+    const rawClient = (port: number) => createClient({ socket: { host: '127.0.0.1', port }, RESP: 2 }).connect();
     before(async () => {
       server = await Server.start(kind);
       raw = await rawClient(server.port);
@@ -200,16 +200,22 @@ for (const kind of KINDS) {
       });
     });
 
-    test('TOP is the module only', async () => {
-      const rl = new RateLimiter(raw);
-      const key = fresh('top');
-      await rl.hit(key, { limit: 1, windowMs: 60_000 });
-      await rl.hit(key, { limit: 1, windowMs: 60_000 });
-      if (kind === 'module') {
-        const entries = await rl.top({ view: 'denied', count: 100 });
-        assert.ok(entries.some((e) => e.key === key && e.count >= 1));
-      } else {
-        await assert.rejects(rl.top(), /RATELIMIT.TOP needs the module/);
+    test('TOP is the module only (its RESP3 maps read as RESP2 pairs)', async () => {
+      const resp3 = await createClient({ socket: { host: '127.0.0.1', port: server.port }, RESP: 3 }).connect();
+      try {
+        for (const rl of [new RateLimiter(raw), new RateLimiter(resp3)]) {
+          const key = fresh('top');
+          await rl.hit(key, { limit: 1, windowMs: 60_000 });
+          await rl.hit(key, { limit: 1, windowMs: 60_000 });
+          if (kind === 'module') {
+            const entries = await rl.top({ view: 'denied', count: 100 });
+            assert.ok(entries.some((e) => e.key === key && e.count >= 1));
+          } else {
+            await assert.rejects(rl.top(), /RATELIMIT.TOP needs the module/);
+          }
+        }
+      } finally {
+        await resp3.close();
       }
     });
 

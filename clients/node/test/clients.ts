@@ -12,8 +12,12 @@ export interface Connected {
 }
 
 export const CLIENTS: Record<string, (port: number) => Promise<Connected>> = {
-  'node-redis 6': async (port) => {
-    const client = await createClient({ socket: { host: '127.0.0.1', port } }).connect();
+  'node-redis 6 (RESP2)': async (port) => {
+    const client = await createClient({ socket: { host: '127.0.0.1', port }, RESP: 2 }).connect();
+    return { client, close: async () => void (await client.close()) };
+  },
+  'node-redis 6 (RESP3)': async (port) => {
+    const client = await createClient({ socket: { host: '127.0.0.1', port }, RESP: 3 }).connect();
     return { client, close: async () => void (await client.close()) };
   },
   'node-redis 5': async (port) => {
