@@ -22,7 +22,7 @@ FETCHED := $(filter /%,$(call server_binaries,$(SERVERS)))
 # The tests that run both against the module and against the Functions library (functions/).
 LIBRARY_TESTS := --test hit --test peek --test hitall --test slide --test lease --test gcra --test settle --test replication
 
-.PHONY: all deps test-deps build lint test servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
+.PHONY: all deps test-deps build lint test integration $(INTEGRATION) servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
 	python-dist python-test node-dist node-test
 
 all: build
@@ -74,9 +74,22 @@ define test-on
 
 endef
 
+# Each server's integration tests, two servers at a time: they mostly wait on windows and leases,
+# and a pair loads the machine as two `make test` side by side do (which they pass). The test
+# binaries are built first, once; each server's output is printed whole when it is done.
+INTEGRATION := $(addprefix integration-,$(SERVERS))
+
+# (run through `make integration`, which builds what they need first)
+$(INTEGRATION): integration-%:
+	$(call test-on,$(call server_binaries,$*))
+
+integration: build servers redis-cell
+	cargo test --release --locked --no-run --test '*'
+	$(MAKE) --no-print-directory -j2 --output-sync=target $(INTEGRATION)
+
 test: build servers redis-cell lint
 	cargo test --release --locked --lib
-	$(foreach binary,$(call server_binaries,$(SERVERS)),$(call test-on,$(binary)))
+	$(MAKE) --no-print-directory integration
 	$(MAKE) --no-print-directory python-test
 	$(MAKE) --no-print-directory node-test
 	$(MAKE) --no-print-directory examples
