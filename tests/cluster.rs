@@ -288,7 +288,13 @@ fn failover_keeps_counters_and_expiry_instants(cluster: &Cluster, client: &mut C
     }
     let keys: Vec<String> = keys.iter().flat_map(|k| [k.clone(), format!("{k}:gcra")]).collect();
     let old = cluster.owner("{failing}");
-    let replica = cluster.nodes().into_iter().find(|n| n.primary_id.as_deref() == Some(&old.id)).unwrap();
+    // The first node learns each replica's primary by gossip, which lags on a busy machine.
+    let mut replica = None;
+    wait_for("the first node to see a replica of the key's primary", Duration::from_secs(60), || {
+        replica = cluster.nodes().into_iter().find(|n| n.primary_id.as_deref() == Some(&old.id));
+        replica.is_some()
+    });
+    let replica = replica.expect("found above");
     let mut primary = cluster.node_connection(old.port);
     let before: Vec<_> = keys.iter().map(|k| value_and_expiry(&mut primary, k)).collect();
     common::wait_for_replica(&mut primary);
