@@ -141,9 +141,16 @@ fn memory_returns_to_baseline_when_counters_expire() {
     let baseline = used_memory(&mut con);
     let mut rss_after_round = Vec::new();
     for _ in 0..rounds {
+        let started = Instant::now();
         load(&mut con, hits, keys);
         let dbsize: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
-        assert_eq!(dbsize, keys as i64);
+        // Within the 1 s window of the first hit, no key can have expired yet: every key is
+        // there. A machine slow enough to take longer may have seen some windows end.
+        if started.elapsed() < Duration::from_millis(1_000) {
+            assert_eq!(dbsize, keys as i64);
+        } else {
+            assert!(0 < dbsize && dbsize <= keys as i64, "{dbsize} keys after the load");
+        }
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let dbsize: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
