@@ -43,15 +43,17 @@ function define<A extends unknown[], T>(params: readonly string[], build: (...ar
 
 // Argument checks, worded as the module words its errors.
 
+const isInteger = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value);
+
 function integer(value: unknown, name: string, minimum = 1): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < minimum) {
+  if (!isInteger(value) || value < minimum) {
     throw new RateLimitError(`${name} must be an integer >= ${String(minimum)}`);
   }
   return value;
 }
 
 function duration(value: unknown, name: string): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
+  if (!isInteger(value) || value < 1) {
     throw new RateLimitError(`${name} must be a whole number of milliseconds >= 1`);
   }
   return value;
@@ -82,14 +84,14 @@ function costArgs(cost: unknown, token = 'COST'): Arg[] {
 /** A cost (or tokens) that may be negative, to give back; never 0. */
 function signedCostArgs(cost: unknown, token = 'COST'): Arg[] {
   const value = cost ?? 1;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value === 0) {
+  if (!isInteger(value) || value === 0) {
     throw new RateLimitError(`${token} must be a nonzero integer`);
   }
   return value === 1 ? [] : [token, value];
 }
 
 function reserved(amount: unknown, token: string): number {
-  if (typeof amount !== 'number' || !Number.isSafeInteger(amount) || amount < 1) {
+  if (!isInteger(amount) || amount < 1) {
     throw new RateLimitError(`RESERVE needs ${token} >= 1`);
   }
   return amount;
@@ -118,6 +120,11 @@ function row(reply: unknown, length: number): unknown[] {
 
 function replyText(value: unknown): string {
   return Buffer.isBuffer(value) ? value.toString() : String(value);
+}
+
+/** A bulk string that may be nil (RESERVE's reservation, ACQUIRE's id). */
+function optionalText(value: unknown): string | null {
+  return value === null || value === undefined ? null : replyText(value);
 }
 
 /** HIT's and PEEK's [allowed, count, remaining, reset_ms]. */
@@ -289,7 +296,7 @@ function reserving(call: Call<Decision>, amount: number): Call<Reservation> {
   const parse = (reply: unknown): Reservation => {
     const numbers = Array.isArray(reply) ? (reply as unknown[]).slice(0, -1) : reply;
     const token = Array.isArray(reply) ? (reply as unknown[]).at(-1) : null;
-    return new Reservation(call.keys[0] ?? '', call.parse(numbers), token === null || token === undefined ? null : replyText(token), amount);
+    return new Reservation(call.keys[0] ?? '', call.parse(numbers), optionalText(token), amount);
   };
   return { ...call, args: [...call.args, 'RESERVE'], parse };
 }
@@ -354,7 +361,7 @@ export const acquire = define(['key', ...ACQUIRE], (key: string, o: AcquireOptio
   const args = [integer(limit, 'limit'), duration(leaseMs, 'leaseMs'), 'MS', 'ID', leaseId(id)];
   const parse = (reply: unknown): Acquisition => {
     const [acquired, inUse, remaining, ms, held] = row(reply, 5);
-    return new Acquisition(int(acquired) === 1, int(inUse), int(remaining), int(ms), held === null || held === undefined ? null : replyText(held));
+    return new Acquisition(int(acquired) === 1, int(inUse), int(remaining), int(ms), optionalText(held));
   };
   return { command: 'RATELIMIT.ACQUIRE', fn: 'ratelimit_acquire', keys: [text(key, 'key')], args, parse };
 });

@@ -93,30 +93,38 @@ interface Compiled {
   name: string;
   path: RegExp | null;
   methods: Set<string> | null;
-  call: ((key: string) => commands.Call<Decision | MultiDecision>) | null;
+  limit: ReturnType<typeof limiterOf>;
+}
+
+type Call = (key: string) => commands.Call<Decision | MultiDecision>;
+
+/** A rule's limiter: the call it makes, or an inFlight rule's terms. */
+function limiterOf(rule: Rule): Call | { limit: number; leaseMs: number } {
+  if ('fixed' in rule) return (key) => commands.hit(key, rule.fixed);
+  if ('gcra' in rule) return (key) => commands.gcra(key, rule.gcra);
+  if ('allOf' in rule) {
+    const costs = new Set(rule.allOf.map((l) => l.cost ?? 1));
+    if (costs.size > 1) throw new RateLimitError("allOf's limits share one cost");
+    const options = { cost: [...costs][0] ?? 1, slide: rule.sliding === true };
+    return (key) => commands.hitAll(rule.allOf.map((l, i) => ({ key: `${key}:${String(i)}`, limit: l.limit, windowMs: l.windowMs })), options);
+  }
+  if ('sliding' in rule) return (key) => commands.slide(key, rule.sliding);
+  if ('inFlight' in rule) return rule.inFlight;
+  throw new RateLimitError('a rule needs one of fixed, sliding, gcra, allOf or inFlight');
 }
 
 function compile(rule: Rule): Compiled {
   const name = rule.name ?? 'default';
-  let call: Compiled['call'] = null;
-  if ('fixed' in rule) call = (key) => commands.hit(key, rule.fixed);
-  else if ('sliding' in rule && !('allOf' in rule)) call = (key) => commands.slide(key, rule.sliding);
-  else if ('gcra' in rule) call = (key) => commands.gcra(key, rule.gcra);
-  else if ('allOf' in rule) {
-    const sliding = rule.sliding === true;
-    const costs = new Set(rule.allOf.map((l) => l.cost ?? 1));
-    if (costs.size > 1) throw new RateLimitError("allOf's limits share one cost");
-    call = (key) => commands.hitAll(rule.allOf.map((l, i) => ({ key: `${key}:${String(i)}`, limit: l.limit, windowMs: l.windowMs })), { cost: [...costs][0] ?? 1, slide: sliding });
-  } else if (!('inFlight' in rule)) throw new RateLimitError('a rule needs one of fixed, sliding, gcra, allOf or inFlight');
+  const limit = limiterOf(rule);
   // Checked now, so that a bad rule fails at start-up, not on the first request.
-  if (call) call('k');
-  else commands.acquire('k', (rule as { inFlight: { limit: number; leaseMs: number } }).inFlight);
+  if (typeof limit === 'function') limit('k');
+  else commands.acquire('k', limit);
   return {
     rule,
     name,
     path: rule.path === undefined ? null : glob(rule.path),
     methods: rule.methods === undefined ? null : new Set(rule.methods.map((m) => m.toUpperCase())),
-    call,
+    limit,
   };
 }
 
@@ -181,10 +189,9 @@ export class Rules {
 
   /** The verdict for `request`. A rule's error (other than the server unreachable) is thrown. */
   async decide(request: LimitedRequest): Promise<Verdict> {
-    const permits: Permit[] = [];
-    const held: (() => Promise<void>)[] = [];
+    const held: HeldPermit[] = [];
     const release = () => {
-      for (const end of held.splice(0)) void end();
+      for (const permit of held.splice(0)) void permit.end();
     };
     if (this.#down && Date.now() < this.#skipUntil) return this.#unreachable(release);
     const named: [string, Decision][] = [];
@@ -195,15 +202,16 @@ export class Rules {
         const identity = (rule.rule.key ?? this.#key)(request);
         if (identity === undefined) continue;
         const key = `${this.#prefix}{${rule.name}:${identity}}`;
-        if (rule.call === null) {
-          const got = await this.#hold(key, (rule.rule as { inFlight: { limit: number; leaseMs: number } }).inFlight, permits, held);
-          if (got !== null) {
-            denied = got;
+        if (typeof rule.limit !== 'function') {
+          const got = await this.#hold(key, rule.limit);
+          if (got instanceof Acquisition) {
+            denied = got.expiresAfterMs;
             break;
           }
+          held.push(got);
           continue;
         }
-        const answer = await this.#timed(this.limiter.run(rule.call(key)));
+        const answer = await this.#timed(this.limiter.run(rule.limit(key)));
         if ('decisions' in answer) named.push(...answer.decisions.map((d, i): [string, Decision] => [`${rule.name}-${String(i)}`, d]));
         else named.push([rule.name, answer]);
         if (!answer.allowed) {
@@ -231,7 +239,7 @@ export class Rules {
       if (!('Retry-After' in headers) && denied !== null && Number.isFinite(denied)) headers['Retry-After'] = String(wholeSeconds(denied));
       return { status: 429, headers, permits: [], release };
     }
-    return { status: 200, headers, permits, release };
+    return { status: 200, headers, permits: [...held], release };
   }
 
   #unreachable(release: () => void): Verdict {
@@ -239,8 +247,8 @@ export class Rules {
     return { status: 503, headers: { 'Retry-After': String(Math.max(wholeSeconds(this.#retryIntervalMs), 1)) }, permits: [], release };
   }
 
-  /** Holds a permit until `held` is run: null, or when all are in use, the ms until one frees itself. */
-  async #hold(key: string, terms: { limit: number; leaseMs: number }, permits: Permit[], held: (() => Promise<void>)[]): Promise<number | null> {
+  /** A permit held (see RateLimiter.hold), or the denied Acquisition, within the time-out. */
+  async #hold(key: string, terms: { limit: number; leaseMs: number }): Promise<HeldPermit | Acquisition> {
     const holding = this.limiter.hold(key, terms);
     let got: HeldPermit | Acquisition;
     try {
@@ -250,10 +258,7 @@ export class Rules {
       holding.then((late) => (late instanceof Acquisition ? undefined : late.end()), () => undefined).catch(() => undefined);
       throw error;
     }
-    if (got instanceof Acquisition) return got.expiresAfterMs;
-    permits.push(got);
-    held.push(() => got.end());
-    return null;
+    return got;
   }
 }
 
