@@ -1,5 +1,6 @@
-//! `RATELIMIT.HIT key limit window [COST cost] [MS] [RESERVE]`: one hit on one fixed-window
-//! counter; a negative cost gives back.
+//! `RATELIMIT.HIT key limit window [COST cost] [MS] [RESERVE] [ALIGN] [TZ zone]`: one hit on one
+//! fixed-window counter, the window started by its first hit or laid on the clock; a negative cost
+//! gives back.
 
 use crate::commands::{answer, Asked, HITS};
 use crate::core::args::{parse_hit, ArgError};
@@ -13,9 +14,9 @@ use crate::redis::stats;
 
 pub fn hit(call: &Call) -> Result<(), Error> {
     let args = parse_hit(call.args())?;
-    let limit = args.limit;
     let name = call.key(1).ok_or(ArgError::Arity("ratelimit.hit"))?;
     let now = clock::command_now();
+    let limit = args.at(now.ms)?;
     let (counter, o) = hit_counter(call, name, &limit, now)?;
     let numbers = [i64::from(o.allowed), o.count, o.remaining, o.reset_ms];
     let reserved = args.reserve.then(|| {

@@ -1,6 +1,6 @@
 //! `RATELIMIT.HITALL numkeys key [key ...] limit window [limit window ...] [COST cost] [MS]
-//! [SLIDE]`: one hit against several fixed-window (or, with SLIDE, sliding-window) limits, all or
-//! nothing.
+//! [SLIDE | ALIGN] [TZ zone]`: one hit against several fixed-window (or, with SLIDE,
+//! sliding-window) limits, all or nothing.
 
 use crate::commands::{record, track, Counted, HITS, SLIDES};
 use crate::core::args::parse_hitall;
@@ -22,15 +22,15 @@ pub fn hitall(call: &Call) -> Result<(), Error> {
     }
     let args = parse_hitall(call.args())?;
     let now = clock::command_now();
+    let limits = args.at(now.ms)?;
     if args.slide {
-        let (allowed, outcomes) =
-            hit_all(call, &args.limits, now, (SLIDES, Written::Set), slide::decide_all, |o| o.change)?;
-        track_all(call, &args.limits, allowed, now, outcomes.iter().map(|o| o.remaining));
+        let (allowed, outcomes) = hit_all(call, &limits, now, (SLIDES, Written::Set), slide::decide_all, |o| o.change)?;
+        track_all(call, &limits, allowed, now, outcomes.iter().map(|o| o.remaining));
         reply(call, allowed, outcomes.iter().map(|o| [o.count, o.remaining, o.retry_after_ms, o.reset_ms]));
     } else {
         let (allowed, outcomes) =
-            hit_all(call, &args.limits, now, (HITS, Written::Incrby), window::decide_all, |o| o.change)?;
-        track_all(call, &args.limits, allowed, now, outcomes.iter().map(|o| o.remaining));
+            hit_all(call, &limits, now, (HITS, Written::Incrby), window::decide_all, |o| o.change)?;
+        track_all(call, &limits, allowed, now, outcomes.iter().map(|o| o.remaining));
         reply(call, allowed, outcomes.iter().map(|o| [o.count, o.remaining, o.reset_ms]));
     }
     Ok(())

@@ -146,6 +146,20 @@ const RESERVE: Arg = Arg {
     ..option(c"reserve", PURE_TOKEN, c"RESERVE")
 };
 const MS: Arg = Arg { summary: Some(c"the window is in milliseconds"), ..option(c"ms", PURE_TOKEN, c"MS") };
+const FIXED_WINDOW: Arg = Arg {
+    summary: Some(
+        c"the window's length in seconds (milliseconds with MS), or day, week, month or year: a calendar window",
+    ),
+    ..arg(c"window", STRING)
+};
+const ALIGN: Arg = Arg {
+    summary: Some(c"windows start at multiples of their length since the Unix epoch, not at the first hit"),
+    ..option(c"align", PURE_TOKEN, c"ALIGN")
+};
+const TZ: Arg = Arg {
+    summary: Some(c"the calendar windows' time zone: UTC (default), +HH:MM or -HH:MM, or an IANA name"),
+    ..option(c"zone", STRING, c"TZ")
+};
 const LEASE_MS: Arg = Arg { summary: Some(c"the lease is in milliseconds"), ..option(c"ms", PURE_TOKEN, c"MS") };
 const LEASE_ID: Arg = Arg { summary: Some(c"the lease's id"), ..arg(c"id", STRING) };
 const LEASES_COMPLEXITY: &std::ffi::CStr = c"O(log N + M) where N is the leases held and M the expired ones pruned";
@@ -162,15 +176,17 @@ pub const COMMANDS: &[Command] = &[
         arity: -4,
         entry: entry_point!(hit::hit),
         opt_in: None,
-        summary: c"Counts a hit against a fixed-window limit and sets the window's expiry in one step; gives a counter without TTL one. Replies [allowed, count, remaining, reset_ms], and with RESERVE the reservation.",
+        summary: c"Counts a hit against a fixed-window limit (started by the first hit, aligned to the epoch, or a calendar window in a time zone) and sets the window's expiry in one step; gives a counter without TTL one. Replies [allowed, count, remaining, reset_ms], and with RESERVE the reservation.",
         complexity: c"O(1)",
         args: &[
             Arg { summary: Some(c"the counter"), ..arg(c"key", KEY) },
             Arg { summary: Some(c"hits admitted per window"), ..arg(c"limit", INTEGER) },
-            Arg { summary: Some(c"the window's length in seconds (milliseconds with MS)"), ..arg(c"window", INTEGER) },
+            FIXED_WINDOW,
             COST_OR_REFUND,
             MS,
             RESERVE,
+            ALIGN,
+            TZ,
         ],
     },
     Command {
@@ -215,12 +231,24 @@ pub const COMMANDS: &[Command] = &[
             Arg { multiple: true, ..arg(c"key", KEY) },
             Arg {
                 multiple: true,
-                subargs: &[arg(c"limit", INTEGER), arg(c"window", INTEGER)],
+                subargs: &[arg(c"limit", INTEGER), FIXED_WINDOW],
                 ..arg(c"limit-window", BLOCK)
             },
             COST,
             MS,
-            Arg { summary: Some(c"sliding windows, as RATELIMIT.SLIDE"), ..option(c"slide", PURE_TOKEN, c"SLIDE") },
+            Arg {
+                optional: true,
+                subargs: &[
+                    Arg {
+                        token: Some(c"SLIDE"),
+                        summary: Some(c"sliding windows, as RATELIMIT.SLIDE"),
+                        ..arg(c"slide", PURE_TOKEN)
+                    },
+                    Arg { optional: false, ..ALIGN },
+                ],
+                ..arg(c"mode", ONEOF)
+            },
+            TZ,
         ],
     },
     Command {

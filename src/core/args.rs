@@ -1,6 +1,7 @@
 //! Argument parsing for every command, free of Redis types so that each rule is unit-tested here
 //! and the command glue only moves bytes in and errors out.
 
+use crate::core::calendar::{Unit, Window, Zone};
 use crate::core::decimal::parse_i64;
 use crate::core::gcra::{Overflow, Rate};
 use crate::core::top::View;
@@ -13,12 +14,28 @@ pub struct PeekArgs {
     pub cost: i64,
 }
 
-/// `RATELIMIT.HIT key limit window [COST cost] [MS] [RESERVE]`, validated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `RATELIMIT.HIT key limit window [COST cost] [MS] [RESERVE] [ALIGN] [TZ zone]`, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HitArgs {
-    pub limit: Limit,
+    pub limit: i64,
+    pub cost: i64,
+    pub window: Window,
+    /// A calendar window's zone (UTC when not given).
+    pub zone: Zone,
     /// Reply with a reservation for SETTLE.
     pub reserve: bool,
+}
+
+impl HitArgs {
+    /// The limit at `now_ms`: its window is what is left of the one running then.
+    pub fn at(&self, now_ms: i64) -> Result<Limit, ArgError> {
+        Ok(Limit { limit: self.limit, window_ms: window_left(self.window, now_ms, &self.zone)?, cost: self.cost })
+    }
+}
+
+/// What is left at `now_ms` of `window`; a calendar window past the year 9999 is too large.
+fn window_left(window: Window, now_ms: i64, zone: &Zone) -> Result<i64, ArgError> {
+    window.left(now_ms, zone).ok_or(ArgError::TooLarge("window"))
 }
 
 /// `RATELIMIT.SLIDE key limit window [COST cost] [MS] [PEEK | RESERVE]`, validated.
@@ -46,13 +63,25 @@ pub struct SettleArgs<'a> {
 }
 
 /// `RATELIMIT.HITALL numkeys key [key ...] limit window [limit window ...] [COST cost] [MS]
-/// [SLIDE]`: one `Limit` per key, in order (COST, MS and SLIDE apply to all).
+/// [SLIDE | ALIGN] [TZ zone]`: a limit and its window per key, in order (the options apply to all).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HitAllArgs<'a> {
     pub keys: Vec<&'a [u8]>,
-    pub limits: Vec<Limit>,
-    /// Sliding windows rather than fixed ones.
+    pub limits: Vec<(i64, Window)>,
+    pub cost: i64,
+    pub zone: Zone,
+    /// Sliding windows rather than fixed ones (every window is then rolling, in ms).
     pub slide: bool,
+}
+
+impl HitAllArgs<'_> {
+    /// Every key's limit at `now_ms`, as `HitArgs::at`.
+    pub fn at(&self, now_ms: i64) -> Result<Vec<Limit>, ArgError> {
+        let limit = |&(limit, window)| {
+            Ok(Limit { limit, window_ms: window_left(window, now_ms, &self.zone)?, cost: self.cost })
+        };
+        self.limits.iter().map(limit).collect()
+    }
 }
 
 /// `RATELIMIT.AUDIT prefix [LIMIT n]` and `RATELIMIT.REPAIR prefix window [MS] [LIMIT n]`.
@@ -113,6 +142,10 @@ pub enum ArgError {
     Missing(&'static str),
     /// The product named would not fit in 64 bits of nanoseconds (with room for the clock).
     Overflow(&'static str),
+    /// TZ with no calendar window.
+    ZoneNeedsCalendar,
+    /// TZ names no zone.
+    UnknownZone,
 }
 
 impl ArgError {
@@ -136,6 +169,10 @@ impl ArgError {
             ArgError::PeriodNotFloat => "ERR period is not a valid float".to_string(),
             ArgError::Missing(name) => format!("ERR Missing {name} value"),
             ArgError::Overflow(what) => format!("ERR {what} would cause an overflow"),
+            ArgError::ZoneNeedsCalendar => "ERR TZ needs a calendar window (day, week, month or year)".to_string(),
+            ArgError::UnknownZone => {
+                "ERR TZ must be UTC, an offset such as +05:30, or a time zone name such as Europe/Paris".to_string()
+            }
         }
     }
 }
@@ -235,14 +272,46 @@ pub fn parse_renew<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<(&'a 
     Ok((id, duration_ms(lease, ms.is_some(), "lease")?))
 }
 
-/// Parses the arguments after the command name: `key limit window [COST cost] [MS] [RESERVE]`.
-/// The key itself is not inspected here; it is only counted.
+/// Parses the arguments after the command name: `key limit window [COST cost] [MS] [RESERVE]
+/// [ALIGN] [TZ zone]`. The key itself is not inspected here; it is only counted.
 pub fn parse_hit<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitArgs, ArgError> {
-    let spec =
-        [Opt { name: "COST", valued: true }, Opt { name: "MS", valued: false }, Opt { name: "RESERVE", valued: false }];
-    let (limit, [reserve]) = limit_and(args, "ratelimit.hit", spec, "COST, MS or RESERVE")?;
-    let reserve = reserved(reserve, limit.cost, "COST")?;
-    Ok(HitArgs { limit, reserve })
+    let spec = [
+        Opt { name: "COST", valued: true },
+        Opt { name: "MS", valued: false },
+        Opt { name: "RESERVE", valued: false },
+        Opt { name: "ALIGN", valued: false },
+        Opt { name: "TZ", valued: true },
+    ];
+    let (limit, window, cost, [ms, reserve, align, tz]) =
+        limit_and(args, "ratelimit.hit", spec, "COST, MS, RESERVE, ALIGN or TZ")?;
+    let window = fixed_window(window, ms.is_some(), align.is_some())?;
+    let zone = zone(tz, &[window])?;
+    // A reservation's overage may start a window at SETTLE: only a rolling one is started there.
+    if reserve.is_some() && !matches!(window, Window::Rolling(_)) {
+        return Err(ArgError::Exclusive("RESERVE", if align.is_some() { "ALIGN" } else { "a calendar window" }));
+    }
+    let reserve = reserved(reserve, cost, "COST")?;
+    Ok(HitArgs { limit, cost, window, zone, reserve })
+}
+
+/// A fixed window from its `window` argument: a calendar unit (not in ms), else a length,
+/// ALIGNed or not.
+fn fixed_window(text: &[u8], ms: bool, align: bool) -> Result<Window, ArgError> {
+    match Unit::named(text) {
+        Some(_) if ms => Err(ArgError::Exclusive("MS", "a calendar window")),
+        Some(unit) => Ok(Window::Calendar(unit)),
+        None if align => Ok(Window::Aligned(window_ms(text, ms)?)),
+        None => Ok(Window::Rolling(window_ms(text, ms)?)),
+    }
+}
+
+/// The zone TZ names (UTC when not given), for calendar windows: TZ needs one among `windows`.
+fn zone(tz: Option<&[u8]>, windows: &[Window]) -> Result<Zone, ArgError> {
+    let Some(text) = tz else { return Ok(Zone::Offset(0)) };
+    if !windows.iter().any(|w| matches!(w, Window::Calendar(_))) {
+        return Err(ArgError::ZoneNeedsCalendar);
+    }
+    Zone::parse(text).map_err(|_| ArgError::UnknownZone)
 }
 
 /// `key limit window [COST cost] [MS] [PEEK | RESERVE]`, after the command name: HIT's rules,
@@ -254,7 +323,9 @@ pub fn parse_slide<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Slide
         Opt { name: "PEEK", valued: false },
         Opt { name: "RESERVE", valued: false },
     ];
-    let (limit, [peek, reserve]) = limit_and(args, "ratelimit.slide", spec, "COST, MS, PEEK or RESERVE")?;
+    let (limit, window, cost, [ms, peek, reserve]) =
+        limit_and(args, "ratelimit.slide", spec, "COST, MS, PEEK or RESERVE")?;
+    let limit = Limit { limit, window_ms: window_ms(window, ms.is_some())?, cost };
     if peek.is_some() && reserve.is_some() {
         return Err(ArgError::Exclusive("PEEK", "RESERVE"));
     }
@@ -280,28 +351,27 @@ pub fn parse_settle<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Sett
     Ok(SettleArgs { reservation, used })
 }
 
-/// The values of options after COST and MS (a flag's is its name).
+/// The values of options after COST (a flag's is its name).
 type Options<'a, const M: usize> = [Option<&'a [u8]>; M];
 
-/// `key limit window [COST cost] [MS]` and the options of `spec` after those two (which come
-/// first in it); the key itself is not inspected, only counted. COST may be negative, not 0.
+/// `key limit window [COST cost]` and the options of `spec` after COST (which comes first in it):
+/// the limit, the window's text, the cost and the other options' values. The key itself is not
+/// inspected, only counted. COST may be negative, not 0.
 fn limit_and<'a, const N: usize, const M: usize>(
     args: impl IntoIterator<Item = &'a [u8]>,
     command: &'static str,
     spec: [Opt; N],
     known: &'static str,
-) -> Result<(Limit, Options<'a, M>), ArgError> {
+) -> Result<(i64, &'a [u8], i64, Options<'a, M>), ArgError> {
     let mut args = args.into_iter();
     let (Some(_key), Some(limit), Some(window)) = (args.next(), args.next(), args.next()) else {
         return Err(ArgError::Arity(command));
     };
     let limit = positive(limit, "limit")?;
     let found = options(args, spec, known)?;
-    let window_ms = window_ms(window, found[1].is_some())?;
     // A negative cost gives back.
     let cost = found[0].map_or(Ok(1), |c| parse_i64(c).filter(|&c| c != 0).ok_or(ArgError::Zero("COST")))?;
-    let rest = std::array::from_fn(|i| found[2 + i]);
-    Ok((Limit { limit, window_ms, cost }, rest))
+    Ok((limit, window, cost, std::array::from_fn(|i| found[1 + i])))
 }
 
 /// `key limit [COST cost]`, after the command name.
@@ -316,7 +386,8 @@ pub fn parse_peek<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<PeekAr
     Ok(PeekArgs { limit, cost })
 }
 
-/// `numkeys key [key ...] limit window [limit window ...] [COST cost] [MS]`, after the command name.
+/// `numkeys key [key ...] limit window [limit window ...] [COST cost] [MS] [SLIDE | ALIGN] [TZ
+/// zone]`, after the command name.
 pub fn parse_hitall<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitAllArgs<'a>, ArgError> {
     const ARITY: ArgError = ArgError::Arity("ratelimit.hitall");
     let mut args = args.into_iter();
@@ -336,15 +407,28 @@ pub fn parse_hitall<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitA
         let (Some(limit), Some(window)) = (args.next(), args.next()) else { return Err(ARITY) };
         pairs.push((positive(limit, "limit")?, window));
     }
-    let spec =
-        [Opt { name: "COST", valued: true }, Opt { name: "MS", valued: false }, Opt { name: "SLIDE", valued: false }];
-    let [cost, ms, slide] = options(args, spec, "COST, MS or SLIDE")?;
+    let spec = [
+        Opt { name: "COST", valued: true },
+        Opt { name: "MS", valued: false },
+        Opt { name: "SLIDE", valued: false },
+        Opt { name: "ALIGN", valued: false },
+        Opt { name: "TZ", valued: true },
+    ];
+    let [cost, ms, slide, align, tz] = options(args, spec, "COST, MS, SLIDE, ALIGN or TZ")?;
     let cost = cost.map_or(Ok(1), |c| positive(c, "COST"))?;
+    if slide.is_some() && align.is_some() {
+        return Err(ArgError::Exclusive("SLIDE", "ALIGN"));
+    }
     let limits = pairs
         .into_iter()
-        .map(|(limit, window)| Ok(Limit { limit, window_ms: window_ms(window, ms.is_some())?, cost }))
-        .collect::<Result<_, ArgError>>()?;
-    Ok(HitAllArgs { keys, limits, slide: slide.is_some() })
+        .map(|(limit, window)| Ok((limit, fixed_window(window, ms.is_some(), align.is_some())?)))
+        .collect::<Result<Vec<_>, ArgError>>()?;
+    let windows: Vec<Window> = limits.iter().map(|&(_, w)| w).collect();
+    if slide.is_some() && windows.iter().any(|w| matches!(w, Window::Calendar(_))) {
+        return Err(ArgError::Exclusive("SLIDE", "a calendar window"));
+    }
+    let zone = zone(tz, &windows)?;
+    Ok(HitAllArgs { keys, limits, cost, zone, slide: slide.is_some() })
 }
 
 fn at_least(bytes: &[u8], name: &'static str, min: i64) -> Result<i64, ArgError> {
@@ -493,8 +577,9 @@ mod tests {
         line.split(' ').map(str::as_bytes)
     }
 
+    /// HIT's limit at the Unix epoch (a rolling window's is its whole length at any time).
     fn hit(line: &str) -> Result<Limit, ArgError> {
-        parse_hit(words(line)).map(|a| a.limit)
+        parse_hit(words(line)).and_then(|a| a.at(0))
     }
 
     fn ok(limit: i64, window_ms: i64, cost: i64) -> Result<Limit, ArgError> {
@@ -522,7 +607,7 @@ mod tests {
     #[test]
     fn hit_arity() {
         let arity = Err(ArgError::Arity("ratelimit.hit"));
-        assert_eq!(parse_hit(std::iter::empty()).map(|a| a.limit), arity);
+        assert_eq!(parse_hit(std::iter::empty()).and_then(|a| a.at(0)), arity);
         assert_eq!(hit("k"), arity);
         assert_eq!(hit("k 10"), arity);
     }
@@ -561,9 +646,9 @@ mod tests {
     fn hit_syntax() {
         assert_eq!(hit("k 10 60 COST 1 COST 2"), Err(ArgError::Repeated("COST")));
         assert_eq!(hit("k 10 60 MS MS"), Err(ArgError::Repeated("MS")));
-        assert_eq!(hit("k 10 60 SECONDS"), Err(ArgError::UnknownOption("COST, MS or RESERVE")));
-        assert_eq!(hit("k 10 60 MS extra"), Err(ArgError::UnknownOption("COST, MS or RESERVE")));
-        assert_eq!(hit("k 10 60 "), Err(ArgError::UnknownOption("COST, MS or RESERVE")));
+        assert_eq!(hit("k 10 60 SECONDS"), Err(ArgError::UnknownOption("COST, MS, RESERVE, ALIGN or TZ")));
+        assert_eq!(hit("k 10 60 MS extra"), Err(ArgError::UnknownOption("COST, MS, RESERVE, ALIGN or TZ")));
+        assert_eq!(hit("k 10 60 "), Err(ArgError::UnknownOption("COST, MS, RESERVE, ALIGN or TZ")));
         assert_eq!(hit("k 10 60 RESERVE RESERVE"), Err(ArgError::Repeated("RESERVE")));
     }
 
@@ -573,7 +658,7 @@ mod tests {
         assert_eq!(hit("k 10 60 COST -9223372036854775808"), ok(10, 60_000, i64::MIN));
         assert_eq!(
             parse_hit(words("k 10 60 reserve COST 3")),
-            Ok(HitArgs { limit: Limit { limit: 10, window_ms: 60_000, cost: 3 }, reserve: true })
+            Ok(HitArgs { limit: 10, cost: 3, window: Window::Rolling(60_000), zone: Zone::Offset(0), reserve: true })
         );
         assert!(!parse_hit(words("k 10 60")).unwrap().reserve);
         assert_eq!(parse_settle(words("k h:x 5")), Ok(SettleArgs { reservation: b"h:x", used: 5 }));
@@ -714,12 +799,10 @@ mod tests {
     fn hitall() {
         let parsed = parse_hitall(words("2 a b 10 1 1000 3600 COST 2 MS")).unwrap();
         assert_eq!(parsed.keys, [b"a", b"b"]);
-        assert_eq!(
-            parsed.limits,
-            [Limit { limit: 10, window_ms: 1, cost: 2 }, Limit { limit: 1000, window_ms: 3600, cost: 2 }]
-        );
+        assert_eq!(parsed.limits, [(10, Window::Rolling(1)), (1000, Window::Rolling(3600))]);
+        assert_eq!(parsed.cost, 2);
         let one = parse_hitall(words("1 a 5 60")).unwrap();
-        assert_eq!(one.limits, [Limit { limit: 5, window_ms: 60_000, cost: 1 }]);
+        assert_eq!(one.at(0), Ok(vec![Limit { limit: 5, window_ms: 60_000, cost: 1 }]));
         let arity = Err(ArgError::Arity("ratelimit.hitall"));
         assert_eq!(parse_hitall(std::iter::empty()), arity);
         assert_eq!(parse_hitall(words("2 a b 10 1")), arity);
@@ -730,11 +813,47 @@ mod tests {
         assert_eq!(parse_hitall(words("2 a a 1 1 1 1")), Err(ArgError::DuplicateKey));
         assert_eq!(parse_hitall(words("1 a 0 1")), Err(ArgError::NotPositive("limit")));
         assert_eq!(parse_hitall(words("1 a 1 0")), Err(ArgError::NotPositive("window")));
-        assert_eq!(parse_hitall(words("1 a 1 1 LIMIT 1")), Err(ArgError::UnknownOption("COST, MS or SLIDE")));
+        assert_eq!(
+            parse_hitall(words("1 a 1 1 LIMIT 1")),
+            Err(ArgError::UnknownOption("COST, MS, SLIDE, ALIGN or TZ"))
+        );
         assert!(!one.slide);
         assert!(parse_hitall(words("1 a 5 60 slide")).unwrap().slide);
         assert_eq!(parse_hitall(words("1 a 5 60 SLIDE SLIDE")), Err(ArgError::Repeated("SLIDE")));
         assert_eq!(parse_hitall(words("1 a 1 9223372036854775")), Err(ArgError::TooLarge("window")));
+    }
+
+    #[test]
+    fn windows_laid_on_the_clock() {
+        let hit = |line| parse_hit(words(line)).map(|a| (a.window, a.zone));
+        assert_eq!(hit("k 10 60 ALIGN"), Ok((Window::Aligned(60_000), Zone::Offset(0))));
+        assert_eq!(hit("k 10 250 ms align"), Ok((Window::Aligned(250), Zone::Offset(0))));
+        assert_eq!(hit("k 10 MONTH"), Ok((Window::Calendar(Unit::Month), Zone::Offset(0))));
+        assert_eq!(hit("k 10 week align tz -03:00"), Ok((Window::Calendar(Unit::Week), Zone::Offset(-10_800_000))));
+        assert!(matches!(hit("k 10 day TZ America/New_York"), Ok((Window::Calendar(Unit::Day), Zone::Named(_)))));
+        for (line, err) in [
+            ("k 10 day MS", ArgError::Exclusive("MS", "a calendar window")),
+            ("k 10 60 TZ UTC", ArgError::ZoneNeedsCalendar),
+            ("k 10 day TZ Nowhere/City", ArgError::UnknownZone),
+            ("k 10 day TZ", ArgError::MissingValue("TZ")),
+            ("k 10 days", ArgError::NotPositive("window")),
+            ("k 10 60 ALIGN RESERVE", ArgError::Exclusive("RESERVE", "ALIGN")),
+            ("k 10 year RESERVE", ArgError::Exclusive("RESERVE", "a calendar window")),
+            ("k 10 60 ALIGN ALIGN", ArgError::Repeated("ALIGN")),
+        ] {
+            assert_eq!(hit(line), Err(err), "{line}");
+        }
+        let all = parse_hitall(words("2 a b 10 60 1000 month TZ +01:00")).unwrap();
+        assert_eq!(all.limits, [(10, Window::Rolling(60_000)), (1000, Window::Calendar(Unit::Month))]);
+        assert_eq!(all.zone, Zone::Offset(3_600_000));
+        for (line, err) in [
+            ("1 a 10 60 SLIDE ALIGN", ArgError::Exclusive("SLIDE", "ALIGN")),
+            ("2 a b 10 60 5 day SLIDE", ArgError::Exclusive("SLIDE", "a calendar window")),
+            ("2 a b 10 60 5 60 TZ UTC", ArgError::ZoneNeedsCalendar),
+            ("1 a 5 day TZ +99:00", ArgError::UnknownZone),
+        ] {
+            assert_eq!(parse_hitall(words(line)), Err(err), "{line}");
+        }
     }
 
     fn gcra(line: &str) -> Result<Rate, ArgError> {
@@ -837,10 +956,35 @@ mod properties {
 
     use super::*;
 
+    /// 2023-11-14T22:13:20Z.
+    const NOW: i64 = 1_700_000_000_000;
+
     fn word() -> impl Strategy<Value = Vec<u8>> {
         prop_oneof![
             prop::sample::select(vec![
-                "COST", "cost", "MS", "ms", "LIMIT", "TOKENS", "0", "1", "-1", "60", "0.5", "", "+1", "01"
+                "COST",
+                "cost",
+                "MS",
+                "ms",
+                "LIMIT",
+                "TOKENS",
+                "0",
+                "1",
+                "-1",
+                "60",
+                "0.5",
+                "",
+                "+1",
+                "01",
+                "ALIGN",
+                "TZ",
+                "day",
+                "Month",
+                "UTC",
+                "+05:30",
+                "Europe/Paris",
+                "SLIDE",
+                "RESERVE"
             ])
             .prop_map(|w| w.as_bytes().to_vec()),
             any::<i64>().prop_map(|n| n.to_string().into_bytes()),
@@ -852,9 +996,10 @@ mod properties {
         #[test]
         fn parsers_never_panic_and_only_accept_valid_values(words in prop::collection::vec(word(), 0..8)) {
             let words = || words.iter().map(Vec::as_slice);
-            if let Ok(HitArgs { limit: a, reserve }) = parse_hit(words()) {
-                prop_assert!(a.limit >= 1 && a.cost != 0 && (!reserve || a.cost >= 1));
-                prop_assert!((1..=MAX_WINDOW_MS).contains(&a.window_ms));
+            if let Ok(a) = parse_hit(words()) {
+                prop_assert!(a.limit >= 1 && a.cost != 0 && (!a.reserve || a.cost >= 1));
+                prop_assert!(!a.reserve || matches!(a.window, Window::Rolling(_)));
+                prop_assert!(a.at(NOW).is_ok_and(|l| (1..=MAX_WINDOW_MS).contains(&l.window_ms)));
             }
             if let Ok(a) = parse_settle(words()) {
                 prop_assert!(a.used >= 0);
@@ -872,7 +1017,7 @@ mod properties {
             // SLIDE reads HIT's arguments as HIT does; PEEK is its one more option.
             if let Ok(a) = parse_slide(words()) {
                 let without_peek = words().filter(|w| !w.eq_ignore_ascii_case(b"PEEK"));
-                prop_assert_eq!(parse_hit(without_peek), Ok(HitArgs { limit: a.limit, reserve: a.reserve }));
+                prop_assert_eq!(parse_hit(without_peek).map(|h| (h.at(0), h.reserve)), Ok((Ok(a.limit), a.reserve)));
             }
             if let Ok(GcraArgs { rate: r, reserve }) = parse_gcra(words()) {
                 prop_assert!(r.capacity >= 1 && r.emission_ns >= 1 && r.tokens != 0 && (!reserve || r.tokens >= 1));
@@ -893,8 +1038,9 @@ mod properties {
                 prop_assert!(r.capacity >= 1 && r.emission_ns >= 1);
             }
             if let Ok(a) = parse_hitall(words()) {
-                prop_assert!(!a.keys.is_empty() && a.keys.len() == a.limits.len());
-                prop_assert!(a.limits.iter().all(|l| l.limit >= 1 && l.cost >= 1 && (1..=MAX_WINDOW_MS).contains(&l.window_ms)));
+                prop_assert!(!a.keys.is_empty() && a.keys.len() == a.limits.len() && a.cost >= 1);
+                let limits = a.at(NOW).unwrap();
+                prop_assert!(limits.iter().all(|l| l.limit >= 1 && (1..=MAX_WINDOW_MS).contains(&l.window_ms)));
             }
             let errors = [
                 parse_hit(words()).err(),
@@ -922,7 +1068,7 @@ mod properties {
             if ms {
                 line.push("MS");
             }
-            let parsed = parse_hit(line.iter().map(|w| w.as_bytes())).unwrap().limit;
+            let parsed = parse_hit(line.iter().map(|w| w.as_bytes())).and_then(|a| a.at(0)).unwrap();
             prop_assert_eq!(parsed, Limit { limit, window_ms: if ms { window } else { window * 1000 }, cost });
         }
     }
@@ -956,6 +1102,9 @@ mod docs {
         "SLIDE",
         "ID",
         "RESERVE",
+        "ALIGN",
+        "TZ",
+        "day",
         "",
     ];
 

@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod audit_filter;
+pub mod calendar;
 pub mod decimal;
 pub mod gcra;
 pub mod guard_rules;
