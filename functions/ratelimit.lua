@@ -5,15 +5,18 @@
 -- as RATELIMIT.HIT, RATELIMIT.PEEK, RATELIMIT.SLIDE, RATELIMIT.HITALL and RATELIMIT.GCRA, proven by
 -- tests/functions.rs.
 --
---   FCALL ratelimit_hit 1 key limit window [COST cost] [MS] [RESERVE]
+--   FCALL ratelimit_hit 1 key limit window [COST cost] [MS] [RESERVE] [ALIGN] [TZ zone]
 --   FCALL_RO ratelimit_peek 1 key limit [COST cost]
 --   FCALL ratelimit_slide 1 key limit window [COST cost] [MS] [PEEK | RESERVE]
---   FCALL ratelimit_hitall numkeys key [key ...] limit window [limit window ...] [COST cost] [MS] [SLIDE]
+--   FCALL ratelimit_hitall numkeys key [key ...] limit window [limit window ...] [COST cost] [MS] [SLIDE | ALIGN]
+--         [TZ zone]
 --   FCALL ratelimit_acquire 1 key limit lease [MS] ID id   (the module makes an id when none is given)
 --   FCALL ratelimit_release 1 key id
 --   FCALL ratelimit_renew 1 key id lease [MS]
 --   FCALL ratelimit_gcra 1 key max_burst tokens_per_period period [TOKENS count] [RESERVE]
 --   FCALL ratelimit_settle 1 key reservation used
+--
+-- Calendar windows take UTC and fixed offsets here; named time zones are the module's (NAMED_ZONE).
 --
 -- Lua numbers are doubles, exact only up to 2^53: arguments are validated on their text as the
 -- module validates them, and a valid value the library cannot compute exactly gets one error of its
@@ -38,6 +41,9 @@ local BEYOND = 'ERR ratelimit library: a number above 2^53 cannot be computed ex
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 local NOT_INTEGER = 'ERR value is not an integer or out of range'
 local NOT_SLIDE = 'ERR value is not a ratelimit sliding window'
+local UNKNOWN_ZONE = 'ERR TZ must be UTC, an offset such as +05:30, or a time zone name such as Europe/Paris'
+local NAMED_ZONE =
+    'ERR ratelimit library: TZ takes UTC or an offset such as +05:30 here; named time zones need the module'
 
 -- Stands for a valid integer beyond EXACT: the module accepts it, the library cannot compute it.
 local BIG = {}
@@ -265,6 +271,94 @@ local function window_ms(text, in_ms)
     return duration_ms(text, in_ms, 'window')
 end
 
+-- Windows laid on the clock (the module's core/calendar.rs): ALIGNed to multiples of their length
+-- since the epoch, or calendar windows, whose arithmetic is on day numbers (days since 1970-01-01).
+
+local UNITS = { DAY = 'day', WEEK = 'week', MONTH = 'month', YEAR = 'year' }
+local DAY_MS = 86400000
+
+-- A fixed window's argument: its calendar unit's name (not with MS), else its length in ms.
+local function fixed_window(text, in_ms)
+    local unit = UNITS[upper(text)]
+    if not unit then
+        return window_ms(text, in_ms)
+    end
+    if in_ms then
+        fail('ERR syntax error: MS and a calendar window cannot be given together')
+    end
+    return unit
+end
+
+-- TZ's offset east of UTC in ms (0 when not given); TZ needs a calendar window among the call's.
+local function zone_offset(text, calendar)
+    if text == nil then
+        return 0
+    end
+    if not calendar then
+        fail('ERR TZ needs a calendar window (day, week, month or year)')
+    end
+    if upper(text) == 'UTC' then
+        return 0
+    end
+    local sign, h, m = match(text, '^([+-])(%d%d):(%d%d)$')
+    if not sign then
+        fail(NAMED_ZONE)
+    end
+    h, m = tonumber(h), tonumber(m)
+    if h > 23 or m > 59 then
+        fail(UNKNOWN_ZONE)
+    end
+    return (sign == '-' and -60000 or 60000) * (h * 60 + m)
+end
+
+-- Days since 1970-01-01 of a proleptic Gregorian date, and back (Howard Hinnant's algorithms).
+local function days_from_civil(y, m, d)
+    if m <= 2 then
+        y = y - 1
+    end
+    local era = floor(y / 400)
+    local yoe = y - era * 400
+    local doy = floor((153 * ((m + 9) % 12) + 2) / 5) + d - 1
+    return era * 146097 + yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + doy - 719468
+end
+
+local function civil_from_days(z)
+    z = z + 719468
+    local era = floor(z / 146097)
+    local doe = z - era * 146097
+    local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
+    local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+    local mp = floor((5 * doy + 2) / 153)
+    local m = mp < 10 and mp + 3 or mp - 9
+    return yoe + era * 400 + (m <= 2 and 1 or 0), m
+end
+
+-- The first day of the calendar window after the one `day` falls in.
+local function next_start(day, unit)
+    if unit == 'day' then
+        return day + 1
+    elseif unit == 'week' then
+        -- 1970-01-01 was a Thursday: (day + 3) mod 7 days since Monday.
+        return day - (day + 3) % 7 + 7
+    end
+    local y, m = civil_from_days(day)
+    if unit == 'year' or m == 12 then
+        return days_from_civil(y + 1, 1, 1)
+    end
+    return days_from_civil(y, m + 1, 1)
+end
+
+-- The ms from `now` to the end of the window running then: a window's length or unit, ALIGNed or
+-- a calendar one in the zone `offset` ms east of UTC (BIG stays BIG).
+local function window_left(window, align, offset, now)
+    if type(window) == 'string' then
+        return next_start(floor((now + offset) / DAY_MS), window) * DAY_MS - offset - now
+    elseif align and window ~= BIG then
+        return window - now % window
+    end
+    return window
+end
+
 -- An integer as '%d' text, for redis.call (a number would go as '%.17g', slower still): one
 -- format costs more than a whole call's arithmetic, and the numbers written repeat (windows,
 -- window starts, counts, times within a millisecond). Each text is also kept back to its number:
@@ -335,7 +429,13 @@ local function settle(key, limit, window, cost, count, ttl, admit)
     return admitted, final, max(limit - final, 0), reset
 end
 
-local HIT_OPTIONS = { { name = 'COST', valued = true }, { name = 'MS' }, { name = 'RESERVE' } }
+local HIT_OPTIONS = {
+    { name = 'COST', valued = true },
+    { name = 'MS' },
+    { name = 'RESERVE' },
+    { name = 'ALIGN' },
+    { name = 'TZ', valued = true },
+}
 local SLIDE_OPTIONS = { { name = 'COST', valued = true }, { name = 'MS' }, { name = 'PEEK' }, { name = 'RESERVE' } }
 
 -- `limit window` and the options of `spec` after them, as the module reads them.
@@ -369,16 +469,37 @@ local function hit_give_back(key, window, count, ttl, cost)
     return final, ttl
 end
 
+-- HIT's arguments after `limit window` in their module's order: the window (a length or a unit),
+-- the zone, the cost, then RESERVE's rules.
+local function hit_args(args)
+    if #args < 2 then
+        fail("ERR wrong number of arguments for 'ratelimit.hit' command")
+    end
+    local limit = positive(args[1], 'limit')
+    local opts = options(args, 3, HIT_OPTIONS, 'COST, MS, RESERVE, ALIGN or TZ')
+    local window = fixed_window(args[2], opts.MS)
+    local calendar = type(window) == 'string'
+    local offset = zone_offset(opts.TZ, calendar)
+    local cost = signed_cost_of(opts)
+    if opts.RESERVE and (calendar or opts.ALIGN) then
+        fail('ERR syntax error: RESERVE and ' .. (opts.ALIGN and 'ALIGN' or 'a calendar window') .. ' cannot be given together')
+    end
+    check_reserve(opts, cost, 'COST')
+    return limit, window, cost, opts, offset
+end
+
 local function hit(keys, args)
     -- The usual call, `limit window` seen before: two lookups.
-    local limit, window, cost, opts = known_positive[args[1]], known_seconds[args[2]], 1, NO_OPTIONS
+    local limit, window, cost, opts, offset = known_positive[args[1]], known_seconds[args[2]], 1, NO_OPTIONS, 0
     if not (limit and window and #args == 2) then
-        limit, window, cost, opts = limit_args(args, 'ratelimit.hit', HIT_OPTIONS, 'COST, MS or RESERVE')
-        check_reserve(opts, cost, 'COST')
+        limit, window, cost, opts, offset = hit_args(args)
     end
     local count, ttl = read(keys[1])
     if limit == BIG or cost == BIG or window == BIG then
         fail(BEYOND)
+    end
+    if opts.ALIGN or type(window) == 'string' then
+        window = window_left(window, opts.ALIGN, offset, now_ms())
     end
     if cost < 0 then
         local final, reset = hit_give_back(keys[1], window, count, ttl, cost)
@@ -422,7 +543,13 @@ end
 -- Defined with the sliding window below.
 local hitall_slide
 
-local HITALL_OPTIONS = { { name = 'COST', valued = true }, { name = 'MS' }, { name = 'SLIDE' } }
+local HITALL_OPTIONS = {
+    { name = 'COST', valued = true },
+    { name = 'MS' },
+    { name = 'SLIDE' },
+    { name = 'ALIGN' },
+    { name = 'TZ', valued = true },
+}
 
 local HITALL_KEYS = {}
 
@@ -456,15 +583,35 @@ local function hitall(keys, args)
     end
     local opts, cost = NO_OPTIONS, 1
     if #args > 2 * n then
-        opts = options(args, 2 * n + 1, HITALL_OPTIONS, 'COST, MS or SLIDE')
+        opts = options(args, 2 * n + 1, HITALL_OPTIONS, 'COST, MS, SLIDE, ALIGN or TZ')
         cost = cost_of(opts)
+        if opts.SLIDE and opts.ALIGN then
+            fail('ERR syntax error: SLIDE and ALIGN cannot be given together')
+        end
     end
+    -- A calendar window's unit stands in its window's slot until the clock is read.
+    local calendar = false
     for i = 1, n do
         local window = args[2 * i]
-        t[4 * i - 2] = not opts.MS and known_seconds[window] or window_ms(window, opts.MS)
+        window = not opts.MS and known_seconds[window] or fixed_window(window, opts.MS)
+        calendar = calendar or type(window) == 'string'
+        t[4 * i - 2] = window
     end
     if opts.SLIDE then
+        if calendar then
+            fail('ERR syntax error: SLIDE and a calendar window cannot be given together')
+        end
+        if opts.TZ then
+            zone_offset(opts.TZ, false)
+        end
         return hitall_slide(keys, t, cost)
+    end
+    local offset = zone_offset(opts.TZ, calendar)
+    if calendar or opts.ALIGN then
+        local now = now_ms()
+        for i = 1, n do
+            t[4 * i - 2] = window_left(t[4 * i - 2], opts.ALIGN, offset, now)
+        end
     end
     -- Every key is read before anything is written: an error on one changes none.
     for i = 1, n do

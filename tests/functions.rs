@@ -62,6 +62,18 @@ impl Words for Rng {
             "-9223372036854775809",
             "4611686018427388",
             "x",
+            "ALIGN",
+            "align",
+            "TZ",
+            "day",
+            "week",
+            "MONTH",
+            "year",
+            "UTC",
+            "+05:30",
+            "-08:00",
+            "+24:00",
+            "Europe/Paris",
         ];
         match self.below(5) {
             0 => (self.next_u64() % 2_000).to_string(),
@@ -225,7 +237,7 @@ fn the_library_answers_as_the_module_does() {
     // GCRA's times: the module's clock is in whole ms on Redis 7.0, the library's TIME in µs.
     let gcra_ms = if one_instant { 0 } else { 1 };
     let (mut compared, mut gcra_replies, mut slide_replies, mut ticked, mut mismatches) = (0, 0, 0, 0, Vec::new());
-    let (mut beyond, mut lease_replies, mut settle_replies) = (0, 0, 0);
+    let (mut beyond, mut lease_replies, mut settle_replies, mut laid_replies) = (0, 0, 0, 0);
     let mut reservations: Vec<Reservation> = Vec::new();
     for i in 0..7_000 {
         let (command, function) = [
@@ -274,6 +286,7 @@ fn the_library_answers_as_the_module_does() {
             keys = vec![key.clone()];
         }
         let mut args: Vec<String> = Vec::new();
+        let mut laid_on_clock = false;
         // Half the vectors start well formed (three settles in four, which need a reservation
         // made before), so that the writes get exercised; most of those get no junk after them.
         let well_formed = if settle { rng.below(4) != 0 } else { rng.below(2) == 0 };
@@ -304,10 +317,31 @@ fn the_library_answers_as_the_module_does() {
                     args.extend(["TOKENS".to_string(), ["1", "2", "7"][rng.below(3)].to_string()]);
                 }
             }
+            // Fixed windows laid on the clock: calendar ones (in UTC, an offset, and now and then
+            // a named zone, the module's alone), and ALIGNed ones.
+            let fixed = command == "RATELIMIT.HIT" || hitall && !slide;
             for _ in 0..pairs {
                 args.push(number(&mut rng));
-                args.push(number(&mut rng));
+                let calendar = fixed && rng.below(4) == 0;
+                args.push(if calendar {
+                    ["day", "week", "month", "YEAR"][rng.below(4)].into()
+                } else {
+                    number(&mut rng)
+                });
             }
+            if fixed && rng.below(4) == 0 {
+                args.push("ALIGN".into());
+            }
+            if fixed
+                && ["day", "week", "month", "YEAR"].iter().any(|u| args.iter().any(|a| a == u))
+                && rng.below(2) == 0
+            {
+                args.extend([
+                    "TZ".to_string(),
+                    ["UTC", "+05:30", "-08:00", "+00:00", "Europe/Paris"][rng.below(5)].into(),
+                ]);
+            }
+            laid_on_clock = args.iter().any(|a| ["ALIGN", "day", "week", "month", "YEAR"].contains(&a.as_str()));
             if slide && hitall {
                 args.push("SLIDE".into());
             }
@@ -367,7 +401,9 @@ fn the_library_answers_as_the_module_does() {
         let documented = match &library {
             Value::ServerError(e) => {
                 let text = error_text(&e.clone().into());
-                text == BEYOND || text.starts_with("ERR ratelimit library: ACQUIRE needs an ID")
+                text == BEYOND
+                    || text.starts_with("ERR ratelimit library: ACQUIRE needs an ID")
+                    || text.starts_with("ERR ratelimit library: TZ takes UTC or an offset")
             }
             _ => false,
         };
@@ -388,6 +424,7 @@ fn the_library_answers_as_the_module_does() {
         gcra_replies += usize::from(gcra && !matches!(module, Value::ServerError(_)));
         slide_replies += usize::from(slide && !matches!(module, Value::ServerError(_)));
         lease_replies += usize::from(lease && !matches!(module, Value::ServerError(_)));
+        laid_replies += usize::from(laid_on_clock && !matches!(module, Value::ServerError(_)));
         // Tokens that come back within `gcra_ms`: a bucket's emission is period / tokens_per_period.
         let gcra_tokens = match (gcra, args.get(1).and_then(|t| t.parse::<f64>().ok()), args.get(2)) {
             (true, Some(per_period), Some(period)) if gcra_ms > 0 => period
@@ -432,8 +469,8 @@ fn the_library_answers_as_the_module_does() {
         }
     }
     eprintln!(
-        "{compared} calls ({gcra_replies} GCRA, {slide_replies} sliding-window, {lease_replies} lease, {settle_replies} settle replies) and {} keys compared, {ticked} transactions across a \
-         millisecond's tick and {beyond} documented differences (2^53, ACQUIRE without ID) left out, {} mismatches (seed {seed})",
+        "{compared} calls ({gcra_replies} GCRA, {slide_replies} sliding-window, {lease_replies} lease, {settle_replies} settle, {laid_replies} aligned or calendar replies) and {} keys compared, {ticked} transactions across a \
+         millisecond's tick and {beyond} documented differences (2^53, ACQUIRE without ID, a named zone) left out, {} mismatches (seed {seed})",
         keys.len(),
         mismatches.len()
     );
@@ -442,6 +479,7 @@ fn the_library_answers_as_the_module_does() {
     assert!(slide_replies > 100, "too few sliding-window calls got through to compare: {slide_replies}");
     assert!(lease_replies > 100, "too few lease calls got through to compare: {lease_replies}");
     assert!(settle_replies > 100, "too few settles got through to compare: {settle_replies}");
+    assert!(laid_replies > 50, "too few aligned or calendar windows got through to compare: {laid_replies}");
 }
 
 #[test]

@@ -286,6 +286,7 @@ pub fn parse_hit<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitArgs
         limit_and(args, "ratelimit.hit", spec, "COST, MS, RESERVE, ALIGN or TZ")?;
     let window = fixed_window(window, ms.is_some(), align.is_some())?;
     let zone = zone(tz, &[window])?;
+    let cost = signed_cost(cost)?;
     // A reservation's overage may start a window at SETTLE: only a rolling one is started there.
     if reserve.is_some() && !matches!(window, Window::Rolling(_)) {
         return Err(ArgError::Exclusive("RESERVE", if align.is_some() { "ALIGN" } else { "a calendar window" }));
@@ -325,7 +326,8 @@ pub fn parse_slide<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Slide
     ];
     let (limit, window, cost, [ms, peek, reserve]) =
         limit_and(args, "ratelimit.slide", spec, "COST, MS, PEEK or RESERVE")?;
-    let limit = Limit { limit, window_ms: window_ms(window, ms.is_some())?, cost };
+    let window_ms = window_ms(window, ms.is_some())?;
+    let limit = Limit { limit, window_ms, cost: signed_cost(cost)? };
     if peek.is_some() && reserve.is_some() {
         return Err(ArgError::Exclusive("PEEK", "RESERVE"));
     }
@@ -355,23 +357,26 @@ pub fn parse_settle<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Sett
 type Options<'a, const M: usize> = [Option<&'a [u8]>; M];
 
 /// `key limit window [COST cost]` and the options of `spec` after COST (which comes first in it):
-/// the limit, the window's text, the cost and the other options' values. The key itself is not
-/// inspected, only counted. COST may be negative, not 0.
+/// the limit, the window's and COST's texts and the other options' values. The key itself is not
+/// inspected, only counted.
 fn limit_and<'a, const N: usize, const M: usize>(
     args: impl IntoIterator<Item = &'a [u8]>,
     command: &'static str,
     spec: [Opt; N],
     known: &'static str,
-) -> Result<(i64, &'a [u8], i64, Options<'a, M>), ArgError> {
+) -> Result<(i64, &'a [u8], Option<&'a [u8]>, Options<'a, M>), ArgError> {
     let mut args = args.into_iter();
     let (Some(_key), Some(limit), Some(window)) = (args.next(), args.next(), args.next()) else {
         return Err(ArgError::Arity(command));
     };
     let limit = positive(limit, "limit")?;
     let found = options(args, spec, known)?;
-    // A negative cost gives back.
-    let cost = found[0].map_or(Ok(1), |c| parse_i64(c).filter(|&c| c != 0).ok_or(ArgError::Zero("COST")))?;
-    Ok((limit, window, cost, std::array::from_fn(|i| found[1 + i])))
+    Ok((limit, window, found[0], std::array::from_fn(|i| found[1 + i])))
+}
+
+/// COST's value, read after the window: nonzero, and a negative one gives back.
+fn signed_cost(cost: Option<&[u8]>) -> Result<i64, ArgError> {
+    cost.map_or(Ok(1), |c| parse_i64(c).filter(|&c| c != 0).ok_or(ArgError::Zero("COST")))
 }
 
 /// `key limit [COST cost]`, after the command name.
