@@ -22,6 +22,8 @@ if [ "${1:-build}" = test ]; then
     # scripts/debian-server.py: the signature of Debian's index, and unpacking its packages.
     need gpgv gpgv
     need dpkg-deb dpkg
+    # testkit/clock: the test servers' clock, built with the C compiler.
+    need cc gcc
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then

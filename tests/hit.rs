@@ -257,3 +257,118 @@ fn bad_arguments_are_refused_and_change_nothing() {
     let dbsize: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
     assert_eq!(dbsize, 1);
 }
+
+/// A server with the module (or the library) whose wall clock stands at `unix_ms` until moved.
+fn at_the_clock(dir: &common::TempDir, unix_ms: i64) -> (common::TestClock, Server) {
+    let clock = common::TestClock::at(&dir.0, unix_ms);
+    let server = Server::with(common::Config { clock: Some(&clock), ..common::Config::default() });
+    (clock, server)
+}
+
+fn expiry_of(con: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("PEXPIRETIME").arg(key).query(con).unwrap()
+}
+
+// 2026-01-31T23:59:59.500Z, 2026-02-01T00:00:00Z and 2026-03-01T00:00:00Z.
+const LAST_HALF_SECOND_OF_JANUARY: i64 = 1_769_903_999_500;
+const FEBRUARY_1ST: i64 = 1_769_904_000_000;
+const MARCH_1ST: i64 = 1_772_323_200_000;
+
+#[test]
+fn a_calendar_month_ends_at_midnight_on_the_1st_and_the_next_one_runs_its_own_length() {
+    let dir = common::TempDir::new();
+    let (clock, server) = at_the_clock(&dir, LAST_HALF_SECOND_OF_JANUARY);
+    let mut con = server.connect();
+    assert_eq!(hit(&mut con, "m", &["2", "month"]).unwrap(), [1, 1, 1, 500]);
+    assert_eq!(hit(&mut con, "m", &["2", "MONTH", "TZ", "UTC"]).unwrap(), [1, 2, 0, 500]);
+    assert_eq!(hit(&mut con, "m", &["2", "month"]).unwrap(), [0, 2, 0, 500]);
+    assert_eq!(expiry_of(&mut con, "m"), FEBRUARY_1ST);
+    // The year ends with January's last day in UTC too, not at +05:30, where it is February.
+    assert_eq!(hit(&mut con, "y", &["9", "year"]).unwrap()[3], 334 * 86_400_000 + 500);
+    assert_eq!(
+        hit(&mut con, "o", &["9", "month", "TZ", "+05:30"]).unwrap()[3],
+        MARCH_1ST - 19_800_000 - clock_now(&mut con)
+    );
+    clock.move_to(&mut con, FEBRUARY_1ST + 100);
+    // January's counter ended with January; February 2026 has 28 days.
+    assert_eq!(hit(&mut con, "m", &["2", "month"]).unwrap(), [1, 1, 1, MARCH_1ST - FEBRUARY_1ST - 100]);
+    assert_eq!(expiry_of(&mut con, "m"), MARCH_1ST);
+    // Days, and ISO weeks (2026-02-01 is a Sunday: its week ends at its midnight).
+    assert_eq!(hit(&mut con, "d", &["9", "day", "TZ", "-00:00"]).unwrap()[3], 86_400_000 - 100);
+    assert_eq!(hit(&mut con, "w", &["9", "week"]).unwrap()[3], 86_400_000 - 100);
+    assert_eq!(expiry_of(&mut con, "w"), FEBRUARY_1ST + 86_400_000);
+}
+
+fn clock_now(con: &mut redis::Connection) -> i64 {
+    common::server_ms(con)
+}
+
+#[test]
+fn aligned_windows_reset_at_multiples_of_the_window() {
+    let dir = common::TempDir::new();
+    let (clock, server) = at_the_clock(&dir, 1_800_000_012_345);
+    let mut con = server.connect();
+    assert_eq!(hit(&mut con, "a", &["2", "60", "ALIGN"]).unwrap(), [1, 1, 1, 47_655]);
+    assert_eq!(expiry_of(&mut con, "a"), 1_800_000_060_000);
+    assert_eq!(hit(&mut con, "b", &["2", "250", "MS", "align"]).unwrap(), [1, 1, 1, 155]);
+    // Not aligned: the window starts with the hit.
+    assert_eq!(hit(&mut con, "c", &["2", "60"]).unwrap(), [1, 1, 1, 60_000]);
+    clock.move_to(&mut con, 1_800_000_059_999);
+    assert_eq!(hit(&mut con, "a", &["2", "60", "ALIGN"]).unwrap(), [1, 2, 0, 1]);
+    assert_eq!(hit(&mut con, "a", &["2", "60", "ALIGN"]).unwrap(), [0, 2, 0, 1]);
+    // The server keeps a key through the ms its expiry names: the next window's first ms counts
+    // in the one before it (as with any window).
+    assert_eq!(hit(&mut con, "a", &["2", "60", "ALIGN"]).unwrap(), [0, 2, 0, 1]);
+    clock.move_to(&mut con, 1_800_000_060_001);
+    assert_eq!(hit(&mut con, "a", &["2", "60", "ALIGN"]).unwrap(), [1, 1, 1, 59_999]);
+    // HITALL lays each window on the clock the same way, all or nothing.
+    let reply: redis::Value = common::limiter("RATELIMIT.HITALL")
+        .arg(2)
+        .arg("{t}:s")
+        .arg("{t}:d")
+        .arg(&["5", "10", "100", "day", "ALIGN"])
+        .query(&mut con)
+        .unwrap();
+    let fields: (i64, Vec<i64>, Vec<i64>) = redis::from_redis_value(&reply).unwrap();
+    // 2027-01-15T08:01:00.001Z: 15 h 59 min less a ms to midnight.
+    assert_eq!(fields, (1, vec![1, 4, 9_999], vec![1, 99, (15 * 60 + 59) * 60_000 - 1]));
+}
+
+// New York springs forward on 2026-03-08 (a day of 23 hours) and falls back on 2026-11-01 (25).
+const NEW_YORK_MARCH_8TH_1AM: i64 = 1_772_949_600_000; // 06:00Z, 01:00 EST
+const NEW_YORK_MARCH_9TH: i64 = 1_773_028_800_000; // 04:00Z, 00:00 EDT
+const NEW_YORK_NOVEMBER_1ST: i64 = 1_793_505_600_000; // 04:00Z, 00:00 EDT
+const NEW_YORK_NOVEMBER_2ND: i64 = 1_793_595_600_000; // 05:00Z, 00:00 EST
+
+#[test]
+fn calendar_days_follow_daylight_saving_in_a_named_zone() {
+    if common::module_only("named time zones") {
+        return;
+    }
+    let dir = common::TempDir::new();
+    let (clock, server) = at_the_clock(&dir, NEW_YORK_MARCH_8TH_1AM);
+    let mut con = server.connect();
+    let new_york = ["10", "day", "TZ", "America/New_York"];
+    // 22 hours left of a 23-hour day.
+    assert_eq!(hit(&mut con, "spring", &new_york).unwrap(), [1, 1, 9, 22 * 3_600_000]);
+    assert_eq!(expiry_of(&mut con, "spring"), NEW_YORK_MARCH_9TH);
+    clock.move_to(&mut con, NEW_YORK_NOVEMBER_1ST);
+    assert_eq!(hit(&mut con, "fall", &new_york).unwrap(), [1, 1, 9, 25 * 3_600_000]);
+    assert_eq!(expiry_of(&mut con, "fall"), NEW_YORK_NOVEMBER_2ND);
+    // An unknown zone is refused and writes nothing.
+    let refused = error_of(hit(&mut con, "none", &["10", "day", "TZ", "America/Gotham"]));
+    assert_eq!(refused, "ERR TZ must be UTC, an offset such as +05:30, or a time zone name such as Europe/Paris");
+    assert_eq!(get(&mut con, "none"), None);
+}
+
+#[test]
+fn the_library_refuses_named_zones() {
+    if !common::library() {
+        return;
+    }
+    let server = Server::start();
+    let mut con = server.connect();
+    let refused = error_of(hit(&mut con, "k", &["10", "day", "TZ", "America/New_York"]));
+    assert!(refused.starts_with("ERR ratelimit library: TZ takes UTC or an offset"), "{refused}");
+    assert_eq!(get(&mut con, "k"), None);
+}

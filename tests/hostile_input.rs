@@ -59,6 +59,19 @@ impl Words for Rng {
             "RESERVE",
             "reserve",
             "-4000",
+            "ALIGN",
+            "align",
+            "TZ",
+            "tz",
+            "day",
+            "Week",
+            "month",
+            "YEAR",
+            "UTC",
+            "+05:30",
+            "+99:99",
+            "America/New_York",
+            "../../../etc/passwd",
         ];
         match self.below(4) {
             0 => (0..self.below(12)).map(|_| self.next_u64() as u8).collect(),
@@ -137,6 +150,12 @@ fn random_arguments_never_hurt_the_server() {
         if well_formed {
             let number = |rng: &mut Rng| ["1", "3", "10", "250", "60"][rng.below(5)];
             match command {
+                // HIT's windows laid on the clock too, in named zones (the IANA database's).
+                "RATELIMIT.HIT" if rng.below(3) == 0 => cmd
+                    .arg(number(&mut rng))
+                    .arg(["day", "week", "month", "year"][rng.below(4)])
+                    .arg("TZ")
+                    .arg(["America/New_York", "Asia/Kolkata", "+05:30", "UTC", "Pacific/Chatham"][rng.below(5)]),
                 "RATELIMIT.HIT" | "RATELIMIT.SLIDE" | "RATELIMIT.ACQUIRE" => {
                     cmd.arg(number(&mut rng)).arg(number(&mut rng))
                 }

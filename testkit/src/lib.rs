@@ -3,6 +3,7 @@
 //! uses the part it needs.
 
 mod checks;
+mod clock;
 mod commands;
 mod library;
 mod load;
@@ -10,6 +11,7 @@ mod rng;
 mod servers;
 
 pub use checks::*;
+pub use clock::*;
 pub use commands::*;
 pub use library::*;
 pub use load::*;

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use redis::{Connection, RedisResult};
 
 use crate::checks::wait_for;
+use crate::clock::{clock_library, TestClock};
 use crate::commands::info_field;
 use crate::library::{library, load_library};
 
@@ -99,11 +100,22 @@ pub struct Config<'a> {
     pub binary: Option<&'a str>,
     /// A config file, given first (what `CONFIG REWRITE` writes to).
     pub conf: Option<&'a Path>,
+    /// The wall clock the server reads, when not the real one.
+    pub clock: Option<&'a TestClock>,
 }
 
 impl Default for Config<'_> {
     fn default() -> Self {
-        Config { module: true, module_args: &[], dir: None, args: &[], cluster: false, binary: None, conf: None }
+        Config {
+            module: true,
+            module_args: &[],
+            dir: None,
+            args: &[],
+            cluster: false,
+            binary: None,
+            conf: None,
+            clock: None,
+        }
     }
 }
 
@@ -137,6 +149,9 @@ impl Server {
                 // over in the middle of a test, losing what its replica had not yet received.
                 cmd.args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
                     .args(["--cluster-node-timeout", "20000"]);
+            }
+            if let Some(clock) = config.clock {
+                cmd.env("LD_PRELOAD", clock_library()).env("RATELIMIT_TEST_CLOCK", &clock.file);
             }
             cmd.args(config.args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
             let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {binary}: {e}"));
