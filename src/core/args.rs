@@ -356,6 +356,9 @@ pub fn parse_settle<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Sett
 /// The values of options after COST (a flag's is its name).
 type Options<'a, const M: usize> = [Option<&'a [u8]>; M];
 
+/// The limit, the window's and COST's texts, and the values of the options after COST.
+type LimitArgs<'a, const M: usize> = (i64, &'a [u8], Option<&'a [u8]>, Options<'a, M>);
+
 /// `key limit window [COST cost]` and the options of `spec` after COST (which comes first in it):
 /// the limit, the window's and COST's texts and the other options' values. The key itself is not
 /// inspected, only counted.
@@ -364,7 +367,7 @@ fn limit_and<'a, const N: usize, const M: usize>(
     command: &'static str,
     spec: [Opt; N],
     known: &'static str,
-) -> Result<(i64, &'a [u8], Option<&'a [u8]>, Options<'a, M>), ArgError> {
+) -> Result<LimitArgs<'a, M>, ArgError> {
     let mut args = args.into_iter();
     let (Some(_key), Some(limit), Some(window)) = (args.next(), args.next(), args.next()) else {
         return Err(ArgError::Arity(command));
