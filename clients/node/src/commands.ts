@@ -138,7 +138,7 @@ function fixed(limit: number, windowMs: number | null, cost: number) {
 }
 
 /** SLIDE's [allowed, count, remaining, retry_after_ms, reset_ms]. */
-function sliding(limit: number, windowMs: number) {
+function sliding(limit: number, windowMs: number | null) {
   return (reply: unknown): Decision => {
     const [allowed, count, remaining, retryMs, resetMs] = row(reply, 5).map(int) as [number, number, number, number, number];
     const retry = allowed === 1 ? null : retryMs < 0 ? Infinity : retryMs;
@@ -166,16 +166,57 @@ export interface WindowOptions {
   cost?: number;
 }
 
-const HIT = ['limit', 'windowMs', 'cost'] as const;
+/** A calendar window: a day, an ISO week (from Monday), a month or a year, in the call's `tz`. */
+export type CalendarUnit = 'day' | 'week' | 'month' | 'year';
+const CALENDAR_UNITS: readonly string[] = ['day', 'week', 'month', 'year'];
 
-/** RATELIMIT.HIT: `cost` against `limit` per fixed window of `windowMs`, started by the first hit;
- * a denied hit counts nothing. A negative `cost` gives that much back (never below 0, never
- * denied, the window's end kept). */
-export const hit = define(['key', ...HIT], (key: string, o: WindowOptions): Call<Decision> => {
-  const { limit, windowMs, cost } = options(o, HIT, 'hit');
-  const [quota, window] = [integer(limit, 'limit'), duration(windowMs, 'windowMs')];
-  const args = [quota, window, ...signedCostArgs(cost), 'MS'];
-  return { command: 'RATELIMIT.HIT', fn: 'ratelimit_hit', keys: [text(key, 'key')], args, parse: fixed(quota, window, cost ?? 1) };
+/** A fixed window: `windowMs` long (from the first hit, or with `align` at multiples of it since
+ * the Unix epoch), or a `calendar` window in `tz` (UTC, '+05:30', or an IANA name such as
+ * 'America/New_York'). */
+export type FixedWindow = { windowMs: number; calendar?: undefined } | { calendar: CalendarUnit; windowMs?: undefined };
+
+export type FixedWindowOptions = FixedWindow & {
+  /** At most this much cost per window. */
+  limit: number;
+  /** What the call counts (default 1); a negative cost gives back. */
+  cost?: number;
+  /** Windows start at multiples of `windowMs` since the Unix epoch, not at the first hit. */
+  align?: boolean;
+  /** A calendar window's time zone (default UTC). */
+  tz?: string;
+};
+
+/** A fixed window as sent (its length in ms, or a calendar unit) and its length (null for a
+ * calendar window, whose length varies). */
+function fixedWindow(windowMs: unknown, calendar: unknown): [Arg, number | null] {
+  if (calendar === undefined) {
+    const window = duration(windowMs, 'windowMs');
+    return [window, window];
+  }
+  if (windowMs !== undefined) throw new RateLimitError('give windowMs or calendar, not both');
+  if (typeof calendar !== 'string' || !CALENDAR_UNITS.includes(calendar)) {
+    throw new RateLimitError('calendar must be day, week, month or year');
+  }
+  return [calendar, null];
+}
+
+/** ALIGN and TZ as sent; TZ needs a calendar window among the call's. */
+function laidOnClock(calendar: boolean, align: unknown, tz: unknown): Arg[] {
+  if (align !== undefined && typeof align !== 'boolean') throw new RateLimitError('align must be a boolean');
+  if (tz !== undefined && !calendar) throw new RateLimitError('TZ needs a calendar window (day, week, month or year)');
+  return [...(align === true ? ['ALIGN'] : []), ...(tz === undefined ? [] : ['TZ', text(tz, 'tz')])];
+}
+
+const HIT = ['limit', 'windowMs', 'calendar', 'cost', 'align', 'tz'] as const;
+
+/** RATELIMIT.HIT: `cost` against `limit` per fixed window (see FixedWindow); a denied hit counts
+ * nothing. A negative `cost` gives that much back (never below 0, never denied, the window's end
+ * kept). */
+export const hit = define(['key', ...HIT], (key: string, o: FixedWindowOptions): Call<Decision> => {
+  const { limit, windowMs, calendar, cost, align, tz } = options(o, HIT, 'hit');
+  const [quota, [window, length]] = [integer(limit, 'limit'), fixedWindow(windowMs, calendar)];
+  const args = [quota, window, ...signedCostArgs(cost), ...(length === null ? [] : ['MS']), ...laidOnClock(length === null, align, tz)];
+  return { command: 'RATELIMIT.HIT', fn: 'ratelimit_hit', keys: [text(key, 'key')], args, parse: fixed(quota, length, cost ?? 1) };
 });
 
 export interface PeekOptions {
@@ -210,37 +251,55 @@ export const slide = define(['key', ...SLIDE], (key: string, o: SlideOptions): C
 });
 
 /** One of HITALL's limits. */
-export interface KeyedLimit {
+export type KeyedLimit = FixedWindow & {
   key: string;
   limit: number;
-  windowMs: number;
-}
+};
 
 export interface HitAllOptions {
   /** What the call counts against every limit (default 1). */
   cost?: number;
   /** Sliding windows (default: fixed). */
   slide?: boolean;
+  /** Fixed windows start at multiples of their length since the Unix epoch. */
+  align?: boolean;
+  /** The calendar windows' time zone (default UTC). */
+  tz?: string;
 }
 
-const HITALL = ['cost', 'slide'] as const;
+const HITALL = ['cost', 'slide', 'align', 'tz'] as const;
 
 /** RATELIMIT.HITALL: one hit against several limits, all or nothing; each limit names its key. */
 export const hitAll = define(
-  ['key', 'limit', 'windowMs', ...HITALL],
+  ['key', 'limit', 'windowMs', 'calendar', ...HITALL],
   (limits: readonly KeyedLimit[], o?: HitAllOptions): Call<MultiDecision> => {
-    const { cost, slide: slides } = options(o, HITALL, 'hitAll');
+    const { cost, slide: slides, align, tz } = options(o, HITALL, 'hitAll');
     const given: unknown = limits;
     if (!Array.isArray(given) || limits.length === 0) throw new RateLimitError('hitAll needs one or more {key, limit, windowMs}');
-    const checked = limits.map((l) => ({
-      ...options(l, ['key', 'limit', 'windowMs'], 'hitAll'),
-      key: text(l.key, 'key'),
-      limit: integer(l.limit, 'limit'),
-      windowMs: duration(l.windowMs, 'windowMs'),
-    }));
+    const checked = limits.map((l) => {
+      const [window, windowMs] = fixedWindow(l.windowMs, l.calendar);
+      return { ...options(l, ['key', 'limit', 'windowMs', 'calendar'], 'hitAll'), key: text(l.key, 'key'), limit: integer(l.limit, 'limit'), window, windowMs };
+    });
     const keys = checked.map((l) => l.key);
     if (new Set(keys).size !== keys.length) throw new RateLimitError('each key may be given only once');
-    const args = [...checked.flatMap((l) => [l.limit, l.windowMs]), ...costArgs(cost), 'MS', ...(slides === true ? ['SLIDE'] : [])];
+    const calendar = checked.some((l) => l.windowMs === null);
+    if (slides === true && (align === true || calendar)) {
+      throw new RateLimitError(`syntax error: SLIDE and ${align === true ? 'ALIGN' : 'a calendar window'} cannot be given together`);
+    }
+    // MS applies to every window and not to a calendar one: beside one, the others go in seconds.
+    const inSeconds = (w: Arg): Arg => {
+      if (typeof w === 'string') return w;
+      if (w % 1000 !== 0) throw new RateLimitError('beside a calendar window, windowMs must be whole seconds');
+      return w / 1000;
+    };
+    const windows = checked.map((l) => (calendar ? inSeconds(l.window) : l.window));
+    const args = [
+      ...checked.flatMap((l, i) => [l.limit, windows[i] ?? l.window]),
+      ...costArgs(cost),
+      ...(calendar ? [] : ['MS']),
+      ...(slides === true ? ['SLIDE'] : []),
+      ...laidOnClock(calendar, align, tz),
+    ];
     const charged = cost ?? 1;
     const parse = (reply: unknown): MultiDecision => {
       const [allowed, ...rows] = row(reply, checked.length + 1);

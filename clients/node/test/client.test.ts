@@ -60,6 +60,26 @@ for (const kind of KINDS) {
           assert.equal(headers['Retry-After'], '60');
         });
 
+        test('windows laid on the clock: aligned, and calendar ones in a zone', async () => {
+          const aligned = fresh('aligned');
+          const first = await rl.hit(aligned, { limit: 10, windowMs: 60_000, align: true });
+          assert.equal(Number(await raw.sendCommand(['PEXPIRETIME', aligned])) % 60_000, 0);
+          assert.ok(first.resetAfterMs > 0 && first.resetAfterMs <= 60_000 && first.windowMs === 60_000);
+          const month = fresh('month');
+          const monthly = await rl.hit(month, { limit: 10, calendar: 'month', tz: '+05:30' });
+          // The month ends at midnight at +05:30: 18:30 UTC.
+          assert.equal(Number(await raw.sendCommand(['PEXPIRETIME', month])) % 86_400_000, 66_600_000);
+          assert.equal(monthly.windowMs, null);
+          const [perMinute, perDay] = [fresh('{t}:m'), fresh('{t}:d')];
+          const both = await rl.hitAll([{ key: perMinute, limit: 5, windowMs: 60_000 }, { key: perDay, limit: 100, calendar: 'day' }], { align: true });
+          assert.deepEqual([both.allowed, ...both.decisions.map((d) => d.remaining)], [true, 4, 99]);
+          const dayEnds = Number(await raw.sendCommand(['PEXPIRETIME', perDay]));
+          assert.equal(dayEnds % 86_400_000, 0, `the day ends at ${String(dayEnds)}, ${JSON.stringify(both)}`);
+          const newYork = rl.hit(fresh('ny'), { limit: 10, calendar: 'day', tz: 'America/New_York' });
+          if (kind === 'module') assert.equal((await newYork).allowed, true);
+          else await assert.rejects(newYork, /named time zones need the module/);
+        });
+
         test('the other limiters answer alike', async () => {
           const slid = await rl.slide(fresh('slide'), { limit: 3, windowMs: 1_500, cost: 2 });
           assert.deepEqual([slid.allowed, slid.count, slid.remaining, slid.retryAfterMs], [true, 2, 1, null]);
@@ -177,7 +197,11 @@ for (const kind of KINDS) {
         ['a limit of 0', () => rl.hit('k', { limit: 0, windowMs: 1_000 }), 'limit must be an integer >= 1'],
         ['a window in fractions of ms', () => rl.hit('k', { limit: 1, windowMs: 1.5 }), 'windowMs must be a whole number of milliseconds >= 1'],
         ['a cost of 0', () => rl.slide('k', { limit: 1, windowMs: 1_000, cost: 0 }), 'COST must be a nonzero integer'],
-        ['a misspelt option', () => rl.hit('k', { limit: 1, windowMs: 1_000, costs: 2 } as never), "hit takes no option 'costs' (it takes limit, windowMs, cost)"],
+        ['a misspelt option', () => rl.hit('k', { limit: 1, windowMs: 1_000, costs: 2 } as never), "hit takes no option 'costs' (it takes limit, windowMs, calendar, cost, align, tz)"],
+        ['a zone without a calendar window', () => rl.hit('k', { limit: 1, windowMs: 1_000, tz: 'UTC' }), 'TZ needs a calendar window (day, week, month or year)'],
+        ['an unknown calendar unit', () => rl.hit('k', { limit: 1, calendar: 'fortnight' as never }), 'calendar must be day, week, month or year'],
+        ['SLIDE with ALIGN', () => rl.hitAll([{ key: 'a', limit: 1, windowMs: 1_000 }], { slide: true, align: true }), 'syntax error: SLIDE and ALIGN cannot be given together'],
+        ['ms beside a calendar window', () => rl.hitAll([{ key: '{a}1', limit: 1, windowMs: 1_500 }, { key: '{a}2', limit: 1, calendar: 'day' }]), 'beside a calendar window, windowMs must be whole seconds'],
         ['a key that is not a string', () => rl.hit(42 as never, { limit: 1, windowMs: 1_000 }), 'key must be a string, not number'],
         ['a negative reservation', () => rl.reserveHit('k', { limit: 1, windowMs: 1_000, cost: -1 }), 'RESERVE needs COST >= 1'],
         ['hitAll without limits', () => rl.hitAll([]), 'hitAll needs one or more {key, limit, windowMs}'],

@@ -15,16 +15,26 @@ const FOLDED = new Set(['ms', 'numkeys', 'reserve']);
 const RENAMED: Record<string, Record<string, string>> = {
   'ratelimit.gcra': { count: 'tokens' },
   'ratelimit.top': { denied: 'view', admitted: 'view' },
+  'ratelimit.hit': { zone: 'tz' },
+  'ratelimit.hitall': { zone: 'tz' },
 };
 const DURATIONS = new Set(['window', 'lease', 'period']);
+// A fixed window is taken as windowMs or as a calendar unit.
+const ALSO: Record<string, string> = { window: 'calendar' };
 
 type Builder = ((...args: never[]) => { command: string; args: readonly (string | number)[] }) & { params: readonly string[] };
 // command, builder, the documented arguments it leaves to the command's main builder, a call with every option set.
 const CASES: [string, string, Builder, string[], () => { command: string; args: readonly (string | number)[] }][] = [
-  ['ratelimit.hit', 'hit', commands.hit, [], () => commands.hit('k', { limit: 5, windowMs: 1_500, cost: 2 })],
+  ['ratelimit.hit', 'hit', commands.hit, [], () => commands.hit('k', { limit: 5, calendar: 'month', cost: 2, align: true, tz: 'Europe/Paris' })],
   ['ratelimit.peek', 'peek', commands.peek, [], () => commands.peek('k', { limit: 5, cost: 2 })],
   ['ratelimit.slide', 'slide', commands.slide, [], () => commands.slide('k', { limit: 5, windowMs: 1_500, cost: 2, peek: true })],
-  ['ratelimit.hitall', 'hitAll', commands.hitAll, [], () => commands.hitAll([{ key: 'a', limit: 1, windowMs: 1_500 }], { cost: 2, slide: true })],
+  [
+    'ratelimit.hitall',
+    'hitAll',
+    commands.hitAll,
+    [],
+    () => commands.hitAll([{ key: 'a', limit: 1, windowMs: 2_000 }, { key: 'b', limit: 2, calendar: 'day' }], { cost: 2, align: true, tz: 'Europe/Paris' }),
+  ],
   ['ratelimit.gcra', 'gcra', commands.gcra, [], () => commands.gcra('k', { maxBurst: 1, tokensPerPeriod: 2, periodMs: 500, tokens: 2 })],
   ['ratelimit.settle', 'settle', commands.settle, [], () => commands.settle('k', 'h:1:1:1:1:01234567', 3)],
   ['ratelimit.acquire', 'acquire', commands.acquire, [], () => commands.acquire('k', { limit: 2, leaseMs: 1_500, id: 'i' })],
@@ -82,7 +92,7 @@ for (const [name, label, builder, left, full] of CASES) {
       if (FOLDED.has(a.name) || left.includes(a.name)) continue;
       assert.ok(builder.params.includes(taken(a)), `${label}: ${a.name} is not taken (as ${taken(a)})`);
     }
-    const names = new Set(leaves.map(taken));
+    const names = new Set(leaves.flatMap((a) => [taken(a), ...(a.name in ALSO && builder.params.includes('calendar') ? [ALSO[a.name] ?? ''] : [])]));
     for (const param of builder.params) assert.ok(names.has(param), `${label}: ${param} is not in COMMAND DOCS`);
     const tokens = new Set(documented.flatMap((a) => (a.token === undefined ? [] : [a.token.toUpperCase()])));
     const call = full();

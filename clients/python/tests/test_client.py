@@ -214,6 +214,10 @@ def test_settling_settles_once_when_the_block_ends(rl: RateLimiter) -> None:
         (lambda rl: rl.hit_all(["a", "a"], [(1, 1), (2, 2)]), "each key may be given only once"),
         (lambda rl: rl.hit_all(["a", "b"], [(1, 1)]), "2 keys need 2"),
         (lambda rl: rl.top("all"), "view must be"),
+        (lambda rl: rl.hit("k", 10, "fortnight"), "window must be a number of seconds or day, week, month or year"),
+        (lambda rl: rl.hit("k", 10, 60, tz="UTC"), "TZ needs a calendar window"),
+        (lambda rl: rl.hit_all(["a"], [(1, 60)], slide=True, align=True), "SLIDE and ALIGN cannot"),
+        (lambda rl: rl.hit_all(["a"], [(1, "day")], slide=True), "SLIDE and a calendar window cannot"),
     ],
 )
 def test_bad_input_is_refused_before_a_round_trip(call: Any, message: str) -> None:
@@ -232,6 +236,23 @@ def test_server_errors_in_its_own_words_and_nothing_written(rl: RateLimiter) -> 
     with pytest.raises(RateLimitError, match="window is too large"):
         rl.hit("k", 10, 2**62)
     assert rl.client.get("text") == b"abc" and rl.client.exists("k") == 0
+
+
+def test_windows_laid_on_the_clock(rl: RateLimiter, backend: str) -> None:
+    aligned = rl.hit("a", 10, 60, align=True)
+    assert rl.client.pexpiretime("a") % 60_000 == 0 and 0 < aligned.reset_after <= 60 and aligned.window == 60
+    month = rl.hit("m", 10, "month", tz="+05:30")
+    # The month ends at midnight at +05:30: 18:30 UTC.
+    assert rl.client.pexpiretime("m") % 86_400_000 == 66_600_000
+    assert month.window is None and "w=" not in month.headers()["RateLimit-Policy"]
+    both = rl.hit_all(["{t}:m", "{t}:d"], [(5, 60), (100, "day")], align=True)
+    assert both.allowed and [d.remaining for d in both.decisions] == [4, 99]
+    assert rl.client.pexpiretime("{t}:d") % 86_400_000 == 0
+    if backend == "module":
+        assert rl.hit("ny", 10, "day", tz="America/New_York").allowed
+        return
+    with pytest.raises(RateLimitError, match="named time zones need the module"):
+        rl.hit("ny", 10, "day", tz="America/New_York")
 
 
 def test_module_and_library_answer_alike(servers: dict[str, Server]) -> None:

@@ -23,7 +23,12 @@ FOLDED = {
 # Builders that send a command for one of its uses, and the documented arguments they leave to
 # the command's main builder.
 VARIANTS: dict[str, tuple[str, Any, set[str], dict[str, Any]]] = {
-    "reserve_hit": ("ratelimit.hit", commands.reserve_hit, set(), {"key": "k", "limit": 5, "window": 1.5, "cost": 2}),
+    "reserve_hit": (
+        "ratelimit.hit",
+        commands.reserve_hit,
+        {"align", "zone"},
+        {"key": "k", "limit": 5, "window": 1.5, "cost": 2},
+    ),
     "reserve_slide": (
         "ratelimit.slide",
         commands.reserve_slide,
@@ -40,13 +45,17 @@ VARIANTS: dict[str, tuple[str, Any, set[str], dict[str, Any]]] = {
 BUILDERS: dict[str, tuple[Any, dict[str, str], dict[str, Any]]] = {
     # command: (builder, {documented name: parameter}, a call with every option set)
     "ratelimit.settle": (commands.settle, {}, {"key": "k", "reservation": "h:1:1:1:1:01234567", "used": 3}),
-    "ratelimit.hit": (commands.hit, {}, {"key": "k", "limit": 5, "window": 1.5, "cost": 2}),
+    "ratelimit.hit": (
+        commands.hit,
+        {"zone": "tz"},
+        {"key": "k", "limit": 5, "window": "month", "cost": 2, "align": True, "tz": "Europe/Paris"},
+    ),
     "ratelimit.peek": (commands.peek, {}, {"key": "k", "limit": 5, "cost": 2}),
     "ratelimit.slide": (commands.slide, {}, {"key": "k", "limit": 5, "window": 1.5, "cost": 2, "peek": True}),
     "ratelimit.hitall": (
         commands.hit_all,
-        {"key": "keys", "limit": "limits", "window": "limits"},
-        {"keys": ["a", "b"], "limits": [(1, 1.5), (2, 60)], "cost": 2, "slide": True},
+        {"key": "keys", "limit": "limits", "window": "limits", "zone": "tz"},
+        {"keys": ["a", "b"], "limits": [(1, 2), (2, "day")], "cost": 2, "align": True, "tz": "Europe/Paris"},
     ),
     "ratelimit.gcra": (
         commands.gcra,

@@ -15,7 +15,7 @@ import importlib.util
 
 from .aio import AsyncPermit, AsyncPipeline, AsyncRateLimiter, AsyncSettling
 from .client import Permit, Pipeline, RateLimiter, Settling
-from .commands import Call, Seconds
+from .commands import CalendarUnit, Call, Seconds
 from .errors import LibraryNotLoaded, PermitUnavailable, RateLimitError
 from .results import Acquisition, Decision, MultiDecision, Reservation, Settlement, TopEntry
 
@@ -30,6 +30,7 @@ __all__ = [
     "AsyncPipeline",
     "AsyncRateLimiter",
     "AsyncSettling",
+    "CalendarUnit",
     "Call",
     "Decision",
     "LibraryNotLoaded",

@@ -22,6 +22,9 @@ from .results import Acquisition, Decision, MultiDecision, Reservation, Settleme
 T = TypeVar("T")
 Seconds = int | float | timedelta
 """A duration in seconds: an int, a float, or a timedelta."""
+CalendarUnit = Literal["day", "week", "month", "year"]
+"""A calendar window: a day, an ISO week (from Monday), a month or a year, in the call's ``tz``."""
+CALENDAR_UNITS: tuple[CalendarUnit, ...] = ("day", "week", "month", "year")
 Arg = str | bytes | int
 
 
@@ -151,7 +154,7 @@ def _fixed(limit: int, window: float | None, cost: int) -> Callable[[Any], Decis
     return parse
 
 
-def _sliding(limit: int, window: float) -> Callable[[Any], Decision]:
+def _sliding(limit: int, window: float | None) -> Callable[[Any], Decision]:
     """SLIDE's [allowed, count, remaining, retry_after_ms, reset_ms]."""
 
     def parse(reply: Any) -> Decision:
@@ -166,13 +169,45 @@ def _sliding(limit: int, window: float) -> Callable[[Any], Decision]:
 # The commands.
 
 
-def hit(key: str, limit: int, window: Seconds, *, cost: int = 1) -> Call[Decision]:
-    """RATELIMIT.HIT: counts ``cost`` against ``limit`` per fixed window of ``window`` seconds,
-    started by the first hit; a denied hit counts nothing. A negative ``cost`` gives that much back
-    (never below 0, never denied, the window's end kept)."""
+def _fixed_window(window: Seconds | CalendarUnit) -> tuple[Arg, bool, float | None]:
+    """A fixed window as sent (a calendar unit, or a length in s or ms), whether in ms, and its
+    length in seconds (None for a calendar window, whose length varies)."""
+    if isinstance(window, str):
+        if window not in CALENDAR_UNITS:
+            raise RateLimitError("window must be a number of seconds or day, week, month or year")
+        return window, False, None
     value, in_ms = _duration(window, "window")
-    args = (_integer(limit, "limit"), value, *_signed_cost_args(cost), *(("MS",) if in_ms else ()))
-    return Call("RATELIMIT.HIT", "ratelimit_hit", (_key(key),), args, _fixed(limit, _seconds(value, in_ms), cost))
+    return value, in_ms, _seconds(value, in_ms)
+
+
+def _laid_on_clock(calendar: bool, align: bool, tz: str | None) -> tuple[Arg, ...]:
+    """ALIGN and TZ as sent; TZ needs a calendar window among the call's."""
+    if not isinstance(align, bool):
+        raise RateLimitError("align must be a bool")
+    if tz is not None and not isinstance(tz, str):
+        raise RateLimitError(f"tz must be a str, not {type(tz).__name__}")
+    if tz is not None and not calendar:
+        raise RateLimitError("TZ needs a calendar window (day, week, month or year)")
+    return (*(("ALIGN",) if align else ()), *(("TZ", tz) if tz is not None else ()))
+
+
+def hit(
+    key: str, limit: int, window: Seconds | CalendarUnit, *, cost: int = 1, align: bool = False, tz: str | None = None
+) -> Call[Decision]:
+    """RATELIMIT.HIT: counts ``cost`` against ``limit`` per fixed window of ``window`` seconds,
+    started by the first hit, or with ``align`` at multiples of ``window`` since the Unix epoch; a
+    ``window`` of "day", "week", "month" or "year" is a calendar window in ``tz`` (UTC, "+05:30",
+    or an IANA name such as "America/New_York"). A denied hit counts nothing. A negative ``cost``
+    gives that much back (never below 0, never denied, the window's end kept)."""
+    value, in_ms, seconds = _fixed_window(window)
+    args = (
+        _integer(limit, "limit"),
+        value,
+        *_signed_cost_args(cost),
+        *(("MS",) if in_ms else ()),
+        *_laid_on_clock(seconds is None, align, tz),
+    )
+    return Call("RATELIMIT.HIT", "ratelimit_hit", (_key(key),), args, _fixed(limit, seconds, cost))
 
 
 def peek(key: str, limit: int, *, cost: int = 1) -> Call[Decision]:
@@ -197,10 +232,17 @@ def slide(key: str, limit: int, window: Seconds, *, cost: int = 1, peek: bool = 
 
 
 def hit_all(
-    keys: Sequence[str], limits: Sequence[tuple[int, Seconds]], *, cost: int = 1, slide: bool = False
+    keys: Sequence[str],
+    limits: Sequence[tuple[int, Seconds | CalendarUnit]],
+    *,
+    cost: int = 1,
+    slide: bool = False,
+    align: bool = False,
+    tz: str | None = None,
 ) -> Call[MultiDecision]:
     """RATELIMIT.HITALL: one hit against several limits, all or nothing: ``keys[i]`` counts
-    ``limits[i]`` (a ``(limit, window)`` pair); with ``slide``, sliding windows."""
+    ``limits[i]`` (a ``(limit, window)`` pair); with ``slide``, sliding windows. ``align`` and
+    calendar windows in ``tz`` as ``hit``'s (not with ``slide``)."""
     keys = tuple(_key(k) for k in keys)
     pairs = list(limits)
     if not all(isinstance(pair, tuple | list) and len(pair) == 2 for pair in pairs):
@@ -211,13 +253,22 @@ def hit_all(
         raise RateLimitError(f"{len(keys)} keys need {len(keys)} (limit, window) pairs, not {len(pairs)}")
     if len(set(keys)) != len(keys):
         raise RateLimitError("each key may be given only once")
-    checked = [(_integer(limit, "limit"), _duration(window, "window")) for limit, window in pairs]
-    in_ms = any(ms for _, (_, ms) in checked)
-    # MS applies to every window: all go in milliseconds when one needs them.
-    windows = [int(v) * 1000 if in_ms and not ms else v for _, (v, ms) in checked]
+    checked = [(_integer(limit, "limit"), _fixed_window(window)) for limit, window in pairs]
+    calendar = any(seconds is None for _, (_, _, seconds) in checked)
+    if slide and (align or calendar):
+        other = "ALIGN" if align else "a calendar window"
+        raise RateLimitError(f"syntax error: SLIDE and {other} cannot be given together")
+    in_ms = any(ms for _, (_, ms, _) in checked)
+    if in_ms and calendar:
+        # MS would apply to the calendar window too.
+        raise RateLimitError("beside a calendar window, every window must be whole seconds")
+    # MS applies to every window: all go in milliseconds when one needs them (a calendar unit
+    # stays a unit).
+    windows = [int(v) * 1000 if in_ms and not ms and s is not None else v for _, (v, ms, s) in checked]
     args: list[Arg] = [x for (limit, _), w in zip(checked, windows, strict=True) for x in (limit, w)]
     args += [*_cost_args(cost), *(("MS",) if in_ms else ()), *(("SLIDE",) if slide else ())]
-    specs = [(limit, _seconds(w, in_ms)) for (limit, _), w in zip(checked, windows, strict=True)]
+    args += _laid_on_clock(calendar, align, tz)
+    specs = [(limit, seconds) for limit, (_, _, seconds) in checked]
 
     def parse(reply: Any) -> MultiDecision:
         allowed, *rows = reply

@@ -42,7 +42,8 @@ class Decision:
     limit: int
     """The quota: ``limit`` (GCRA: the capacity, ``max_burst + 1``)."""
     window: float | None
-    """The window in seconds (GCRA: the period); None where the call names none (PEEK)."""
+    """The window in seconds (GCRA: the period); None where the call names none (PEEK) or it varies
+    (a calendar window)."""
 
     def headers(self, name: str = "default") -> dict[str, str]:
         """``RateLimit-Policy`` and ``RateLimit`` (the IETF draft's fields), and ``Retry-After``
