@@ -409,8 +409,19 @@ local function read(key)
     return count, redis_call('PTTL', key)
 end
 
--- The module's `settle`: one counter's outcome and writes for a hit admitted (`admit`) or not.
-local function settle(key, limit, window, cost, count, ttl, admit)
+-- A new window's expiry: `window` ms from now (PX), or for a window laid on the clock its end `at`
+-- (PXAT): on Redis 7.0 a script's relative expiry counts from when it is written, a ms after the
+-- TIME the end was computed from, maybe.
+local function expiry(window, at)
+    if at then
+        return 'PXAT', format('%d', at)
+    end
+    return 'PX', format('%d', window)
+end
+
+-- The module's `settle`: one counter's outcome and writes for a hit admitted (`admit`) or not; `at`
+-- the end of a window laid on the clock (nil for one from now).
+local function settle(key, limit, window, cost, count, ttl, admit, at)
     local admitted = admit and count + cost <= limit
     -- The usual outcome first, as early as it is known: admitted in a running window.
     if admitted and ttl and ttl >= 0 then
@@ -421,9 +432,9 @@ local function settle(key, limit, window, cost, count, ttl, admit)
     -- Admitted here, the counter is new or has no TTL: set with its window.
     local heal = ttl == -1 or admitted
     if admitted then
-        redis_call('SET', key, format('%d', final), 'PX', format('%d', window))
+        redis_call('SET', key, format('%d', final), expiry(window, at))
     elseif heal then
-        redis_call('PEXPIRE', key, format('%d', window))
+        redis_call(at and 'PEXPIREAT' or 'PEXPIRE', key, format('%d', at or window))
     end
     local reset = heal and window or ttl or 0
     return admitted, final, max(limit - final, 0), reset
@@ -451,7 +462,7 @@ end
 -- HIT's give-back of `cost` < 0 (BIG_NEGATIVE: all of it) on a counter read as `count, ttl`: the
 -- count down (not below 0; a count at or below 0 stays), the window's expiry kept, or healed.
 -- The count and TTL left.
-local function hit_give_back(key, window, count, ttl, cost)
+local function hit_give_back(key, window, count, ttl, cost, at)
     if not ttl then
         return 0, 0
     end
@@ -460,7 +471,7 @@ local function hit_give_back(key, window, count, ttl, cost)
         final = max(count + cost, 0)
     end
     if ttl == -1 then
-        redis_call('SET', key, format('%d', final), 'PX', format('%d', window))
+        redis_call('SET', key, format('%d', final), expiry(window, at))
         return final, window
     end
     if final ~= count then
@@ -498,15 +509,18 @@ local function hit(keys, args)
     if limit == BIG or cost == BIG or window == BIG then
         fail(BEYOND)
     end
+    local at
     if opts.ALIGN or type(window) == 'string' then
-        window = window_left(window, opts.ALIGN, offset, now_ms())
+        local now = now_ms()
+        window = window_left(window, opts.ALIGN, offset, now)
+        at = now + window
     end
     if cost < 0 then
-        local final, reset = hit_give_back(keys[1], window, count, ttl, cost)
+        local final, reset = hit_give_back(keys[1], window, count, ttl, cost, at)
         return { 1, final, max(limit - final, 0), reset }
     end
     if opts.RESERVE then
-        local admitted, final, remaining, reset = settle(keys[1], limit, window, cost, count, ttl, true)
+        local admitted, final, remaining, reset = settle(keys[1], limit, window, cost, count, ttl, true, at)
         local reservation = admitted
             and format('h:%d:%d:%d:%d:%s', limit, window, redis_call('PEXPIRETIME', keys[1]), cost, key_tag(keys[1]))
         return { admitted and 1 or 0, final, remaining, reset, reservation }
@@ -517,7 +531,7 @@ local function hit(keys, args)
         redis_call('INCRBY', keys[1], cost == 1 and '1' or format('%d', cost))
         return { 1, count + cost, limit - count - cost, ttl }
     end
-    local admitted, final, remaining, reset = settle(keys[1], limit, window, cost, count, ttl, true)
+    local admitted, final, remaining, reset = settle(keys[1], limit, window, cost, count, ttl, true, at)
     return { admitted and 1 or 0, final, remaining, reset }
 end
 
@@ -607,8 +621,9 @@ local function hitall(keys, args)
         return hitall_slide(keys, t, cost)
     end
     local offset = zone_offset(opts.TZ, calendar)
+    local now
     if calendar or opts.ALIGN then
-        local now = now_ms()
+        now = now_ms()
         for i = 1, n do
             t[4 * i - 2] = window_left(t[4 * i - 2], opts.ALIGN, offset, now)
         end
@@ -630,7 +645,9 @@ local function hitall(keys, args)
     end
     local reply = n == 2 and { admit and 1 or 0, false, false } or { admit and 1 or 0 }
     for i = 1, n do
-        local _, final, remaining, reset = settle(keys[i], t[4 * i - 3], t[4 * i - 2], cost, t[4 * i - 1], t[4 * i], admit)
+        local window = t[4 * i - 2]
+        local at = now and window ~= BIG and now + window or nil
+        local _, final, remaining, reset = settle(keys[i], t[4 * i - 3], window, cost, t[4 * i - 1], t[4 * i], admit, at)
         reply[i + 1] = { final, remaining, reset }
     end
     return reply

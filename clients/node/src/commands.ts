@@ -365,14 +365,17 @@ export interface ReserveWindowOptions extends WindowOptions {
   cost: number;
 }
 
+/** RESERVE's window: one from the first hit (its overage may start one at SETTLE). */
+const RESERVE_WINDOW = ['limit', 'windowMs', 'cost'] as const;
+
 /** RATELIMIT.HIT with RESERVE: `cost` (the estimate) decided and counted as by `hit`, and a
  * reservation to settle with what was used. */
-export const reserveHit = define(['key', ...HIT], (key: string, o: ReserveWindowOptions): Call<Reservation> =>
+export const reserveHit = define(['key', ...RESERVE_WINDOW], (key: string, o: ReserveWindowOptions): Call<Reservation> =>
   reserving(hit(key, { ...o, cost: reserved(o.cost, 'COST') }), o.cost),
 );
 
 /** RATELIMIT.SLIDE with RESERVE: as `slide`, and a reservation to settle. */
-export const reserveSlide = define(['key', ...HIT], (key: string, o: ReserveWindowOptions): Call<Reservation> =>
+export const reserveSlide = define(['key', ...RESERVE_WINDOW], (key: string, o: ReserveWindowOptions): Call<Reservation> =>
   reserving(slide(key, { ...o, cost: reserved(o.cost, 'COST') }), o.cost),
 );
 

@@ -41,7 +41,7 @@ const CASES: [string, string, Builder, string[], () => { command: string; args: 
   ['ratelimit.release', 'release', commands.release, [], () => commands.release('k', 'i')],
   ['ratelimit.renew', 'renew', commands.renew, [], () => commands.renew('k', 'i', 1_500)],
   ['ratelimit.top', 'top', commands.top, [], () => commands.top({ view: 'admitted', count: 3, reset: true })],
-  ['ratelimit.hit', 'reserveHit', commands.reserveHit, [], () => commands.reserveHit('k', { limit: 5, windowMs: 1_500, cost: 2 })],
+  ['ratelimit.hit', 'reserveHit', commands.reserveHit, ['align', 'zone'], () => commands.reserveHit('k', { limit: 5, windowMs: 1_500, cost: 2 })],
   ['ratelimit.slide', 'reserveSlide', commands.reserveSlide, ['peek'], () => commands.reserveSlide('k', { limit: 5, windowMs: 1_500, cost: 2 })],
   ['ratelimit.gcra', 'reserveGcra', commands.reserveGcra, [], () => commands.reserveGcra('k', { maxBurst: 1, tokensPerPeriod: 2, periodMs: 500, tokens: 2 })],
 ];
