@@ -19,7 +19,7 @@ mod redis;
 #[cfg(not(test))]
 static MODULE: redis::register::Module = redis::register::Module {
     commands: commands::COMMANDS,
-    configs: &[&commands::guard::CONFIG],
+    configs: &[&commands::guard::CONFIG, &commands::shadow::CONFIG],
     loaded: commands::guard::subscribe_when_ruled,
 };
 

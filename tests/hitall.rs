@@ -86,7 +86,10 @@ fn errors_change_nothing_on_any_key() {
         (&["2", "ok", "new", "5", "60"], "ERR wrong number of arguments for 'ratelimit.hitall'"),
         (&["1", "ok", "5", "60", "COST"], "ERR syntax error: COST needs a value"),
         (&["1", "ok", "5", "0"], "ERR window must be an integer >= 1"),
-        (&["1", "ok", "5", "60", "LIMIT", "1"], "ERR syntax error: unknown option (expected COST, MS or SLIDE)"),
+        (
+            &["1", "ok", "5", "60", "LIMIT", "1"],
+            "ERR syntax error: unknown option (expected COST, MS, SLIDE, ALIGN or TZ)",
+        ),
     ];
     for (args, expected) in cases {
         let before = snapshot(&mut con, "ok");

@@ -137,7 +137,11 @@ fn every_limiter_command_counts_and_only_its_decisions_do() {
     expected.extend(ones(&["a1", "a2", "c", "g", "q", "s"]));
     assert_eq!(keys_and_counts(&admitted), expected, "HIT's cost 1 + 3");
     for command in ["hit", "hitall", "slide", "gcra", "cl_throttle", "acquire"] {
-        let want = if command == "hit" { "admitted=2,denied=1" } else { "admitted=1,denied=1" };
+        let want = if command == "hit" {
+            "admitted=2,denied=1,shadow_denied=0"
+        } else {
+            "admitted=1,denied=1,shadow_denied=0"
+        };
         assert_eq!(info_field(&mut con, "ratelimit", &format!("ratelimit_decisions_{command}")).unwrap(), want);
     }
 }
@@ -155,7 +159,10 @@ fn a_reservation_counts_what_was_used_when_settled_and_a_give_back_nowhere() {
     assert_eq!(admitted(&mut con), [("g".to_string(), 5, 0)], "reserved, not yet counted; the give-back not at all");
     common::settle(&mut con, "r", &reservation.unwrap(), 7).unwrap();
     assert_eq!(admitted(&mut con), [("r".to_string(), 7, 0), ("g".to_string(), 5, 0)]);
-    assert_eq!(info_field(&mut con, "ratelimit", "ratelimit_decisions_hit").unwrap(), "admitted=2,denied=0");
+    assert_eq!(
+        info_field(&mut con, "ratelimit", "ratelimit_decisions_hit").unwrap(),
+        "admitted=2,denied=0,shadow_denied=0"
+    );
 }
 
 #[test]
@@ -327,7 +334,7 @@ fn bad_arguments_get_errors() {
         (&["COUNT", "x"][..], "COUNT must be an integer >= 1"),
         (&["COUNT"][..], "COUNT needs a value"),
         (&["RESET", "reset"][..], "RESET given more than once"),
-        (&["LIMIT", "3"][..], "unknown option (expected DENIED, ADMITTED, COUNT or RESET)"),
+        (&["LIMIT", "3"][..], "unknown option (expected DENIED, ADMITTED, SHADOWED, COUNT or RESET)"),
     ] {
         let error = error_of(top(&mut con, args));
         assert!(error.starts_with("ERR ") && error.contains(needle), "{args:?}: {error}");

@@ -6,9 +6,9 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use crate::commands::{count, track, ACQUIRES};
+use crate::commands::{count, shadow, track, ACQUIRES};
 use crate::core::args::{parse_acquire, ArgError};
-use crate::core::lease::{acquire as decide, made_id};
+use crate::core::lease::{acquire as decide, acquire_anyway, made_id};
 use crate::redis::call::{Call, Error};
 use crate::redis::key::KeyError;
 use crate::redis::lease_set::LeaseSet;
@@ -33,7 +33,10 @@ pub fn acquire(call: &Call) -> Result<(), Error> {
     let made = args.id.is_none().then(new_id);
     let id = args.id.unwrap_or_else(|| made.as_deref().unwrap_or_default().as_bytes());
     let mut set = LeaseSet::open(call, name, id)?;
-    let a = decide(args.limit, args.lease_ms, &mut set.reading(now.ms)?, now.ms);
+    let mut leases = set.reading(now.ms)?;
+    let a = decide(args.limit, args.lease_ms, &mut leases, now.ms);
+    let shadowed = !a.acquired && call.arg(1).is_some_and(shadow::covers);
+    let a = if shadowed { acquire_anyway(args.lease_ms, &mut leases, now.ms) } else { a };
     // Over maxmemory existing sets keep limiting; only a new one is refused.
     if a.acquired && set.is_missing() && call.is_out_of_memory() {
         return Err(KeyError::OutOfMemory.into());
@@ -41,6 +44,9 @@ pub fn acquire(call: &Call) -> Result<(), Error> {
     set.apply(&a.writes, now.ms)?;
     count(ACQUIRES, a.acquired);
     track(&stats::ACQUIRE_DECISIONS, a.acquired, now.ms, call.arg(1).map(|key| (key, 1)));
+    if shadowed {
+        shadow::record(&stats::ACQUIRE_DECISIONS, now.ms, call.arg(1));
+    }
     call.reply_array(5);
     for n in [i64::from(a.acquired), a.in_use, a.remaining, a.ms] {
         call.reply_integer(n);

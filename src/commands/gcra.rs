@@ -2,9 +2,9 @@
 //! a GCRA bucket (negative ones given back); replies `[limited, capacity, remaining,
 //! retry_after_ms, full_after_ms]`, and with RESERVE the reservation.
 
-use crate::commands::{gave_back, reply, track};
+use crate::commands::{gave_back, reply, shadow, track};
 use crate::core::args::{parse_gcra, ArgError};
-use crate::core::gcra::{decide, Outcome, Rate};
+use crate::core::gcra::{admit_anyway, decide, Outcome, Rate};
 use crate::core::reservation::Reserved;
 use crate::core::stored::Stored;
 use crate::redis::call::{Call, Error};
@@ -50,6 +50,10 @@ pub fn take(
         refuse_new_over_maxmemory(call, &[bucket])?;
     }
     let outcome = decide(rate, bucket, now.ns, now.ms).ok_or(GIVES_BACK_TOO_MUCH)?;
+    // CL.THROTTLE's quantity 0 only looks: shadow mode admits what takes tokens.
+    let shadowed = outcome.limited && rate.tokens > 0 && call.arg(1).is_some_and(shadow::covers);
+    let anyway = shadowed.then(|| admit_anyway(rate, bucket, now.ns, now.ms)).flatten();
+    let outcome = anyway.unwrap_or(outcome);
     if let Some(change) = outcome.change {
         key.apply(&change, Written::Set)?;
     }
@@ -67,6 +71,9 @@ pub fn take(
     if rate.tokens > 0 {
         let tokens = if reserving { 0 } else { rate.tokens };
         track(decisions, !outcome.limited, now.ms, call.arg(1).map(|key| (key, tokens)));
+    }
+    if anyway.is_some() {
+        shadow::record(decisions, now.ms, call.arg(1));
     }
     Ok(outcome)
 }

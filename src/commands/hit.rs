@@ -2,11 +2,11 @@
 //! fixed-window counter, the window started by its first hit or laid on the clock; a negative cost
 //! gives back.
 
-use crate::commands::{answer, Asked, HITS};
+use crate::commands::{answer, shadow, Asked, HITS};
 use crate::core::args::{parse_hit, ArgError};
 use crate::core::reservation::Reserved;
 use crate::core::stored::Stored;
-use crate::core::window::{decide, window_end, Limit, Outcome};
+use crate::core::window::{admit_anyway, decide, window_end, Limit, Outcome};
 use crate::redis::call::{Call, Error, KeyName};
 use crate::redis::clock::{self, Now};
 use crate::redis::key::{refuse_new_over_maxmemory, StoredKey, Written};
@@ -17,7 +17,7 @@ pub fn hit(call: &Call) -> Result<(), Error> {
     let name = call.key(1).ok_or(ArgError::Arity("ratelimit.hit"))?;
     let now = clock::command_now();
     let limit = args.at(now.ms)?;
-    let (counter, o) = hit_counter(call, name, &limit, now)?;
+    let (counter, o, shadowed) = hit_counter(call, name, &limit, now)?;
     let numbers = [i64::from(o.allowed), o.count, o.remaining, o.reset_ms];
     let reserved = args.reserve.then(|| {
         window_end(counter, &o).filter(|_| o.allowed).map(|window_end_ms| Reserved::Hit {
@@ -29,19 +29,25 @@ pub fn hit(call: &Call) -> Result<(), Error> {
     });
     let asked = Asked { counted: HITS, decisions: &stats::HIT_DECISIONS, cost: limit.cost, reserved };
     answer(call, asked, counter, now.ms, &numbers);
+    if shadowed {
+        shadow::record(&stats::HIT_DECISIONS, now.ms, call.arg(1));
+    }
     Ok(())
 }
 
-/// One hit on one counter, arguments already validated.
-fn hit_counter(call: &Call, name: KeyName, limit: &Limit, now: Now) -> Result<(Stored, Outcome), Error> {
+/// One hit on one counter, arguments already validated; and whether shadow mode admitted it.
+fn hit_counter(call: &Call, name: KeyName, limit: &Limit, now: Now) -> Result<(Stored, Outcome, bool), Error> {
     let mut key = StoredKey::open(call, name)?;
     let counter = key.read()?;
     if limit.cost > 0 {
         refuse_new_over_maxmemory(call, &[counter])?;
     }
-    let outcome = decide(limit, counter, now.ms);
+    let mut outcome = decide(limit, counter, now.ms);
+    let shadowed = !outcome.allowed && call.arg(1).is_some_and(shadow::covers);
+    let anyway = shadowed.then(|| admit_anyway(limit, counter, now.ms)).flatten();
+    outcome = anyway.unwrap_or(outcome);
     if let Some(change) = outcome.change {
         key.apply(&change, Written::Incrby)?;
     }
-    Ok((counter, outcome))
+    Ok((counter, outcome, anyway.is_some()))
 }

@@ -15,6 +15,7 @@ mod release;
 mod renew;
 mod repair;
 mod settle;
+pub mod shadow;
 mod slide;
 mod sweep;
 mod top;
@@ -385,7 +386,7 @@ pub const COMMANDS: &[Command] = &[
         arity: -1,
         entry: entry_point!(top::top),
         opt_in: None,
-        summary: c"The keys this node denied most (or admitted the most cost for) over the current interval and the one before it, best first: [{key, count, error}, ...]; only keys the caller may read.",
+        summary: c"The keys this node denied most (or admitted the most cost for, or would have denied most in shadow mode) over the current interval and the one before it, best first: [{key, count, error}, ...]; only keys the caller may read.",
         complexity: c"O(K log K) where K is the ratelimit.top-keys config",
         args: &[
             Arg {
@@ -400,6 +401,11 @@ pub const COMMANDS: &[Command] = &[
                         token: Some(c"ADMITTED"),
                         summary: Some(c"admitted calls, by their cost"),
                         ..arg(c"admitted", PURE_TOKEN)
+                    },
+                    Arg {
+                        token: Some(c"SHADOWED"),
+                        summary: Some(c"calls shadow mode admitted that would have been denied, one each"),
+                        ..arg(c"shadowed", PURE_TOKEN)
                     },
                 ],
                 ..arg(c"view", ONEOF)

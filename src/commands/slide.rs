@@ -1,10 +1,10 @@
 //! `RATELIMIT.SLIDE key limit window [COST cost] [MS] [PEEK | RESERVE]`: one call on one sliding
 //! window; a negative cost gives back.
 
-use crate::commands::{answer, Asked, SLIDES};
+use crate::commands::{answer, shadow, Asked, SLIDES};
 use crate::core::args::{parse_slide, ArgError};
 use crate::core::reservation::Reserved;
-use crate::core::slide::{decide, peek};
+use crate::core::slide::{admit_anyway, decide, peek};
 use crate::core::stored::Change;
 use crate::redis::call::{Call, Error};
 use crate::redis::key::{refuse_new_over_maxmemory, StoredKey, Written};
@@ -27,11 +27,13 @@ pub fn slide(call: &Call) -> Result<(), Error> {
         refuse_new_over_maxmemory(call, &[stored])?;
     }
     let o = decide(&l, stored, now.ms);
+    let shadowed = !o.allowed && call.arg(1).is_some_and(shadow::covers);
+    let anyway = shadowed.then(|| admit_anyway(&l, stored, now.ms)).flatten();
+    let o = anyway.unwrap_or(o);
     if let Some(change) = o.change {
         key.apply(&change, Written::Set)?;
     }
     let numbers = [i64::from(o.allowed), o.count, o.remaining, o.retry_after_ms, o.reset_ms];
-    // An admitted call stores its counts: the window it counted in is theirs.
     // An admitted call stores its counts: the window it counted in is theirs.
     let reserved = args.reserve.then_some(match o.change {
         Some(Change::Set { value, .. }) if o.allowed => {
@@ -41,5 +43,8 @@ pub fn slide(call: &Call) -> Result<(), Error> {
     });
     let asked = Asked { counted: SLIDES, decisions: &stats::SLIDE_DECISIONS, cost: l.cost, reserved };
     answer(call, asked, stored, now.ms, &numbers);
+    if anyway.is_some() {
+        shadow::record(&stats::SLIDE_DECISIONS, now.ms, call.arg(1));
+    }
     Ok(())
 }

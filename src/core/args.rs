@@ -94,7 +94,7 @@ pub struct WalkArgs<'a> {
     pub repair_window_ms: Option<i64>,
 }
 
-/// `RATELIMIT.TOP [DENIED | ADMITTED] [COUNT n] [RESET]`, validated.
+/// `RATELIMIT.TOP [DENIED | ADMITTED | SHADOWED] [COUNT n] [RESET]`, validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TopArgs {
     pub view: View,
@@ -556,18 +556,26 @@ pub fn parse_repair<'a>(
     Ok(WalkArgs { prefix, names: names_limit(limit, default_names)?, repair_window_ms: Some(window_ms) })
 }
 
-/// `[DENIED | ADMITTED] [COUNT n] [RESET]`, after the command name.
+/// `[DENIED | ADMITTED | SHADOWED] [COUNT n] [RESET]`, after the command name.
 pub fn parse_top<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<TopArgs, ArgError> {
     let spec = [
         Opt { name: "DENIED", valued: false },
         Opt { name: "ADMITTED", valued: false },
+        Opt { name: "SHADOWED", valued: false },
         Opt { name: "COUNT", valued: true },
         Opt { name: "RESET", valued: false },
     ];
-    let [denied, admitted, count, reset] = options(args.into_iter(), spec, "DENIED, ADMITTED, COUNT or RESET")?;
-    let view = match (denied, admitted) {
-        (Some(_), Some(_)) => return Err(ArgError::Exclusive("DENIED", "ADMITTED")),
-        (_, Some(_)) => View::Admitted,
+    let [denied, admitted, shadowed, count, reset] =
+        options(args.into_iter(), spec, "DENIED, ADMITTED, SHADOWED, COUNT or RESET")?;
+    let views = [
+        ("DENIED", denied, View::Denied),
+        ("ADMITTED", admitted, View::Admitted),
+        ("SHADOWED", shadowed, View::Shadowed),
+    ];
+    let mut given = views.iter().filter(|(_, flag, _)| flag.is_some());
+    let view = match (given.next(), given.next()) {
+        (Some((a, ..)), Some((b, ..))) => return Err(ArgError::Exclusive(a, b)),
+        (Some(&(_, _, view)), None) => view,
         _ => View::Denied,
     };
     let count = match count {
@@ -785,11 +793,14 @@ mod tests {
         assert_eq!(top("admitted count 3"), args(View::Admitted, 3, false));
         assert_eq!(top("RESET Denied COUNT 1"), args(View::Denied, 1, true));
         assert_eq!(top("DENIED ADMITTED"), Err(ArgError::Exclusive("DENIED", "ADMITTED")));
+        assert_eq!(top("shadowed"), args(View::Shadowed, TOP_COUNT, false));
+        assert_eq!(top("SHADOWED DENIED"), Err(ArgError::Exclusive("DENIED", "SHADOWED")));
+        assert_eq!(top("ADMITTED SHADOWED"), Err(ArgError::Exclusive("ADMITTED", "SHADOWED")));
         assert_eq!(top("COUNT 0"), Err(ArgError::NotPositive("COUNT")));
         assert_eq!(top("COUNT x"), Err(ArgError::NotPositive("COUNT")));
         assert_eq!(top("COUNT"), Err(ArgError::MissingValue("COUNT")));
         assert_eq!(top("RESET RESET"), Err(ArgError::Repeated("RESET")));
-        assert_eq!(top("LIMIT 3"), Err(ArgError::UnknownOption("DENIED, ADMITTED, COUNT or RESET")));
+        assert_eq!(top("LIMIT 3"), Err(ArgError::UnknownOption("DENIED, ADMITTED, SHADOWED, COUNT or RESET")));
     }
 
     #[test]
@@ -1117,7 +1128,7 @@ mod docs {
     ];
 
     /// RATELIMIT.TOP's vocabulary: it has no positional arguments, only its own options.
-    const TOP_WORDS: &[&str] = &["DENIED", "ADMITTED", "COUNT", "RESET", "0", "3", "x", "MS"];
+    const TOP_WORDS: &[&str] = &["DENIED", "ADMITTED", "SHADOWED", "COUNT", "RESET", "0", "3", "x", "MS"];
 
     /// Every error `parse` gives for the vectors of `WORDS`, as its message.
     fn errors(parse: impl Fn(&[&[u8]]) -> Option<ArgError>) -> BTreeSet<String> {

@@ -189,6 +189,24 @@ fn give_back(rate: &Rate, bucket: Stored, now_ns: i64, now_ms: i64, tokens: u64)
     (admitted(rate, new_tat, now_ns, Some(change)), given as i64)
 }
 
+/// `tokens` more taken whatever the tolerance (a cost already incurred): the TAT moves forward by
+/// their emission from `max(TAT, now)`; `None` when it would pass `i64::MAX`.
+fn charge(rate: &Rate, bucket: Stored, now_ns: i64, now_ms: i64, tokens: i64) -> Option<Outcome> {
+    let tat = match bucket {
+        Stored::Missing => now_ns,
+        Stored::Present { value, .. } => value.max(now_ns),
+    };
+    let new_tat = i64::try_from(i128::from(tat) + i128::from(tokens) * i128::from(rate.emission_ns)).ok()?;
+    let change = Change::Set { value: new_tat, expires_at: expiry_of(new_tat, now_ms) };
+    Some(admitted(rate, new_tat, now_ns, Some(change)))
+}
+
+/// A request its bucket limited, admitted anyway (shadow mode): its tokens taken; `None` when the
+/// TAT would pass `i64::MAX`.
+pub fn admit_anyway(rate: &Rate, bucket: Stored, now_ns: i64, now_ms: i64) -> Option<Outcome> {
+    charge(rate, bucket, now_ns, now_ms, rate.tokens)
+}
+
 /// Settles a reservation of `amount` tokens of `rate`'s bucket, of `used`: unused tokens go
 /// back (the TAT moves back, not before now), used ones beyond it move the TAT forward whatever
 /// the tolerance. The outcome and the tokens applied; `None` when the TAT would pass `i64::MAX`.
@@ -201,15 +219,7 @@ pub fn settle_reserved(
     now_ms: i64,
 ) -> Option<(Outcome, i64)> {
     match used - amount {
-        over if over > 0 => {
-            let tat = match bucket {
-                Stored::Missing => now_ns,
-                Stored::Present { value, .. } => value.max(now_ns),
-            };
-            let new_tat = i64::try_from(i128::from(tat) + i128::from(over) * i128::from(rate.emission_ns)).ok()?;
-            let change = Change::Set { value: new_tat, expires_at: expiry_of(new_tat, now_ms) };
-            Some((admitted(rate, new_tat, now_ns, Some(change)), over))
-        }
+        over if over > 0 => Some((charge(rate, bucket, now_ns, now_ms, over)?, over)),
         under => {
             let (o, given) = give_back(rate, bucket, now_ns, now_ms, under.unsigned_abs());
             Some((o, -given))

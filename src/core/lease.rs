@@ -108,6 +108,18 @@ pub fn acquire(limit: i64, lease_ms: i64, r: &mut impl Leases, now_ms: i64) -> A
     }
 }
 
+/// A permit `acquire` denied, taken anyway (shadow mode): a new lease past the limit.
+pub fn acquire_anyway(lease_ms: i64, r: &mut impl Leases, now_ms: i64) -> Acquired {
+    let at = now_ms.saturating_add(lease_ms);
+    Acquired {
+        acquired: true,
+        in_use: r.live() + 1,
+        remaining: 0,
+        ms: at - now_ms,
+        writes: writes(r, now_ms, Some(at), false),
+    }
+}
+
 /// `RATELIMIT.RELEASE`: whether the id held a live lease, which it then no longer does.
 pub fn release(r: &mut impl Leases, now_ms: i64) -> (bool, Writes) {
     let live = mine_live(r, now_ms);

@@ -219,12 +219,28 @@ pub fn decide(l: &Limit, stored: Stored<Counts>, now_ms: i64) -> Outcome {
 }
 
 /// Decides one call against several sliding windows, all or nothing: admitted only if every one
-/// admits it, and then counted on each; otherwise on none (each key without TTL still heals).
-pub fn decide_all(calls: &[(Limit, Stored<Counts>)], now_ms: i64) -> (bool, Vec<Outcome>) {
+/// admits it, and then counted on each; otherwise on none (each key without TTL still heals). A
+/// window in shadow mode (`shadowed[i]`) never denies: admitted, it counts the call whatever the
+/// limit.
+pub fn decide_all(calls: &[(Limit, Stored<Counts>)], shadowed: &[bool], now_ms: i64) -> (bool, Vec<Outcome>) {
     let nows: Vec<Now> = calls.iter().map(|(l, stored)| now_of(l, *stored, now_ms)).collect();
-    let admit = calls.iter().zip(&nows).all(|((l, _), n)| fits(l, n));
-    let outcomes = calls.iter().zip(&nows).map(|((l, stored), n)| settle(l, *stored, n, now_ms, admit)).collect();
-    (admit, outcomes)
+    let counts = |(l, _): &(Limit, Stored<Counts>), n: &Now| n.base.curr.checked_add(l.cost).is_some();
+    let admit = calls
+        .iter()
+        .zip(&nows)
+        .enumerate()
+        .all(|(i, (c, n))| fits(&c.0, n) || shadowed.get(i) == Some(&true) && counts(c, n));
+    let outcomes = calls.iter().zip(&nows).map(|((l, stored), n)| match admit && !fits(l, n) {
+        true => charge(l, *stored, now_ms, l.cost).unwrap_or_else(|| settle(l, *stored, n, now_ms, false)),
+        false => settle(l, *stored, n, now_ms, admit),
+    });
+    (admit, outcomes.collect())
+}
+
+/// A call denied by its limit, admitted anyway (shadow mode): its cost counted in the current
+/// window; `None` when a count would pass `i64::MAX`.
+pub fn admit_anyway(l: &Limit, stored: Stored<Counts>, now_ms: i64) -> Option<Outcome> {
+    charge(l, stored, now_ms, l.cost)
 }
 
 fn settle(l: &Limit, stored: Stored<Counts>, n: &Now, now_ms: i64, admit: bool) -> Outcome {
@@ -563,12 +579,12 @@ mod tests {
     #[test]
     fn all_or_nothing() {
         let full = present(counts(T0, 0, 2), Some(T0 + 2 * W));
-        let (allowed, o) = decide_all(&[(limit(5, 1), Stored::Missing), (limit(2, 1), full)], T0);
+        let (allowed, o) = decide_all(&[(limit(5, 1), Stored::Missing), (limit(2, 1), full)], &[], T0);
         assert!(!allowed);
         assert_eq!((o[0].change, o[0].count, o[1].change), (None, 0, None));
         // The key that would admit it says -1; the one that denied it when it would admit it.
         assert_eq!((o[0].retry_after_ms, o[1].retry_after_ms), (-1, W + W / 2));
-        let (allowed, o) = decide_all(&[(limit(5, 1), Stored::Missing), (limit(3, 1), full)], T0);
+        let (allowed, o) = decide_all(&[(limit(5, 1), Stored::Missing), (limit(3, 1), full)], &[], T0);
         assert!(allowed);
         assert_eq!((o[0].count, o[1].count), (1, 3));
     }

@@ -457,6 +457,8 @@ pub enum View {
     Denied = 0,
     /// Admitted calls, by their cost.
     Admitted = 1,
+    /// Calls shadow mode admitted that would have been denied, one each.
+    Shadowed = 2,
 }
 
 /// Decisions are counted a batch at a time: counting each as it came ran the summaries' code
@@ -487,10 +489,10 @@ struct Batch {
     names_len: usize,
 }
 
-/// A node's two views.
+/// A node's three views.
 pub struct Top {
     /// By `View`.
-    views: [Recent; 2],
+    views: [Recent; 3],
     capacity: usize,
     /// Every read counts it first.
     batch: Box<Batch>,
@@ -500,7 +502,7 @@ impl Top {
     /// `capacity` entries per view and interval.
     pub fn new(capacity: usize, seed: [u64; 2]) -> Top {
         Top {
-            views: [Recent::new(capacity, seed), Recent::new(capacity, seed)],
+            views: [Recent::new(capacity, seed), Recent::new(capacity, seed), Recent::new(capacity, seed)],
             capacity,
             batch: Box::new(Batch { decisions: [NO_DECISION; BATCH], len: 0, names: [0; BATCH_BYTES], names_len: 0 }),
         }
@@ -561,19 +563,19 @@ impl Top {
         recent.ranked()
     }
 
-    /// Forgets both views, and the batch.
+    /// Forgets every view, and the batch.
     pub fn reset(&mut self) {
         (self.batch.len, self.batch.names_len) = (0, 0);
         self.views.iter_mut().for_each(Recent::clear);
     }
 
-    /// Bytes held by both views and the batch.
+    /// Bytes held by the views and the batch.
     pub fn memory(&mut self) -> usize {
         self.count_batch();
         mem::size_of::<Self>() + self.views.iter().map(Recent::memory).sum::<usize>() + mem::size_of::<Batch>()
     }
 
-    /// Entries in use, over both views and intervals.
+    /// Entries in use, over every view and interval.
     pub fn held(&mut self) -> usize {
         self.count_batch();
         self.views.iter().map(Recent::held).sum()

@@ -63,9 +63,23 @@ pub fn decide(limit: &Limit, counter: Stored, now_ms: i64) -> Outcome {
 
 /// Decides one hit against several limits, all or nothing: it is admitted only if every limit
 /// admits it, and then counts on every counter; otherwise on none (each counter still heals).
-pub fn decide_all(hits: &[(Limit, Stored)], now_ms: i64) -> (bool, Vec<Outcome>) {
-    let admit = hits.iter().all(|(l, counter)| admitted_count(state(*counter).0, l.cost, l.limit).is_some());
-    (admit, hits.iter().map(|(l, counter)| settle(l, *counter, now_ms, admit)).collect())
+/// A limit in shadow mode (`shadowed[i]`) never denies: admitted, its counter counts the hit
+/// whatever the limit.
+pub fn decide_all(hits: &[(Limit, Stored)], shadowed: &[bool], now_ms: i64) -> (bool, Vec<Outcome>) {
+    let fits = |(l, counter): &(Limit, Stored)| admitted_count(state(*counter).0, l.cost, l.limit).is_some();
+    let counts = |(l, counter): &(Limit, Stored)| state(*counter).0.checked_add(l.cost).is_some();
+    let admit = hits.iter().enumerate().all(|(i, h)| fits(h) || shadowed.get(i) == Some(&true) && counts(h));
+    let outcomes = hits.iter().map(|h @ (l, counter)| match admit && !fits(h) {
+        true => charge(l, *counter, now_ms, l.cost).unwrap_or_else(|| settle(l, *counter, now_ms, false)),
+        false => settle(l, *counter, now_ms, admit),
+    });
+    (admit, outcomes.collect())
+}
+
+/// A hit denied by its limit, admitted anyway (shadow mode): its cost counted in the running
+/// window or a new one; `None` when the count would pass `i64::MAX`.
+pub fn admit_anyway(l: &Limit, counter: Stored, now_ms: i64) -> Option<Outcome> {
+    charge(l, counter, now_ms, l.cost)
 }
 
 /// The outcome for one counter of a hit that is admitted (`admit`, which implies it fits) or not.
@@ -284,13 +298,13 @@ mod tests {
     fn all_limits_admit_or_none_counts() {
         let second = args(2, 1_000, 1);
         let hour = args(100, 3_600_000, 1);
-        let (admit, o) = decide_all(&[(second, present(1, Some(NOW + 500))), (hour, Stored::Missing)], NOW);
+        let (admit, o) = decide_all(&[(second, present(1, Some(NOW + 500))), (hour, Stored::Missing)], &[], NOW);
         assert!(admit);
         assert_eq!((o[0].count, o[1].count), (2, 1));
         assert_eq!(o[1].change, set(1, NOW + 3_600_000));
 
         // The per-second budget is spent: the hourly counter must not be burnt either.
-        let (admit, o) = decide_all(&[(second, present(2, Some(NOW + 500))), (hour, present(7, None))], NOW);
+        let (admit, o) = decide_all(&[(second, present(2, Some(NOW + 500))), (hour, present(7, None))], &[], NOW);
         assert!(!admit);
         assert!(o.iter().all(|o| !o.allowed && !matches!(o.change, Some(Change::Add { .. } | Change::Set { .. }))));
         assert_eq!((o[0].count, o[1].count), (2, 7));

@@ -62,11 +62,13 @@ pub unsafe extern "C" fn info(ctx: *mut RedisModuleInfoCtx, for_crash_report: c_
         number(name, counter.get());
     }
     for d in DECISIONS {
-        // SAFETY: the callback's live INFO context and static names: `decisions_hit:admitted=..,denied=..`.
+        // SAFETY: the callback's live INFO context and static names:
+        // `decisions_hit:admitted=..,denied=..,shadow_denied=..`.
         unsafe {
             api!(RedisModule_InfoBeginDictField)(ctx, d.name.as_ptr());
             api!(RedisModule_InfoAddFieldULongLong)(ctx, c"admitted".as_ptr(), d.admitted.get());
             api!(RedisModule_InfoAddFieldULongLong)(ctx, c"denied".as_ptr(), d.denied.get());
+            api!(RedisModule_InfoAddFieldULongLong)(ctx, c"shadow_denied".as_ptr(), d.shadow_denied.get());
             api!(RedisModule_InfoEndDictField)(ctx);
         }
     }

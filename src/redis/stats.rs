@@ -70,16 +70,18 @@ pub static GUARD_HEALS: Stat = Stat::new();
 /// Decisions RATELIMIT.TOP did not track because the key's name is longer than `core::top::LONGEST_KEY`.
 pub static TOP_UNTRACKED: Stat = Stat::new();
 
-/// Admitted and denied calls of one limiter command: INFO's `decisions_<command>` line.
+/// Admitted and denied calls of one limiter command: INFO's `decisions_<command>` line; and the
+/// admitted ones shadow mode would have denied.
 pub struct Decisions {
     pub name: &'static std::ffi::CStr,
     pub admitted: Stat,
     pub denied: Stat,
+    pub shadow_denied: Stat,
 }
 
 impl Decisions {
     const fn new(name: &'static std::ffi::CStr) -> Decisions {
-        Decisions { name, admitted: Stat::new(), denied: Stat::new() }
+        Decisions { name, admitted: Stat::new(), denied: Stat::new(), shadow_denied: Stat::new() }
     }
 
     pub fn add(&self, allowed: bool) {

@@ -448,8 +448,9 @@ export const renew = define(['key', 'id', 'leaseMs'], (key: string, id: string, 
 }));
 
 export interface TopOptions {
-  /** 'denied' (default): the keys denied most; 'admitted': those admitted the most cost. */
-  view?: 'denied' | 'admitted';
+  /** 'denied' (default): the keys denied most; 'admitted': those admitted the most cost;
+   * 'shadowed': those shadow mode admitted most that their limit denied. */
+  view?: 'denied' | 'admitted' | 'shadowed';
   count?: number;
   /** Empty the view after reading it. */
   reset?: boolean;
@@ -467,12 +468,15 @@ export function fields(reply: unknown): Map<string, unknown> {
   return new Map(Object.entries(reply as object));
 }
 
-/** RATELIMIT.TOP (the module only): the keys this node denied most (or admitted the most cost for)
- * over the last minute or two, each count with its error bound. */
+/** RATELIMIT.TOP (the module only): the keys this node denied most (or admitted the most cost for,
+ * or would have denied most in shadow mode) over the last minute or two, each count with its error
+ * bound. */
 export const top = define([...TOP], (o?: TopOptions): Call<TopEntry[]> => {
   const { view = 'denied', count, reset } = options(o, TOP, 'top');
   const asked: string = view;
-  if (asked !== 'denied' && asked !== 'admitted') throw new RateLimitError("view must be 'denied' or 'admitted'");
+  if (asked !== 'denied' && asked !== 'admitted' && asked !== 'shadowed') {
+    throw new RateLimitError("view must be 'denied', 'admitted' or 'shadowed'");
+  }
   const args: Arg[] = [view.toUpperCase(), ...(count === undefined ? [] : ['COUNT', integer(count, 'COUNT')]), ...(reset === true ? ['RESET'] : [])];
   const parse = (reply: unknown): TopEntry[] =>
     (reply as unknown[]).map((entry) => {

@@ -197,6 +197,7 @@ for (const kind of KINDS) {
         ['a limit of 0', () => rl.hit('k', { limit: 0, windowMs: 1_000 }), 'limit must be an integer >= 1'],
         ['a window in fractions of ms', () => rl.hit('k', { limit: 1, windowMs: 1.5 }), 'windowMs must be a whole number of milliseconds >= 1'],
         ['a cost of 0', () => rl.slide('k', { limit: 1, windowMs: 1_000, cost: 0 }), 'COST must be a nonzero integer'],
+        ['an unknown view', () => rl.top({ view: 'all' as never }), "view must be 'denied', 'admitted' or 'shadowed'"],
         ['a misspelt option', () => rl.hit('k', { limit: 1, windowMs: 1_000, costs: 2 } as never), "hit takes no option 'costs' (it takes limit, windowMs, calendar, cost, align, tz)"],
         ['a zone without a calendar window', () => rl.hit('k', { limit: 1, windowMs: 1_000, tz: 'UTC' }), 'TZ needs a calendar window (day, week, month or year)'],
         ['an unknown calendar unit', () => rl.hit('k', { limit: 1, calendar: 'fortnight' as never }), 'calendar must be day, week, month or year'],
@@ -234,6 +235,17 @@ for (const kind of KINDS) {
           if (kind === 'module') {
             const entries = await rl.top({ view: 'denied', count: 100 });
             assert.ok(entries.some((e) => e.key === key && e.count >= 1));
+            // Shadow mode: a call its limit would deny is admitted, and shown in the SHADOWED view.
+            const shadowed = fresh('shadowed');
+            await raw.sendCommand(['CONFIG', 'SET', 'ratelimit.shadow', shadowed]);
+            try {
+              await rl.hit(shadowed, { limit: 1, windowMs: 60_000 });
+              assert.equal((await rl.hit(shadowed, { limit: 1, windowMs: 60_000 })).allowed, true);
+              const wouldDeny = await rl.top({ view: 'shadowed', count: 100 });
+              assert.ok(wouldDeny.some((e) => e.key === shadowed && e.count === 1));
+            } finally {
+              await raw.sendCommand(['CONFIG', 'SET', 'ratelimit.shadow', '']);
+            }
           } else {
             await assert.rejects(rl.top(), /RATELIMIT.TOP needs the module/);
           }

@@ -14,7 +14,7 @@ const FOLDED = new Set(['ms', 'numkeys', 'reserve']);
 // Documented names a builder takes under another name.
 const RENAMED: Record<string, Record<string, string>> = {
   'ratelimit.gcra': { count: 'tokens' },
-  'ratelimit.top': { denied: 'view', admitted: 'view' },
+  'ratelimit.top': { denied: 'view', admitted: 'view', shadowed: 'view' },
   'ratelimit.hit': { zone: 'tz' },
   'ratelimit.hitall': { zone: 'tz' },
 };

@@ -123,6 +123,14 @@ def test_top_is_the_modules(rl: RateLimiter, backend: str) -> None:
         entries = rl.top(count=5)
         assert entries and entries[0].key == "noisy" and entries[0].count == 2 and entries[0].error == 0
         assert [e.key for e in rl.top("admitted")] == ["noisy"]
+        # Shadow mode: a call its limit would deny is admitted, and shown in the SHADOWED view.
+        rl.client.config_set("ratelimit.shadow", "shadowed:")
+        try:
+            rl.hit("shadowed:k", 1, 60)
+            assert rl.hit("shadowed:k", 1, 60).allowed
+            assert [(e.key, e.count) for e in rl.top("shadowed")] == [("shadowed:k", 1)]
+        finally:
+            rl.client.config_set("ratelimit.shadow", "")
     else:
         with pytest.raises(RateLimitError, match="needs the module"):
             rl.top()

@@ -67,7 +67,7 @@ BUILDERS: dict[str, tuple[Any, dict[str, str], dict[str, Any]]] = {
     "ratelimit.renew": (commands.renew, {}, {"key": "k", "id": "i", "lease": 1.5}),
     "ratelimit.top": (
         commands.top,
-        {"denied": "view", "admitted": "view"},
+        {"denied": "view", "admitted": "view", "shadowed": "view"},
         {"view": "admitted", "count": 3, "reset": True},
     ),
 }

@@ -393,12 +393,13 @@ def renew(key: str, id: str | bytes, lease: Seconds) -> Call[float | None]:
 
 
 def top(
-    view: Literal["denied", "admitted"] = "denied", *, count: int | None = None, reset: bool = False
+    view: Literal["denied", "admitted", "shadowed"] = "denied", *, count: int | None = None, reset: bool = False
 ) -> Call[list[TopEntry]]:
     """RATELIMIT.TOP (the module only): the keys this node denied most (or admitted the most cost
-    for) over the last minute or two, each count with its error bound."""
-    if view not in ("denied", "admitted"):
-        raise RateLimitError("view must be 'denied' or 'admitted'")
+    for, or would have denied most in shadow mode) over the last minute or two, each count with its
+    error bound."""
+    if view not in ("denied", "admitted", "shadowed"):
+        raise RateLimitError("view must be 'denied', 'admitted' or 'shadowed'")
     args: list[Arg] = [view.upper()]
     if count is not None:
         args += ["COUNT", _integer(count, "COUNT")]
