@@ -257,6 +257,16 @@ mod tests {
     }
 
     #[test]
+    fn shadow_mode_takes_tokens_the_bucket_has_not() {
+        let empty = at(NOW + 5 * SECOND);
+        assert!(decide_at(&rate(1), empty, NOW).limited);
+        let o = admit_anyway(&rate(1), empty, NOW, NOW_MS).unwrap();
+        assert_eq!((o.limited, o.remaining, o.retry_after_ms(), o.full_after_ms()), (false, 0, -1, 6_000));
+        assert_eq!(o.change, store(NOW + 6 * SECOND, NOW_MS + 6_000));
+        assert_eq!(admit_anyway(&rate(1), at(i64::MAX), NOW, NOW_MS), None);
+    }
+
+    #[test]
     fn negative_tokens_give_back_not_before_now() {
         let empty = at(NOW + 5 * SECOND);
         let o = decide_at(&rate(-2), empty, NOW);

@@ -215,6 +215,14 @@ mod tests {
     }
 
     #[test]
+    fn a_permit_taken_anyway_is_a_lease_past_the_limit() {
+        let mut full = view(&[NOW + 700, NOW + 9_000], 0, None, Some(NOW + 9_000));
+        let a = acquire_anyway(5_000, &mut full, NOW);
+        assert_eq!((a.acquired, a.in_use, a.remaining, a.ms), (true, 3, 0, 5_000));
+        assert_eq!(a.writes.set_mine, Some(NOW + 5_000), "its own lease, which ends by itself");
+    }
+
+    #[test]
     fn the_limit_holds_and_a_denial_says_when_a_permit_frees_itself() {
         let mut full = view(&[NOW + 700, NOW + 9_000], 0, None, Some(NOW + 9_000));
         let a = acquire(2, 5_000, &mut full, NOW);

@@ -588,6 +588,23 @@ mod tests {
         assert!(allowed);
         assert_eq!((o[0].count, o[1].count), (1, 3));
     }
+
+    #[test]
+    fn shadow_mode_admits_what_a_window_denies() {
+        let full = present(counts(T0, 0, 2), Some(T0 + 2 * W));
+        let o = admit_anyway(&limit(2, 1), full, T0).unwrap();
+        assert_eq!((o.allowed, o.count, o.remaining, o.retry_after_ms), (true, 3, 0, -1));
+        assert!(
+            matches!(o.change, Some(Change::Set { value, expires_at }) if value.curr == 3 && expires_at == T0 + 2 * W)
+        );
+        assert_eq!(admit_anyway(&limit(2, 1), present(counts(T0, 0, i64::MAX), None), T0), None);
+        // Only the enforced window may deny: a shadowed one counts past its limit.
+        let (allowed, o) = decide_all(&[(limit(5, 1), Stored::Missing), (limit(2, 1), full)], &[false, true], T0);
+        assert!(allowed);
+        assert_eq!((o[0].count, o[1].count, o[1].allowed), (1, 3, true));
+        let (allowed, o) = decide_all(&[(limit(5, 1), Stored::Missing), (limit(2, 1), full)], &[true, false], T0);
+        assert!(!allowed && o.iter().all(|o| o.change.is_none()));
+    }
 }
 
 #[cfg(test)]

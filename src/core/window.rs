@@ -247,6 +247,23 @@ mod tests {
     }
 
     #[test]
+    fn shadow_mode_counts_what_the_limit_denies() {
+        let o = admit_anyway(&args(5, 1_000, 2), present(5, Some(NOW + 700)), NOW).unwrap();
+        assert_eq!((o.allowed, o.count, o.remaining, o.reset_ms, o.change), (true, 7, 0, 700, add(2, 7)));
+        let o = admit_anyway(&args(5, 1_000, 9), Stored::Missing, NOW).unwrap();
+        assert_eq!(o.change, set(9, NOW + 1_000), "a new window, as any admitted hit's");
+        assert_eq!(admit_anyway(&args(5, 1_000, 2), present(i64::MAX, None), NOW), None);
+        // Only the enforced limit may deny; the shadowed one counts past its limit.
+        let (second, day) = (args(5, 1_000, 1), args(1, 86_400_000, 1));
+        let hits = [(second, present(2, Some(NOW + 500))), (day, present(1, Some(NOW + 9_000)))];
+        let (admit, o) = decide_all(&hits, &[false, true], NOW);
+        assert!(admit);
+        assert_eq!((o[0].change, o[1].change), (add(1, 3), add(1, 2)));
+        let (admit, o) = decide_all(&hits, &[true, false], NOW);
+        assert!(!admit && o.iter().all(|o| o.change.is_none()));
+    }
+
+    #[test]
     fn denied_hit_writes_nothing() {
         let o = decide(&args(5, 1_000, 1), present(5, Some(NOW + 700)), NOW);
         assert!(!o.allowed);
