@@ -90,6 +90,11 @@ pub enum Contender {
     SlideFlood,
     GcraFlood,
     CellFlood,
+    /// HIT with its window laid on the clock, each beside HIT in pairs (not in `ALL`): `ALIGN`,
+    /// and a calendar day in UTC and in a named zone.
+    HitAligned,
+    HitCalendar,
+    HitCalendarZoned,
     /// Plain writes for the guard's overhead (not in `ALL`): `SET key 1`, and `INCR` under the
     /// prefix the guard's bench rules guard (`rl:`).
     Set,
@@ -178,6 +183,9 @@ impl Contender {
             Contender::SlideFlood => "flood: RATELIMIT.SLIDE, denied",
             Contender::GcraFlood => "flood: RATELIMIT.GCRA, denied",
             Contender::CellFlood => "flood: CL.THROTTLE (redis-cell), denied",
+            Contender::HitAligned => "RATELIMIT.HIT ... ALIGN",
+            Contender::HitCalendar => "RATELIMIT.HIT ... day (UTC)",
+            Contender::HitCalendarZoned => "RATELIMIT.HIT ... day TZ America/New_York",
             Contender::Set => "SET",
             Contender::IncrGuarded => "INCR under a guarded prefix",
         }
@@ -232,6 +240,9 @@ impl Contender {
             Contender::HitFlood => "b:fhit:",
             Contender::GcraFlood => "b:fgcra:",
             Contender::CellFlood => "b:fcell:",
+            Contender::HitAligned => "b:hita:",
+            Contender::HitCalendar => "b:hitc:",
+            Contender::HitCalendarZoned => "b:hitz:",
             Contender::Set => "b:set:",
             Contender::IncrGuarded => "rl:b:",
         }
@@ -434,6 +445,18 @@ fn write_hit(contender: Contender, setup: &Setup, key: &[u8], out: &mut Vec<u8>)
         }
         Contender::Hit => {
             command(out, &[b"RATELIMIT.HIT", key, setup.hit_limit.as_bytes(), w]);
+            1
+        }
+        Contender::HitAligned => {
+            command(out, &[b"RATELIMIT.HIT", key, setup.hit_limit.as_bytes(), w, b"ALIGN"]);
+            1
+        }
+        Contender::HitCalendar => {
+            command(out, &[b"RATELIMIT.HIT", key, setup.hit_limit.as_bytes(), b"day"]);
+            1
+        }
+        Contender::HitCalendarZoned => {
+            command(out, &[b"RATELIMIT.HIT", key, setup.hit_limit.as_bytes(), b"day", b"TZ", b"America/New_York"]);
             1
         }
         Contender::HitAll => {

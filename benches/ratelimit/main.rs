@@ -79,7 +79,8 @@ pub struct ServerRun {
     pub unpipelined: Vec<Row>,
 }
 
-/// One contender on a server with a feature off and on one with it on (the guard, RATELIMIT.TOP).
+/// One contender on a server with a feature off and on one with it on (the guard, RATELIMIT.TOP,
+/// shadow mode), or beside another (`off`'s contender: HIT beside a window laid on the clock).
 pub struct OnOffRow {
     pub contender: Contender,
     pub off: Row,
@@ -95,6 +96,10 @@ pub struct Results {
     pub guard: Vec<OnOffRow>,
     /// RATELIMIT.TOP's tracking off (`ratelimit.top-keys 0`) and on (the default), per server.
     pub top_cost: Vec<(String, Vec<OnOffRow>)>,
+    /// HIT (off) against HIT with its window laid on the clock (on), per server.
+    pub laid_on_clock: Vec<(String, Vec<OnOffRow>)>,
+    /// Shadow mode off (`ratelimit.shadow` empty) and on (naming the rows' prefixes), per server.
+    pub shadow: Vec<(String, Vec<OnOffRow>)>,
     /// `ratelimit_top_memory_bytes` every million denied decisions on distinct keys.
     pub top_memory: Vec<(u64, i64)>,
     pub memory: Vec<MemoryRow>,
@@ -149,7 +154,9 @@ fn main() {
     let cell = redis_cell_module();
     let cell_line = ["--loadmodule", cell.to_str().unwrap()];
     match std::env::var("BENCH_ONLY").as_deref() {
-        Ok("TopCost") => return top_cost_only(&binaries, &plan),
+        Ok("TopCost") => return on_off_only(&binaries, &plan, tracking_cost),
+        Ok("LaidOnClock") => return on_off_only(&binaries, &plan, laid_on_clock_cost),
+        Ok("Shadow") => return on_off_only(&binaries, &plan, shadow_cost),
         Ok(only) => return compare_only(only, &binaries, &cell_line, &plan),
         Err(_) => {}
     }
@@ -172,6 +179,12 @@ fn main() {
         eprintln!("RATELIMIT.TOP's cost on {binary}, {} reps", plan.reps);
         top_cost.push(tracking_cost(binary, &plan));
     }
+    let (mut laid_on_clock, mut shadow) = (Vec::new(), Vec::new());
+    for binary in binaries.iter().copied() {
+        eprintln!("windows laid on the clock, and shadow mode's cost, on {binary}, {} reps", plan.reps);
+        laid_on_clock.push(laid_on_clock_cost(binary, &plan));
+        shadow.push(shadow_cost(binary, &plan));
+    }
     eprintln!("RATELIMIT.TOP's memory over {} decisions", plan.top_decisions);
     let top_memory = tracking_memory(binaries[0], &plan);
 
@@ -189,6 +202,8 @@ fn main() {
         servers,
         guard,
         top_cost,
+        laid_on_clock,
+        shadow,
         top_memory,
         memory,
         audit,
@@ -434,13 +449,14 @@ fn compare_only(only: &str, binaries: &[&str], cell_line: &[&str], plan: &Plan) 
     }
 }
 
-/// `BENCH_ONLY=TopCost`: RATELIMIT.TOP's on/off rows alone, on each server, on stdout.
-fn top_cost_only(binaries: &[&str], plan: &Plan) {
+/// `BENCH_ONLY=TopCost` (RATELIMIT.TOP's tracking), `LaidOnClock` (HIT beside ALIGN and calendar
+/// windows) or `Shadow` (shadow mode): those on/off rows alone, on each server, on stdout.
+fn on_off_only(binaries: &[&str], plan: &Plan, rows_of: fn(&str, &Plan) -> (String, Vec<OnOffRow>)) {
     for binary in binaries.iter().copied() {
-        let (name, rows) = tracking_cost(binary, plan);
+        let (name, rows) = rows_of(binary, plan);
         for r in rows {
             println!(
-                "{name}: {:<32} off {:>7.2} µs CPU/op, on {:>7.2}: on/off CPU {:.3}, throughput {:.3}",
+                "{name}: {:<44} off {:>7.2} µs CPU/op, on {:>7.2}: on/off CPU {:.3}, throughput {:.3}",
                 r.contender.name(),
                 r.off.cpu_us_per_op,
                 r.on.cpu_us_per_op,
@@ -513,16 +529,36 @@ fn guard_overhead(binary: &str, plan: &Plan) -> Vec<OnOffRow> {
     // INCR's and SET's keys are outside these prefixes; `rl:` is IncrGuarded's, `b:hit:` HIT's.
     let rules = ["--ratelimit.guard", "rl: 60 b:hit: 60"];
     let contenders = [Contender::Incr, Contender::Set, Contender::IncrGuarded, Contender::Hit];
-    on_off(binary, Switch::Servers(&[], &rules), &contenders, plan)
+    on_off(binary, Switch::Servers(&[], &rules), &contenders.map(|c| (c, c)), plan)
 }
 
 /// RATELIMIT.TOP's cost: HIT admitted on the bench's random keys (nearly every call takes the
 /// place of a summary's lightest entry) and denied on 10 hot keys, with the tracking off and on.
 fn tracking_cost(binary: &str, plan: &Plan) -> (String, Vec<OnOffRow>) {
     let switch = Switch::Config("ratelimit.top-keys", ["0", "128"]);
-    let rows = on_off(binary, switch, &[Contender::Hit, Contender::HitFlood], plan);
-    let name = report::server_name(&mut Server::with(Config { binary: Some(binary), ..Config::default() }).connect());
-    (name, rows)
+    let rows = on_off(binary, switch, &[Contender::Hit, Contender::HitFlood].map(|c| (c, c)), plan);
+    (server_name(binary), rows)
+}
+
+fn server_name(binary: &str) -> String {
+    report::server_name(&mut Server::with(Config { binary: Some(binary), ..Config::default() }).connect())
+}
+
+/// Windows laid on the clock: HIT beside HIT with ALIGN, with a calendar day in UTC and in a
+/// named zone, in pairs run back to back on one server.
+fn laid_on_clock_cost(binary: &str, plan: &Plan) -> (String, Vec<OnOffRow>) {
+    let pairs =
+        [Contender::HitAligned, Contender::HitCalendar, Contender::HitCalendarZoned].map(|c| (Contender::Hit, c));
+    (server_name(binary), on_off(binary, Switch::Neither, &pairs, plan))
+}
+
+/// Shadow mode's cost: HIT admitted on its random keys, and the denied flood, with
+/// `ratelimit.shadow` empty or naming both rows' prefixes (the flood is then admitted: informative).
+fn shadow_cost(binary: &str, plan: &Plan) -> (String, Vec<OnOffRow>) {
+    let prefixes = [Contender::Hit.prefix(), Contender::HitFlood.prefix()].join(" ");
+    let switch = Switch::Config("ratelimit.shadow", ["", &prefixes]);
+    let rows = on_off(binary, switch, &[Contender::Hit, Contender::HitFlood].map(|c| (c, c)), plan);
+    (server_name(binary), rows)
 }
 
 /// How a feature is turned off and on for `on_off`.
@@ -535,26 +571,29 @@ enum Switch<'a> {
     /// differs (two processes of one binary differ by a few % in CPU per call on their own, by
     /// where their memory lies).
     Config(&'a str, [&'a str; 2]),
+    /// One server, nothing set: the pairs' two contenders are what differs.
+    Neither,
 }
 
-/// The contenders with a feature off and on, in pairs: each pair runs both back to back (in turn
-/// first), so that the machine's drift, larger on a shared machine than the costs measured, weighs
-/// on both alike; the ratios are the medians of the pairs'. Four times the reps at half the
-/// duration of the main tables.
-fn on_off(binary: &str, switch: Switch, contenders: &[Contender], plan: &Plan) -> Vec<OnOffRow> {
+/// Each pair's first contender with a feature off and its second with it on (the same contender
+/// for a switch; two for `Switch::Neither`): each pair runs both back to back (in turn first), so
+/// that the machine's drift, larger on a shared machine than the costs measured, weighs on both
+/// alike; the ratios are the medians of the pairs'. Four times the reps at half the duration of
+/// the main tables.
+fn on_off(binary: &str, switch: Switch, pairs: &[(Contender, Contender)], plan: &Plan) -> Vec<OnOffRow> {
     let started = |args| Server::with(Config { binary: Some(binary), args, ..Config::default() });
     let (first, second) = match switch {
         Switch::Servers(off, on) => (started(off), Some(started(on))),
-        Switch::Config(..) => (started(&[]), None),
+        Switch::Config(..) | Switch::Neither => (started(&[]), None),
     };
     let setup = prepare(&mut first.connect());
     if let Some(second) = &second {
         prepare(&mut second.connect());
     }
     let servers = [&first, second.as_ref().unwrap_or(&first)];
-    contenders
+    pairs
         .iter()
-        .map(|&contender| {
+        .map(|&(off_contender, contender)| {
             let mut runs: [Vec<Sample>; 2] = Default::default();
             for rep in 0..plan.reps * 4 {
                 for s in if rep % 2 == 0 { [0, 1] } else { [1, 0] } {
@@ -566,14 +605,15 @@ fn on_off(binary: &str, switch: Switch, contenders: &[Contender], plan: &Plan) -
                             .query(&mut servers[s].connect())
                             .unwrap();
                     }
-                    runs[s].push(run_once(servers[s], contender, &setup, plan, PIPELINE, plan.duration / 2));
+                    let run = [off_contender, contender][s];
+                    runs[s].push(run_once(servers[s], run, &setup, plan, PIPELINE, plan.duration / 2));
                 }
             }
             let ratio =
                 |f: fn(&Sample) -> f64| median(runs[1].iter().zip(&runs[0]).map(|(on, off)| f(on) / f(off)).collect());
             let (ops_ratio, cpu_ratio) = (ratio(|r| r.0), ratio(|r| r.1));
             let [off, on] = runs.map(|samples| row_of_samples(contender, samples));
-            OnOffRow { contender, off, on, ops_ratio, cpu_ratio }
+            OnOffRow { contender, off: Row { contender: off_contender, ..off }, on, ops_ratio, cpu_ratio }
         })
         .collect()
 }

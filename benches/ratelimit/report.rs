@@ -173,6 +173,30 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
     }
     let _ = writeln!(
         out,
+        "\n## Windows laid on the clock (pipelined {} deep; one server, RATELIMIT.HIT beside each form, in pairs run back to back)\n",
+        results.pipeline
+    );
+    for (server, rows) in &results.laid_on_clock {
+        let _ = writeln!(out, "{server}:\n");
+        on_off_table(&mut out, "calls", "laid on the clock", rows, |c| c.name().to_string());
+        out.push('\n');
+    }
+    let _ = writeln!(
+        out,
+        "\n## Shadow mode's cost (pipelined {} deep; one server, `ratelimit.shadow` empty or naming the rows' prefixes before each run, in pairs run back to back)\n",
+        results.pipeline
+    );
+    for (server, rows) in &results.shadow {
+        let _ = writeln!(out, "{server}:\n");
+        on_off_table(&mut out, "calls", "shadow", rows, |c| match c {
+            Contender::Hit => "RATELIMIT.HIT, admitted, random keys".to_string(),
+            Contender::HitFlood => "flood: RATELIMIT.HIT, denied (admitted in shadow mode: informative)".to_string(),
+            c => c.name().to_string(),
+        });
+        out.push('\n');
+    }
+    let _ = writeln!(
+        out,
         "RATELIMIT.TOP's memory (`ratelimit_top_memory_bytes`, {}) as denied decisions on distinct keys pass: {}.",
         results.servers[0].name,
         results.top_memory.iter().map(|(n, bytes)| format!("{n}: {bytes}")).collect::<Vec<_>>().join(", ")
@@ -318,6 +342,21 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
             );
         }
         target(format!("{on}: SETTLE server CPU ≤ HIT's"), cpu(Contender::Settle) / cpu(Contender::Hit), 1.0, false);
+    }
+    for (server, rows) in &results.laid_on_clock {
+        for r in rows {
+            target(format!("{server}: {} server CPU ≤ 1.05× HIT's", r.contender.name()), r.cpu_ratio, 1.05, false);
+        }
+    }
+    for (server, rows) in results.shadow.iter() {
+        for r in rows.iter().filter(|r| r.contender == Contender::Hit) {
+            target(
+                format!("{server}: shadow mode on: RATELIMIT.HIT under a shadowed prefix server CPU ≤ 1.03× off"),
+                r.cpu_ratio,
+                1.03,
+                false,
+            );
+        }
     }
     for (server, rows) in &results.top_cost {
         for r in rows {

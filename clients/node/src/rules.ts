@@ -17,7 +17,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import type { Client } from './adapters.js';
 import { RateLimiter, type HeldPermit, type Permit } from './client.js';
 import * as commands from './commands.js';
-import type { GcraOptions, WindowOptions } from './commands.js';
+import type { FixedWindowOptions, GcraOptions, WindowOptions } from './commands.js';
 import { RateLimitError } from './errors.js';
 import { Acquisition, combinedHeaders, wholeSeconds, type Decision, type MultiDecision } from './results.js';
 
@@ -35,7 +35,7 @@ export interface LimitedRequest {
 export type KeyFunction = (request: LimitedRequest) => string | undefined;
 
 export type Limiter =
-  | { fixed: WindowOptions }
+  | { fixed: FixedWindowOptions }
   | { sliding: WindowOptions }
   | { gcra: GcraOptions }
   | { allOf: WindowOptions[]; sliding?: boolean }

@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 
 from . import commands
 from ._backend import exceptions
-from .commands import Call, Seconds
+from .commands import CalendarUnit, Call, Seconds
 from .results import Acquisition, Decision, MultiDecision, combined_headers, whole_seconds
 
 log = logging.getLogger("redis_ratelimit")
@@ -71,14 +71,17 @@ def user(request: Request) -> str | None:
 
 @dataclass(frozen=True)
 class FixedWindow:
-    """RATELIMIT.HIT: ``limit`` per window of ``window`` seconds."""
+    """RATELIMIT.HIT: ``limit`` per window of ``window`` seconds (with ``align``, windows at
+    multiples of it since the epoch), or per calendar "day", "week", "month" or "year" in ``tz``."""
 
     limit: int
-    window: Seconds
+    window: Seconds | CalendarUnit
     cost: int = 1
+    align: bool = False
+    tz: str | None = None
 
     def call(self, key: str) -> Call[Decision]:
-        return commands.hit(key, self.limit, self.window, cost=self.cost)
+        return commands.hit(key, self.limit, self.window, cost=self.cost, align=self.align, tz=self.tz)
 
 
 @dataclass(frozen=True)
@@ -118,15 +121,23 @@ class AllOf:
             raise ValueError("AllOf takes one or more FixedWindow, or one or more SlidingWindow")
         if len({limit.cost for limit in limits}) != 1:
             raise ValueError("AllOf's limits share one cost")
+        fixed = [limit for limit in limits if isinstance(limit, FixedWindow)]
+        if len({limit.align for limit in fixed if not isinstance(limit.window, str)}) > 1:
+            raise ValueError("AllOf's windows in seconds are all aligned or none")
+        if len({limit.tz for limit in fixed if limit.tz is not None}) > 1:
+            raise ValueError("AllOf's calendar windows share one time zone")
         object.__setattr__(self, "limits", limits)
 
     def call(self, key: str) -> Call[MultiDecision]:
         keys = [f"{key}:{i}" for i in range(len(self.limits))]
+        fixed = [limit for limit in self.limits if isinstance(limit, FixedWindow)]
         return commands.hit_all(
             keys,
             [(limit.limit, limit.window) for limit in self.limits],
             cost=self.limits[0].cost,
             slide=isinstance(self.limits[0], SlidingWindow),
+            align=any(limit.align for limit in fixed),
+            tz=next((limit.tz for limit in fixed if limit.tz is not None), None),
         )
 
 
