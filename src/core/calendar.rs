@@ -9,6 +9,8 @@
 //! fixed offsets do that in integers (as the Functions library does); named zones through jiff
 //! and the IANA database bundled in it, so that a day of 23 or 25 hours ends when its zone says.
 
+use std::sync::{Mutex, MutexGuard};
+
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
@@ -26,8 +28,14 @@ pub enum Unit {
 }
 
 impl Unit {
+    const ALL: [Unit; 4] = [Unit::Day, Unit::Week, Unit::Month, Unit::Year];
+
     /// The unit a `window` argument names (any case), if it names one.
     pub fn named(word: &[u8]) -> Option<Unit> {
+        // A window in seconds, the usual argument, is turned away by its first byte.
+        if !word.first().is_some_and(u8::is_ascii_alphabetic) {
+            return None;
+        }
         [(Unit::Day, "day"), (Unit::Week, "week"), (Unit::Month, "month"), (Unit::Year, "year")]
             .into_iter()
             .find(|(_, name)| word.eq_ignore_ascii_case(name.as_bytes()))
@@ -40,8 +48,33 @@ impl Unit {
 pub enum Zone {
     /// UTC, or a fixed offset east of it, in ms.
     Offset(i64),
-    /// A zone of the IANA database.
-    Named(TimeZone),
+    /// A zone of the IANA database, by the name it was asked by.
+    Named(Named),
+}
+
+/// A zone of the IANA database, and the name it was asked by (its place in the memo).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named {
+    name: Box<[u8]>,
+    tz: TimeZone,
+}
+
+/// Named zones asked for before, and per unit the window each last resolved to, as `[start,
+/// end)` in Unix ms: a call inside a window seen before costs a comparison of names, not the
+/// database's lookup and the zone's rules (two thirds of a HIT's instructions). A memo: the
+/// answers are the same without it. Past `MEMO_ZONES` names it starts afresh.
+struct Memo {
+    name: Box<[u8]>,
+    tz: TimeZone,
+    windows: [(i64, i64); 4],
+}
+
+const MEMO_ZONES: usize = 64;
+
+static MEMO: Mutex<Vec<Memo>> = Mutex::new(Vec::new());
+
+fn memo() -> MutexGuard<'static, Vec<Memo>> {
+    MEMO.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Why a `TZ` value was refused.
@@ -65,25 +98,34 @@ impl Zone {
             let ms = (hours * 60 + minutes) * 60_000;
             return Ok(Zone::Offset(if sign == b'-' { -ms } else { ms }));
         }
+        let mut memo = memo();
+        if let Some(known) = memo.iter().find(|m| *m.name == *text) {
+            return Ok(Zone::Named(Named { name: known.name.clone(), tz: known.tz.clone() }));
+        }
         let name = std::str::from_utf8(text).map_err(|_| UnknownZone)?;
-        TimeZone::get(name).map(Zone::Named).map_err(|_| UnknownZone)
+        let tz = TimeZone::get(name).map_err(|_| UnknownZone)?;
+        if memo.len() == MEMO_ZONES {
+            memo.clear();
+        }
+        memo.push(Memo { name: text.into(), tz: tz.clone(), windows: [(0, 0); 4] });
+        Ok(Zone::Named(Named { name: text.into(), tz }))
     }
 
     /// The local day `now_ms` falls in.
     fn day_of(&self, now_ms: i64) -> Option<i64> {
         let offset_ms = match self {
             Zone::Offset(ms) => *ms,
-            Zone::Named(tz) => i64::from(tz.to_offset(Timestamp::from_millisecond(now_ms).ok()?).seconds()) * 1000,
+            Zone::Named(n) => i64::from(n.tz.to_offset(Timestamp::from_millisecond(now_ms).ok()?).seconds()) * 1000,
         };
         Some(now_ms.checked_add(offset_ms)?.div_euclid(DAY_MS))
     }
 
     /// The instant the local day `day` starts: its midnight, or where a clock change skips
-    /// midnight, the first instant after the gap.
+    /// midnight, the first instant after the gap (where one repeats it, the first).
     fn start_of(&self, day: i64) -> Option<i64> {
         match self {
             Zone::Offset(ms) => day.checked_mul(DAY_MS)?.checked_sub(*ms),
-            Zone::Named(tz) => {
+            Zone::Named(Named { tz, .. }) => {
                 let (y, m, d) = civil_from_days(day);
                 let date = Date::new(i16::try_from(y).ok()?, m as i8, d as i8).ok()?;
                 Some(tz.to_timestamp(date.to_datetime(jiff::civil::Time::midnight())).ok()?.as_millisecond())
@@ -112,11 +154,55 @@ impl Window {
             Window::Rolling(ms) => Some(ms),
             Window::Aligned(ms) => Some(ms - now_ms.rem_euclid(ms)),
             Window::Calendar(unit) => {
-                let end = zone.start_of(next_start(zone.day_of(now_ms)?, unit))?;
-                // A zone whose day starts after it ends (none does) would give a window of 0.
-                end.checked_sub(now_ms).filter(|&left| left >= 1)
+                let Zone::Named(named) = zone else {
+                    return Some(calendar_window(now_ms, unit, zone)?.1 - now_ms);
+                };
+                let mut memo = memo();
+                let known = memo.iter_mut().find(|m| m.name == named.name);
+                let at = Unit::ALL.iter().position(|&u| u == unit).unwrap_or(0);
+                match known {
+                    Some(m) if (m.windows[at].0..m.windows[at].1).contains(&now_ms) => Some(m.windows[at].1 - now_ms),
+                    known => {
+                        let window = calendar_window(now_ms, unit, zone)?;
+                        if let Some(m) = known {
+                            m.windows[at] = window;
+                        }
+                        Some(window.1 - now_ms)
+                    }
+                }
             }
         }
+    }
+}
+
+/// The calendar window `[start, end)` that `now_ms` falls in, in Unix ms (`start <= now_ms <
+/// end`). Windows follow each other with no gap: each ends where the next starts. The local date
+/// names it, but for the hour a clock change repeats before midnight (Santiago falls back from
+/// 00:00 to 23:00): the next day started at the first midnight, and that hour is in it.
+fn calendar_window(now_ms: i64, unit: Unit, zone: &Zone) -> Option<(i64, i64)> {
+    let mut day = this_start(zone.day_of(now_ms)?, unit);
+    let mut window = (zone.start_of(day)?, zone.start_of(next_start(day, unit))?);
+    // At most once; bounded all the same.
+    for _ in 0..2 {
+        if window.1 > now_ms {
+            break;
+        }
+        day = next_start(day, unit);
+        window = (window.1, zone.start_of(next_start(day, unit))?);
+    }
+    (window.0 <= now_ms && now_ms < window.1).then_some(window)
+}
+
+/// The first day of the calendar window `day` falls in.
+fn this_start(day: i64, unit: Unit) -> i64 {
+    match unit {
+        Unit::Day => day,
+        Unit::Week => day - (day + 3).rem_euclid(7),
+        Unit::Month => {
+            let (y, m, _) = civil_from_days(day);
+            days_from_civil(y, m, 1)
+        }
+        Unit::Year => days_from_civil(civil_from_days(day).0, 1, 1),
     }
 }
 
@@ -235,6 +321,29 @@ mod tests {
         let before = utc(2026, 9, 6, 4, 0) - 1; // 23:59:59.999 on the 5th at -04:00
         assert_eq!(left(Window::Calendar(Unit::Day), before, "America/Santiago"), 1);
         assert_eq!(left(Window::Calendar(Unit::Day), before + 1, "America/Santiago"), 23 * HOUR);
+        // It falls back from 24:00 to 23:00 on 2026-04-05 (03:00Z): Saturday's last hour repeats,
+        // and Sunday starts at its only midnight, 04:00Z.
+        let repeated = utc(2026, 4, 5, 3, 30);
+        assert_eq!(left(Window::Calendar(Unit::Day), repeated, "America/Santiago"), 30 * 60_000);
+        // Goose Bay fell back from 00:01 to 23:01 on 2008-11-02 (03:01Z): Sunday had started at the
+        // first midnight (03:00Z), so the Saturday hour the clock repeats is Sunday's, which lasts
+        // until Monday's midnight (04:00Z).
+        let after_midnight = utc(2008, 11, 2, 3, 30);
+        assert_eq!(left(Window::Calendar(Unit::Day), after_midnight, "America/Goose_Bay"), 24 * HOUR + 30 * 60_000);
+    }
+
+    #[test]
+    fn the_memo_answers_as_the_rules_do() {
+        // Days around New York's changes, asked in an order that moves back and forth.
+        let start = utc(2026, 3, 7, 0, 0);
+        let times: Vec<i64> = (0..200).map(|i| start + (i * 7_919 % 200) * 1_800_000 + i).collect();
+        for unit in Unit::ALL {
+            for &now in &times {
+                let zone = Zone::parse(b"America/New_York").unwrap();
+                let fresh = calendar_window(now, unit, &zone).unwrap().1 - now;
+                assert_eq!(Window::Calendar(unit).left(now, &zone), Some(fresh), "{unit:?} at {now}");
+            }
+        }
     }
 
     proptest! {
@@ -242,7 +351,8 @@ mod tests {
         fn offsets_agree_with_jiff(now in 0i64..4_102_444_800_000, minutes in -23 * 60i64..=23 * 60, unit in 0..4usize) {
             let unit = [Unit::Day, Unit::Week, Unit::Month, Unit::Year][unit];
             let offset = Zone::Offset(minutes * 60_000);
-            let named = Zone::Named(TimeZone::fixed(jiff::tz::Offset::from_seconds(minutes as i32 * 60).unwrap()));
+            let tz = TimeZone::fixed(jiff::tz::Offset::from_seconds(minutes as i32 * 60).unwrap());
+            let named = Zone::Named(Named { name: format!("fixed{minutes}").into_bytes().into(), tz });
             let left = Window::Calendar(unit).left(now, &offset).unwrap();
             prop_assert_eq!(Some(left), Window::Calendar(unit).left(now, &named));
             prop_assert!(left >= 1);
