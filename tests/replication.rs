@@ -28,6 +28,11 @@ fn every_write_path(con: &mut Connection) -> Vec<&'static str> {
     for _ in 0..3 {
         hit(con, "rl:full", &["2", "3600000", "MS"]).unwrap();
     }
+    // Windows laid on the clock: their ends are absolute times too.
+    for _ in 0..2 {
+        hit(con, "rl:aligned", &["10", "60", "ALIGN"]).unwrap();
+        hit(con, "rl:calendar", &["10", "month", "TZ", "+05:30"]).unwrap();
+    }
     for _ in 0..3 {
         gcra(con, "g:bucket", &["1", "1", "3600", "TOKENS", "1"]).unwrap();
     }
@@ -114,6 +119,8 @@ fn every_write_path(con: &mut Connection) -> Vec<&'static str> {
         "rl:heal-admitted",
         "rl:heal-denied",
         "rl:full",
+        "rl:aligned",
+        "rl:calendar",
         "g:bucket",
         "g:heal-denied",
         "s:count",
