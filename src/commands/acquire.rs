@@ -35,7 +35,7 @@ pub fn acquire(call: &Call) -> Result<(), Error> {
     let mut set = LeaseSet::open(call, name, id)?;
     let mut leases = set.reading(now.ms)?;
     let a = decide(args.limit, args.lease_ms, &mut leases, now.ms);
-    let shadowed = !a.acquired && call.arg(1).is_some_and(shadow::covers);
+    let shadowed = !a.acquired && shadow::covers_key(call);
     let a = if shadowed { acquire_anyway(args.lease_ms, &mut leases, now.ms) } else { a };
     // Over maxmemory existing sets keep limiting; only a new one is refused.
     if a.acquired && set.is_missing() && call.is_out_of_memory() {

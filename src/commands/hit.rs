@@ -43,7 +43,7 @@ fn hit_counter(call: &Call, name: KeyName, limit: &Limit, now: Now) -> Result<(S
         refuse_new_over_maxmemory(call, &[counter])?;
     }
     let mut outcome = decide(limit, counter, now.ms);
-    let shadowed = !outcome.allowed && call.arg(1).is_some_and(shadow::covers);
+    let shadowed = !outcome.allowed && shadow::covers_key(call);
     let anyway = shadowed.then(|| admit_anyway(limit, counter, now.ms)).flatten();
     outcome = anyway.unwrap_or(outcome);
     if let Some(change) = outcome.change {

@@ -9,6 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::core::shadow::Prefixes;
 use crate::core::top::View;
+use crate::redis::call::Call;
 use crate::redis::config::StringConfig;
 use crate::redis::ctx::Ctx;
 use crate::redis::stats::Decisions;
@@ -34,14 +35,20 @@ fn set_prefixes(text: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether a denied call on `key` is admitted anyway.
-pub fn covers(key: &[u8]) -> bool {
-    ANY.load(Ordering::Relaxed) && prefixes().shadow(key)
-}
-
 /// Whether shadow mode is on at all (HITALL then asks key by key).
 pub fn on() -> bool {
     ANY.load(Ordering::Relaxed)
+}
+
+/// Whether a denied call on `key` is admitted anyway (when shadow mode is `on`).
+pub fn covers(key: &[u8]) -> bool {
+    prefixes().shadow(key)
+}
+
+/// Whether a denied call on the call's key (its first argument) is admitted anyway: with shadow
+/// mode off, a flag read.
+pub fn covers_key(call: &Call) -> bool {
+    on() && call.arg(1).is_some_and(covers)
 }
 
 /// A call shadow mode admitted at `now_ms`, counted already as admitted: its would-be denial, in

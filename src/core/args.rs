@@ -35,7 +35,11 @@ impl HitArgs {
 
 /// What is left at `now_ms` of `window`; a calendar window past the year 9999 is too large.
 fn window_left(window: Window, now_ms: i64, zone: &Zone) -> Result<i64, ArgError> {
-    window.left(now_ms, zone).ok_or(ArgError::TooLarge("window"))
+    match window {
+        // The usual window, without a call.
+        Window::Rolling(ms) => Ok(ms),
+        laid => laid.left(now_ms, zone).ok_or(ArgError::TooLarge("window")),
+    }
 }
 
 /// `RATELIMIT.SLIDE key limit window [COST cost] [MS] [PEEK | RESERVE]`, validated.
