@@ -35,8 +35,8 @@ pub fn acquire(call: &Call) -> Result<(), Error> {
     let mut set = LeaseSet::open(call, name, id)?;
     let mut leases = set.reading(now.ms)?;
     let a = decide(args.limit, args.lease_ms, &mut leases, now.ms);
-    let shadowed = !a.acquired && shadow::covers_key(call);
-    let a = if shadowed { acquire_anyway(args.lease_ms, &mut leases, now.ms) } else { a };
+    let anyway = shadow::admitted(call, !a.acquired, || Some(acquire_anyway(args.lease_ms, &mut leases, now.ms)));
+    let a = anyway.unwrap_or(a);
     // Over maxmemory existing sets keep limiting; only a new one is refused.
     if a.acquired && set.is_missing() && call.is_out_of_memory() {
         return Err(KeyError::OutOfMemory.into());
@@ -44,7 +44,7 @@ pub fn acquire(call: &Call) -> Result<(), Error> {
     set.apply(&a.writes, now.ms)?;
     count(ACQUIRES, a.acquired);
     track(&stats::ACQUIRE_DECISIONS, a.acquired, now.ms, call.arg(1).map(|key| (key, 1)));
-    if shadowed {
+    if anyway.is_some() {
         shadow::record(&stats::ACQUIRE_DECISIONS, now.ms, call.arg(1));
     }
     call.reply_array(5);

@@ -51,8 +51,8 @@ pub fn take(
     }
     let outcome = decide(rate, bucket, now.ns, now.ms).ok_or(GIVES_BACK_TOO_MUCH)?;
     // CL.THROTTLE's quantity 0 only looks: shadow mode admits what takes tokens.
-    let shadowed = outcome.limited && rate.tokens > 0 && shadow::covers_key(call);
-    let anyway = shadowed.then(|| admit_anyway(rate, bucket, now.ns, now.ms)).flatten();
+    let denied = outcome.limited && rate.tokens > 0;
+    let anyway = shadow::admitted(call, denied, || admit_anyway(rate, bucket, now.ns, now.ms));
     let outcome = anyway.unwrap_or(outcome);
     if let Some(change) = outcome.change {
         key.apply(&change, Written::Set)?;

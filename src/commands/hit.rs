@@ -42,10 +42,9 @@ fn hit_counter(call: &Call, name: KeyName, limit: &Limit, now: Now) -> Result<(S
     if limit.cost > 0 {
         refuse_new_over_maxmemory(call, &[counter])?;
     }
-    let mut outcome = decide(limit, counter, now.ms);
-    let shadowed = !outcome.allowed && shadow::covers_key(call);
-    let anyway = shadowed.then(|| admit_anyway(limit, counter, now.ms)).flatten();
-    outcome = anyway.unwrap_or(outcome);
+    let outcome = decide(limit, counter, now.ms);
+    let anyway = shadow::admitted(call, !outcome.allowed, || admit_anyway(limit, counter, now.ms));
+    let outcome = anyway.unwrap_or(outcome);
     if let Some(change) = outcome.change {
         key.apply(&change, Written::Incrby)?;
     }

@@ -45,10 +45,11 @@ pub fn covers(key: &[u8]) -> bool {
     prefixes().shadow(key)
 }
 
-/// Whether a denied call on the call's key (its first argument) is admitted anyway: with shadow
-/// mode off, a flag read.
-pub fn covers_key(call: &Call) -> bool {
-    on() && call.arg(1).is_some_and(covers)
+/// A call on one key (its first argument) that its limit `denied`, admitted anyway where shadow
+/// mode covers the key: `admit`'s outcome (None where it cannot be: a count past 2^63). With
+/// shadow mode off, a flag read.
+pub fn admitted<O>(call: &Call, denied: bool, admit: impl FnOnce() -> Option<O>) -> Option<O> {
+    (denied && on() && call.arg(1).is_some_and(covers)).then(admit).flatten()
 }
 
 /// A call shadow mode admitted at `now_ms`, counted already as admitted: its would-be denial, in

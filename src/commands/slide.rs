@@ -27,8 +27,7 @@ pub fn slide(call: &Call) -> Result<(), Error> {
         refuse_new_over_maxmemory(call, &[stored])?;
     }
     let o = decide(&l, stored, now.ms);
-    let shadowed = !o.allowed && shadow::covers_key(call);
-    let anyway = shadowed.then(|| admit_anyway(&l, stored, now.ms)).flatten();
+    let anyway = shadow::admitted(call, !o.allowed, || admit_anyway(&l, stored, now.ms));
     let o = anyway.unwrap_or(o);
     if let Some(change) = o.change {
         key.apply(&change, Written::Set)?;
