@@ -152,7 +152,9 @@ def main():
         for group in groups:
             calls.append(resp([w.format(**fill) for w in group]))
             pings.append(resp(["PING"]))
-    run = lambda commands: counts(args.server, args.module, setup, commands, args.config, args.cache_sim)
+    # The server changes into its --dir before it loads modules: a relative path would miss.
+    module = args.module and os.path.abspath(args.module)
+    run = lambda commands: counts(args.server, module, setup, commands, args.config, args.cache_sim)
     base = run(b"".join(pings))
     if args.cache_sim:
         # What starting, setting up and stopping cost, to take from the run's totals.
