@@ -181,8 +181,12 @@ impl Server {
                 return false; // exited: port taken, bad config, module refused...
             }
             if let Ok(mut con) = self.try_connect() {
-                // While an AOF or RDB loads, the server answers LOADING; wait for PONG.
-                if redis::cmd("PING").query::<String>(&mut con).is_ok() {
+                // While an AOF or RDB loads, the server answers LOADING; wait for PONG. And from
+                // our own server: one another test started on the same port (picked free by both)
+                // answers too, while ours is failing to bind it.
+                if redis::cmd("PING").query::<String>(&mut con).is_ok()
+                    && info_field(&mut con, "server", "process_id") == Some(self.pid().to_string())
+                {
                     return true;
                 }
             }
