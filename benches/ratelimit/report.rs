@@ -158,43 +158,50 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
         c => format!("{} outside the guarded prefix", c.name()),
     });
 
-    let _ = writeln!(
-        out,
-        "\n## RATELIMIT.TOP's cost (pipelined {} deep; one server, `ratelimit.top-keys` set to 0 or to the default (128) before each run, in pairs run back to back)\n",
-        results.pipeline
-    );
-    for (server, rows) in &results.top_cost {
-        let _ = writeln!(out, "{server}:\n");
-        on_off_table(&mut out, "calls", "tracking", rows, |c| match c {
+    let per_server = |out: &mut String,
+                      title: &str,
+                      runs: &[(String, Vec<crate::OnOffRow>)],
+                      feature: &str,
+                      what: fn(Contender) -> String| {
+        let _ = writeln!(
+            out,
+            "\n## {title} (pipelined {} deep; one server, in pairs run back to back)\n",
+            results.pipeline
+        );
+        for (server, rows) in runs {
+            let _ = writeln!(out, "{server}:\n");
+            on_off_table(out, "calls", feature, rows, what);
+            out.push('\n');
+        }
+    };
+    per_server(
+        &mut out,
+        "RATELIMIT.TOP's cost: `ratelimit.top-keys` 0, or the default (128), set before each run",
+        &results.top_cost,
+        "tracking",
+        |c| match c {
             Contender::Hit => "RATELIMIT.HIT, admitted, random keys (each takes a summary entry's place)".to_string(),
             c => c.name().to_string(),
-        });
-        out.push('\n');
-    }
-    let _ = writeln!(
-        out,
-        "\n## Windows laid on the clock (pipelined {} deep; one server, RATELIMIT.HIT beside each form, in pairs run back to back)\n",
-        results.pipeline
+        },
     );
-    for (server, rows) in &results.laid_on_clock {
-        let _ = writeln!(out, "{server}:\n");
-        on_off_table(&mut out, "calls", "laid on the clock", rows, |c| c.name().to_string());
-        out.push('\n');
-    }
-    let _ = writeln!(
-        out,
-        "\n## Shadow mode's cost (pipelined {} deep; one server, `ratelimit.shadow` empty or naming the rows' prefixes before each run, in pairs run back to back)\n",
-        results.pipeline
+    per_server(
+        &mut out,
+        "Windows laid on the clock: RATELIMIT.HIT beside each form",
+        &results.laid_on_clock,
+        "laid on the clock",
+        |c| c.name().to_string(),
     );
-    for (server, rows) in &results.shadow {
-        let _ = writeln!(out, "{server}:\n");
-        on_off_table(&mut out, "calls", "shadow", rows, |c| match c {
+    per_server(
+        &mut out,
+        "Shadow mode's cost: `ratelimit.shadow` empty, or naming the rows' prefixes, set before each run",
+        &results.shadow,
+        "shadow",
+        |c| match c {
             Contender::Hit => "RATELIMIT.HIT, admitted, random keys".to_string(),
             Contender::HitFlood => "flood: RATELIMIT.HIT, denied (admitted in shadow mode: informative)".to_string(),
             c => c.name().to_string(),
-        });
-        out.push('\n');
-    }
+        },
+    );
     let _ = writeln!(
         out,
         "RATELIMIT.TOP's memory (`ratelimit_top_memory_bytes`, {}) as denied decisions on distinct keys pass: {}.",
