@@ -17,7 +17,7 @@ use jiff::Timestamp;
 
 const DAY_MS: i64 = 86_400_000;
 
-/// A calendar window's unit.
+/// A calendar window's unit (its number indexes the memo's windows).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unit {
     Day,
@@ -28,8 +28,6 @@ pub enum Unit {
 }
 
 impl Unit {
-    const ALL: [Unit; 4] = [Unit::Day, Unit::Week, Unit::Month, Unit::Year];
-
     /// The unit a `window` argument names (any case), if it names one.
     pub fn named(word: &[u8]) -> Option<Unit> {
         // A window in seconds, the usual argument, is turned away by its first byte.
@@ -159,7 +157,7 @@ impl Window {
                 };
                 let mut memo = memo();
                 let known = memo.iter_mut().find(|m| m.name == named.name);
-                let at = Unit::ALL.iter().position(|&u| u == unit).unwrap_or(0);
+                let at = unit as usize;
                 match known {
                     Some(m) if (m.windows[at].0..m.windows[at].1).contains(&now_ms) => Some(m.windows[at].1 - now_ms),
                     known => {
@@ -177,8 +175,8 @@ impl Window {
 
 /// The calendar window `[start, end)` that `now_ms` falls in, in Unix ms (`start <= now_ms <
 /// end`). Windows follow each other with no gap: each ends where the next starts. The local date
-/// names it, but for the hour a clock change repeats before midnight (Santiago falls back from
-/// 00:00 to 23:00): the next day started at the first midnight, and that hour is in it.
+/// names it, but for the hour a clock change repeats across midnight (Goose Bay fell back from
+/// 00:01 to 23:01): the next day started at the first midnight, and that hour is in it.
 fn calendar_window(now_ms: i64, unit: Unit, zone: &Zone) -> Option<(i64, i64)> {
     let mut day = this_start(zone.day_of(now_ms)?, unit);
     let mut window = (zone.start_of(day)?, zone.start_of(next_start(day, unit))?);
@@ -197,6 +195,7 @@ fn calendar_window(now_ms: i64, unit: Unit, zone: &Zone) -> Option<(i64, i64)> {
 fn this_start(day: i64, unit: Unit) -> i64 {
     match unit {
         Unit::Day => day,
+        // 1970-01-01 was a Thursday: (day + 3) mod 7 days since Monday.
         Unit::Week => day - (day + 3).rem_euclid(7),
         Unit::Month => {
             let (y, m, _) = civil_from_days(day);
@@ -210,8 +209,7 @@ fn this_start(day: i64, unit: Unit) -> i64 {
 fn next_start(day: i64, unit: Unit) -> i64 {
     match unit {
         Unit::Day => day + 1,
-        // 1970-01-01 was a Thursday: (day + 3) mod 7 days since Monday.
-        Unit::Week => day - (day + 3).rem_euclid(7) + 7,
+        Unit::Week => this_start(day, unit) + 7,
         Unit::Month => {
             let (y, m, _) = civil_from_days(day);
             if m == 12 {
@@ -337,7 +335,7 @@ mod tests {
         // Days around New York's changes, asked in an order that moves back and forth.
         let start = utc(2026, 3, 7, 0, 0);
         let times: Vec<i64> = (0..200).map(|i| start + (i * 7_919 % 200) * 1_800_000 + i).collect();
-        for unit in Unit::ALL {
+        for unit in [Unit::Day, Unit::Week, Unit::Month, Unit::Year] {
             for &now in &times {
                 let zone = Zone::parse(b"America/New_York").unwrap();
                 let fresh = calendar_window(now, unit, &zone).unwrap().1 - now;
