@@ -62,16 +62,17 @@ for (const kind of KINDS) {
 
         test('windows laid on the clock: aligned, and calendar ones in a zone', async () => {
           const aligned = fresh('aligned');
-          const first = await rl.hit(aligned, { limit: 10, windowMs: 60_000, align: true });
-          assert.equal(Number(await raw.sendCommand(['PEXPIRETIME', aligned])) % 60_000, 0);
-          assert.ok(first.resetAfterMs > 0 && first.resetAfterMs <= 60_000 && first.windowMs === 60_000);
+          // Hour-long windows: one that ended between the call and the check would fail it.
+          const first = await rl.hit(aligned, { limit: 10, windowMs: 3_600_000, align: true });
+          assert.equal(Number(await raw.sendCommand(['PEXPIRETIME', aligned])) % 3_600_000, 0);
+          assert.ok(first.resetAfterMs > 0 && first.resetAfterMs <= 3_600_000 && first.windowMs === 3_600_000);
           const month = fresh('month');
           const monthly = await rl.hit(month, { limit: 10, calendar: 'month', tz: '+05:30' });
           // The month ends at midnight at +05:30: 18:30 UTC.
           assert.equal(Number(await raw.sendCommand(['PEXPIRETIME', month])) % 86_400_000, 66_600_000);
           assert.equal(monthly.windowMs, null);
           const [perMinute, perDay] = [fresh('{t}:m'), fresh('{t}:d')];
-          const both = await rl.hitAll([{ key: perMinute, limit: 5, windowMs: 60_000 }, { key: perDay, limit: 100, calendar: 'day' }], { align: true });
+          const both = await rl.hitAll([{ key: perMinute, limit: 5, windowMs: 3_600_000 }, { key: perDay, limit: 100, calendar: 'day' }], { align: true });
           assert.deepEqual([both.allowed, ...both.decisions.map((d) => d.remaining)], [true, 4, 99]);
           const dayEnds = Number(await raw.sendCommand(['PEXPIRETIME', perDay]));
           assert.equal(dayEnds % 86_400_000, 0, `the day ends at ${String(dayEnds)}, ${JSON.stringify(both)}`);

@@ -247,13 +247,14 @@ def test_server_errors_in_its_own_words_and_nothing_written(rl: RateLimiter) -> 
 
 
 def test_windows_laid_on_the_clock(rl: RateLimiter, backend: str) -> None:
-    aligned = rl.hit("a", 10, 60, align=True)
-    assert rl.client.pexpiretime("a") % 60_000 == 0 and 0 < aligned.reset_after <= 60 and aligned.window == 60
+    # Hour-long windows: one that ended between the call and the check would fail it.
+    aligned = rl.hit("a", 10, 3600, align=True)
+    assert rl.client.pexpiretime("a") % 3_600_000 == 0 and 0 < aligned.reset_after <= 3600 and aligned.window == 3600
     month = rl.hit("m", 10, "month", tz="+05:30")
     # The month ends at midnight at +05:30: 18:30 UTC.
     assert rl.client.pexpiretime("m") % 86_400_000 == 66_600_000
     assert month.window is None and "w=" not in month.headers()["RateLimit-Policy"]
-    both = rl.hit_all(["{t}:m", "{t}:d"], [(5, 60), (100, "day")], align=True)
+    both = rl.hit_all(["{t}:m", "{t}:d"], [(5, 3600), (100, "day")], align=True)
     assert both.allowed and [d.remaining for d in both.decisions] == [4, 99]
     assert rl.client.pexpiretime("{t}:d") % 86_400_000 == 0
     if backend == "module":
