@@ -22,7 +22,7 @@ FETCHED := $(filter /%,$(call server_binaries,$(SERVERS)))
 # The tests that run both against the module and against the Functions library (functions/).
 LIBRARY_TESTS := --test hit --test peek --test hitall --test slide --test lease --test gcra --test settle --test replication
 
-.PHONY: all deps test-deps build lint test integration $(INTEGRATION) servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
+.PHONY: all deps package-deps test-deps build package package-test lint test integration $(INTEGRATION) servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
 	python-dist python-test node-dist node-test
 
 all: build
@@ -35,6 +35,9 @@ lint: test-deps
 # Debian packages: what building and running need, and what the tests need on top.
 deps:
 	@scripts/deps.sh build
+
+package-deps:
+	@scripts/deps.sh package
 
 test-deps:
 	@scripts/deps.sh test
@@ -57,6 +60,17 @@ $(SERVER_redis-8.0):
 
 $(SERVER_valkey-9.1):
 	scripts/debian-server.py forky valkey $(@D)
+
+# The Debian servers the package is installed beside (make package-test): Debian 12's and 13's
+# redis-server, 13's and forky's valkey-server, each unpacked with its suite's libraries.
+PACKAGE_SERVERS := target/servers/debian-12-redis/redis-server $(SERVER_redis-8.0) \
+	target/servers/debian-13-valkey/valkey-server $(SERVER_valkey-9.1)
+
+target/servers/debian-12-redis/redis-server:
+	scripts/debian-server.py bookworm redis $(@D)
+
+target/servers/debian-13-valkey/valkey-server:
+	scripts/debian-server.py trixie valkey $(@D)
 
 # redis-cell from crates.io (pinned), under target/redis-cell/: CL.THROTTLE is tested and
 # benchmarked against it. Its code is fetched by cargo, never committed.
@@ -93,6 +107,7 @@ test: build servers redis-cell lint
 	$(MAKE) --no-print-directory python-test
 	$(MAKE) --no-print-directory node-test
 	$(MAKE) --no-print-directory examples
+	$(MAKE) --no-print-directory package-test
 	BENCH_SERVERS="$(call server_binaries,$(SERVERS))" cargo bench --locked --bench ratelimit -- --quick
 	$(PY_LIMITS_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/python.md --quick
 	$(NODE_STORE_BENCH) --out $(CURDIR)/target/bench-quick/node.md --quick -- $(PY_FIRST_SERVER)
@@ -128,7 +143,7 @@ define py-test-on
 
 endef
 
-python-dist: test-deps
+python-dist: package-deps
 	rm -rf $(PY_DIST) target/python/tools
 	python3 -m venv target/python/tools
 	target/python/tools/bin/pip install --quiet --disable-pip-version-check build==1.6.1
@@ -174,7 +189,7 @@ define node-test-on
 
 endef
 
-node-dist: test-deps
+node-dist: package-deps
 	rm -rf $(NODE_DIST) && mkdir -p $(NODE_DIST)
 	cd clients/node && $(NPM) ci && $(NPM) run lint && $(NPM) pack --silent --pack-destination $(CURDIR)/$(NODE_DIST)
 
@@ -185,6 +200,23 @@ node-test: build servers node-dist
 	cd $(NODE_INSTALLED) && $(NPM) ci && $(NPM) install --no-save $(CURDIR)/$(NODE_DIST)/redis-ratelimit-*.tgz && $(NPM) run build
 	$(call node-test-on,$(PY_FIRST_SERVER),dist/*.test.js)
 	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call node-test-on,$(binary),$(NODE_CLIENT_TESTS)))
+
+# The release files under target/package/ (scripts/package.py): the Debian package (checked by
+# lintian), the tarball for this machine's target, the Python wheel and sdist, the npm tarball,
+# and their SHA256SUMS.
+PACKAGE = scripts/package.py --module $(MODULE) --out target/package --python $(PY_DIST) --node $(NODE_DIST)
+
+package: build python-dist node-dist
+	$(PACKAGE)
+
+# The .deb installed into throwaway copies of Debian 12's, 13's and forky's servers and loaded by
+# their own configs, and the tarball's module loaded (scripts/package-test.py). In `make test`,
+# after the clients' tests, which built their packages: those are taken as they are.
+PACKAGE_DISTS = $(if $(wildcard $(PY_DIST)/*.whl),,python-dist) $(if $(wildcard $(NODE_DIST)/*.tgz),,node-dist)
+
+package-test: build test-deps $(PACKAGE_DISTS) $(PACKAGE_SERVERS)
+	$(PACKAGE)
+	scripts/package-test.py target/package $(dir $(PACKAGE_SERVERS))
 
 # The TTL-leak story against a real server: the classic limiter without and with the guard.
 demo: build pydeps

@@ -9,6 +9,9 @@ checked against the index's SHA256, and unpacks them into DEST/root. DEST/SOURCE
 the binary with the suite's own loader and libraries, so nothing of the machine's changes: the
 suite is never added to apt's sources. Whatever point release the suite holds today is taken, and
 said. Run again, it does nothing once DEST/SOURCE-server exists.
+
+DEST/root/var/lib/dpkg/status lists what was unpacked, as installed: `dpkg --root DEST/root`
+checks a package's dependencies against the suite's own libraries (scripts/package-test.py).
 """
 
 import hashlib
@@ -103,6 +106,19 @@ def needed(index, roots):
     return wanted
 
 
+def write_status(root, stanzas):
+    """dpkg's database in root: each unpacked package, installed."""
+    admin = os.path.join(root, "var/lib/dpkg")
+    for folder in ("info", "updates", "triggers"):
+        os.makedirs(os.path.join(admin, folder), exist_ok=True)
+    fields = ("Version", "Architecture", "Multi-Arch", "Provides")
+    with open(os.path.join(admin, "status"), "w") as f:
+        for stanza in stanzas:
+            f.write(f"Package: {stanza['Package']}\nStatus: install ok installed\n")
+            f.writelines(f"{name}: {stanza[name]}\n" for name in fields if name in stanza)
+            f.write("\n")
+
+
 def main():
     if len(sys.argv) != 4:
         fail("usage: debian-server.py SUITE SOURCE DEST")
@@ -123,11 +139,12 @@ def main():
             with open(path, "wb") as f:
                 f.write(deb)
             subprocess.run(["dpkg-deb", "-x", path, root], check=True)
-    loader = os.path.join(root, "usr/lib64/ld-linux-x86-64.so.2")
+    write_status(root, [index[name] for name in names])
+    # Debian 13 on ship the loader under /usr (merged /usr); Debian 12 under /lib64.
+    loaders = [p for p in ("usr/lib64", "lib64") if os.path.exists(os.path.join(root, p, "ld-linux-x86-64.so.2"))]
     binary = os.path.join(root, f"usr/bin/{source}-server")
-    for path in (loader, binary):
-        if not os.path.exists(path):
-            fail(f"{path} is missing after unpacking {', '.join(names)}")
+    if not loaders or not os.path.exists(binary):
+        fail(f"the loader or {binary} is missing after unpacking {', '.join(names)}")
     # The binary acts as a server when started under that name (it is a link to the tools' binary).
     with open(launcher + ".tmp", "w") as f:
         f.write(
@@ -135,7 +152,8 @@ def main():
             f"# {source}-server {index[f'{source}-server']['Version']} from Debian {suite}, run with its own\n"
             "# loader and libraries (written by scripts/debian-server.py).\n"
             'here=$(dirname "$(readlink -f "$0")")\n'
-            'exec "$here/root/usr/lib64/ld-linux-x86-64.so.2" --library-path "$here/root/usr/lib/x86_64-linux-gnu" \\\n'
+            f'exec "$here/root/{loaders[0]}/ld-linux-x86-64.so.2" \\\n'
+            '    --library-path "$here/root/usr/lib/x86_64-linux-gnu:$here/root/lib/x86_64-linux-gnu" \\\n'
             f'    "$here/root/usr/bin/{source}-server" "$@"\n'
         )
     os.chmod(launcher + ".tmp", 0o755)

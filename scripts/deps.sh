@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages that `make` needs and are missing (as root; otherwise says what
-# to install). `deps.sh build`: to build and run the module. `deps.sh test`: to run the tests too.
+# to install). `deps.sh build`: to build and run the module. `deps.sh package`: to build the
+# release files too (`make package`). `deps.sh test`: to run the tests too.
 set -euo pipefail
+mode=${1:-build}
 command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (https://rustup.rs)"; exit 1; }
-if [ "${1:-build}" = test ]; then
+if [ "$mode" = test ]; then
     for tool in fmt clippy; do
         cargo "$tool" --version >/dev/null 2>&1 || { echo "cargo $tool not found: rustup component add ${tool/fmt/rustfmt}"; exit 1; }
     done
@@ -15,10 +17,17 @@ need redis-cli redis-tools
 # bindgen, in the redis-module crate, loads libclang at build time.
 compgen -G '/usr/lib/llvm-*/lib/libclang.so' >/dev/null || compgen -G '/usr/lib/*/libclang.so' >/dev/null ||
     missing+=(libclang-dev)
-if [ "${1:-build}" = test ]; then
+if [ "$mode" != build ]; then
+    # The clients' packages: the Python wheel and sdist, the npm tarball.
     python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
     python3 -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
     need npm nodejs npm
+    # scripts/package.py: the module stripped, its Depends computed, the .deb checked.
+    need strip binutils
+    need dpkg-shlibdeps dpkg-dev
+    need lintian lintian
+fi
+if [ "$mode" = test ]; then
     # scripts/debian-server.py: the signature of Debian's index, and unpacking its packages.
     need gpgv gpgv
     need dpkg-deb dpkg

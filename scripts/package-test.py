@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Proves the release files on real installs (`make package-test`, part of `make test`).
+
+    scripts/package-test.py PACKAGE_DIR SERVER_DIR...
+
+PACKAGE_DIR is what scripts/package.py made. Each SERVER_DIR holds a Debian suite's own
+redis-server or valkey-server package, unpacked by scripts/debian-server.py into SERVER_DIR/root
+with the suite's libraries and a dpkg database listing them. For each, a copy of that root is a
+throwaway system (the machine's own is never touched) where:
+
+- dpkg installs the .deb, checking its Depends against the suite's own libc6 and libgcc-s1;
+- the module is at its path with its execute bit;
+- the suite's server is started in that root (chroot) from the suite's own config file, with the
+  packaged loadmodule line added to it as the docs say, and answers RATELIMIT.HIT; the packaged
+  Functions library loads and answers FCALL ratelimit_hit;
+- after CONFIG SET and CONFIG REWRITE, the server starts again from the rewritten file, with the
+  module loaded once and the config kept;
+- dpkg removes the package and leaves none of its files.
+
+Then the tarball: its SHA256SUMS and its own .sha256 verify, and its module loads into the first
+suite's server; PACKAGE_DIR's SHA256SUMS verifies too.
+"""
+
+import glob
+import hashlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORK = os.path.join(ROOT, "target", "package-test")
+MODULE_PATH = "/usr/lib/redis/modules/libredis_ratelimit.so"
+SHARE = "/usr/share/redis-ratelimit"
+# What a systemd service gets: no locale of the caller's, which the root may not have (Redis 8
+# refuses to start on a locale it cannot load).
+SERVICE_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+# A first hit on a new key: admitted, count 1, 9 left, the window's 60 s to go.
+FIRST_HIT = ["1", "1", "9", "60000"]
+
+
+def fail(message):
+    sys.exit(f"package-test: {message}")
+
+
+def run(*args, stdin=None):
+    done = subprocess.run(args, capture_output=True, text=True, input=stdin)
+    if done.returncode != 0:
+        fail(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def expect(what, got, want):
+    if got != want:
+        fail(f"{what}: got {got!r}, want {want!r}")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def check_sums(folder, sums="SHA256SUMS"):
+    with open(os.path.join(folder, sums)) as f:
+        lines = [line.split() for line in f if line.strip()]
+    if not lines:
+        fail(f"{folder}/{sums} lists nothing")
+    for digest, name in lines:
+        expect(f"the SHA256 of {folder}/{name}", sha256(os.path.join(folder, name)), digest)
+    return [name for _, name in lines]
+
+
+class Server:
+    """A server process, started by `command` (a list ending in its own arguments), on a port."""
+
+    def __init__(self, command, cli, log):
+        self.command, self.cli, self.log = command, cli, log
+        self.process = None
+
+    def start(self, *args):
+        for _ in range(3):  # a port found free may be taken before the server binds it
+            self.port = free_port()
+            with open(self.log, "a") as log:
+                self.process = subprocess.Popen(
+                    [*self.command, "--port", str(self.port), *args], stdout=log, stderr=log, env=SERVICE_ENV
+                )
+            deadline = time.monotonic() + 30
+            while self.process.poll() is None and time.monotonic() < deadline:
+                answer = subprocess.run([*self.cli, "-p", str(self.port), "INFO", "server"], capture_output=True, text=True)
+                if f"process_id:{self.process.pid}" in answer.stdout.split():
+                    return self
+                time.sleep(0.1)
+            self.stop()
+        with open(self.log) as f:
+            fail(f"{' '.join(self.command)} did not start; its log:\n{f.read()[-3000:]}")
+
+    def call(self, *args, stdin=None):
+        return run(*self.cli, "-p", str(self.port), *args, stdin=stdin).split()
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+
+
+def throwaway_root(server_dir, source):
+    """A copy of the suite's unpacked root, with the merged-/usr links a Debian system has and the
+    folders the server package's maintainer scripts create."""
+    root = os.path.join(WORK, os.path.basename(server_dir))
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(os.path.join(server_dir, "root"), root, symlinks=True)
+    for link in ("bin", "sbin", "lib", "lib64"):
+        if not os.path.lexists(os.path.join(root, link)) and os.path.isdir(os.path.join(root, "usr", link)):
+            os.symlink(f"usr/{link}", os.path.join(root, link))
+    for folder in ("tmp", f"var/lib/{source}", f"var/log/{source}", f"run/{source}"):
+        os.makedirs(os.path.join(root, folder), exist_ok=True)
+    return root
+
+
+def source_of(server_dir):
+    for source in ("redis", "valkey"):
+        if os.path.exists(os.path.join(server_dir, f"{source}-server")):
+            return source
+    fail(f"{server_dir} holds neither redis-server nor valkey-server (scripts/debian-server.py)")
+
+
+def loadmodule_line(root):
+    with open(os.path.join(root, SHARE.lstrip("/"), "ratelimit.conf")) as f:
+        lines = [line.strip() for line in f if line.startswith("loadmodule ")]
+    expect("the packaged config's loadmodule lines", lines, [f"loadmodule {MODULE_PATH}"])
+    return lines[0]
+
+
+def on_a_suite(deb, server_dir):
+    source = source_of(server_dir)
+    root = throwaway_root(server_dir, source)
+    label = f"{os.path.basename(server_dir)} ({source}-server)"
+    run("dpkg", f"--root={root}", "--install", deb)
+    status = run("dpkg", f"--root={root}", "--status", "redis-ratelimit")
+    if "Status: install ok installed" not in status:
+        fail(f"{label}: dpkg does not list the package as installed:\n{status}")
+    mode = os.stat(os.path.join(root, MODULE_PATH.lstrip("/"))).st_mode & 0o777
+    expect(f"{label}: the module's mode", oct(mode), oct(0o755))
+
+    # The suite's own config, with the one line the docs say to add.
+    config = f"/etc/{source}/{source}.conf"
+    with open(os.path.join(root, config.lstrip("/")), "a") as f:
+        f.write(f"\n{loadmodule_line(root)}\n")
+    server = Server(
+        ["chroot", root, f"/usr/bin/{source}-server", config],
+        ["chroot", root, f"/usr/bin/{source}-cli"],
+        os.path.join(WORK, os.path.basename(root) + ".log"),
+    )
+    # Debian's service starts it in the foreground too; its log comes to the test.
+    overrides = ["--daemonize", "no", "--logfile", ""]
+    server.start(*overrides)
+    try:
+        modules = server.call("MODULE", "LIST")
+        if "ratelimit" not in modules or MODULE_PATH not in modules:
+            fail(f"{label}: MODULE LIST does not show the module from {MODULE_PATH}: {modules}")
+        expect(f"{label}: RATELIMIT.HIT", server.call("RATELIMIT.HIT", "pkg:hit", "10", "60"), FIRST_HIT)
+        with open(os.path.join(root, SHARE.lstrip("/"), "ratelimit.lua")) as f:
+            expect(f"{label}: FUNCTION LOAD", server.call("-x", "FUNCTION", "LOAD", "REPLACE", stdin=f.read()), ["ratelimit"])
+        expect(f"{label}: FCALL ratelimit_hit", server.call("FCALL", "ratelimit_hit", "1", "pkg:lib", "10", "60"), FIRST_HIT)
+        expect(f"{label}: CONFIG SET", server.call("CONFIG", "SET", "ratelimit.shadow", "pkg:"), ["OK"])
+        expect(f"{label}: CONFIG REWRITE", server.call("CONFIG", "REWRITE"), ["OK"])
+    finally:
+        server.stop()
+    with open(os.path.join(root, config.lstrip("/"))) as f:
+        loads = [line for line in f if line.startswith("loadmodule ")]
+    expect(f"{label}: loadmodule lines after CONFIG REWRITE", len(loads), 1)
+    server.start(*overrides)
+    try:
+        expect(f"{label}: ratelimit.shadow after a restart", server.call("CONFIG", "GET", "ratelimit.shadow"), ["ratelimit.shadow", "pkg:"])
+        expect(f"{label}: RATELIMIT.HIT after a restart", server.call("RATELIMIT.HIT", "pkg:again", "10", "60"), FIRST_HIT)
+    finally:
+        server.stop()
+
+    run("dpkg", f"--root={root}", "--purge", "redis-ratelimit")
+    for path in (MODULE_PATH, SHARE, "/usr/share/doc/redis-ratelimit"):
+        if os.path.lexists(os.path.join(root, path.lstrip("/"))):
+            fail(f"{label}: {path} is still there after dpkg --purge")
+    shutil.rmtree(root)
+    print(f"package-test: {label}: installed, loaded from {MODULE_PATH} by the suite's config, answered, rewrote its config, restarted, purged")
+
+
+def the_tarball(package_dir, server_dir):
+    tarballs = glob.glob(os.path.join(package_dir, "redis-ratelimit-*.tar.gz"))
+    expect("the release tarballs", len(tarballs), 1)
+    with open(tarballs[0] + ".sha256") as f:
+        expect("the tarball's .sha256", f.read().split(), [sha256(tarballs[0]), os.path.basename(tarballs[0])])
+    into = os.path.join(WORK, "tarball")
+    shutil.rmtree(into, ignore_errors=True)
+    with tarfile.open(tarballs[0]) as tar:
+        tar.extractall(into, filter="data")
+    (folder,) = glob.glob(os.path.join(into, "*"))
+    names = check_sums(folder)
+    expect("the tarball's files", sorted(names + ["SHA256SUMS"]), sorted(os.listdir(folder)))
+    module = os.path.join(folder, "libredis_ratelimit.so")
+    source = source_of(server_dir)
+    launcher = os.path.join(server_dir, f"{source}-server")
+    server = Server([launcher, "--save", "", "--loadmodule", module], ["redis-cli"], os.path.join(WORK, "tarball.log"))
+    server.start()
+    try:
+        expect("the tarball's module: RATELIMIT.HIT", server.call("RATELIMIT.HIT", "pkg:tar", "10", "60"), FIRST_HIT)
+    finally:
+        server.stop()
+    shutil.rmtree(into)
+    print(f"package-test: {os.path.basename(tarballs[0])}: sums verified, its module answered on {source}-server")
+
+
+def main():
+    if len(sys.argv) < 3:
+        fail("usage: package-test.py PACKAGE_DIR SERVER_DIR...")
+    package_dir, server_dirs = sys.argv[1], [os.path.normpath(d) for d in sys.argv[2:]]
+    os.makedirs(WORK, exist_ok=True)
+    listed = check_sums(package_dir)
+    debs = [name for name in listed if name.endswith(".deb")]
+    expect("the packages listed in SHA256SUMS", len(debs), 1)
+    for pattern in (r".whl", r".tar.gz", r".tgz"):
+        if not any(name.endswith(pattern) for name in listed):
+            fail(f"{package_dir}/SHA256SUMS lists no {pattern} file")
+    for server_dir in server_dirs:
+        on_a_suite(os.path.join(package_dir, debs[0]), server_dir)
+    the_tarball(package_dir, server_dirs[0])
+
+
+if __name__ == "__main__":
+    main()
