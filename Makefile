@@ -252,8 +252,9 @@ functions: deps
 top:
 	python3 scripts/top.py --port $(PORT)
 
+# Mode 0755: Redis and Valkey refuse to load a module file without an execute bit.
 install: build
-	install -D -m 0644 $(MODULE) $(DESTDIR)$(MODULE_DIR)/libredis_ratelimit.so
+	install -D -m 0755 $(MODULE) $(DESTDIR)$(MODULE_DIR)/libredis_ratelimit.so
 	@echo "installed; add to redis.conf: loadmodule $(MODULE_DIR)/libredis_ratelimit.so"
 
 run: build

@@ -171,7 +171,11 @@ def build_deb(module, out, build, epoch):
     write(os.path.join(tree, SHARE_DIR, "ratelimit.conf"), read(os.path.join(PACKAGING, "ratelimit.conf")))
     write(os.path.join(tree, DOC_DIR, "README.md"), read(os.path.join(PACKAGING, "README.md")))
     write(os.path.join(tree, DOC_DIR, "copyright"), copyright_text())
-    changelog = gzip.compress(read(os.path.join(PACKAGING, "debian", "changelog")), compresslevel=9, mtime=0)
+    changelog = read(os.path.join(PACKAGING, "debian", "changelog"))
+    top = re.match(rb"\S+ \(([^)]+)\)", changelog)
+    if not top or top.group(1).decode() != version():
+        fail(f"packaging/debian/changelog's newest entry is not for {version()} (Cargo.toml's version): add one")
+    changelog = gzip.compress(changelog, compresslevel=9, mtime=0)
     write(os.path.join(tree, DOC_DIR, "changelog.gz"), changelog)
     overrides = os.path.join(PACKAGING, "debian", "lintian-overrides")
     if os.path.exists(overrides):
