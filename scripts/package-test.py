@@ -22,7 +22,6 @@ suite's server; PACKAGE_DIR's SHA256SUMS verifies too.
 """
 
 import glob
-import hashlib
 import os
 import shutil
 import socket
@@ -30,6 +29,8 @@ import subprocess
 import sys
 import tarfile
 import time
+
+from package import fail, run, sha256
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORK = os.path.join(ROOT, "target", "package-test")
@@ -42,17 +43,6 @@ SERVICE_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 FIRST_HIT = ["1", "1", "9", "60000"]
 
 
-def fail(message):
-    sys.exit(f"package-test: {message}")
-
-
-def run(*args, stdin=None):
-    done = subprocess.run(args, capture_output=True, text=True, input=stdin)
-    if done.returncode != 0:
-        fail(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
-    return done.stdout
-
-
 def expect(what, got, want):
     if got != want:
         fail(f"{what}: got {got!r}, want {want!r}")
@@ -62,11 +52,6 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def sha256(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 def check_sums(folder, sums="SHA256SUMS"):

@@ -46,13 +46,14 @@ GLIBC_FLOOR = (2, 34)
 
 
 def fail(message):
-    sys.exit(f"package: {message}")
+    """Ends the program (this one, or scripts/package-test.py, which shares these helpers)."""
+    sys.exit(f"{os.path.basename(sys.argv[0]).removesuffix('.py')}: {message}")
 
 
-def run(*args, cwd=None):
-    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True)
+def run(*args, cwd=None, stdin=None):
+    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, input=stdin)
     if done.returncode != 0:
-        fail(f"{' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+        fail(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
     return done.stdout
 
 
@@ -160,7 +161,7 @@ def shlib_depends(build, staged):
     return re.search(r"^shlibs:Depends=(.*)$", out, re.M).group(1)
 
 
-def build_deb(module, out, build, epoch):
+def build_deb(module, notices, out, build, epoch):
     arch = run("dpkg", "--print-architecture").strip()
     tree = os.path.join(build, "debian", NAME)
     staged = os.path.join(tree, MODULE_DIR, MODULE)
@@ -170,7 +171,7 @@ def build_deb(module, out, build, epoch):
     write(os.path.join(tree, SHARE_DIR, "ratelimit.lua"), read(os.path.join(ROOT, "functions", "ratelimit.lua")))
     write(os.path.join(tree, SHARE_DIR, "ratelimit.conf"), read(os.path.join(PACKAGING, "ratelimit.conf")))
     write(os.path.join(tree, DOC_DIR, "README.md"), read(os.path.join(PACKAGING, "README.md")))
-    write(os.path.join(tree, DOC_DIR, "copyright"), copyright_text())
+    write(os.path.join(tree, DOC_DIR, "copyright"), notices)
     changelog = read(os.path.join(PACKAGING, "debian", "changelog"))
     top = re.match(rb"\S+ \(([^)]+)\)", changelog)
     if not top or top.group(1).decode() != version():
@@ -214,7 +215,7 @@ def lintian(deb):
         fail(f"lintian finds fault with {deb} (above)")
 
 
-def build_tarball(module, out, epoch):
+def build_tarball(module, notices, out, epoch):
     """The module and what goes with it, in one folder named for the release and the target."""
     base = f"{NAME}-{version()}-{host_target()}"
     members = {
@@ -222,7 +223,7 @@ def build_tarball(module, out, epoch):
         "ratelimit.lua": (read(os.path.join(ROOT, "functions", "ratelimit.lua")), 0o644),
         "ratelimit.conf": (read(os.path.join(PACKAGING, "ratelimit.conf")), 0o644),
         "LICENSE": (read(os.path.join(ROOT, "LICENSE")), 0o644),
-        "COPYRIGHT": (copyright_text().encode(), 0o644),
+        "COPYRIGHT": (notices.encode(), 0o644),
         "README.md": (read(os.path.join(PACKAGING, "README.md")), 0o644),
     }
     sums = "".join(f"{hashlib.sha256(data).hexdigest()}  {name}\n" for name, (data, _) in sorted(members.items()))
@@ -267,9 +268,10 @@ def main():
     with tempfile.TemporaryDirectory() as build:
         module = os.path.join(build, MODULE)
         stripped_module(args.module, module)
-        deb = build_deb(module, args.out, os.path.join(build, "deb"), epoch)
+        notices = copyright_text()
+        deb = build_deb(module, notices, args.out, os.path.join(build, "deb"), epoch)
         lintian(deb)
-        tarball = build_tarball(module, args.out, epoch)
+        tarball = build_tarball(module, notices, args.out, epoch)
     dists = copy_dists(
         args.out,
         [
