@@ -80,7 +80,9 @@ class Server:
                 )
             deadline = time.monotonic() + 30
             while self.process.poll() is None and time.monotonic() < deadline:
-                answer = subprocess.run([*self.cli, "-p", str(self.port), "INFO", "server"], capture_output=True, text=True)
+                answer = subprocess.run(
+                    [*self.cli, "-p", str(self.port), "INFO", "server"], capture_output=True, text=True
+                )
                 if f"process_id:{self.process.pid}" in answer.stdout.split():
                     return self
                 time.sleep(0.1)
@@ -154,8 +156,16 @@ def on_a_suite(deb, server_dir):
             fail(f"{label}: MODULE LIST does not show the module from {MODULE_PATH}: {modules}")
         expect(f"{label}: RATELIMIT.HIT", server.call("RATELIMIT.HIT", "pkg:hit", "10", "60"), FIRST_HIT)
         with open(os.path.join(root, SHARE.lstrip("/"), "ratelimit.lua")) as f:
-            expect(f"{label}: FUNCTION LOAD", server.call("-x", "FUNCTION", "LOAD", "REPLACE", stdin=f.read()), ["ratelimit"])
-        expect(f"{label}: FCALL ratelimit_hit", server.call("FCALL", "ratelimit_hit", "1", "pkg:lib", "10", "60"), FIRST_HIT)
+            expect(
+                f"{label}: FUNCTION LOAD",
+                server.call("-x", "FUNCTION", "LOAD", "REPLACE", stdin=f.read()),
+                ["ratelimit"],
+            )
+        expect(
+            f"{label}: FCALL ratelimit_hit",
+            server.call("FCALL", "ratelimit_hit", "1", "pkg:lib", "10", "60"),
+            FIRST_HIT,
+        )
         expect(f"{label}: CONFIG SET", server.call("CONFIG", "SET", "ratelimit.shadow", "pkg:"), ["OK"])
         expect(f"{label}: CONFIG REWRITE", server.call("CONFIG", "REWRITE"), ["OK"])
     finally:
@@ -165,8 +175,14 @@ def on_a_suite(deb, server_dir):
     expect(f"{label}: loadmodule lines after CONFIG REWRITE", len(loads), 1)
     server.start(*overrides)
     try:
-        expect(f"{label}: ratelimit.shadow after a restart", server.call("CONFIG", "GET", "ratelimit.shadow"), ["ratelimit.shadow", "pkg:"])
-        expect(f"{label}: RATELIMIT.HIT after a restart", server.call("RATELIMIT.HIT", "pkg:again", "10", "60"), FIRST_HIT)
+        expect(
+            f"{label}: ratelimit.shadow after a restart",
+            server.call("CONFIG", "GET", "ratelimit.shadow"),
+            ["ratelimit.shadow", "pkg:"],
+        )
+        expect(
+            f"{label}: RATELIMIT.HIT after a restart", server.call("RATELIMIT.HIT", "pkg:again", "10", "60"), FIRST_HIT
+        )
     finally:
         server.stop()
 
@@ -175,7 +191,9 @@ def on_a_suite(deb, server_dir):
         if os.path.lexists(os.path.join(root, path.lstrip("/"))):
             fail(f"{label}: {path} is still there after dpkg --purge")
     shutil.rmtree(root)
-    print(f"package-test: {label}: installed, loaded from {MODULE_PATH} by the suite's config, answered, rewrote its config, restarted, purged")
+    print(
+        f"package-test: {label}: installed, loaded from {MODULE_PATH} by the suite's config, answered, rewrote its config, restarted, purged"
+    )
 
 
 def the_tarball(package_dir, server_dir):

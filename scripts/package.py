@@ -78,7 +78,9 @@ def glibc_needed(so):
 def linked_crates():
     """The crates linked into the module (no build scripts, no proc macros), with their license
     expression and folder, from cargo's lock file."""
-    tree = run("cargo", "tree", "--locked", "-e", "normal,no-proc-macro", "--prefix", "none", "-p", NAME, "--format", "{p}")
+    tree = run(
+        "cargo", "tree", "--locked", "-e", "normal,no-proc-macro", "--prefix", "none", "-p", NAME, "--format", "{p}"
+    )
     wanted = {tuple(line.split()[:2]) for line in tree.splitlines() if line.strip()}
     metadata = json.loads(run("cargo", "metadata", "--locked", "--format-version", "1", cwd=ROOT))
     crates = []
@@ -260,7 +262,9 @@ def main():
     parser.add_argument("--node", help="the folder of the npm tarball")
     args = parser.parse_args()
     if glibc_needed(args.module) > GLIBC_FLOOR:
-        fail(f"{args.module} needs glibc {'.'.join(map(str, glibc_needed(args.module)))}, newer than the documented floor")
+        fail(
+            f"{args.module} needs glibc {'.'.join(map(str, glibc_needed(args.module)))}, newer than the documented floor"
+        )
     epoch = source_date_epoch()
     os.environ["SOURCE_DATE_EPOCH"] = str(epoch)  # dpkg-deb's member times
     shutil.rmtree(args.out, ignore_errors=True)

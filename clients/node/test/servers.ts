@@ -23,15 +23,27 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-async function accepting(port: number): Promise<boolean> {
+/** The process id of the server answering on the port, from `INFO server`; null if none answers. */
+async function answeringPid(port: number): Promise<number | null> {
   return new Promise((resolve) => {
-    const socket = net.connect(port, '127.0.0.1', () => {
-      socket.end();
-      resolve(true);
+    let seen = '';
+    const socket = net.connect(port, '127.0.0.1', () => socket.write('*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n'));
+    socket.setTimeout(1_000, () => socket.destroy());
+    socket.on('data', (data) => {
+      seen += data.toString();
+      const found = /process_id:(\d+)\r\n/.exec(seen);
+      if (found) {
+        socket.end();
+        resolve(Number(found[1]));
+      }
     });
-    socket.on('error', () => resolve(false));
+    socket.on('error', () => resolve(null));
+    socket.on('close', () => resolve(null));
   });
 }
+
+/** Our server's process exited before it answered: on a port another test's server took first. */
+class ServerExited extends Error {}
 
 export class Server {
   process: ChildProcess | null = null;
@@ -45,9 +57,17 @@ export class Server {
   ) {}
 
   static async start(kind: Kind, options: { cluster?: boolean } = {}): Promise<Server> {
-    const server = new Server(kind, await freePort(), options.cluster ?? false);
-    await server.up();
-    return server;
+    // A port found free can be taken by another test's server before ours binds it: another port.
+    for (let attempt = 1; ; attempt++) {
+      const server = new Server(kind, await freePort(), options.cluster ?? false);
+      try {
+        await server.up();
+        return server;
+      } catch (error) {
+        await server.stop();
+        if (!(error instanceof ServerExited) || attempt === 5) throw error;
+      }
+    }
   }
 
   /** Starts the server (again, on the same port, after `down`). */
@@ -60,8 +80,9 @@ export class Server {
     if (this.cluster) args.push('--cluster-enabled', 'yes', '--cluster-config-file', join(this.dir, 'nodes.conf'), '--cluster-announce-ip', '127.0.0.1');
     this.process = spawn(binary, args, { stdio: 'ignore' });
     for (let i = 0; i < 400; i++) {
-      if (this.process.exitCode !== null) throw new Error(`${binary} exited with ${String(this.process.exitCode)}`);
-      if (await accepting(this.port)) return;
+      if (this.process.exitCode !== null) throw new ServerExited(`${binary} exited with ${String(this.process.exitCode)}`);
+      // Ours, not another test's server on the same port until ours exits.
+      if ((await answeringPid(this.port)) === this.process.pid) return;
       await sleep(25);
     }
     throw new Error(`${binary} does not listen on ${String(this.port)}`);

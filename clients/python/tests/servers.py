@@ -45,6 +45,10 @@ def wait_until(condition: Any, what: str, timeout: float = 20) -> None:
         time.sleep(0.02)
 
 
+class ServerExited(RuntimeError):
+    pass
+
+
 class Server:
     """A server process of its own on a free loopback port, in a folder of its own."""
 
@@ -56,9 +60,18 @@ class Server:
         self.module = module
         self.cluster = cluster
         self.folder = tempfile.mkdtemp(prefix="ratelimit-py-")
-        self.port = free_port(cluster)
         self.process: subprocess.Popen[bytes] | None = None
-        self.start()
+        # A port found free can be taken by another test's server before ours binds it: ours then
+        # exits, and another port is tried.
+        for _ in range(5):
+            self.port = free_port(cluster)
+            try:
+                self.start()
+                break
+            except ServerExited:
+                continue
+        else:
+            raise RuntimeError(f"{binary} did not start on 5 free ports; see {self.folder}/server.log")
 
     def start(self) -> None:
         command = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.folder]
@@ -78,12 +91,13 @@ class Server:
             plain.close()
 
     def _answers(self) -> bool:
+        """Whether our process answers on the port (another test's server may, until ours exits)."""
         assert self.process is not None
         if self.process.poll() is not None:
-            raise RuntimeError(f"{self.binary} exited; see {self.folder}/server.log")
+            raise ServerExited(f"{self.binary} exited; see {self.folder}/server.log")
         try:
             with redis.Redis(port=self.port, socket_timeout=1) as client:
-                return bool(client.ping())
+                return bool(client.info("server")["process_id"] == self.process.pid)
         except redis.ConnectionError:
             return False
 
