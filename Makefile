@@ -163,15 +163,29 @@ $(PY_ENVS)/%: python-dist
 
 PY_SETS := latest oldest limits4 bare
 
-# The environments are made side by side (each mostly waits on pip).
+# Each run of the tests, as set+server+tests (the longest first).
+PY_RUNS := latest+$(firstword $(SERVERS))+all $(foreach s,$(wordlist 2,9,$(SERVERS)),latest+$(s)+client) \
+	oldest+$(firstword $(SERVERS))+nomiddlewares limits4+$(firstword $(SERVERS))+nomiddlewares \
+	bare+$(firstword $(SERVERS))+bare
+PY_TESTS_all := .
+PY_TESTS_client := $(PY_CLIENT_TESTS)
+PY_TESTS_nomiddlewares := --ignore=test_middlewares.py .
+PY_TESTS_bare := test_installed.py test_bare.py
+PY_RUN_TARGETS := $(addprefix python-run-,$(PY_RUNS))
+py_run = $(word $(1),$(subst +, ,$(2)))
+.PHONY: $(PY_RUN_TARGETS)
+
+# (run through `make python-test`, which makes the environments first)
+$(PY_RUN_TARGETS): python-run-%:
+	$(call py-test-on,$(call py_run,1,$*),$(call server_binaries,$(call py_run,2,$*)),$(PY_TESTS_$(call py_run,3,$*)))
+
+# The environments are made side by side (each mostly waits on pip); the runs two at a time (they
+# mostly wait on windows, leases and HTTP), each one's output whole when it is done.
 python-test: build servers
 	$(MAKE) --no-print-directory -j4 $(addprefix $(PY_ENVS)/,$(PY_SETS))
 	cd clients/python && $(CURDIR)/$(PY_ENVS)/latest/bin/ruff check . && $(CURDIR)/$(PY_ENVS)/latest/bin/ruff format --check .
 	cd clients/python && $(CURDIR)/$(PY_ENVS)/latest/bin/mypy src
-	$(call py-test-on,latest,$(PY_FIRST_SERVER),.)
-	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call py-test-on,latest,$(binary),$(PY_CLIENT_TESTS)))
-	$(foreach set,oldest limits4,$(call py-test-on,$(set),$(PY_FIRST_SERVER),--ignore=test_middlewares.py .))
-	$(call py-test-on,bare,$(PY_FIRST_SERVER),test_installed.py test_bare.py)
+	$(MAKE) --no-print-directory -j2 --output-sync=target $(PY_RUN_TARGETS)
 
 # The Node package (clients/node): linted and type-checked, packed (npm pack builds it), then the
 # tarball installed into a fresh folder beside the clients and frameworks it supports
