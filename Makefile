@@ -23,7 +23,7 @@ FETCHED := $(filter /%,$(call server_binaries,$(SERVERS)))
 LIBRARY_TESTS := --test hit --test peek --test hitall --test slide --test lease --test gcra --test settle --test replication
 
 .PHONY: all deps package-deps test-deps build package package-test lint test integration $(INTEGRATION) servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
-	python-dist python-test node-dist node-test
+	python-dist python-envs python-test node-dist node-installed node-test clients
 
 all: build
 
@@ -101,13 +101,16 @@ integration: build servers redis-cell
 	cargo test --release --locked --no-run --test '*'
 	$(MAKE) --no-print-directory -j2 --output-sync=target $(INTEGRATION)
 
+# The clients' packages and environments are made once, beside the integration suites (which
+# mostly wait), and the steps after take them as made (CLIENTS_READY=1); each of those steps run
+# alone makes them afresh.
 test: build servers redis-cell lint
 	cargo test --release --locked --lib
-	$(MAKE) --no-print-directory integration
-	$(MAKE) --no-print-directory python-test
-	$(MAKE) --no-print-directory node-test
+	$(MAKE) --no-print-directory -j2 --output-sync=target integration clients
+	$(MAKE) --no-print-directory python-test CLIENTS_READY=1
+	$(MAKE) --no-print-directory node-test CLIENTS_READY=1
 	$(MAKE) --no-print-directory examples
-	$(MAKE) --no-print-directory package-test
+	$(MAKE) --no-print-directory package-test CLIENTS_READY=1
 	BENCH_SERVERS="$(call server_binaries,$(SERVERS))" cargo bench --locked --bench ratelimit -- --quick
 	$(PY_LIMITS_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/python.md --quick
 	$(NODE_STORE_BENCH) --out $(CURDIR)/target/bench-quick/node.md --quick -- $(PY_FIRST_SERVER)
@@ -179,10 +182,13 @@ py_run = $(word $(1),$(subst +, ,$(2)))
 $(PY_RUN_TARGETS): python-run-%:
 	$(call py-test-on,$(call py_run,1,$*),$(call server_binaries,$(call py_run,2,$*)),$(PY_TESTS_$(call py_run,3,$*)))
 
-# The environments are made side by side (each mostly waits on pip); the runs two at a time (they
-# mostly wait on windows, leases and HTTP), each one's output whole when it is done.
-python-test: build servers
+# The environments are made side by side (each mostly waits on pip).
+python-envs:
 	$(MAKE) --no-print-directory -j4 $(addprefix $(PY_ENVS)/,$(PY_SETS))
+
+# The runs two at a time (they mostly wait on windows, leases and HTTP), each one's output whole
+# when it is done.
+python-test: build servers $(if $(CLIENTS_READY),,python-envs)
 	cd clients/python && $(CURDIR)/$(PY_ENVS)/latest/bin/ruff check . && $(CURDIR)/$(PY_ENVS)/latest/bin/ruff format --check .
 	cd clients/python && $(CURDIR)/$(PY_ENVS)/latest/bin/mypy src
 	$(MAKE) --no-print-directory -j2 --output-sync=target $(PY_RUN_TARGETS)
@@ -207,11 +213,13 @@ node-dist: package-deps
 	rm -rf $(NODE_DIST) && mkdir -p $(NODE_DIST)
 	cd clients/node && $(NPM) ci && $(NPM) run lint && $(NPM) pack --silent --pack-destination $(CURDIR)/$(NODE_DIST)
 
-node-test: build servers node-dist
+node-installed: node-dist
 	rm -rf $(NODE_INSTALLED) && mkdir -p $(NODE_INSTALLED)
 	cp clients/node/test/package.json clients/node/test/package-lock.json clients/node/test/tsconfig.json \
 		clients/node/test/*.ts $(NODE_INSTALLED)/
 	cd $(NODE_INSTALLED) && $(NPM) ci && $(NPM) install --no-save $(CURDIR)/$(NODE_DIST)/redis-ratelimit-*.tgz && $(NPM) run build
+
+node-test: build servers $(if $(CLIENTS_READY),,node-installed)
 	$(call node-test-on,$(PY_FIRST_SERVER),dist/*.test.js)
 	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call node-test-on,$(binary),$(NODE_CLIENT_TESTS)))
 
@@ -224,13 +232,14 @@ package: build python-dist node-dist
 	$(PACKAGE)
 
 # The .deb installed into throwaway copies of Debian 12's, 13's and forky's servers and loaded by
-# their own configs, and the tarball's module loaded (scripts/package-test.py). In `make test`,
-# after the clients' tests, which built their packages: those are taken as they are.
-PACKAGE_DISTS = $(if $(wildcard $(PY_DIST)/*.whl),,python-dist) $(if $(wildcard $(NODE_DIST)/*.tgz),,node-dist)
-
-package-test: build test-deps $(PACKAGE_DISTS) $(PACKAGE_SERVERS)
+# their own configs, and the tarball's module loaded (scripts/package-test.py).
+package-test: build test-deps $(if $(CLIENTS_READY),,python-dist node-dist) $(PACKAGE_SERVERS)
 	$(PACKAGE)
 	scripts/package-test.py target/package $(dir $(PACKAGE_SERVERS))
+
+# Every package and environment the clients' tests and make package take, and the servers
+# make package-test installs beside.
+clients: python-envs node-installed $(PACKAGE_SERVERS)
 
 # The TTL-leak story against a real server: the classic limiter without and with the guard.
 demo: build pydeps

@@ -40,5 +40,6 @@ if [ "$(id -u)" != 0 ]; then
     exit 1
 fi
 echo "installing: ${missing[*]}"
-apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+# Waiting for apt's locks rather than failing when another apt (another make) holds them.
+apt-get update -qq -o DPkg::Lock::Timeout=600
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${missing[@]}" >/dev/null
