@@ -22,7 +22,7 @@ FETCHED := $(filter /%,$(call server_binaries,$(SERVERS)))
 # The tests that run both against the module and against the Functions library (functions/).
 LIBRARY_TESTS := --test hit --test peek --test hitall --test slide --test lease --test gcra --test settle --test replication
 
-.PHONY: all deps package-deps test-deps build package package-test lint test unit integration $(INTEGRATION) servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
+.PHONY: all deps package-deps test-deps build package package-test lint test integration $(INTEGRATION) servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
 	python-dist python-envs python-test node-dist node-installed node-test clients
 
 all: build
@@ -97,14 +97,9 @@ INTEGRATION := $(addprefix integration-,$(SERVERS))
 $(INTEGRATION): integration-%:
 	$(call test-on,$(call server_binaries,$*))
 
-# The unit tests' binary is built with the suites' (one cargo run keeps both cores busy).
 integration: build servers redis-cell
-	cargo test --release --locked --no-run --lib --test '*'
+	cargo test --release --locked --no-run --test '*'
 	$(MAKE) --no-print-directory -j2 --output-sync=target $(INTEGRATION)
-
-# The unit and property tests of src/core/.
-unit: build
-	cargo test --release --locked --lib
 
 # The benchmark's smoke run: on the first and the last server (a Redis and a Valkey, and the
 # report's tables across servers), about half a minute less than on all four.
@@ -112,9 +107,10 @@ BENCH_SMOKE_SERVERS := $(firstword $(SERVERS)) $(filter-out $(firstword $(SERVER
 
 # The clients' packages and environments are made once, beside the integration suites (which
 # mostly wait), and the steps after take them as made (CLIENTS_READY=1); each of those steps run
-# alone makes them afresh. The unit tests run there too, once a slot is free.
+# alone makes them afresh.
 test: build servers redis-cell lint
-	$(MAKE) --no-print-directory -j2 --output-sync=target integration clients unit
+	cargo test --release --locked --lib
+	$(MAKE) --no-print-directory -j2 --output-sync=target integration clients
 	$(MAKE) --no-print-directory python-test CLIENTS_READY=1
 	$(MAKE) --no-print-directory node-test CLIENTS_READY=1
 	$(MAKE) --no-print-directory examples
