@@ -99,6 +99,11 @@ class Server:
             self.process.wait(timeout=30)
 
 
+def inside(root, path):
+    """An absolute path of the throwaway system, as seen from outside it."""
+    return os.path.join(root, path.lstrip("/"))
+
+
 def throwaway_root(server_dir, source):
     """A copy of the suite's unpacked root, with the merged-/usr links a Debian system has and the
     folders the server package's maintainer scripts create."""
@@ -121,7 +126,7 @@ def source_of(server_dir):
 
 
 def loadmodule_line(root):
-    with open(os.path.join(root, SHARE.lstrip("/"), "ratelimit.conf")) as f:
+    with open(os.path.join(inside(root, SHARE), "ratelimit.conf")) as f:
         lines = [line.strip() for line in f if line.startswith("loadmodule ")]
     expect("the packaged config's loadmodule lines", lines, [f"loadmodule {MODULE_PATH}"])
     return lines[0]
@@ -135,12 +140,12 @@ def on_a_suite(deb, server_dir):
     status = run("dpkg", f"--root={root}", "--status", "redis-ratelimit")
     if "Status: install ok installed" not in status:
         fail(f"{label}: dpkg does not list the package as installed:\n{status}")
-    mode = os.stat(os.path.join(root, MODULE_PATH.lstrip("/"))).st_mode & 0o777
+    mode = os.stat(inside(root, MODULE_PATH)).st_mode & 0o777
     expect(f"{label}: the module's mode", oct(mode), oct(0o755))
 
     # The suite's own config, with the one line the docs say to add.
     config = f"/etc/{source}/{source}.conf"
-    with open(os.path.join(root, config.lstrip("/")), "a") as f:
+    with open(inside(root, config), "a") as f:
         f.write(f"\n{loadmodule_line(root)}\n")
     server = Server(
         ["chroot", root, f"/usr/bin/{source}-server", config],
@@ -155,7 +160,7 @@ def on_a_suite(deb, server_dir):
         if "ratelimit" not in modules or MODULE_PATH not in modules:
             fail(f"{label}: MODULE LIST does not show the module from {MODULE_PATH}: {modules}")
         expect(f"{label}: RATELIMIT.HIT", server.call("RATELIMIT.HIT", "pkg:hit", "10", "60"), FIRST_HIT)
-        with open(os.path.join(root, SHARE.lstrip("/"), "ratelimit.lua")) as f:
+        with open(os.path.join(inside(root, SHARE), "ratelimit.lua")) as f:
             expect(
                 f"{label}: FUNCTION LOAD",
                 server.call("-x", "FUNCTION", "LOAD", "REPLACE", stdin=f.read()),
@@ -170,7 +175,7 @@ def on_a_suite(deb, server_dir):
         expect(f"{label}: CONFIG REWRITE", server.call("CONFIG", "REWRITE"), ["OK"])
     finally:
         server.stop()
-    with open(os.path.join(root, config.lstrip("/"))) as f:
+    with open(inside(root, config)) as f:
         loads = [line for line in f if line.startswith("loadmodule ")]
     expect(f"{label}: loadmodule lines after CONFIG REWRITE", len(loads), 1)
     server.start(*overrides)
@@ -188,7 +193,7 @@ def on_a_suite(deb, server_dir):
 
     run("dpkg", f"--root={root}", "--purge", "redis-ratelimit")
     for path in (MODULE_PATH, SHARE, "/usr/share/doc/redis-ratelimit"):
-        if os.path.lexists(os.path.join(root, path.lstrip("/"))):
+        if os.path.lexists(inside(root, path)):
             fail(f"{label}: {path} is still there after dpkg --purge")
     shutil.rmtree(root)
     print(

@@ -20,6 +20,7 @@ Every file's time is the last commit's (SOURCE_DATE_EPOCH), so a rebuild gives t
 """
 
 import argparse
+import functools
 import gzip
 import hashlib
 import io
@@ -57,6 +58,7 @@ def run(*args, cwd=None, stdin=None):
     return done.stdout
 
 
+@functools.cache
 def version():
     with open(os.path.join(ROOT, "Cargo.toml"), "rb") as f:
         return tomllib.load(f)["package"]["version"]
@@ -261,10 +263,9 @@ def main():
     parser.add_argument("--python", help="the folder of the wheel and the sdist")
     parser.add_argument("--node", help="the folder of the npm tarball")
     args = parser.parse_args()
-    if glibc_needed(args.module) > GLIBC_FLOOR:
-        fail(
-            f"{args.module} needs glibc {'.'.join(map(str, glibc_needed(args.module)))}, newer than the documented floor"
-        )
+    needed = glibc_needed(args.module)
+    if needed > GLIBC_FLOOR:
+        fail(f"{args.module} needs glibc {'.'.join(map(str, needed))}, newer than the documented floor")
     epoch = source_date_epoch()
     os.environ["SOURCE_DATE_EPOCH"] = str(epoch)  # dpkg-deb's member times
     shutil.rmtree(args.out, ignore_errors=True)
