@@ -412,8 +412,12 @@ fn the_library_answers_as_the_module_does() {
             keys.iter().for_each(|key| realign(&mut con, key));
             continue;
         }
-        // Both sides' reservations, to settle later.
-        if let (Some(module_made), Some(library_made)) = (reservation_in(&module), reservation_in(&library)) {
+        // Both sides' reservations, to settle later (only a limiter's: an ACQUIRE's reply ends
+        // with its lease's ID, which a junk ID can make look like one).
+        let reserving = ["RATELIMIT.HIT", "RATELIMIT.SLIDE", "RATELIMIT.GCRA"].contains(&command);
+        if let (true, Some(module_made), Some(library_made)) =
+            (reserving, reservation_in(&module), reservation_in(&library))
+        {
             reservations.push(Reservation { module: module_made, library: library_made, key: keys[0].clone() });
         }
         settle_replies += usize::from(settle && !matches!(module, Value::ServerError(_)));

@@ -90,6 +90,24 @@ impl Words for Rng {
     }
 }
 
+/// Whether a limiter call (HIT, SLIDE, GCRA) asks for a reservation, read as the module reads
+/// it: options come after the positional arguments (a key or a limit may spell RESERVE), and
+/// an option's value (COST's, TOKENS', TZ's) is no option.
+fn asks_to_reserve(command: &str, args: &[String]) -> bool {
+    let positional = if command == "RATELIMIT.GCRA" { 4 } else { 3 };
+    let mut options = args.iter().skip(positional);
+    while let Some(option) = options.next() {
+        match option.to_ascii_uppercase().as_str() {
+            "RESERVE" => return true,
+            "COST" | "TOKENS" | "TZ" => {
+                options.next();
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
 fn is_redis_error(text: &str) -> bool {
     text.starts_with("ERR ") || text.starts_with("WRONGTYPE ")
 }
@@ -208,7 +226,7 @@ fn random_arguments_never_hurt_the_server() {
         // RESERVE's reply ends with the reservation, or nil when denied: kept for SETTLE, and the
         // numbers before it checked as any reply's.
         let limiter = ["RATELIMIT.HIT", "RATELIMIT.SLIDE", "RATELIMIT.GCRA"].contains(&command);
-        let reserved = limiter && shown.iter().any(|a| a.eq_ignore_ascii_case("RESERVE"));
+        let reserved = limiter && asks_to_reserve(command, &shown[1..]);
         if let (Ok(Value::Array(items)), true, false) = (&mut reply, reserved, settle) {
             match items.pop() {
                 Some(Value::BulkString(r)) => {
