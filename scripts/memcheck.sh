@@ -59,6 +59,34 @@ done
 for bad in "k garbage 1" "k h:1:1:1:1:01234567 -1" "k" "list h:1:1:1:1:01234567 1"; do
     cli ratelimit.settle $bad >/dev/null || true
 done
+# Windows laid on the clock: ALIGN, calendar windows in UTC, offsets and named zones (the zone
+# database's lookups and the memo of windows seen before), HITALL's too, and their errors.
+for i in $(seq 30); do
+    cli ratelimit.hit "a:$((i % 3))" 5 60 align >/dev/null
+    cli ratelimit.hit "cal:$((i % 4))" 5 day tz America/New_York >/dev/null
+done
+for window in "day" "week tz UTC" "month tz +05:30" "year tz Asia/Kolkata" "day tz Pacific/Chatham" \
+    "week tz Europe/Paris" "month tz America/Sao_Paulo" "day tz America/Goose_Bay"; do
+    cli ratelimit.hit "cal:$window" 5 $window >/dev/null
+done
+cli ratelimit.hitall 2 "{cal}:a" "{cal}:b" 3 month 10 day tz Australia/Lord_Howe >/dev/null
+cli ratelimit.hitall 2 "{cal}:c" "{cal}:d" 3 60 10 3600 align >/dev/null
+for bad in "a 1 60 align tz UTC" "a 1 day tz" "a 1 day tz Nowhere/City" "a 1 day tz +99:99" \
+    "a 1 day tz ../../../etc/passwd" "a 1 day reserve" "a 1 60 align reserve" "a 1 60 tz UTC"; do
+    cli ratelimit.hit $bad >/dev/null || true
+done
+# Shadow mode: calls under its prefixes that their limits would deny are admitted and counted.
+cli config set ratelimit.shadow "sh: {sh} {mx}:s" >/dev/null
+for i in $(seq 20); do
+    cli ratelimit.hit sh:h 2 60 >/dev/null; cli ratelimit.slide sh:s 2 60 >/dev/null
+    cli ratelimit.gcra sh:g 1 1 60 >/dev/null; cli cl.throttle sh:c 1 1 60 >/dev/null
+    cli ratelimit.acquire sh:l 1 60 >/dev/null; cli ratelimit.hit sh:cal 2 day tz Europe/Paris >/dev/null
+    cli ratelimit.hitall 2 "{sh}:a" "{sh}:b" 2 60 100 60 >/dev/null
+    cli ratelimit.hitall 2 "{mx}:s" "{mx}:e" 1 60 5 60 >/dev/null  # one key shadowed, one enforced
+done
+cli config set ratelimit.shadow "sh: sh:" >/dev/null 2>&1 || true
+cli ratelimit.top shadowed >/dev/null; cli info ratelimit >/dev/null
+cli config set ratelimit.shadow "" >/dev/null
 # RATELIMIT.TOP: both views, a count, a reset.
 cli ratelimit.top >/dev/null; cli ratelimit.top admitted count 3 >/dev/null; cli ratelimit.top reset >/dev/null
 cli ratelimit.top count 0 >/dev/null || true
