@@ -18,10 +18,12 @@ const UNLIMITED = Number.MAX_SAFE_INTEGER;
 
 export interface RedisStoreOptions {
   /** rate-limit-redis's: `(...args) => client.sendCommand(args)` (node-redis) or
-   * `(command, ...args) => client.call(command, ...args)` (ioredis). */
-  sendCommand?: SendCommand;
-  /** rate-limit-redis's cluster form: `({ key, isReadOnly, command }) => cluster.sendCommand(key, isReadOnly, command)`. */
-  sendCommandCluster?: SendCommandCluster;
+   * `(command, ...args) => client.call(command, ...args)` (ioredis). Called with `this` the
+   * store, as rate-limit-redis calls it. */
+  sendCommand?: (this: RedisStore, ...args: Parameters<SendCommand>) => ReturnType<SendCommand>;
+  /** rate-limit-redis's cluster form: `({ key, isReadOnly, command }) => cluster.sendCommand(key, isReadOnly, command)`;
+   * `this` the store too. */
+  sendCommandCluster?: (this: RedisStore, ...args: Parameters<SendCommandCluster>) => ReturnType<SendCommandCluster>;
   /** Or the client itself (node-redis, ioredis, iovalkey, a cluster of either). */
   client?: Client;
   /** Before every key (default `rl:`, as rate-limit-redis). */
@@ -36,11 +38,17 @@ export interface ClientRateLimitInfo {
   resetTime: Date | undefined;
 }
 
-function limiterOf(options: RedisStoreOptions): RateLimiter {
+function limiterOf(options: RedisStoreOptions, store: RedisStore): RateLimiter {
   const { sendCommand, sendCommandCluster, client } = options;
   const given = [sendCommand, sendCommandCluster, client].filter((o) => o !== undefined);
   if (given.length !== 1) throw new TypeError('redis-ratelimit: RedisStore takes one of sendCommand, sendCommandCluster or client');
-  const connection = sendCommand ? fromSendCommand(sendCommand) : sendCommandCluster ? fromSendCommandCluster(sendCommandCluster) : client;
+  // Bound to the store, as rate-limit-redis binds them (its 4.3.1), so that options written as
+  // `function (...args) { ... this ... }` work here too.
+  const connection = sendCommand
+    ? fromSendCommand(sendCommand.bind(store))
+    : sendCommandCluster
+      ? fromSendCommandCluster(sendCommandCluster.bind(store))
+      : client;
   return new RateLimiter(connection ?? {}, { loadLibrary: options.loadLibrary ?? true });
 }
 
@@ -58,7 +66,7 @@ export class RedisStore {
   windowMs = 60_000;
 
   constructor(options: RedisStoreOptions) {
-    this.limiter = limiterOf(options);
+    this.limiter = limiterOf(options, this);
     this.prefix = options.prefix ?? 'rl:';
   }
 

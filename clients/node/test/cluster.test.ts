@@ -78,13 +78,19 @@ for (const kind of KINDS) {
       try {
         const command = kind === 'module' ? 'RATELIMIT.HIT' : 'FCALL';
         const before = await rejected(nodes, command);
+        // Written as a function with `this`, which rate-limit-redis binds to the store.
+        const seen = new Set<unknown>();
         const store = new RedisStore({
-          sendCommandCluster: ({ key, isReadOnly, command: args }) => cluster.sendCommand(key, isReadOnly, args),
+          sendCommandCluster: function (this: RedisStore, { key, isReadOnly, command: args }) {
+            seen.add(this);
+            return cluster.sendCommand(key, isReadOnly, args);
+          },
         });
         store.init({ windowMs: 60_000 });
         for (let i = 0; i < 20; i++) assert.equal((await store.increment(`user${String(i)}`)).totalHits, 1);
         assert.equal((await store.increment('user0')).totalHits, 2);
         assert.equal(await rejected(nodes, command), before, 'each count on its key\'s node');
+        assert.deepEqual([...seen], [store], 'every call has the store as this');
       } finally {
         await cluster.close();
       }

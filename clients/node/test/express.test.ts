@@ -77,6 +77,20 @@ for (const kind of KINDS) {
         assert.equal(await redis.exists(`erl-skip-${kind}:nobody`), 0, 'a give-back creates no key');
       });
 
+      test('calls sendCommand with `this` the store, as rate-limit-redis does', async () => {
+        const seen: unknown[] = [];
+        const store = new RedisStore({
+          sendCommand: function (this: RedisStore, ...args: string[]) {
+            seen.push(this);
+            return redis.sendCommand(args);
+          },
+          prefix: `erl-this-${kind}:`,
+        });
+        const url = await serve((app) => app.use(rateLimit({ windowMs: 60_000, limit: 1, store })));
+        assert.deepEqual(await statuses(`${url}/ok`, 2), [200, 429]);
+        assert.ok(seen.length >= 2 && seen.every((self) => self === store), 'every call has the store as this');
+      });
+
       test('takes exactly one of sendCommand, sendCommandCluster or client', () => {
         assert.throws(() => new RedisStore({}), /takes one of sendCommand, sendCommandCluster or client/);
       });
