@@ -156,8 +156,8 @@ python-dist: package-deps
 	target/python/tools/bin/pip install --quiet --disable-pip-version-check build==1.6.1
 	target/python/tools/bin/python -m build --outdir $(PY_DIST) clients/python
 	python3 -c "import sys, tarfile; names = tarfile.open(sys.argv[1]).getnames(); \
-		assert any(n.endswith('redis_ratelimit/ratelimit.lua') for n in names), 'the sdist lacks the library'" \
-		$(PY_DIST)/redis_ratelimit-*.tar.gz
+		assert any(n.endswith('redis_ratelimit_client/ratelimit.lua') for n in names), 'the sdist lacks the library'" \
+		$(PY_DIST)/redis_ratelimit_client-*.tar.gz
 
 # A fresh environment per requirements set: the wheel, with both extras (bare: redis-py's alone,
 # and no limits), and the set.
@@ -165,7 +165,7 @@ $(PY_ENVS)/%: python-dist
 	rm -rf $@
 	$(if $(filter oldest,$*),$(PYTHON_OLDEST),python3) -m venv $@
 	$@/bin/pip install --quiet --disable-pip-version-check --no-compile \
-		"$$(ls $(PY_DIST)/redis_ratelimit-*.whl)[redis$(if $(filter bare,$*),,$(comma)valkey)]" \
+		"$$(ls $(PY_DIST)/redis_ratelimit_client-*.whl)[redis$(if $(filter bare,$*),,$(comma)valkey)]" \
 		-r clients/python/tests/requirements$(if $(filter latest,$*),,-$*).txt
 
 PY_SETS := latest oldest limits4 bare

@@ -280,7 +280,7 @@ def main():
     dists = copy_dists(
         args.out,
         [
-            (args.python, [r"redis_ratelimit-.*\.whl", r"redis_ratelimit-.*\.tar\.gz"]),
+            (args.python, [r"redis_ratelimit_client-.*\.whl", r"redis_ratelimit_client-.*\.tar\.gz"]),
             (args.node, [r"redis-ratelimit-.*\.tgz"]),
         ],
     )

@@ -99,3 +99,110 @@ fn every_relative_link_of_the_docs_leads_to_a_file() {
     assert!(pages.len() >= 10, "{pages:?}");
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
+
+/// The first `key = "value"` (TOML) or `"key": "value"` (JSON) in `text` after `section`.
+fn field(text: &str, section: &str, key: &str) -> String {
+    let after = &text[text.find(section).unwrap_or_else(|| panic!("no {section}"))..];
+    let start = [format!("\n{key} = \""), format!("\"{key}\": \"")]
+        .iter()
+        .find_map(|p| after.find(p.as_str()).map(|at| at + p.len()))
+        .unwrap_or_else(|| panic!("no {key} after {section}"));
+    after[start..].split('"').next().unwrap().to_string()
+}
+
+/// A Python distribution's name as pip compares them (PEP 503): lowercase, runs of `-_.` as `-`.
+fn pep503(name: &str) -> String {
+    let lower = name.to_ascii_lowercase().replace(['_', '.'], "-");
+    lower.split('-').filter(|part| !part.is_empty()).collect::<Vec<_>>().join("-")
+}
+
+/// Every Markdown page a user reads: README.md, docs/ (all of it), the clients' and the release
+/// files' READMEs.
+fn user_pages() -> Vec<std::path::PathBuf> {
+    let mut pages = vec![root().join("README.md"), root().join("packaging/README.md")];
+    let mut dirs = vec![root().join("docs")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                pages.push(path);
+            }
+        }
+    }
+    for client in std::fs::read_dir(root().join("clients")).unwrap() {
+        let readme = client.unwrap().path().join("README.md");
+        if readme.exists() {
+            pages.push(readme);
+        }
+    }
+    pages
+}
+
+/// Every `pip install`, `npm install` and `apt install ./...deb` line of the docs installs this
+/// project's package: by the name in clients/python/pyproject.toml or clients/node/package.json,
+/// or by the release file `make package` names after it and its version; and no other name on
+/// such a line looks like a rate limiter's (PyPI's `redis-ratelimit` is another project's).
+#[test]
+fn every_install_line_names_this_projects_packages() {
+    let pyproject = std::fs::read_to_string(root().join("clients/python/pyproject.toml")).unwrap();
+    let package_json = std::fs::read_to_string(root().join("clients/node/package.json")).unwrap();
+    let cargo = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let python = pep503(&field(&pyproject, "[project]", "name"));
+    let wheel_prefix = format!("{}-{}-", python.replace('-', "_"), field(&pyproject, "[project]", "version"));
+    let node = field(&package_json, "{", "name");
+    let tgz = format!("{node}-{}.tgz", field(&package_json, "{", "version"));
+    let deb = format!("{}_{}_amd64.deb", field(&cargo, "[package]", "name"), field(&cargo, "[package]", "version"));
+    // What a line installs, per tool: is this argument ours?
+    let ours = |tool: &str, arg: &str| -> bool {
+        let file = arg.rsplit('/').next().unwrap();
+        match tool {
+            "pip" if arg.contains('/') => {
+                let file = file.split('[').next().unwrap();
+                file.starts_with(&wheel_prefix) && (file.ends_with(".whl") || file.ends_with(".tar.gz"))
+            }
+            "pip" => pep503(arg.split(['[', '<', '>', '=', '!', '~', ';', '@']).next().unwrap()) == python,
+            "npm" if arg.ends_with(".tgz") => file == tgz,
+            "npm" => arg.rsplit_once('@').filter(|(name, _)| !name.is_empty()).map_or(arg, |(name, _)| name) == node,
+            _ => file == deb,
+        }
+    };
+    let verbs = [("pip install ", "pip"), ("pip3 install ", "pip"), ("npm install ", "npm"), ("npm i ", "npm")];
+    let (mut lines, mut wrong) = (0, Vec::new());
+    for page in user_pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for (number, line) in text.lines().enumerate() {
+            let mut found: Vec<(&str, &str)> = verbs
+                .iter()
+                .filter_map(|(verb, tool)| line.find(verb).map(|at| (*tool, &line[at + verb.len()..])))
+                .collect();
+            if let Some(at) = line.find("apt install ./").or_else(|| line.find("apt-get install ./")) {
+                found.push(("apt", line[at..].split_once(" ./").unwrap().1));
+            }
+            for (tool, rest) in found {
+                // The command ends where the prose or a comment starts.
+                let command = rest.split(['`', ')', '#', ';', '|']).next().unwrap().split("&&").next().unwrap();
+                let args: Vec<&str> = command
+                    .split_whitespace()
+                    .map(|a| a.trim_matches(['"', '\'']))
+                    .filter(|a| !a.starts_with('-') && !a.is_empty())
+                    .collect();
+                let place = format!("{}:{}: {}", page.strip_prefix(root()).unwrap().display(), number + 1, line.trim());
+                let others_look_ours = args.iter().any(|a| {
+                    !ours(tool, a) && a.to_ascii_lowercase().replace(['-', '_', '.'], "").contains("ratelimit")
+                });
+                if !args.iter().any(|a| ours(tool, a)) || others_look_ours {
+                    wrong.push(place);
+                }
+                lines += 1;
+            }
+        }
+    }
+    assert!(lines >= 8, "only {lines} install lines found: is the search still right?");
+    assert!(
+        wrong.is_empty(),
+        "install lines that do not name {python} ({wheel_prefix}*.whl), {node} ({tgz}) or {deb}:\n{}",
+        wrong.join("\n")
+    );
+}

@@ -10,7 +10,7 @@ from typing import Any
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 IN_REPOSITORY = Path("..", "..", "functions", "ratelimit.lua")
-IN_SDIST = Path("src", "redis_ratelimit", "ratelimit.lua")
+IN_SDIST = Path("src", "redis_ratelimit_client", "ratelimit.lua")
 
 
 class LibraryHook(BuildHookInterface):  # type: ignore[type-arg]
@@ -19,5 +19,5 @@ class LibraryHook(BuildHookInterface):  # type: ignore[type-arg]
         source = next((p for p in (root / IN_REPOSITORY, root / IN_SDIST) if p.is_file()), None)
         if source is None:
             raise FileNotFoundError(f"the Functions library: neither {IN_REPOSITORY} nor {IN_SDIST}")
-        inside = str(IN_SDIST) if self.target_name == "sdist" else "redis_ratelimit/ratelimit.lua"
+        inside = str(IN_SDIST) if self.target_name == "sdist" else "redis_ratelimit_client/ratelimit.lua"
         build_data["force_include"][str(source.resolve())] = inside

@@ -29,7 +29,7 @@ from limits import parse, strategies
 from limits.storage import storage_from_string
 from servers import Server
 
-import redis_ratelimit  # noqa: F401  (registers the schemes)
+import redis_ratelimit_client  # noqa: F401  (registers the schemes)
 
 STRATEGIES = {
     "fixed window": strategies.FixedWindowRateLimiter,

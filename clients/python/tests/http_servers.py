@@ -43,6 +43,7 @@ def serve_wsgi(app: Any) -> Iterator[str]:
         yield f"http://127.0.0.1:{server.port}"
     finally:
         server.shutdown()
+        server.server_close()
         thread.join(10)
 
 
@@ -56,5 +57,11 @@ def serve_asgi(app: Any) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
+        # Stopped for sure before the next test: a server still running would go on renewing
+        # its permits, over that test's keys.
         server.should_exit = True
         thread.join(10)
+        if thread.is_alive():
+            server.force_exit = True
+            thread.join(10)
+        assert not thread.is_alive(), "uvicorn did not stop"

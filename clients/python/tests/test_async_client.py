@@ -12,7 +12,7 @@ import redis.asyncio
 import valkey.asyncio
 from servers import Server
 
-from redis_ratelimit import AsyncRateLimiter, PermitUnavailable, RateLimiter, RateLimitError
+from redis_ratelimit_client import AsyncRateLimiter, PermitUnavailable, RateLimiter, RateLimitError
 
 
 @pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])

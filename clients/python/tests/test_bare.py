@@ -15,9 +15,9 @@ pytestmark = pytest.mark.skipif(
 
 def test_imports_without_limits_or_valkey(server: Server, backend: str) -> None:
     assert importlib.util.find_spec("valkey") is None
-    import redis_ratelimit
-    from redis_ratelimit import RateLimiter
+    import redis_ratelimit_client
+    from redis_ratelimit_client import RateLimiter
 
-    assert not hasattr(redis_ratelimit, "storage")
+    assert not hasattr(redis_ratelimit_client, "storage")
     rl = RateLimiter(server.client())
     assert rl.hit("bare", 1, 60).allowed and rl.backend == backend

@@ -14,7 +14,7 @@ import redis
 import valkey
 from servers import Server
 
-from redis_ratelimit import LibraryNotLoaded, PermitUnavailable, RateLimiter, RateLimitError
+from redis_ratelimit_client import LibraryNotLoaded, PermitUnavailable, RateLimiter, RateLimitError
 
 
 @pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])

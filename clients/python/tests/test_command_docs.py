@@ -1,4 +1,4 @@
-"""Each builder in redis_ratelimit.commands against the module's own COMMAND DOCS: the arguments
+"""Each builder in redis_ratelimit_client.commands against the module's own COMMAND DOCS: the arguments
 it takes are the command's (under the same names, but for the folds below), and every token it
 sends is one the command documents. A new option in the module, or a renamed one, fails here."""
 
@@ -12,7 +12,7 @@ import pytest
 import redis
 from servers import Server
 
-from redis_ratelimit import commands
+from redis_ratelimit_client import commands
 
 # A command's documented arguments that a builder takes in another form.
 FOLDED = {

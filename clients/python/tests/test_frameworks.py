@@ -18,7 +18,7 @@ from slowapi import _rate_limit_exceeded_handler
 from slowapi.errors import RateLimitExceeded
 from slowapi.util import get_remote_address as slow_address
 
-import redis_ratelimit  # noqa: F401  (registers the ratelimit+ schemes)
+import redis_ratelimit_client  # noqa: F401  (registers the ratelimit+ schemes)
 
 STRATEGIES = [
     "fixed-window",

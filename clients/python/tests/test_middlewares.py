@@ -22,8 +22,8 @@ from starlette.requests import Request as StarletteRequest
 from starlette.responses import PlainTextResponse, StreamingResponse
 from starlette.routing import Route
 
-from redis_ratelimit import asgi, wsgi
-from redis_ratelimit.rules import AllOf, FixedWindow, Gcra, InFlight, Rule, SlidingWindow, header, user
+from redis_ratelimit_client import asgi, wsgi
+from redis_ratelimit_client.rules import AllOf, FixedWindow, Gcra, InFlight, Rule, SlidingWindow, header, user
 
 STREAM_CHUNKS, STREAM_PAUSE = 5, 0.2  # a response that streams for a second
 
@@ -147,21 +147,25 @@ def test_key_function(server: Server, serve: Serve) -> None:
     assert server.client().exists("rl:{default:a}", "rl:{default:b}", "rl:{default:127.0.0.1}") == 3
 
 
-def test_in_flight_permit_held_while_streaming(server: Server, serve: Serve) -> None:
-    rules = [Rule(InFlight(1, lease=0.3), path="/stream", name="streams")]
+def test_in_flight_permit_held_while_streaming(server: Server, serve: Serve, request: pytest.FixtureRequest) -> None:
+    # A key of its own per variant: a permit the previous variant's server still held when it
+    # stopped cannot deny this one's first request (seen once, asgi then wsgi).
+    name = f"streams-{request.node.callspec.id}"
+    key = f"rl:{{{name}:127.0.0.1}}"
+    rules = [Rule(InFlight(1, lease=0.3), path="/stream", name=name)]
     with serve(server, rules) as url:
         first: list[Any] = []
         streaming = threading.Thread(target=lambda: first.append(get(url + "/stream")))
         streaming.start()
         client = server.client()
-        wait_until(lambda: client.exists("rl:{streams:127.0.0.1}"), "the stream's permit", timeout=5)
+        wait_until(lambda: client.exists(key), "the stream's permit", timeout=5)
         time.sleep(0.6)  # two leases into the stream: it holds the permit only by renewing it
         second = get(url + "/stream")
         streaming.join()
         assert first[0].status == 200 and first[0].body == b"0\n1\n2\n3\n4\n"
         assert second.status == 429 and second.headers["Retry-After"] == "1"
         # Released once the server is done with the response (a moment after the client has it).
-        wait_until(lambda: not client.exists("rl:{streams:127.0.0.1}"), "the permit's release", timeout=5)
+        wait_until(lambda: not client.exists(key), "the permit's release", timeout=5)
         assert get(url + "/stream").status == 200
 
 

@@ -13,8 +13,8 @@ from limits import parse, strategies
 from limits.storage import storage_from_string
 from servers import Sentinel, Server
 
-import redis_ratelimit  # noqa: F401  (registers the schemes)
-from redis_ratelimit.storage import AsyncRateLimitStorage, RateLimitStorage
+import redis_ratelimit_client  # noqa: F401  (registers the schemes)
+from redis_ratelimit_client.storage import AsyncRateLimitStorage, RateLimitStorage
 
 LIMITS_VERSION = tuple(int(x) for x in limits.__version__.split(".")[:2])
 has_sliding = pytest.mark.skipif(

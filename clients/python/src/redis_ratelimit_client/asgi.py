@@ -2,7 +2,7 @@
 
     app.add_middleware(RateLimitMiddleware, client=redis.asyncio.Redis(), rules=[Rule(FixedWindow(100, 60))])
 
-Each request goes through the rules that match it (see redis_ratelimit.rules); a denied one gets
+Each request goes through the rules that match it (see redis_ratelimit_client.rules); a denied one gets
 429 with ``Retry-After``, and every limited response carries the ``RateLimit-Policy`` and
 ``RateLimit`` fields. An InFlight rule holds its permit until the response has been sent, streamed
 responses included, renewing it meanwhile. When the server cannot be reached, requests are

@@ -12,7 +12,7 @@ from .commands import Seconds
 from .errors import PermitUnavailable
 from .results import Acquisition
 
-log = logging.getLogger("redis_ratelimit")
+log = logging.getLogger("redis_ratelimit_client")
 
 
 class PermitBase:

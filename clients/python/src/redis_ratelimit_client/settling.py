@@ -10,7 +10,7 @@ from . import commands
 from .commands import Call
 from .results import Reservation, Settlement
 
-log = logging.getLogger("redis_ratelimit")
+log = logging.getLogger("redis_ratelimit_client")
 
 
 class SettlingBase:

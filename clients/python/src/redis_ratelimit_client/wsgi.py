@@ -2,7 +2,7 @@
 
     app.wsgi_app = RateLimitMiddleware(app.wsgi_app, client=redis.Redis(), rules=[Rule(FixedWindow(100, 60))])
 
-The same rules, headers and failure modes as redis_ratelimit.asgi. An InFlight rule holds its
+The same rules, headers and failure modes as redis_ratelimit_client.asgi. An InFlight rule holds its
 permit until the server closes the response (WSGI servers close it once it is sent, or when the
 client went away), renewing it meanwhile from a background thread."""
 

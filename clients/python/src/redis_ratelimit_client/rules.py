@@ -27,7 +27,7 @@ from ._backend import exceptions
 from .commands import CalendarUnit, Call, Seconds
 from .results import Acquisition, Decision, MultiDecision, combined_headers, whole_seconds
 
-log = logging.getLogger("redis_ratelimit")
+log = logging.getLogger("redis_ratelimit_client")
 
 
 @dataclass(frozen=True)

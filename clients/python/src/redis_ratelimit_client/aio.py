@@ -85,7 +85,7 @@ class AsyncRateLimiter:
             return done.value  # type: ignore[no-any-return]
 
     async def run(self, call: Call[T]) -> T:
-        """Sends one Call (from redis_ratelimit.commands) and reads its reply."""
+        """Sends one Call (from redis_ratelimit_client.commands) and reads its reply."""
         _backend.check_slots(self.client, call)
         try:
             try:

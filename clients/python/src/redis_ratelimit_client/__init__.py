@@ -1,7 +1,7 @@
 """Atomic rate limiters for Redis and Valkey: the redis-ratelimit module's commands (or, where the
 server cannot load modules, its Functions library, with the same answers) as a typed client.
 
-    from redis_ratelimit import RateLimiter
+    from redis_ratelimit_client import RateLimiter
     rl = RateLimiter(redis.Redis())
     d = rl.hit("user:1", limit=10, window=60)
     d.allowed, d.remaining, d.retry_after, d.headers()

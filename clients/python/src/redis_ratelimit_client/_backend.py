@@ -114,7 +114,7 @@ def not_loaded() -> LibraryNotLoaded:
     return LibraryNotLoaded(
         "the server has neither the ratelimit module nor its Functions library: load the module "
         "(loadmodule .../libredis_ratelimit.so), or the library (FUNCTION LOAD with "
-        "redis_ratelimit's ratelimit.lua, or RateLimiter(client, load_library=True))"
+        "redis_ratelimit_client's ratelimit.lua, or RateLimiter(client, load_library=True))"
     )
 
 
