@@ -3,17 +3,22 @@ with the module and with the library, on every kind of URI."""
 
 from __future__ import annotations
 
+import inspect
 import time
+from typing import Any
 
 import limits
 import limits.aio.strategies
 import pytest
 import redis
+import redis.asyncio
+import valkey
+import valkey.asyncio
 from limits import parse, strategies
 from limits.storage import storage_from_string
 from servers import Sentinel, Server
 
-import redis_ratelimit_client  # noqa: F401  (registers the schemes)
+from redis_ratelimit_client import RateLimitError  # the package registers the schemes
 from redis_ratelimit_client.storage import AsyncRateLimitStorage, RateLimitStorage
 
 LIMITS_VERSION = tuple(int(x) for x in limits.__version__.split(".")[:2])
@@ -22,9 +27,9 @@ has_sliding = pytest.mark.skipif(
 )
 
 
-def keys_all_expire(server: Server) -> None:
+def keys_all_expire(server: Server, prefix: str = "LIMITS") -> None:
     client = server.client()
-    names = list(client.scan_iter("LIMITS:*"))
+    names = list(client.scan_iter(f"{prefix}:*"))
     assert names, "the storage wrote no key"
     assert all(client.pttl(name) > 0 for name in names), "a key without TTL"
 
@@ -181,3 +186,96 @@ async def test_async_cluster_uri(cluster: Server) -> None:
     assert [await fixed.hit(parse("1/minute"), "c") for _ in range(2)] == [True, False]
     assert await storage.reset() == 1
     await storage.client.aclose()
+
+
+def limits_options(storage: type) -> dict[str, Any]:
+    """Options as written for limits' own Redis storage: its own (key_prefix where this limits has
+    it), and the client's."""
+    options: dict[str, Any] = {"wrap_exceptions": True, "socket_timeout": 5.0}
+    if "key_prefix" in inspect.signature(storage.__init__).parameters:
+        options["key_prefix"] = "opts"
+    return options
+
+
+AIO_TAKES_IMPLEMENTATION = "implementation" in inspect.signature(limits.aio.storage.RedisStorage.__init__).parameters
+
+
+def test_limits_own_options_work_unchanged(server: Server) -> None:
+    options = limits_options(limits.storage.RedisStorage)
+    prefix = options.get("key_prefix", "LIMITS")
+    assert storage_from_string(server.url("redis"), **options).check()  # limits' own storage takes them
+    storage = storage_from_string(server.url("ratelimit+redis"), **options)
+    assert isinstance(storage, RateLimitStorage) and storage.wrap_exceptions
+    item = parse("2/minute")
+    fixed, moving = strategies.FixedWindowRateLimiter(storage), strategies.MovingWindowRateLimiter(storage)
+    assert [fixed.hit(item, "f") for _ in range(3)] == [True, True, False]
+    assert [moving.hit(item, "m") for _ in range(3)] == [True, True, False]
+    # Every key under the prefix, the moving window's (limits' own) too; reset finds them all.
+    names = sorted(k.decode() for k in server.client().keys("*"))
+    assert names == [f"{prefix}:{item.key_for('f')}", f"{prefix}:{item.key_for('m')}"]
+    keys_all_expire(server, prefix)
+    assert storage.reset() == 2
+
+
+def test_connection_pool_option(server: Server) -> None:
+    pool = redis.ConnectionPool(port=server.port)
+    storage = storage_from_string("ratelimit+redis://ignored:1", connection_pool=pool)
+    assert storage.client.connection_pool is pool
+    assert [strategies.FixedWindowRateLimiter(storage).hit(parse("1/minute"), "p") for _ in range(2)] == [True, False]
+    pool.disconnect()
+
+
+@pytest.mark.parametrize("implementation", ["redispy", "valkey", "coredis"])
+async def test_limits_aio_options_work_unchanged(server: Server, implementation: str) -> None:
+    if not AIO_TAKES_IMPLEMENTATION:
+        pytest.skip("limits.aio before 4.2 takes no implementation")
+    options = {**limits_options(limits.aio.storage.RedisStorage), "implementation": implementation}
+    prefix = options.get("key_prefix", "LIMITS")
+    if implementation != "coredis":  # limits' own storage takes them (coredis is not installed here)
+        assert await storage_from_string(server.url("async+redis"), **options).check()
+    storage = storage_from_string(server.url("async+ratelimit+redis"), **options)
+    # valkey-py for "valkey", redis-py for the others: this storage drives no coredis.
+    expected = valkey.asyncio.Valkey if implementation == "valkey" else redis.asyncio.Redis
+    assert isinstance(storage.client, expected) and storage.wrap_exceptions
+    item = parse("2/minute")
+    fixed = limits.aio.strategies.FixedWindowRateLimiter(storage)
+    moving = limits.aio.strategies.MovingWindowRateLimiter(storage)
+    assert [await fixed.hit(item, "f") for _ in range(3)] == [True, True, False]
+    assert [await moving.hit(item, "m") for _ in range(3)] == [True, True, False]
+    if hasattr(limits.aio.strategies, "SlidingWindowCounterRateLimiter"):
+        sliding = limits.aio.strategies.SlidingWindowCounterRateLimiter(storage)
+        assert [await sliding.hit(item, "s") for _ in range(3)] == [True, True, False]
+    keys_all_expire(server, prefix)
+    assert len(server.client().keys("*")) == len(server.client().keys(f"{prefix}:*")) >= 2
+    await storage.client.aclose()
+
+
+def test_an_unknown_implementation_is_refused(server: Server) -> None:
+    with pytest.raises(RateLimitError, match="implementation must be one of redispy, valkey, coredis"):
+        storage_from_string(server.url("async+ratelimit+redis"), implementation="hiredis")
+
+
+async def test_async_unreachable_server_raises_limits_error_when_wrapped(servers: dict[str, Server]) -> None:
+    from limits.errors import StorageError
+
+    uri = "async+ratelimit+redis://127.0.0.1:1"
+    storage = storage_from_string(uri, socket_connect_timeout=0.2)
+    with pytest.raises(redis.ConnectionError):
+        await limits.aio.strategies.FixedWindowRateLimiter(storage).hit(parse("1/minute"), "x")
+    wrapped = storage_from_string(uri, wrap_exceptions=True, socket_connect_timeout=0.2)
+    with pytest.raises(StorageError):
+        await limits.aio.strategies.FixedWindowRateLimiter(wrapped).hit(parse("1/minute"), "x")
+
+
+def test_sentinel_options(sentinel: Sentinel, server: Server) -> None:
+    # service_name beside a URI without one; sentinel_kwargs for the Sentinels; reads from replicas
+    # (use_replicas, True by default as in limits: with none, redis-py reads from the primary).
+    uri = f"ratelimit+redis+sentinel://127.0.0.1:{sentinel.port}"
+    options = {"service_name": "mymaster", "sentinel_kwargs": {"socket_timeout": 5.0}}
+    for use_replicas in (True, False):
+        storage = storage_from_string(uri, use_replicas=use_replicas, **options)
+        assert (storage.reader is storage.client) is not use_replicas
+        item = parse("1/minute")
+        assert [strategies.FixedWindowRateLimiter(storage).hit(item, "s") for _ in range(2)] == [True, False]
+        assert storage.get(item.key_for("s")) == 2
+        storage.reset()

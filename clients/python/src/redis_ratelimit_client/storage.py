@@ -64,47 +64,80 @@ SCHEMES = [
 # 2^53, where the Functions library computes exactly.
 UNREACHABLE = 2**53 - 1
 PREFIX = "LIMITS"
-
-
-def connect(uri: str, options: dict[str, Any], asyncio: bool) -> Any:
-    """A redis-py or valkey-py client (asyncio or not) for one of SCHEMES."""
-    parsed = urlparse(uri.removeprefix("async+"))
-    _, flavour, *kind = parsed.scheme.split("+")
-    package = "valkey" if flavour.startswith("valkey") else "redis"
-    tls = flavour in ("rediss", "valkeys")
-    flat, cluster = ("Valkey", "ValkeyCluster") if package == "valkey" else ("Redis", "RedisCluster")
-    root = f"{package}.asyncio" if asyncio else package
-    lib: Any = importlib.import_module(root)
-    locations = [
-        (host or "localhost", int(port or 6379))
-        for host, _, port in (loc.rpartition("@")[2].partition(":") for loc in parsed.netloc.split(","))
-    ]
-    auth = {"username": unquote(parsed.username or "") or None, "password": unquote(parsed.password or "") or None}
-    query = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
-    if kind == ["cluster"]:
-        nodes: Any = importlib.import_module(f"{root}.cluster")
-        startup = [nodes.ClusterNode(host, port) for host, port in locations]
-        return getattr(nodes, cluster)(startup_nodes=startup, ssl=tls, **auth, **options)
-    if kind == ["sentinel"]:
-        sentinels: Any = importlib.import_module(f"{root}.sentinel")
-        service = options.pop("service_name", None) or parsed.path.strip("/") or query.get("service_name")
-        if not service:
-            raise RateLimitError("a sentinel URI names its service: ratelimit+redis+sentinel://host:port/service")
-        sentinel = sentinels.Sentinel(locations, sentinel_kwargs=options.pop("sentinel_kwargs", None))
-        return sentinel.master_for(service, **auth, **options)
-    rest = uri.removeprefix("async+").split("://", 1)[1]
-    return getattr(lib, flat).from_url(f"{'rediss' if tls else 'redis'}://{rest}", **options)
+# What limits' own Redis storages take beside the client's options (limits.storage's RedisStorage,
+# RedisClusterStorage, RedisSentinelStorage and limits.aio's), taken here with their meaning, so
+# that storage options written for them work unchanged: the client library, a pool, Sentinel's.
+IMPLEMENTATIONS = ("redispy", "valkey", "coredis")
+LIMITS_OPTIONS = ("connection_pool", "service_name", "use_replicas", "sentinel_kwargs")
 
 
 class _Layout:
-    """Where the storages keep their counters, and how a sliding window's value reads as limits
-    wants it (previous count and TTL, current count and TTL, in seconds)."""
+    """The options, sorted: the storage's own, limits' (see LIMITS_OPTIONS), the client's (passed to
+    redis-py or valkey-py); and where the storage keeps its counters, and how a sliding window's
+    value reads as limits wants it (previous count and TTL, current count and TTL, in seconds)."""
 
-    def __init__(self, uri: str, options: dict[str, Any]) -> None:
+    def __init__(self, uri: str, options: dict[str, Any], asyncio: bool) -> None:
         self.key_prefix = str(options.pop("key_prefix", PREFIX))
         self.load_library = bool(options.pop("load_library", True))
-        self.own_uri = uri.replace("ratelimit+", "", 1)  # limits' own storage, for the moving window
+        implementation = options.pop("implementation", None)
+        if implementation not in (None, *IMPLEMENTATIONS):
+            raise RateLimitError(f"implementation must be one of {', '.join(IMPLEMENTATIONS)}, not {implementation!r}")
+        self.limits = {name: options.pop(name) for name in LIMITS_OPTIONS if name in options}
         self.options = dict(options)
+        self.asyncio = asyncio
+        # limits' own choice: a valkey URI or "valkey" takes valkey-py. This storage drives no
+        # coredis: "coredis" (limits.aio's default) takes redis-py, which speaks to the same server.
+        self.package = "valkey" if "+valkey" in uri or implementation == "valkey" else "redis"
+        self.own_uri = uri.replace("ratelimit+", "", 1)  # limits' own storage, for the moving window
+        self.own_options: dict[str, Any] = {**self.options, **self.limits}
+        own = limits.aio.storage.RedisStorage if asyncio else limits.storage.RedisStorage
+        takes = inspect.signature(own.__init__).parameters
+        if "key_prefix" in takes:  # limits 3 keeps its keys under LIMITS
+            self.own_options["key_prefix"] = self.key_prefix
+        if "implementation" in takes:
+            self.own_options["implementation"] = "valkey" if self.package == "valkey" else "redispy"
+
+    def connect(self, uri: str) -> tuple[Any, Any]:
+        """A redis-py or valkey-py client (asyncio or not) for one of SCHEMES, and the one to read
+        from: a Sentinel's replicas with ``use_replicas`` (True by default, as limits'), else the
+        same client."""
+        parsed = urlparse(uri.removeprefix("async+"))
+        _, flavour, *kind = parsed.scheme.split("+")
+        tls = flavour in ("rediss", "valkeys")
+        flat, cluster = ("Valkey", "ValkeyCluster") if self.package == "valkey" else ("Redis", "RedisCluster")
+        root = f"{self.package}.asyncio" if self.asyncio else self.package
+        lib: Any = importlib.import_module(root)
+        locations = [
+            (host or "localhost", int(port or 6379))
+            for host, _, port in (loc.rpartition("@")[2].partition(":") for loc in parsed.netloc.split(","))
+        ]
+        auth = {"username": unquote(parsed.username or "") or None, "password": unquote(parsed.password or "") or None}
+        query = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
+        options = self.options
+        if kind == ["cluster"]:
+            nodes: Any = importlib.import_module(f"{root}.cluster")
+            startup = [nodes.ClusterNode(host, port) for host, port in locations]
+            client = getattr(nodes, cluster)(startup_nodes=startup, ssl=tls, **auth, **options)
+            return client, client
+        if kind == ["sentinel"]:
+            sentinels: Any = importlib.import_module(f"{root}.sentinel")
+            service = parsed.path.strip("/") or self.limits.get("service_name") or query.get("service_name")
+            if not service:
+                raise RateLimitError("a sentinel URI names its service: ratelimit+redis+sentinel://host:port/service")
+            # As limits': the URI's credentials for the Sentinels too, unless sentinel_kwargs says.
+            given = {k: v for k, v in auth.items() if v is not None}
+            sentinel_options = {**given, **(self.limits.get("sentinel_kwargs") or {})}
+            sentinel = sentinels.Sentinel(locations, sentinel_kwargs=sentinel_options)
+            primary = sentinel.master_for(service, **auth, **options)
+            replicas = sentinel.slave_for(service, **auth, **options) if self.limits.get("use_replicas", True) else None
+            return primary, replicas or primary
+        pool = self.limits.get("connection_pool")
+        if pool is not None:
+            client = getattr(lib, flat)(connection_pool=pool, **options)
+        else:
+            rest = uri.removeprefix("async+").split("://", 1)[1]
+            client = getattr(lib, flat).from_url(f"{'rediss' if tls else 'redis'}://{rest}", **options)
+        return client, client
 
     def fixed(self, key: str) -> str:
         return f"{self.key_prefix}:{key}"
@@ -138,15 +171,17 @@ class RateLimitStorage(
     TimestampedSlidingWindow,
 ):
     """limits' storage on the ratelimit commands (module or library, as RateLimiter finds out).
-    Options: ``key_prefix`` (default ``LIMITS``), ``load_library`` (default True), and the client's
-    own (passed to redis-py or valkey-py)."""
+    Options: ``key_prefix`` (default ``LIMITS``), ``load_library`` (default True); those of limits'
+    own Redis storages, as they mean there (``wrap_exceptions``, ``implementation``,
+    ``connection_pool``, ``service_name``, ``use_replicas``, ``sentinel_kwargs``); and the client's
+    (passed to redis-py or valkey-py)."""
 
     STORAGE_SCHEME = SCHEMES
 
     def __init__(self, uri: str, wrap_exceptions: bool = False, **options: Any) -> None:
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
-        self.layout = _Layout(uri, options)
-        self.client = connect(uri, self.layout.options, asyncio=False)
+        self.layout = _Layout(uri, options, asyncio=False)
+        self.client, self.reader = self.layout.connect(uri)
         self.limiter = RateLimiter(self.client, load_library=self.layout.load_library)
         self._moving: Any = None
 
@@ -162,10 +197,10 @@ class RateLimitStorage(
         return self.limiter.hit(self.layout.fixed(key), UNREACHABLE, expiry, cost=amount).count
 
     def get(self, key: str) -> int:
-        return int(self.client.get(self.layout.fixed(key)) or 0)
+        return int(self.reader.get(self.layout.fixed(key)) or 0)
 
     def get_expiry(self, key: str) -> float:
-        return max(int(self.client.pttl(self.layout.fixed(key))), 0) / 1000 + time.time()
+        return max(int(self.reader.pttl(self.layout.fixed(key))), 0) / 1000 + time.time()
 
     def clear(self, key: str) -> None:
         # limits before 5.2 clears a sliding window by this too.
@@ -203,7 +238,7 @@ class RateLimitStorage(
             value = self.client.get(name)
             server_time = self.client.time(target_nodes=self.client.get_node_from_key(name))
         else:
-            value, server_time = self.client.pipeline(transaction=False).get(name).time().execute()
+            value, server_time = self.reader.pipeline(transaction=False).get(name).time().execute()
         return self.layout.sliding_window(value, server_time)
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
@@ -211,7 +246,7 @@ class RateLimitStorage(
 
     def _own(self) -> Any:
         if self._moving is None:
-            self._moving = storage_from_string(self.layout.own_uri, **self.layout.options)
+            self._moving = storage_from_string(self.layout.own_uri, **self.layout.own_options)
         return self._moving
 
     def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
@@ -228,14 +263,14 @@ class AsyncRateLimitStorage(
     TimestampedSlidingWindow,
 ):
     """RateLimitStorage for ``limits.aio`` (``async+ratelimit+redis://`` ...), on redis.asyncio or
-    valkey.asyncio."""
+    valkey.asyncio, with the same options."""
 
     STORAGE_SCHEME = [f"async+{scheme}" for scheme in SCHEMES]  # noqa: RUF012 (limits' own declaration)
 
     def __init__(self, uri: str, wrap_exceptions: bool = False, **options: Any) -> None:
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
-        self.layout = _Layout(uri, options)
-        self.client = connect(uri, self.layout.options, asyncio=True)
+        self.layout = _Layout(uri, options, asyncio=True)
+        self.client, self.reader = self.layout.connect(uri)
         self.limiter = AsyncRateLimiter(self.client, load_library=self.layout.load_library)
         self._moving: Any = None
 
@@ -251,10 +286,10 @@ class AsyncRateLimitStorage(
         return (await self.limiter.hit(self.layout.fixed(key), UNREACHABLE, expiry, cost=amount)).count
 
     async def get(self, key: str) -> int:
-        return int(await self.client.get(self.layout.fixed(key)) or 0)
+        return int(await self.reader.get(self.layout.fixed(key)) or 0)
 
     async def get_expiry(self, key: str) -> float:
-        return max(int(await self.client.pttl(self.layout.fixed(key))), 0) / 1000 + time.time()
+        return max(int(await self.reader.pttl(self.layout.fixed(key))), 0) / 1000 + time.time()
 
     async def clear(self, key: str) -> None:
         # limits before 5.2 clears a sliding window by this too.
@@ -291,7 +326,7 @@ class AsyncRateLimitStorage(
             value = await self.client.get(name)
             server_time = await self.client.time(target_nodes=self.client.get_node_from_key(name))
         else:
-            value, server_time = await self.client.pipeline(transaction=False).get(name).time().execute()
+            value, server_time = await self.reader.pipeline(transaction=False).get(name).time().execute()
         return self.layout.sliding_window(value, server_time)
 
     async def clear_sliding_window(self, key: str, expiry: int) -> None:
@@ -299,11 +334,7 @@ class AsyncRateLimitStorage(
 
     def _own(self) -> Any:
         if self._moving is None:
-            options = dict(self.layout.options)
-            takes = inspect.signature(limits.aio.storage.RedisStorage.__init__).parameters
-            if "implementation" in takes and "+redis" in self.layout.own_uri:
-                options.setdefault("implementation", "redispy")  # limits' default is coredis
-            self._moving = storage_from_string(self.layout.own_uri, **options)
+            self._moving = storage_from_string(self.layout.own_uri, **self.layout.own_options)
         return self._moving
 
     async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
