@@ -18,19 +18,24 @@ throwaway system (the machine's own is never touched) where:
 - dpkg removes the package and leaves none of its files.
 
 Then the tarball: its SHA256SUMS and its own .sha256 verify, and its module loads into the first
-suite's server; PACKAGE_DIR's SHA256SUMS verifies too.
+suite's server; PACKAGE_DIR's SHA256SUMS verifies too. Last, the clients' packages: every release
+file README.md tells users to install is one of these, and the Python wheel and the npm tarball
+install (offline, each in a fresh place) and import under the names the docs give.
 """
 
 import glob
+import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import tarfile
 import time
+import tomllib
 
-from package import fail, run, sha256
+from package import fail, read, run, sha256
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORK = os.path.join(ROOT, "target", "package-test")
@@ -226,6 +231,40 @@ def the_tarball(package_dir, server_dir):
     print(f"package-test: {os.path.basename(tarballs[0])}: sums verified, its module answered on {source}-server")
 
 
+def the_client_packages(package_dir):
+    for name in re.findall(r"\./target/package/([^\s\"\[]+)", read(os.path.join(ROOT, "README.md")).decode()):
+        if not os.path.isfile(os.path.join(package_dir, name)):
+            fail(f"README.md names target/package/{name}, which make package did not make")
+    with open(os.path.join(ROOT, "clients", "python", "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    (wheel,) = glob.glob(os.path.join(package_dir, "*.whl"))
+    venv = os.path.join(WORK, "venv")
+    shutil.rmtree(venv, ignore_errors=True)
+    run(sys.executable, "-m", "venv", venv)
+    python = os.path.join(venv, "bin", "python")
+    run(python, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--disable-pip-version-check", wheel)
+    imported = run(python, "-c", f"import importlib.metadata as m, {project['name'].replace('-', '_')} as p; "
+                   f"print(m.version({project['name']!r}), p.RateLimiter.__name__)")
+    expect("the wheel, installed and imported", imported.split(), [project["version"], "RateLimiter"])
+    with open(os.path.join(ROOT, "clients", "node", "package.json")) as f:
+        npm_name = json.load(f)["name"]
+    (tgz,) = glob.glob(os.path.join(os.path.abspath(package_dir), "*.tgz"))
+    folder = os.path.join(WORK, "npm")
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    run("npm", "install", "--offline", "--no-audit", "--no-fund", "--loglevel=error", tgz, cwd=folder)
+    for kind, script in [
+        ("CommonJS", f"console.log(typeof require('{npm_name}').RateLimiter)"),
+        ("ESM", f"const m = await import('{npm_name}'); console.log(typeof m.RateLimiter)"),
+    ]:
+        loaded = run("node", *(["--input-type=module"] if kind == "ESM" else []), "-e", script, cwd=folder)
+        expect(f"the npm tarball, installed and imported ({kind})", loaded.strip(), "function")
+    shutil.rmtree(venv)
+    shutil.rmtree(folder)
+    print(f"package-test: {os.path.basename(wheel)} and {os.path.basename(tgz)}: installed and imported; "
+          "every release file README.md names was made")
+
+
 def main():
     if len(sys.argv) < 3:
         fail("usage: package-test.py PACKAGE_DIR SERVER_DIR...")
@@ -240,6 +279,7 @@ def main():
     for server_dir in server_dirs:
         on_a_suite(os.path.join(package_dir, debs[0]), server_dir)
     the_tarball(package_dir, server_dirs[0])
+    the_client_packages(package_dir)
 
 
 if __name__ == "__main__":
