@@ -17,6 +17,11 @@ run is left in callgrind.out for callgrind_annotate.
 
 In the commands, {key} is one of --keys keys (round robin), {i} the iteration's number and {sha}
 the --script's SHA1 ({sha2} a second --script's); `;` separates the commands of one iteration.
+With --reserve, each key is first reserved on by that command (with RESERVE: the reservation ends
+its reply), in both runs alike, and {reservation} is that key's reservation:
+
+  scripts/callgrind.py --module target/release/libredis_ratelimit.so \
+      --reserve "RATELIMIT.HIT {key} 1000000 3600 COST 1000 RESERVE" -- RATELIMIT.SETTLE {key} {reservation} 999
 With --cache-sim, callgrind also simulates the caches (the machine's sizes) and the branch
 predictor, and the whole cost of an iteration is printed with its misses, its mispredicted
 branches and the cycles KCachegrind would estimate from them: where a change adds few
@@ -67,8 +72,40 @@ def loader_line(server):
             os.path.join(root, "usr/lib/x86_64-linux-gnu"), os.path.join(root, "usr/bin", name)]
 
 
-def counts(server, module, setup, commands, configs=(), cache_sim=False):
-    """The events of one server run fed `setup` (untimed but counted alike) and `commands`: total
+def last_bulk_strings(sock, replies):
+    """The last bulk string of each of `replies` array replies read from `sock` (None for a nil)."""
+    data = b""
+
+    def line():
+        nonlocal data
+        while b"\r\n" not in data:
+            data += sock.recv(65536)
+        head, data = data.split(b"\r\n", 1)
+        return head
+
+    def value():
+        nonlocal data
+        head = line()
+        if head[:1] == b"*":
+            return [value() for _ in range(int(head[1:]))][-1]
+        if head[:1] == b"$":
+            size = int(head[1:])
+            if size < 0:
+                return None
+            while len(data) < size + 2:
+                data += sock.recv(65536)
+            text, data = data[:size], data[size + 2:]
+            return text
+        if head[:1] == b"-":
+            sys.exit(f"the --reserve command failed: {head.decode()}")
+        return head
+
+    return [value() for _ in range(replies)]
+
+
+def counts(server, module, setup, commands, configs=(), cache_sim=False, reserve=None):
+    """The events of one server run fed `setup` (untimed but counted alike), then `reserve`'s
+    commands (their reservations go into `commands`, a function of them), and `commands`: total
     instructions (`Ir`), and with `cache_sim` the simulated caches' misses and branch
     mispredictions too."""
     port = free_port()
@@ -92,6 +129,10 @@ def counts(server, module, setup, commands, configs=(), cache_sim=False):
             sys.exit("the server under valgrind did not answer")
         if setup:
             cli(port, "--pipe", stdin=setup)
+        if reserve:
+            with socket.create_connection(("127.0.0.1", port)) as sock:
+                sock.sendall(b"".join(reserve))
+                commands = commands(last_bulk_strings(sock, len(reserve)))
         if commands:
             cli(port, "--pipe", stdin=commands)
         # The server exits on SHUTDOWN before it answers: no reply to check.
@@ -123,6 +164,7 @@ def main():
                         help="a server or module config, e.g. --config ratelimit.top-keys 0")
     parser.add_argument("--cache-sim", action="store_true",
                         help="also simulate the caches: misses per iteration, and cycles estimated from them")
+    parser.add_argument("--reserve", help="a command run once per key first; {reservation}: its reply's last string")
     parser.add_argument("command", nargs="+")
     args = parser.parse_args()
 
@@ -146,20 +188,26 @@ def main():
         else:
             groups[-1].append(word)
     groups = [g for g in groups if g]
-    calls, pings = [], []
-    for i in range(args.calls):
-        fill = {"key": f"cg:{i % args.keys}", "i": str(i), **shas}
-        for group in groups:
-            calls.append(resp([w.format(**fill) for w in group]))
-            pings.append(resp(["PING"]))
+    reserve = args.reserve and [resp([w.format(key=f"cg:{k}") for w in args.reserve.split()]) for k in range(args.keys)]
+
+    def calls(reservations=()):
+        made = []
+        for i in range(args.calls):
+            fill = {"key": f"cg:{i % args.keys}", "i": str(i), **shas}
+            if reservations:
+                fill["reservation"] = reservations[i % args.keys].decode()
+            made += [resp([w.format(**fill) for w in group]) for group in groups]
+        return b"".join(made)
+
+    pings = resp(["PING"]) * (args.calls * len(groups))
     # The server changes into its --dir before it loads modules: a relative path would miss.
     module = args.module and os.path.abspath(args.module)
-    run = lambda commands: counts(args.server, module, setup, commands, args.config, args.cache_sim)
-    base = run(b"".join(pings))
+    run = lambda commands: counts(args.server, module, setup, commands, args.config, args.cache_sim, reserve)
+    base = run((lambda _: pings) if reserve else pings)
     if args.cache_sim:
         # What starting, setting up and stopping cost, to take from the run's totals.
-        idle = run(b"")
-    total = run(b"".join(calls))
+        idle = run((lambda _: b"") if reserve else b"")
+    total = run(calls if reserve else calls())
     print(f"{(total['Ir'] - base['Ir']) / args.calls:,.0f} instructions an iteration above as many PINGs "
           f"({args.calls:,} iterations of {len(groups)} command(s) on {args.keys:,} keys; "
           f"profile in callgrind.out)")

@@ -14,7 +14,7 @@
 //! Clients treat it as opaque; the module reads it back with the rules below, so that a text it
 //! did not make is refused before anything is written.
 
-use crate::core::decimal::{parse_natural, put_u64};
+use crate::core::decimal::put_u64;
 use crate::core::gcra::MAX_SPAN_NS;
 use crate::core::window::MAX_WINDOW_MS;
 
@@ -55,19 +55,35 @@ impl Refused {
 }
 
 /// Exactly `count` (at most 4) ':'-separated decimal integers >= 0, as Redis reads them (no
-/// sign, no leading zero, 64-bit).
+/// sign, no leading zero, 64-bit), read in one pass: SETTLE reads one on every call.
 fn naturals(text: &[u8], count: usize) -> Option<[i64; 4]> {
     let mut numbers = [0i64; 4];
-    let (mut field, mut start) = (0, 0);
-    for (i, &b) in text.iter().enumerate() {
+    let (mut field, mut value, mut digits) = (0, 0u64, 0);
+    for &b in text {
         if b == b':' {
-            *numbers.get_mut(field)? = parse_natural(&text[start..i])?;
-            (field, start) = (field + 1, i + 1);
+            if digits == 0 || field + 1 >= count {
+                return None;
+            }
+            numbers[field] = i64::try_from(value).ok()?;
+            (field, value, digits) = (field + 1, 0, 0);
+            continue;
         }
+        let digit = b.wrapping_sub(b'0');
+        // Not a digit, a digit after a leading 0, or a 20th digit (19 fit in a u64).
+        if digit > 9 || (digits == 1 && value == 0) || digits == MAX_DIGITS {
+            return None;
+        }
+        (value, digits) = (value * 10 + u64::from(digit), digits + 1);
     }
-    *numbers.get_mut(field)? = parse_natural(&text[start..])?;
-    (field + 1 == count).then_some(numbers)
+    if digits == 0 || field + 1 != count {
+        return None;
+    }
+    numbers[field] = i64::try_from(value).ok()?;
+    Some(numbers)
 }
+
+/// The most digits of an `i64` >= 0.
+const MAX_DIGITS: usize = 19;
 
 fn fnv1a(key: &[u8]) -> u32 {
     key.iter().fold(0x811c_9dc5u32, |h, &b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
@@ -122,11 +138,9 @@ impl Reserved {
     /// reads them, within the commands' bounds), then the key. One pass over the text: SETTLE
     /// reads one on every call.
     pub fn parse(text: &[u8], key: &[u8]) -> Result<Reserved, Refused> {
-        let colon = text.iter().position(|&b| b == b':').ok_or(Refused::Malformed)?;
-        let (name, rest) = (&text[..colon], &text[colon + 1..]);
-        let count = match name {
-            b"h" | b"s" => 4,
-            b"g" => 3,
+        let (name, rest, count) = match text {
+            [name @ (b'h' | b's'), b':', rest @ ..] => (*name, rest, 4),
+            [name @ b'g', b':', rest @ ..] => (*name, rest, 3),
             _ => return Err(Refused::Malformed),
         };
         // The numbers, then ':' and the tag.
@@ -138,11 +152,11 @@ impl Reserved {
         let [a, b, c, d] = naturals(digits, count).ok_or(Refused::Malformed)?;
         let window = |limit: i64, window_ms: i64| limit >= 1 && (1..=MAX_WINDOW_MS).contains(&window_ms);
         let reserved = match name {
-            b"h" if window(a, b) && d >= 1 => Reserved::Hit { limit: a, window_ms: b, window_end_ms: c, amount: d },
-            b"s" if window(a, b) && c % b == 0 && d >= 1 => {
+            b'h' if window(a, b) && d >= 1 => Reserved::Hit { limit: a, window_ms: b, window_end_ms: c, amount: d },
+            b's' if window(a, b) && c % b == 0 && d >= 1 => {
                 Reserved::Slide { limit: a, window_ms: b, start_ms: c, amount: d }
             }
-            b"g" if a >= 1 && b >= 1 && c >= 1 && within_span(b, a) && within_span(b, c) => {
+            b'g' if a >= 1 && b >= 1 && c >= 1 && within_span(b, a) && within_span(b, c) => {
                 Reserved::Gcra { capacity: a, emission_ns: b, amount: c }
             }
             _ => return Err(Refused::Malformed),
@@ -211,6 +225,8 @@ mod tests {
             Reserved::Hit { limit: i64::MAX, window_ms: MAX_WINDOW_MS, window_end_ms: i64::MAX, amount: i64::MAX };
         assert!(text(widest).len() <= MAX_LEN);
         assert_eq!(Reserved::parse(text(widest).as_bytes(), KEY), Ok(widest));
+        let zero = Reserved::Hit { limit: 1, window_ms: 1, window_end_ms: 0, amount: 1 };
+        assert_eq!(Reserved::parse(format!("h:1:1:0:1:{tag}").as_bytes(), KEY), Ok(zero));
     }
 
     #[test]
@@ -231,6 +247,13 @@ mod tests {
             format!("h:10:1000:-5000:1:{tag}"),
             format!("h:+10:1000:5000:1:{tag}"),
             format!("h:010:1000:5000:1:{tag}"),
+            format!("h:10:1000:00:1:{tag}"),
+            format!("h:10::5000:1:{tag}"),
+            format!("h:10:1000:5000:1::{tag}"),
+            format!(":10:1000:5000:1:{tag}"),
+            format!("h:10:1000:9223372036854775808:1:{tag}"),
+            format!("h:10:1000:10000000000000000000:1:{tag}"),
+            format!("h:10:1000:5 00:1:{tag}"),
             format!("H:10:1000:5000:1:{tag}"),
             format!("s:10:1000:1500:1:{tag}"),
             format!("g:5:1000:{tag}"),
