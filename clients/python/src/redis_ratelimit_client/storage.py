@@ -82,14 +82,14 @@ class _Layout:
         implementation = options.pop("implementation", None)
         if implementation not in (None, *IMPLEMENTATIONS):
             raise RateLimitError(f"implementation must be one of {', '.join(IMPLEMENTATIONS)}, not {implementation!r}")
-        self.limits = {name: options.pop(name) for name in LIMITS_OPTIONS if name in options}
+        self.limits_options = {name: options.pop(name) for name in LIMITS_OPTIONS if name in options}
         self.options = dict(options)
-        self.asyncio = asyncio
+        self.uri, self.asyncio = uri, asyncio
         # limits' own choice: a valkey URI or "valkey" takes valkey-py. This storage drives no
         # coredis: "coredis" (limits.aio's default) takes redis-py, which speaks to the same server.
         self.package = "valkey" if "+valkey" in uri or implementation == "valkey" else "redis"
         self.own_uri = uri.replace("ratelimit+", "", 1)  # limits' own storage, for the moving window
-        self.own_options: dict[str, Any] = {**self.options, **self.limits}
+        self.own_options: dict[str, Any] = {**self.options, **self.limits_options}
         own = limits.aio.storage.RedisStorage if asyncio else limits.storage.RedisStorage
         takes = inspect.signature(own.__init__).parameters
         if "key_prefix" in takes:  # limits 3 keeps its keys under LIMITS
@@ -97,11 +97,11 @@ class _Layout:
         if "implementation" in takes:
             self.own_options["implementation"] = "valkey" if self.package == "valkey" else "redispy"
 
-    def connect(self, uri: str) -> tuple[Any, Any]:
+    def connect(self) -> tuple[Any, Any]:
         """A redis-py or valkey-py client (asyncio or not) for one of SCHEMES, and the one to read
         from: a Sentinel's replicas with ``use_replicas`` (True by default, as limits'), else the
         same client."""
-        parsed = urlparse(uri.removeprefix("async+"))
+        parsed = urlparse(self.uri.removeprefix("async+"))
         _, flavour, *kind = parsed.scheme.split("+")
         tls = flavour in ("rediss", "valkeys")
         flat, cluster = ("Valkey", "ValkeyCluster") if self.package == "valkey" else ("Redis", "RedisCluster")
@@ -121,21 +121,22 @@ class _Layout:
             return client, client
         if kind == ["sentinel"]:
             sentinels: Any = importlib.import_module(f"{root}.sentinel")
-            service = parsed.path.strip("/") or self.limits.get("service_name") or query.get("service_name")
+            service = parsed.path.strip("/") or self.limits_options.get("service_name") or query.get("service_name")
             if not service:
                 raise RateLimitError("a sentinel URI names its service: ratelimit+redis+sentinel://host:port/service")
             # As limits': the URI's credentials for the Sentinels too, unless sentinel_kwargs says.
             given = {k: v for k, v in auth.items() if v is not None}
-            sentinel_options = {**given, **(self.limits.get("sentinel_kwargs") or {})}
+            sentinel_options = {**given, **(self.limits_options.get("sentinel_kwargs") or {})}
             sentinel = sentinels.Sentinel(locations, sentinel_kwargs=sentinel_options)
             primary = sentinel.master_for(service, **auth, **options)
-            replicas = sentinel.slave_for(service, **auth, **options) if self.limits.get("use_replicas", True) else None
-            return primary, replicas or primary
-        pool = self.limits.get("connection_pool")
+            if not self.limits_options.get("use_replicas", True):
+                return primary, primary
+            return primary, sentinel.slave_for(service, **auth, **options)
+        pool = self.limits_options.get("connection_pool")
         if pool is not None:
             client = getattr(lib, flat)(connection_pool=pool, **options)
         else:
-            rest = uri.removeprefix("async+").split("://", 1)[1]
+            rest = self.uri.removeprefix("async+").split("://", 1)[1]
             client = getattr(lib, flat).from_url(f"{'rediss' if tls else 'redis'}://{rest}", **options)
         return client, client
 
@@ -181,7 +182,7 @@ class RateLimitStorage(
     def __init__(self, uri: str, wrap_exceptions: bool = False, **options: Any) -> None:
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
         self.layout = _Layout(uri, options, asyncio=False)
-        self.client, self.reader = self.layout.connect(uri)
+        self.client, self.reader = self.layout.connect()
         self.limiter = RateLimiter(self.client, load_library=self.layout.load_library)
         self._moving: Any = None
 
@@ -270,7 +271,7 @@ class AsyncRateLimitStorage(
     def __init__(self, uri: str, wrap_exceptions: bool = False, **options: Any) -> None:
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
         self.layout = _Layout(uri, options, asyncio=True)
-        self.client, self.reader = self.layout.connect(uri)
+        self.client, self.reader = self.layout.connect()
         self.limiter = AsyncRateLimiter(self.client, load_library=self.layout.load_library)
         self._moving: Any = None
 
