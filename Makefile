@@ -23,6 +23,7 @@ FETCHED := $(filter /%,$(call server_binaries,$(SERVERS)))
 LIBRARY_TESTS := --test hit --test peek --test hitall --test slide --test lease --test gcra --test settle --test replication
 
 .PHONY: all deps package-deps test-deps build package package-test lint test integration $(INTEGRATION) servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
+	monitoring-tools monitoring-test \
 	python-dist python-envs python-test node-dist node-installed node-test clients
 
 all: build
@@ -72,6 +73,30 @@ target/servers/debian-12-redis/redis-server:
 target/servers/debian-13-valkey/valkey-server:
 	scripts/debian-server.py trixie valkey $(@D)
 
+# The monitoring an operator runs (tests/monitoring.rs, make monitoring-test): redis_exporter as
+# Debian 12 (1.45) and Debian 13 (1.69) ship it, and Debian 12's Prometheus with promtool, each
+# unpacked from its package under target/monitoring/ (no service started, apt's sources untouched).
+MONITORING := target/monitoring
+MONITORING_TOOLS := $(MONITORING)/redis-exporter-1.45/prometheus-redis-exporter \
+	$(MONITORING)/redis-exporter-1.69/prometheus-redis-exporter $(MONITORING)/prometheus-2.42/prometheus
+PROMTOOL := $(MONITORING)/prometheus-2.42/promtool
+
+monitoring-tools: test-deps $(MONITORING_TOOLS)
+
+$(MONITORING)/redis-exporter-1.45/prometheus-redis-exporter:
+	scripts/debian-server.py bookworm prometheus-redis-exporter $(@D) prometheus-redis-exporter
+
+$(MONITORING)/redis-exporter-1.69/prometheus-redis-exporter:
+	scripts/debian-server.py trixie prometheus-redis-exporter $(@D) prometheus-redis-exporter
+
+$(MONITORING)/prometheus-2.42/prometheus:
+	scripts/debian-server.py bookworm prometheus $(@D) prometheus promtool
+
+# The alert rules: checked, and their unit tests (monitoring/ratelimit-alerts.test.yml).
+monitoring-test: monitoring-tools
+	$(PROMTOOL) check rules monitoring/ratelimit-alerts.yml
+	cd monitoring && $(CURDIR)/$(PROMTOOL) test rules ratelimit-alerts.test.yml
+
 # redis-cell from crates.io (pinned), under target/redis-cell/: CL.THROTTLE is tested and
 # benchmarked against it. Its code is fetched by cargo, never committed.
 redis-cell: deps
@@ -97,7 +122,7 @@ INTEGRATION := $(addprefix integration-,$(SERVERS))
 $(INTEGRATION): integration-%:
 	$(call test-on,$(call server_binaries,$*))
 
-integration: build servers redis-cell
+integration: build servers redis-cell monitoring-tools
 	cargo test --release --locked --no-run --test '*'
 	$(MAKE) --no-print-directory -j2 --output-sync=target $(INTEGRATION)
 
@@ -108,8 +133,9 @@ BENCH_SMOKE_SERVERS := $(firstword $(SERVERS)) $(filter-out $(firstword $(SERVER
 # The clients' packages and environments are made once, beside the integration suites (which
 # mostly wait), and the steps after take them as made (CLIENTS_READY=1); each of those steps run
 # alone makes them afresh.
-test: build servers redis-cell lint
+test: build servers redis-cell monitoring-tools lint
 	cargo test --release --locked --lib
+	$(MAKE) --no-print-directory monitoring-test
 	$(MAKE) --no-print-directory -j2 --output-sync=target integration clients
 	$(MAKE) --no-print-directory python-test CLIENTS_READY=1
 	$(MAKE) --no-print-directory node-test CLIENTS_READY=1

@@ -2,13 +2,16 @@
 """Fetches a server binary from another Debian suite, to run on this machine beside its own.
 
     scripts/debian-server.py SUITE SOURCE DEST      e.g. trixie redis target/servers/redis-8.0
+    scripts/debian-server.py SUITE PACKAGE DEST PROGRAM...
+                                                    e.g. bookworm prometheus DEST prometheus promtool
 
 Reads SUITE's signed package index from Debian's registry, downloads the `SOURCE-server` and
-`SOURCE-tools` packages (the second holds the binary) and the shared libraries they need, each
-checked against the index's SHA256, and unpacks them into DEST/root. DEST/SOURCE-server then runs
-the binary with the suite's own loader and libraries, so nothing of the machine's changes: the
-suite is never added to apt's sources. Whatever point release the suite holds today is taken, and
-said. Run again, it does nothing once DEST/SOURCE-server exists.
+`SOURCE-tools` packages (the second holds the binary), or PACKAGE, and the shared libraries they
+need, each checked against the index's SHA256, and unpacks them into DEST/root. DEST/SOURCE-server
+(or DEST/PROGRAM, for each PROGRAM in PACKAGE's /usr/bin) then runs the binary with the suite's own
+loader and libraries, so nothing of the machine's changes: the suite is never added to apt's
+sources, and no service is started. Whatever point release the suite holds today is taken, and
+said. Run again, it does nothing once those exist.
 
 DEST/root/var/lib/dpkg/status lists what was unpacked, as installed: `dpkg --root DEST/root`
 checks a package's dependencies against the suite's own libraries (scripts/package-test.py).
@@ -83,8 +86,8 @@ def packages(suite):
 
 def is_library(name):
     # What a binary needs at run time; the rest of a package's dependencies (adduser, systemd,
-    # init-system-helpers...) is install-time machinery.
-    return name.startswith("lib") or name == "zlib1g"
+    # init-system-helpers...) is install-time machinery, and libjs-* a web page's scripts.
+    return (name.startswith("lib") and not name.startswith("libjs-")) or name == "zlib1g"
 
 
 def needed(index, roots):
@@ -119,15 +122,36 @@ def write_status(root, stanzas):
             f.write("\n")
 
 
+def write_launcher(dest, root, loader, program, package, suite, version):
+    """DEST/PROGRAM: runs root/usr/bin/PROGRAM with the suite's loader and libraries. A Redis or
+    Valkey binary acts as a server when started under the server's name (a link to the tools')."""
+    launcher = os.path.join(dest, program)
+    with open(launcher + ".tmp", "w") as f:
+        f.write(
+            "#!/bin/sh\n"
+            f"# {program} from {package} {version}, Debian {suite}, run with its own\n"
+            "# loader and libraries (written by scripts/debian-server.py).\n"
+            'here=$(dirname "$(readlink -f "$0")")\n'
+            f'exec "$here/root/{loader}/ld-linux-x86-64.so.2" \\\n'
+            '    --library-path "$here/root/usr/lib/x86_64-linux-gnu:$here/root/lib/x86_64-linux-gnu" \\\n'
+            f'    "$here/root/usr/bin/{program}" "$@"\n'
+        )
+    os.chmod(launcher + ".tmp", 0o755)
+    return launcher
+
+
 def main():
-    if len(sys.argv) != 4:
-        fail("usage: debian-server.py SUITE SOURCE DEST")
-    suite, source, dest = sys.argv[1:]
-    launcher = os.path.join(dest, f"{source}-server")
-    if os.path.exists(launcher):
+    if len(sys.argv) < 4:
+        fail("usage: debian-server.py SUITE SOURCE DEST  or  debian-server.py SUITE PACKAGE DEST PROGRAM...")
+    suite, source, dest = sys.argv[1:4]
+    # A server (redis, valkey): its -server and -tools packages; else the package's programs.
+    is_server = len(sys.argv) == 4
+    roots = [f"{source}-server", f"{source}-tools"] if is_server else [source]
+    programs = [f"{source}-server"] if is_server else sys.argv[4:]
+    if all(os.path.exists(os.path.join(dest, p)) for p in programs):
         return
     index = packages(suite)
-    names = needed(index, [f"{source}-server", f"{source}-tools"])
+    names = needed(index, roots)
     root = os.path.join(dest, "root")
     shutil.rmtree(dest, ignore_errors=True)
     os.makedirs(root)
@@ -142,26 +166,18 @@ def main():
     write_status(root, [index[name] for name in names])
     # Debian 13 on ship the loader under /usr (merged /usr); Debian 12 under /lib64.
     loaders = [p for p in ("usr/lib64", "lib64") if os.path.exists(os.path.join(root, p, "ld-linux-x86-64.so.2"))]
-    binary = os.path.join(root, f"usr/bin/{source}-server")
-    if not loaders or not os.path.exists(binary):
-        fail(f"the loader or {binary} is missing after unpacking {', '.join(names)}")
-    # The binary acts as a server when started under that name (it is a link to the tools' binary).
-    with open(launcher + ".tmp", "w") as f:
-        f.write(
-            "#!/bin/sh\n"
-            f"# {source}-server {index[f'{source}-server']['Version']} from Debian {suite}, run with its own\n"
-            "# loader and libraries (written by scripts/debian-server.py).\n"
-            'here=$(dirname "$(readlink -f "$0")")\n'
-            f'exec "$here/root/{loaders[0]}/ld-linux-x86-64.so.2" \\\n'
-            '    --library-path "$here/root/usr/lib/x86_64-linux-gnu:$here/root/lib/x86_64-linux-gnu" \\\n'
-            f'    "$here/root/usr/bin/{source}-server" "$@"\n'
-        )
-    os.chmod(launcher + ".tmp", 0o755)
-    version = subprocess.run([launcher + ".tmp", "--version"], capture_output=True, text=True)
-    if version.returncode != 0 or "v=" not in version.stdout:
-        fail(f"the unpacked {source}-server does not run here:\n{version.stdout}{version.stderr}")
-    os.rename(launcher + ".tmp", launcher)
-    print(f"debian-server: {suite}'s {source}-server {index[f'{source}-server']['Version']} in {dest}: {version.stdout.strip()}")
+    missing = [p for p in programs if not os.path.exists(os.path.join(root, "usr/bin", p))]
+    if not loaders or missing:
+        fail(f"the loader or {missing} is missing after unpacking {', '.join(names)}")
+    version = index[roots[0]]["Version"]
+    for program in programs:
+        launcher = write_launcher(dest, root, loaders[0], program, roots[0], suite, version)
+        ran = subprocess.run([launcher + ".tmp", "--version"], capture_output=True, text=True)
+        if ran.returncode != 0 or (is_server and "v=" not in ran.stdout):
+            fail(f"the unpacked {program} does not run here:\n{ran.stdout}{ran.stderr}")
+        os.rename(launcher + ".tmp", launcher)
+        said = (ran.stdout or ran.stderr).strip().splitlines()[0]
+        print(f"debian-server: {suite}'s {roots[0]} {version}: {launcher}: {said}")
 
 
 if __name__ == "__main__":

@@ -12,13 +12,14 @@ throwaway system (the machine's own is never touched) where:
 - the module is at its path with its execute bit;
 - the suite's server is started in that root (chroot) from the suite's own config file, with the
   packaged loadmodule line added to it as the docs say, and answers RATELIMIT.HIT; the packaged
-  Functions library loads and answers FCALL ratelimit_hit;
+  Functions library loads and answers FCALL ratelimit_hit; redis_exporter's packaged script
+  gives the module's counters;
 - after CONFIG SET and CONFIG REWRITE, the server starts again from the rewritten file, with the
   module loaded once and the config kept;
 - dpkg removes the package and leaves none of its files.
 
 Then the tarball: its SHA256SUMS and its own .sha256 verify, and its module loads into the first
-suite's server; PACKAGE_DIR's SHA256SUMS verifies too. Last, the clients' packages: every release
+suite's server, its exporter script answering there; PACKAGE_DIR's SHA256SUMS verifies too. Last, the clients' packages: every release
 file README.md tells users to install is one of these, and the Python wheel and the npm tarball
 install (offline, each in a fresh place) and import under the names the docs give.
 """
@@ -176,6 +177,8 @@ def on_a_suite(deb, server_dir):
             server.call("FCALL", "ratelimit_hit", "1", "pkg:lib", "10", "60"),
             FIRST_HIT,
         )
+        metrics = server.call("--eval", f"{SHARE}/ratelimit-metrics.lua")
+        expect(f"{label}: the exporter's script gives ratelimit_hits", metrics[metrics.index("ratelimit_hits") + 1], "1")
         expect(f"{label}: CONFIG SET", server.call("CONFIG", "SET", "ratelimit.shadow", "pkg:"), ["OK"])
         expect(f"{label}: CONFIG REWRITE", server.call("CONFIG", "REWRITE"), ["OK"])
     finally:
@@ -225,6 +228,8 @@ def the_tarball(package_dir, server_dir):
     server.start()
     try:
         expect("the tarball's module: RATELIMIT.HIT", server.call("RATELIMIT.HIT", "pkg:tar", "10", "60"), FIRST_HIT)
+        metrics = server.call("--eval", os.path.join(folder, "ratelimit-metrics.lua"))
+        expect("the tarball's exporter script: ratelimit_hits", metrics[metrics.index("ratelimit_hits") + 1], "1")
     finally:
         server.stop()
     shutil.rmtree(into)

@@ -4,14 +4,15 @@
     scripts/package.py --module SO --out OUT [--python DIST] [--node DIST]
 
 - redis-ratelimit_VERSION_ARCH.deb: the module in /usr/lib/redis/modules (mode 0755: Redis and
-  Valkey refuse a module without an execute bit), the Functions library and the loadmodule line
-  in /usr/share/redis-ratelimit, the docs in /usr/share/doc/redis-ratelimit. Depends is computed
+  Valkey refuse a module without an execute bit), the Functions library, the loadmodule line and
+  the monitoring (redis_exporter's script, alert rules, dashboard) in /usr/share/redis-ratelimit,
+  the docs in /usr/share/doc/redis-ratelimit. Depends is computed
   by dpkg-shlibdeps from the module; the rest of the control file is packaging/debian/control.
   No maintainer script: the admin adds the loadmodule line (packaging/ratelimit.conf says why).
   lintian must find no error and no warning (overrides, each explained, in
   packaging/debian/lintian-overrides).
 - redis-ratelimit-VERSION-TARGET.tar.gz: the module, the library, the loadmodule line, the
-  license, the third-party notices and a README page, with their SHA256SUMS inside and the
+  monitoring, the license, the third-party notices and a README page, with their SHA256SUMS inside and the
   archive's own .sha256 beside it.
 - The Python wheel and sdist and the npm tarball, copied from where make built them.
 - SHA256SUMS of everything above.
@@ -41,6 +42,8 @@ MODULE = "libredis_ratelimit.so"
 MODULE_DIR = "usr/lib/redis/modules"
 SHARE_DIR = f"usr/share/{NAME}"
 DOC_DIR = f"usr/share/doc/{NAME}"
+# redis_exporter's script, the alert rules and the Grafana dashboard (docs/operations.md, Monitoring).
+MONITORING = ("ratelimit-metrics.lua", "ratelimit-alerts.yml", "ratelimit-dashboard.json")
 # The oldest glibc the module may need: what packaging/README.md and docs/operations.md promise
 # (Debian 12, Ubuntu 22.04, RHEL 9). A build that needs a newer one fails here, not on a user's host.
 GLIBC_FLOOR = (2, 34)
@@ -174,6 +177,8 @@ def build_deb(module, notices, out, build, epoch):
     os.chmod(staged, 0o755)
     write(os.path.join(tree, SHARE_DIR, "ratelimit.lua"), read(os.path.join(ROOT, "functions", "ratelimit.lua")))
     write(os.path.join(tree, SHARE_DIR, "ratelimit.conf"), read(os.path.join(PACKAGING, "ratelimit.conf")))
+    for name in MONITORING:
+        write(os.path.join(tree, SHARE_DIR, name), read(os.path.join(ROOT, "monitoring", name)))
     write(os.path.join(tree, DOC_DIR, "README.md"), read(os.path.join(PACKAGING, "README.md")))
     write(os.path.join(tree, DOC_DIR, "copyright"), notices)
     changelog = read(os.path.join(PACKAGING, "debian", "changelog"))
@@ -226,6 +231,7 @@ def build_tarball(module, notices, out, epoch):
         MODULE: (read(module), 0o755),
         "ratelimit.lua": (read(os.path.join(ROOT, "functions", "ratelimit.lua")), 0o644),
         "ratelimit.conf": (read(os.path.join(PACKAGING, "ratelimit.conf")), 0o644),
+        **{name: (read(os.path.join(ROOT, "monitoring", name)), 0o644) for name in MONITORING},
         "LICENSE": (read(os.path.join(ROOT, "LICENSE")), 0o644),
         "COPYRIGHT": (notices.encode(), 0o644),
         "README.md": (read(os.path.join(PACKAGING, "README.md")), 0o644),

@@ -6,7 +6,7 @@ use ratelimit_testkit as common;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use common::{error_of, hit, pttl, Server};
+use common::{error_of, hit, pttl, run_all, Server};
 use redis::Value;
 
 /// One version: the crate's (Cargo.toml), which `MODULE LIST` shows as Redis modules encode theirs
@@ -215,6 +215,98 @@ fn info_ratelimit_counts_what_the_module_did() {
     }
 }
 
+/// INFO ratelimit as a scraper that reads numbers sees it: every field a number but the
+/// per-command lines and the two words, and each of those has numeric fields that say the same.
+#[test]
+fn every_info_field_has_a_numeric_form() {
+    if common::module_only("INFO ratelimit") {
+        return;
+    }
+    let server = Server::start();
+    let mut con = server.connect();
+    run_all(&mut con, &["CONFIG SET ratelimit.shadow shadowed:"]);
+    for key in ["k", "k", "k", "shadowed:k", "shadowed:k"] {
+        hit(&mut con, key, &["2", "60"]).unwrap();
+    }
+    let _: Value = redis::cmd("RATELIMIT.GCRA").arg(&["g", "0", "1", "60"]).query(&mut con).unwrap();
+    let info: String = redis::cmd("INFO").arg("ratelimit").query(&mut con).unwrap();
+    let fields: HashMap<&str, &str> = info.lines().filter_map(|l| l.split_once(':')).collect();
+    let mut words: Vec<&str> = fields.iter().filter(|(_, v)| v.parse::<u64>().is_err()).map(|(k, _)| *k).collect();
+    words.sort();
+    let commands = ["acquire", "cl_throttle", "gcra", "hit", "hitall", "slide"];
+    let mut expected: Vec<String> = commands.iter().map(|c| format!("ratelimit_decisions_{c}")).collect();
+    expected.extend(["ratelimit_clock".to_string(), "ratelimit_guard_heal_at".to_string()]);
+    expected.sort();
+    assert_eq!(words, expected, "{info}");
+    for command in commands {
+        let line = fields[format!("ratelimit_decisions_{command}").as_str()];
+        for part in line.split(',') {
+            let (outcome, count) = part.split_once('=').unwrap();
+            let flat = format!("ratelimit_decisions_{command}_{outcome}");
+            assert_eq!(fields.get(flat.as_str()), Some(&count), "{flat} against {line}");
+        }
+    }
+    assert_eq!(fields["ratelimit_decisions_hit"], "admitted=4,denied=1,shadow_denied=1");
+    assert_eq!(fields["ratelimit_decisions_gcra_denied"], "0");
+    let flag = |word: &str, when: &str| if fields[word] == when { "1" } else { "0" };
+    assert_eq!(fields["ratelimit_clock_command_us"], flag("ratelimit_clock", "command_us"));
+    assert_eq!(fields["ratelimit_guard_heal_at_command_end"], flag("ratelimit_guard_heal_at", "command_end"));
+}
+
+fn counters(con: &mut redis::Connection) -> (Option<String>, Option<String>, Option<String>) {
+    let field = |con: &mut redis::Connection, name| common::info_field(con, "ratelimit", name);
+    (field(con, "ratelimit_hits"), field(con, "ratelimit_decisions_hit_admitted"), field(con, "ratelimit_top_entries"))
+}
+
+/// The counters only grow, as a scraper's `rate()` needs, until `CONFIG RESETSTAT` sets them back
+/// to zero with the server's own: not when the caller may not run it, nor when its MULTI is
+/// discarded, nor on `CONFIG SET`. Gauges (TOP's entries) stay as they are.
+#[test]
+fn config_resetstat_resets_the_counters_as_the_servers_own() {
+    if common::module_only("INFO ratelimit") {
+        return;
+    }
+    let server = Server::start();
+    let mut con = server.connect();
+    for key in ["a", "b", "c"] {
+        hit(&mut con, key, &["2", "60"]).unwrap();
+    }
+    let before = counters(&mut con);
+    assert_eq!(before, (Some("3".into()), Some("3".into()), Some("3".into())));
+    let config_sets = [
+        "CONFIG SET ratelimit.shadow x:",
+        "CONFIG SET ratelimit.max-walks 3",
+        "CONFIG SET ratelimit.audit-limit 50",
+        "CONFIG SET ratelimit.walk-slice-us 2000",
+        "CONFIG SET maxmemory-policy noeviction",
+    ];
+    run_all(&mut con, &config_sets);
+    assert_eq!(counters(&mut con), before, "after CONFIG SET");
+    run_all(&mut con, &["ACL SETUSER app on >pw +@all -@admin -@dangerous"]);
+    let mut app = server.connect();
+    let _: () = redis::cmd("AUTH").arg(&["app", "pw"]).query(&mut app).unwrap();
+    assert!(error_of(redis::cmd("CONFIG").arg("RESETSTAT").query::<()>(&mut app)).starts_with("NOPERM"));
+    assert_eq!(counters(&mut con), before, "after a CONFIG RESETSTAT refused");
+    let _: () = redis::cmd("MULTI").query(&mut con).unwrap();
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
+    let _: () = redis::cmd("DISCARD").query(&mut con).unwrap();
+    assert_eq!(counters(&mut con), before, "after a discarded MULTI");
+
+    let _: () = redis::cmd("config").arg("resetstat").query(&mut con).unwrap();
+    assert_eq!(counters(&mut con), (Some("0".into()), Some("0".into()), Some("3".into())));
+    let processed = common::info_field(&mut con, "stats", "total_commands_processed").unwrap();
+    assert!(processed.parse::<u64>().unwrap() < 10, "the server's own counts were reset too: {processed}");
+    hit(&mut con, "a", &["2", "60"]).unwrap();
+    assert_eq!(counters(&mut con).0.as_deref(), Some("1"));
+
+    // In a transaction: at its EXEC (servers that tell a filter the client: Redis 7.2+, Valkey).
+    let _: (Vec<i64>, ()) =
+        redis::pipe().atomic().cmd("RATELIMIT.HIT").arg(&["b", "2", "60"]).cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
+    let version = common::info_field(&mut con, "server", "redis_version").unwrap();
+    let expected = if version.starts_with("7.0.") { "2" } else { "0" };
+    assert_eq!(counters(&mut con).0.as_deref(), Some(expected), "after MULTI, HIT, CONFIG RESETSTAT, EXEC on {version}");
+}
+
 #[test]
 fn command_docs_describe_every_command() {
     let server = Server::start();
@@ -301,6 +393,8 @@ fn a_command_decides_with_the_servers_own_time() {
         .query(&mut con)
         .unwrap();
     let clock = common::info_field(&mut con, "ratelimit", "ratelimit_clock");
+    let command_clock = common::info_field(&mut con, "ratelimit", "ratelimit_clock_command_us");
+    assert_eq!(command_clock.as_deref(), Some(if t1 == t2 { "1" } else { "0" }));
     if t1 == t2 {
         assert_eq!(clock.as_deref(), Some("command_us"), "the server has one instant per transaction");
         let now_ms = t1.0 * 1_000 + t1.1 / 1_000;

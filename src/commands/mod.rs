@@ -173,6 +173,7 @@ pub const COMMANDS: &[Command] = &[
         name: c"ratelimit.hit",
         // Not deny-oom: over maxmemory only new counters are refused (see redis/key.rs).
         flags: c"write fast",
+        acl_categories: c"write fast",
         keys: Keys::At(1, WRITES),
         arity: -4,
         entry: entry_point!(hit::hit),
@@ -194,6 +195,7 @@ pub const COMMANDS: &[Command] = &[
         name: c"ratelimit.slide",
         // As HIT: over maxmemory only new keys are refused.
         flags: c"write fast",
+        acl_categories: c"write fast",
         keys: Keys::At(1, WRITES),
         arity: -4,
         entry: entry_point!(slide::slide),
@@ -221,6 +223,7 @@ pub const COMMANDS: &[Command] = &[
         // Keys given by numkeys: a key spec for COMMAND GETKEYS and ACLs, and getkeys-api for 7.0's
         // cluster routing, which reads only that.
         flags: c"write getkeys-api",
+        acl_categories: c"write slow",
         keys: Keys::Counted(WRITES),
         arity: -5,
         entry: entry_point!(hitall::hitall),
@@ -255,6 +258,7 @@ pub const COMMANDS: &[Command] = &[
     Command {
         name: c"ratelimit.peek",
         flags: c"readonly fast",
+        acl_categories: c"read fast",
         keys: Keys::At(1, READS),
         arity: -3,
         entry: entry_point!(peek::peek),
@@ -267,6 +271,7 @@ pub const COMMANDS: &[Command] = &[
         name: c"ratelimit.acquire",
         // As HIT: over maxmemory only new lease sets are refused.
         flags: c"write fast",
+        acl_categories: c"write fast",
         keys: Keys::At(1, WRITES),
         arity: -4,
         entry: entry_point!(acquire::acquire),
@@ -284,6 +289,7 @@ pub const COMMANDS: &[Command] = &[
     Command {
         name: c"ratelimit.release",
         flags: c"write fast",
+        acl_categories: c"write fast",
         keys: Keys::At(1, WRITES),
         arity: 3,
         entry: entry_point!(release::release),
@@ -295,6 +301,7 @@ pub const COMMANDS: &[Command] = &[
     Command {
         name: c"ratelimit.renew",
         flags: c"write fast",
+        acl_categories: c"write fast",
         keys: Keys::At(1, WRITES),
         arity: -4,
         entry: entry_point!(renew::renew),
@@ -312,6 +319,7 @@ pub const COMMANDS: &[Command] = &[
         name: c"ratelimit.gcra",
         // As HIT: over maxmemory only new buckets are refused.
         flags: c"write fast",
+        acl_categories: c"write fast",
         keys: Keys::At(1, WRITES),
         arity: -5,
         entry: entry_point!(gcra::gcra),
@@ -334,6 +342,7 @@ pub const COMMANDS: &[Command] = &[
         name: c"ratelimit.settle",
         // As HIT: over maxmemory only new keys are refused (an overage after the window ended).
         flags: c"write fast",
+        acl_categories: c"write fast",
         keys: Keys::At(1, WRITES),
         arity: 4,
         entry: entry_point!(settle::settle),
@@ -350,6 +359,7 @@ pub const COMMANDS: &[Command] = &[
         name: c"cl.throttle",
         // redis-cell registered it `write`; `fast` as GCRA's, and its key for cluster routing.
         flags: c"write fast",
+        acl_categories: c"write fast",
         keys: Keys::At(1, WRITES),
         arity: -5,
         entry: entry_point!(cl_throttle::cl_throttle),
@@ -369,6 +379,7 @@ pub const COMMANDS: &[Command] = &[
         name: c"ratelimit.audit",
         // Read-only, so that replicas can be audited; no keys, so it runs on any cluster node.
         flags: c"readonly",
+        acl_categories: c"read slow keyspace",
         keys: Keys::None,
         arity: -2,
         entry: entry_point!(audit::audit),
@@ -382,6 +393,7 @@ pub const COMMANDS: &[Command] = &[
         // Telemetry of this node, no keys: it runs on any node, replicas included. Not `fast`: it
         // sorts the summaries.
         flags: c"readonly",
+        acl_categories: c"read slow",
         keys: Keys::None,
         arity: -1,
         entry: entry_point!(top::top),
@@ -421,6 +433,7 @@ pub const COMMANDS: &[Command] = &[
         name: c"ratelimit.repair",
         // Not deny-oom: giving leaked counters a TTL is how memory comes back.
         flags: c"write",
+        acl_categories: c"write slow keyspace",
         keys: Keys::None,
         arity: -3,
         entry: entry_point!(repair::repair),

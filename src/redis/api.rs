@@ -95,6 +95,15 @@ pub fn first_missing() -> Option<&'static str> {
         RedisModule_ZsetRangePrev,
         RedisModule_ZsetRangeEndReached,
         RedisModule_ZsetRangeStop,
+        RedisModule_RegisterCommandFilter,
+        RedisModule_CommandFilterArgsCount,
+        RedisModule_CommandFilterArgGet,
+        RedisModule_GetClientInfoById,
+        RedisModule_GetDetachedThreadSafeContext,
+        RedisModule_CreateTimer,
+        RedisModule_GetServerInfo,
+        RedisModule_ServerInfoGetFieldUnsigned,
+        RedisModule_FreeServerInfo,
     );
     None
 }

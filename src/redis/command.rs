@@ -72,6 +72,9 @@ pub struct Command {
     pub name: &'static CStr,
     /// `CreateCommand`'s flags (`write fast`, ...).
     pub flags: &'static CStr,
+    /// The server's ACL categories that describe it (`write fast`, ...), where the server lets a
+    /// module set them (Redis 7.2+, Valkey 7.2.4+); and `@ratelimit` where a module may add one.
+    pub acl_categories: &'static CStr,
     pub keys: Keys,
     pub arity: c_int,
     pub entry: Entry,
@@ -150,8 +153,23 @@ fn key_specs(keys: &Keys) -> Vec<RedisModuleCommandKeySpec> {
     specs
 }
 
-/// Creates `command` and sets its docs and key specs; the error says what the server refused.
-pub fn register(ctx: &Ctx, command: &Command) -> Result<(), String> {
+/// The ACL category every command of the module is in, where the server lets a module add one
+/// (Redis 7.4+, Valkey 8+; only while it loads).
+pub const ACL_CATEGORY: &CStr = c"ratelimit";
+
+/// Adds `ACL_CATEGORY`; false where the server cannot.
+pub fn add_acl_category(ctx: &Ctx) -> bool {
+    // SAFETY: reading a pointer written once at load time.
+    let Some(add) = (unsafe { redis_module::raw::RedisModule_AddACLCategory }) else {
+        return false;
+    };
+    // SAFETY: the module's load-time context and a static name.
+    unsafe { add(ctx.raw(), ACL_CATEGORY.as_ptr()) == REDISMODULE_OK as c_int }
+}
+
+/// Creates `command` and sets its docs, key specs and ACL categories (with `ACL_CATEGORY` when
+/// `own_category`); the error says what the server refused.
+pub fn register(ctx: &Ctx, command: &Command, own_category: bool) -> Result<(), String> {
     let (first, last, step) = match command.keys {
         Keys::At(pos, _) => (pos, pos, 1),
         Keys::None | Keys::Counted(_) => (0, 0, 0),
@@ -186,15 +204,37 @@ pub fn register(ctx: &Ctx, command: &Command) -> Result<(), String> {
     };
     // SAFETY: the command was just created; `info` and everything it points to (the arena, the
     // specs) live until the server has copied them, during this call.
-    let status = unsafe {
+    unsafe {
         let created = api!(RedisModule_GetCommand)(ctx.raw(), name);
         if created.is_null() {
             return Err(format!("no command {:?}", command.name));
         }
-        api!(RedisModule_SetCommandInfo)(created, &info)
+        if api!(RedisModule_SetCommandInfo)(created, &info) != REDISMODULE_OK as c_int {
+            return Err(format!("the server refused the command info of {:?}", command.name));
+        }
+        set_acl_categories(created, command, own_category)
+    }
+}
+
+/// # Safety
+/// `created` is the server's handle of `command`, created during this load.
+unsafe fn set_acl_categories(
+    created: *mut redis_module::raw::RedisModuleCommand,
+    command: &Command,
+    own_category: bool,
+) -> Result<(), String> {
+    // SAFETY: reading a pointer written once at load time.
+    let Some(set) = (unsafe { redis_module::raw::RedisModule_SetCommandACLCategories }) else {
+        return Ok(());
     };
-    match status {
+    let categories = match own_category {
+        true => format!("{} {}", command.acl_categories.to_string_lossy(), ACL_CATEGORY.to_string_lossy()),
+        false => command.acl_categories.to_string_lossy().into_owned(),
+    };
+    let categories = std::ffi::CString::new(categories).map_err(|e| e.to_string())?;
+    // SAFETY: per the function's contract; the server copies the categories during the call.
+    match unsafe { set(created, categories.as_ptr()) } {
         s if s == REDISMODULE_OK as c_int => Ok(()),
-        _ => Err(format!("the server refused the command info of {:?}", command.name)),
+        _ => Err(format!("the server refused the ACL categories {categories:?} of {:?}", command.name)),
     }
 }

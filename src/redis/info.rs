@@ -1,4 +1,8 @@
-//! `INFO ratelimit`: one section named after the module, fields `ratelimit_<name>`.
+//! `INFO ratelimit`: one section named after the module, fields `ratelimit_<name>`. Every field
+//! but the per-command lines (`decisions_hit:admitted=..`, kept for people reading INFO) and the
+//! two words (`clock`, `guard_heal_at`) is a number, and each of those has numeric fields too, so
+//! that a scraper that takes numbers (redis_exporter's `--script`, Telegraf) takes everything.
+//! The counters only grow, until `CONFIG RESETSTAT` (resetstat.rs); the rest are gauges.
 
 use std::ffi::CStr;
 use std::os::raw::c_int;
@@ -46,6 +50,17 @@ const COUNTERS: [(&CStr, &Stat); 31] = [
 const DECISIONS: [&Decisions; 6] =
     [&HIT_DECISIONS, &HITALL_DECISIONS, &SLIDE_DECISIONS, &GCRA_DECISIONS, &CL_THROTTLE_DECISIONS, &ACQUIRE_DECISIONS];
 
+/// Every counter back to zero, as `CONFIG RESETSTAT` does the server's own.
+pub fn reset_counters() {
+    for (_, counter) in COUNTERS {
+        counter.reset();
+    }
+    for d in DECISIONS {
+        d.counts().iter().for_each(|count| count.reset());
+    }
+    TOP_UNTRACKED.reset();
+}
+
 /// The INFO callback, registered at load time.
 pub unsafe extern "C" fn info(ctx: *mut RedisModuleInfoCtx, for_crash_report: c_int) {
     let number = |name: &CStr, value: u64| {
@@ -66,10 +81,15 @@ pub unsafe extern "C" fn info(ctx: *mut RedisModuleInfoCtx, for_crash_report: c_
         // `decisions_hit:admitted=..,denied=..,shadow_denied=..`.
         unsafe {
             api!(RedisModule_InfoBeginDictField)(ctx, d.name.as_ptr());
-            api!(RedisModule_InfoAddFieldULongLong)(ctx, c"admitted".as_ptr(), d.admitted.get());
-            api!(RedisModule_InfoAddFieldULongLong)(ctx, c"denied".as_ptr(), d.denied.get());
-            api!(RedisModule_InfoAddFieldULongLong)(ctx, c"shadow_denied".as_ptr(), d.shadow_denied.get());
+            for (name, count) in [c"admitted", c"denied", c"shadow_denied"].iter().zip(d.counts()) {
+                api!(RedisModule_InfoAddFieldULongLong)(ctx, name.as_ptr(), count.get());
+            }
             api!(RedisModule_InfoEndDictField)(ctx);
+        }
+    }
+    for d in DECISIONS {
+        for (name, count) in d.fields.iter().zip(d.counts()) {
+            number(name, count.get());
         }
     }
     // A crash report may be written in the middle of a command that is updating the summaries.
@@ -83,7 +103,10 @@ pub unsafe extern "C" fn info(ctx: *mut RedisModuleInfoCtx, for_crash_report: c_
     number(c"walks_running", running as u64);
     number(c"walks_queued", queued as u64);
     number(c"slot_imports", slot_migration::imports_in_progress());
-    // What differs between servers, as this one does it.
-    text(c"clock", if server::has_command_clock() { c"command_us" } else { c"wall_ms" });
-    text(c"guard_heal_at", if server::has_post_notification_jobs() { c"command_end" } else { c"before_sleep" });
+    // What differs between servers, as this one does it: in words, and as 1 or 0.
+    let (command_clock, heal_at_command_end) = (server::has_command_clock(), server::has_post_notification_jobs());
+    text(c"clock", if command_clock { c"command_us" } else { c"wall_ms" });
+    text(c"guard_heal_at", if heal_at_command_end { c"command_end" } else { c"before_sleep" });
+    number(c"clock_command_us", u64::from(command_clock));
+    number(c"guard_heal_at_command_end", u64::from(heal_at_command_end));
 }

@@ -17,6 +17,7 @@ pub mod key;
 pub mod leaked;
 pub mod lease_set;
 pub mod register;
+pub mod resetstat;
 pub mod server;
 pub mod slot_migration;
 pub mod stats;

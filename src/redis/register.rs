@@ -11,7 +11,7 @@ use crate::redis::api::{self, api};
 use crate::redis::command::{self, Command};
 use crate::redis::config::{self, StringConfig};
 use crate::redis::ctx::Ctx;
-use crate::redis::{info, server, slot_migration, walk};
+use crate::redis::{info, resetstat, server, slot_migration, walk};
 
 /// What the module is made of.
 pub struct Module {
@@ -60,12 +60,14 @@ fn load(module: &Module, ctx: &Ctx, args: &[RedisString]) -> Result<(), String> 
     }
     // SAFETY: the module's load-time context.
     unsafe { api!(RedisModule_SetModuleOptions)(ctx.raw(), options) };
+    let own_category = command::add_acl_category(ctx);
     for row in module.commands {
         if row.opt_in.is_none_or(|arg| opted_in.iter().any(|a| a == arg)) {
-            command::register(ctx, row)?;
+            command::register(ctx, row, own_category)?;
         }
     }
     config::register(ctx, module.configs)?;
+    resetstat::watch(ctx)?;
     (module.loaded)(ctx);
     // Only for the log and INFO: the guard and the walks do not depend on them.
     if !slot_migration::subscribe(ctx) {

@@ -1,6 +1,7 @@
 //! What the module has done since it was loaded, for `INFO ratelimit` (info.rs). Relaxed atomic
 //! counters, cheap enough for the hot path and safe from the walk thread.
 
+use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub struct Stat(AtomicU64);
@@ -16,6 +17,11 @@ impl Stat {
 
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
+    }
+
+    /// Back to zero: `CONFIG RESETSTAT` (see resetstat.rs).
+    pub fn reset(&self) {
+        self.0.store(0, Ordering::Relaxed);
     }
 }
 
@@ -70,28 +76,55 @@ pub static GUARD_HEALS: Stat = Stat::new();
 /// Decisions RATELIMIT.TOP did not track because the key's name is longer than `core::top::LONGEST_KEY`.
 pub static TOP_UNTRACKED: Stat = Stat::new();
 
-/// Admitted and denied calls of one limiter command: INFO's `decisions_<command>` line; and the
-/// admitted ones shadow mode would have denied.
+/// Admitted and denied calls of one limiter command, and the admitted ones shadow mode would have
+/// denied: INFO's `decisions_<command>` line, and one numeric field each
+/// (`decisions_<command>_admitted`, `_denied`, `_shadow_denied`) for scrapers that read numbers.
 pub struct Decisions {
-    pub name: &'static std::ffi::CStr,
+    pub name: &'static CStr,
+    pub fields: [&'static CStr; 3],
     pub admitted: Stat,
     pub denied: Stat,
     pub shadow_denied: Stat,
 }
 
 impl Decisions {
-    const fn new(name: &'static std::ffi::CStr) -> Decisions {
-        Decisions { name, admitted: Stat::new(), denied: Stat::new(), shadow_denied: Stat::new() }
-    }
-
     pub fn add(&self, allowed: bool) {
         if allowed { &self.admitted } else { &self.denied }.add(1);
     }
+
+    /// The counts, in the order of `fields`.
+    pub fn counts(&self) -> [&Stat; 3] {
+        [&self.admitted, &self.denied, &self.shadow_denied]
+    }
 }
 
-pub static HIT_DECISIONS: Decisions = Decisions::new(c"decisions_hit");
-pub static HITALL_DECISIONS: Decisions = Decisions::new(c"decisions_hitall");
-pub static SLIDE_DECISIONS: Decisions = Decisions::new(c"decisions_slide");
-pub static GCRA_DECISIONS: Decisions = Decisions::new(c"decisions_gcra");
-pub static CL_THROTTLE_DECISIONS: Decisions = Decisions::new(c"decisions_cl_throttle");
-pub static ACQUIRE_DECISIONS: Decisions = Decisions::new(c"decisions_acquire");
+const fn c_name(with_nul: &'static str) -> &'static CStr {
+    match CStr::from_bytes_with_nul(with_nul.as_bytes()) {
+        Ok(name) => name,
+        Err(_) => panic!("a field name with a NUL inside"),
+    }
+}
+
+/// The `Decisions` of one command, its field names spelled once.
+macro_rules! decisions {
+    ($command:literal) => {
+        Decisions {
+            name: c_name(concat!("decisions_", $command, "\0")),
+            fields: [
+                c_name(concat!("decisions_", $command, "_admitted\0")),
+                c_name(concat!("decisions_", $command, "_denied\0")),
+                c_name(concat!("decisions_", $command, "_shadow_denied\0")),
+            ],
+            admitted: Stat::new(),
+            denied: Stat::new(),
+            shadow_denied: Stat::new(),
+        }
+    };
+}
+
+pub static HIT_DECISIONS: Decisions = decisions!("hit");
+pub static HITALL_DECISIONS: Decisions = decisions!("hitall");
+pub static SLIDE_DECISIONS: Decisions = decisions!("slide");
+pub static GCRA_DECISIONS: Decisions = decisions!("gcra");
+pub static CL_THROTTLE_DECISIONS: Decisions = decisions!("cl_throttle");
+pub static ACQUIRE_DECISIONS: Decisions = decisions!("acquire");

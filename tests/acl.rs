@@ -1,0 +1,183 @@
+//! Least privilege (docs/operations.md, "Granting access"): `+@ratelimit ~rl:*` is the whole
+//! grant an application needs where the server lets a module add an ACL category (Redis 7.4+,
+//! Valkey 8+), the explicit command list where it does not (Redis 7.0), and the library's grant
+//! for FCALL. Each command is also in the server's own categories that describe it.
+
+use ratelimit_testkit as common;
+
+use std::collections::BTreeSet;
+
+use common::{error_of, run_all, top, Config, Server};
+use redis::{Connection, Value};
+
+/// Every command of the module, as `CL.THROTTLE` opted in registers them.
+const COMMANDS: [&str; 13] = [
+    "cl.throttle",
+    "ratelimit.acquire",
+    "ratelimit.audit",
+    "ratelimit.gcra",
+    "ratelimit.hit",
+    "ratelimit.hitall",
+    "ratelimit.peek",
+    "ratelimit.release",
+    "ratelimit.renew",
+    "ratelimit.repair",
+    "ratelimit.settle",
+    "ratelimit.slide",
+    "ratelimit.top",
+];
+
+/// The grant docs/operations.md gives for servers without module categories.
+const EXPLICIT_GRANT: &str = "+ratelimit.hit +ratelimit.slide +ratelimit.hitall +ratelimit.peek +ratelimit.gcra \
+     +ratelimit.settle +ratelimit.acquire +ratelimit.release +ratelimit.renew +ratelimit.audit +ratelimit.repair \
+     +ratelimit.top +cl.throttle";
+
+fn server() -> Server {
+    Server::with(Config { module_args: &["CL.THROTTLE"], ..Config::default() })
+}
+
+fn has_module_categories(con: &mut Connection) -> bool {
+    let categories: Vec<String> = redis::cmd("ACL").arg("CAT").query(con).unwrap();
+    categories.iter().any(|c| c == "ratelimit")
+}
+
+fn user(server: &Server, name: &str) -> Connection {
+    let mut con = server.connect();
+    let _: () = redis::cmd("AUTH").arg(&[name, "pw"]).query(&mut con).unwrap();
+    con
+}
+
+fn grant(admin: &mut Connection, name: &str, rules: &str) {
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg(&["SETUSER", name, "on", ">pw"]).arg(rules.split_whitespace().collect::<Vec<_>>());
+    let _: () = cmd.query(admin).unwrap();
+}
+
+/// Every limiter on `rl:` keys, as an application calls them.
+fn calls_every_limiter(app: &mut Connection) {
+    let ok = |app: &mut Connection, line: &str| {
+        let words: Vec<&str> = line.split(' ').collect();
+        redis::cmd(words[0]).arg(&words[1..]).query::<Value>(app).unwrap_or_else(|e| panic!("{line}: {e}"))
+    };
+    ok(app, "RATELIMIT.HIT rl:h 10 60");
+    ok(app, "RATELIMIT.SLIDE rl:s 10 60");
+    ok(app, "RATELIMIT.HITALL 2 rl:a rl:b 10 60 10 60");
+    ok(app, "RATELIMIT.PEEK rl:h 10");
+    ok(app, "RATELIMIT.GCRA rl:g 5 1 60");
+    ok(app, "CL.THROTTLE rl:c 5 1 60");
+    let reserved: Vec<Value> = redis::cmd("RATELIMIT.HIT").arg(&["rl:r", "100", "60", "COST", "10", "RESERVE"]).query(app).unwrap();
+    let reservation: String = redis::from_redis_value(&reserved[4]).unwrap();
+    ok(app, &format!("RATELIMIT.SETTLE rl:r {reservation} 5"));
+    let acquired: Vec<Value> = redis::cmd("RATELIMIT.ACQUIRE").arg(&["rl:l", "2", "60"]).query(app).unwrap();
+    let id: String = redis::from_redis_value(&acquired[4]).unwrap();
+    ok(app, &format!("RATELIMIT.RENEW rl:l {id} 60"));
+    ok(app, &format!("RATELIMIT.RELEASE rl:l {id}"));
+    ok(app, "RATELIMIT.AUDIT rl:");
+    ok(app, "RATELIMIT.REPAIR rl: 60");
+    ok(app, "RATELIMIT.TOP");
+}
+
+/// What the grant must not give: other commands, other keys, and other keys' TOP entries.
+fn is_refused_everything_else(admin: &mut Connection, app: &mut Connection) {
+    run_all(admin, &["RATELIMIT.HIT secret:k 10 60"]);
+    for line in ["GET rl:h", "SET rl:h 1", "CONFIG GET maxmemory", "FLUSHALL", "KEYS *", "RATELIMIT.HIT secret:k 10 60"] {
+        let words: Vec<&str> = line.split(' ').collect();
+        let error = error_of(redis::cmd(words[0]).arg(&words[1..]).query::<Value>(app));
+        assert!(error.starts_with("NOPERM"), "{line}: {error}");
+    }
+    let seen: BTreeSet<String> = top(app, &["ADMITTED"]).unwrap().into_iter().map(|e| e.key).collect();
+    assert!(seen.contains("rl:h") && !seen.contains("secret:k"), "{seen:?}");
+}
+
+#[test]
+fn every_command_is_in_ratelimit_and_in_the_servers_categories_that_describe_it() {
+    if common::module_only("the module's ACL categories") {
+        return;
+    }
+    let server = server();
+    let mut con = server.connect();
+    if !has_module_categories(&mut con) {
+        eprintln!("skipped: this server lets no module add an ACL category (Redis 7.0-7.3)");
+        return;
+    }
+    let mut listed: Vec<String> = redis::cmd("ACL").arg(&["CAT", "ratelimit"]).query(&mut con).unwrap();
+    listed.sort();
+    assert_eq!(listed, COMMANDS);
+    for (command, expected) in [
+        ("ratelimit.hit", ["@write", "@fast"]),
+        ("ratelimit.hitall", ["@write", "@slow"]),
+        ("ratelimit.peek", ["@read", "@fast"]),
+        ("ratelimit.audit", ["@read", "@slow"]),
+        ("ratelimit.repair", ["@write", "@slow"]),
+    ] {
+        let info: Vec<Vec<Value>> = redis::cmd("COMMAND").arg(&["INFO", command]).query(&mut con).unwrap();
+        let categories: Vec<String> = redis::from_redis_value(&info[0][6]).unwrap();
+        for category in expected.iter().chain(&["@ratelimit"]) {
+            assert!(categories.iter().any(|c| c == category), "{command}: {category} not in {categories:?}");
+        }
+    }
+    // A user without @write may PEEK and not HIT.
+    grant(&mut con, "viewer", "+@ratelimit -@write ~rl:*");
+    let mut viewer = user(&server, "viewer");
+    let _: Vec<i64> = redis::cmd("RATELIMIT.PEEK").arg(&["rl:x", "10"]).query(&mut viewer).unwrap();
+    let error = error_of(redis::cmd("RATELIMIT.HIT").arg(&["rl:x", "10", "60"]).query::<Value>(&mut viewer));
+    assert!(error.starts_with("NOPERM"), "{error}");
+}
+
+#[test]
+fn plus_at_ratelimit_on_a_key_pattern_is_the_whole_grant() {
+    if common::module_only("the module's ACL categories") {
+        return;
+    }
+    let server = server();
+    let mut admin = server.connect();
+    if has_module_categories(&mut admin) {
+        grant(&mut admin, "app", "+@ratelimit ~rl:*");
+    } else {
+        let error = error_of(redis::cmd("ACL").arg(&["SETUSER", "app", "+@ratelimit"]).query::<()>(&mut admin));
+        assert!(error.contains("ratelimit"), "{error}");
+        grant(&mut admin, "app", &format!("{EXPLICIT_GRANT} ~rl:*"));
+    }
+    let mut app = user(&server, "app");
+    calls_every_limiter(&mut app);
+    is_refused_everything_else(&mut admin, &mut app);
+}
+
+/// The explicit list docs/operations.md gives for Redis 7.0 works on every server.
+#[test]
+fn the_explicit_command_list_grants_the_same() {
+    if common::module_only("ACL rules name the module's commands") {
+        return;
+    }
+    let server = server();
+    let mut admin = server.connect();
+    grant(&mut admin, "app", &format!("{EXPLICIT_GRANT} ~rl:*"));
+    let mut app = user(&server, "app");
+    calls_every_limiter(&mut app);
+    is_refused_everything_else(&mut admin, &mut app);
+}
+
+/// The library: FCALL (and FUNCTION LIST, which the packages ask to find it) on `rl:*` keys, the
+/// library loaded by an operator.
+#[test]
+fn the_librarys_grant_calls_its_functions_on_its_keys_only() {
+    let server = Server::with(Config { module: false, ..Config::default() });
+    let mut admin = server.connect();
+    common::load_library(&mut admin);
+    grant(&mut admin, "app", "+fcall +fcall_ro +function|list ~rl:*");
+    let mut app = user(&server, "app");
+    let reply: Vec<i64> =
+        redis::cmd("FCALL").arg(&["ratelimit_hit", "1", "rl:h", "10", "60"]).query(&mut app).unwrap();
+    assert_eq!(reply[..3], [1, 1, 9]);
+    let _: Value = redis::cmd("FCALL_RO").arg(&["ratelimit_peek", "1", "rl:h", "10"]).query(&mut app).unwrap();
+    let _: Value = redis::cmd("FUNCTION").arg(&["LIST", "LIBRARYNAME", "ratelimit"]).query(&mut app).unwrap();
+    for args in [
+        vec!["FCALL", "ratelimit_hit", "1", "secret:k", "10", "60"],
+        vec!["GET", "rl:h"],
+        vec!["FUNCTION", "FLUSH"],
+        vec!["CONFIG", "GET", "maxmemory"],
+    ] {
+        let error = error_of(redis::cmd(args[0]).arg(&args[1..]).query::<Value>(&mut app));
+        assert!(error.starts_with("NOPERM"), "{args:?}: {error}");
+    }
+}
