@@ -79,10 +79,15 @@ def decisions(con):
     """Admitted and denied decisions so far, over every limiter command."""
     admitted = denied = 0
     for line in con.call("INFO", "ratelimit").decode().splitlines():
-        if line.startswith("ratelimit_decisions_"):
-            values = dict(kv.split("=") for kv in line.split(":", 1)[1].split(","))
-            admitted += int(values["admitted"])
-            denied += int(values["denied"])
+        name, _, value = line.partition(":")
+        # One numeric field per command and outcome: ratelimit_decisions_hit_admitted:5.
+        if name.startswith("ratelimit_decisions_") and value.isdigit():
+            if name.endswith("_shadow_denied"):
+                continue
+            if name.endswith("_admitted"):
+                admitted += int(value)
+            elif name.endswith("_denied"):
+                denied += int(value)
     return admitted, denied
 
 

@@ -65,7 +65,8 @@ fn calls_every_limiter(app: &mut Connection) {
     ok(app, "RATELIMIT.PEEK rl:h 10");
     ok(app, "RATELIMIT.GCRA rl:g 5 1 60");
     ok(app, "CL.THROTTLE rl:c 5 1 60");
-    let reserved: Vec<Value> = redis::cmd("RATELIMIT.HIT").arg(&["rl:r", "100", "60", "COST", "10", "RESERVE"]).query(app).unwrap();
+    let reserved: Vec<Value> =
+        redis::cmd("RATELIMIT.HIT").arg(&["rl:r", "100", "60", "COST", "10", "RESERVE"]).query(app).unwrap();
     let reservation: String = redis::from_redis_value(&reserved[4]).unwrap();
     ok(app, &format!("RATELIMIT.SETTLE rl:r {reservation} 5"));
     let acquired: Vec<Value> = redis::cmd("RATELIMIT.ACQUIRE").arg(&["rl:l", "2", "60"]).query(app).unwrap();
@@ -80,7 +81,8 @@ fn calls_every_limiter(app: &mut Connection) {
 /// What the grant must not give: other commands, other keys, and other keys' TOP entries.
 fn is_refused_everything_else(admin: &mut Connection, app: &mut Connection) {
     run_all(admin, &["RATELIMIT.HIT secret:k 10 60"]);
-    for line in ["GET rl:h", "SET rl:h 1", "CONFIG GET maxmemory", "FLUSHALL", "KEYS *", "RATELIMIT.HIT secret:k 10 60"] {
+    for line in ["GET rl:h", "SET rl:h 1", "CONFIG GET maxmemory", "FLUSHALL", "KEYS *", "RATELIMIT.HIT secret:k 10 60"]
+    {
         let words: Vec<&str> = line.split(' ').collect();
         let error = error_of(redis::cmd(words[0]).arg(&words[1..]).query::<Value>(app));
         assert!(error.starts_with("NOPERM"), "{line}: {error}");
@@ -166,8 +168,7 @@ fn the_librarys_grant_calls_its_functions_on_its_keys_only() {
     common::load_library(&mut admin);
     grant(&mut admin, "app", "+fcall +fcall_ro +function|list ~rl:*");
     let mut app = user(&server, "app");
-    let reply: Vec<i64> =
-        redis::cmd("FCALL").arg(&["ratelimit_hit", "1", "rl:h", "10", "60"]).query(&mut app).unwrap();
+    let reply: Vec<i64> = redis::cmd("FCALL").arg(&["ratelimit_hit", "1", "rl:h", "10", "60"]).query(&mut app).unwrap();
     assert_eq!(reply[..3], [1, 1, 9]);
     let _: Value = redis::cmd("FCALL_RO").arg(&["ratelimit_peek", "1", "rl:h", "10"]).query(&mut app).unwrap();
     let _: Value = redis::cmd("FUNCTION").arg(&["LIST", "LIBRARYNAME", "ratelimit"]).query(&mut app).unwrap();

@@ -106,7 +106,8 @@ fn known_sequence(con: &mut Connection) {
     for _ in 0..3 {
         hit(con, "rl:hit", &["2", "60"]).unwrap();
         hit(con, "rl:shadow:hit", &["1", "60"]).unwrap();
-        let _: Value = redis::cmd("RATELIMIT.HITALL").arg(&["2", "rl:a", "rl:b", "2", "60", "2", "60"]).query(con).unwrap();
+        let _: Value =
+            redis::cmd("RATELIMIT.HITALL").arg(&["2", "rl:a", "rl:b", "2", "60", "2", "60"]).query(con).unwrap();
         let _: Value = redis::cmd("RATELIMIT.SLIDE").arg(&["rl:slide", "2", "60"]).query(con).unwrap();
         let _: Value = redis::cmd("RATELIMIT.GCRA").arg(&["rl:gcra", "1", "1", "60"]).query(con).unwrap();
         let _: Value = redis::cmd("CL.THROTTLE").arg(&["rl:cell", "1", "1", "60"]).query(con).unwrap();
@@ -314,7 +315,8 @@ fn prometheus_scrapes_the_exporter_runs_the_rules_and_every_dashboard_query_answ
     wait_for("two more scrapes", Duration::from_secs(60), || scrapes(port) >= seen + 2);
 
     let dashboard: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(project("monitoring/ratelimit-dashboard.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(project("monitoring/ratelimit-dashboard.json")).unwrap())
+            .unwrap();
     let mut queries: Vec<(String, String)> = vec![];
     for panel in dashboard["panels"].as_array().unwrap() {
         for target in panel["targets"].as_array().unwrap() {
@@ -345,7 +347,10 @@ fn prometheus_scrapes_the_exporter_runs_the_rules_and_every_dashboard_query_answ
             .find(|s| s["metric"]["command"] == "hit" && s["metric"]["outcome"] == outcome)
             .and_then(|s| s["value"][1].as_str().and_then(|v| v.parse::<f64>().ok()))
     };
-    assert!(rate_of("admitted").is_some_and(|r| r > 0.0) && rate_of("denied").is_some_and(|r| r > 0.0), "{decisions:?}");
+    assert!(
+        rate_of("admitted").is_some_and(|r| r > 0.0) && rate_of("denied").is_some_and(|r| r > 0.0),
+        "{decisions:?}"
+    );
 
     let rules = get(port, "/api/v1/rules").unwrap();
     let rules: serde_json::Value = serde_json::from_str(&rules).unwrap();

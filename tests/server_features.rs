@@ -300,11 +300,21 @@ fn config_resetstat_resets_the_counters_as_the_servers_own() {
     assert_eq!(counters(&mut con).0.as_deref(), Some("1"));
 
     // In a transaction: at its EXEC (servers that tell a filter the client: Redis 7.2+, Valkey).
-    let _: (Vec<i64>, ()) =
-        redis::pipe().atomic().cmd("RATELIMIT.HIT").arg(&["b", "2", "60"]).cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
+    let _: (Vec<i64>, ()) = redis::pipe()
+        .atomic()
+        .cmd("RATELIMIT.HIT")
+        .arg(&["b", "2", "60"])
+        .cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut con)
+        .unwrap();
     let version = common::info_field(&mut con, "server", "redis_version").unwrap();
     let expected = if version.starts_with("7.0.") { "2" } else { "0" };
-    assert_eq!(counters(&mut con).0.as_deref(), Some(expected), "after MULTI, HIT, CONFIG RESETSTAT, EXEC on {version}");
+    assert_eq!(
+        counters(&mut con).0.as_deref(),
+        Some(expected),
+        "after MULTI, HIT, CONFIG RESETSTAT, EXEC on {version}"
+    );
 }
 
 #[test]

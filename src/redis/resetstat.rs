@@ -53,11 +53,12 @@ unsafe extern "C" fn seen(filter: *mut RedisModuleCommandFilterCtx) {
                     None => check_after_this_batch(),
                 }
             }
-            1 if QUEUED_BY.load(Ordering::Relaxed) != 0 && arg(0).eq_ignore_ascii_case(b"exec") => {
-                if client_of(filter) == Some(QUEUED_BY.load(Ordering::Relaxed)) {
-                    QUEUED_BY.store(0, Ordering::Relaxed);
-                    check_after_this_batch();
-                }
+            1 if QUEUED_BY.load(Ordering::Relaxed) != 0
+                && arg(0).eq_ignore_ascii_case(b"exec")
+                && client_of(filter) == Some(QUEUED_BY.load(Ordering::Relaxed)) =>
+            {
+                QUEUED_BY.store(0, Ordering::Relaxed);
+                check_after_this_batch();
             }
             _ => {}
         }
@@ -107,7 +108,8 @@ fn commands_processed(ctx: *mut RedisModuleCtx) -> Option<u64> {
     let mut missing: c_int = 0;
     // SAFETY: the data just returned, and a static field name; freed once, after.
     let count = unsafe {
-        let count = api!(RedisModule_ServerInfoGetFieldUnsigned)(stats, c"total_commands_processed".as_ptr(), &mut missing);
+        let count =
+            api!(RedisModule_ServerInfoGetFieldUnsigned)(stats, c"total_commands_processed".as_ptr(), &mut missing);
         api!(RedisModule_FreeServerInfo)(ctx, stats);
         count
     };
