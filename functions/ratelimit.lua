@@ -377,10 +377,16 @@ local function now_ms()
     return (known_integer[t[1]] or argument(t[1])) * 1000 + (us - us % 1000) / 1000
 end
 
+-- A redis.pcall's error reply raised again: WRONGTYPE as the module words it; any other (the
+-- caller's ACL user may not run the command: NOPERM) as the server gave it.
+local function raise(reply)
+    fail(find(reply.err, '^WRONGTYPE') and WRONGTYPE or reply.err)
+end
+
 -- A GET's reply (by redis.pcall) as the string, nil if missing; WRONGTYPE for any other kind of key.
 local function string_of(value)
     if type(value) == 'table' and value.err then
-        fail(WRONGTYPE)
+        raise(value)
     end
     return value
 end
@@ -929,7 +935,7 @@ local function lease_read(key, id, now)
     local mine = redis_pcall('ZSCORE', key, id)
     if mine then
         if type(mine) == 'table' then
-            fail(WRONGTYPE)
+            raise(mine)
         end
         mine = score_ms(mine)
     else
