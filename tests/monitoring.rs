@@ -62,7 +62,7 @@ fn get(port: u16, path: &str) -> Option<String> {
     let mut answer = String::new();
     stream.read_to_string(&mut answer).ok()?;
     let (head, body) = answer.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+    (head.split(' ').nth(1) == Some("200")).then(|| body.to_string())
 }
 
 fn percent_encoded(text: &str) -> String {
@@ -121,13 +121,15 @@ fn known_sequence(con: &mut Connection) {
     settle(con, "rl:over", &over.unwrap(), 20).unwrap();
     let (_, late) = reserve(con, "RATELIMIT.HIT", "rl:late", &["100", "100", "MS", "COST", "10"]).unwrap();
     let lease = acquire(con, "rl:lease", &["2", "60"]);
-    let short = acquire(con, "rl:short", &["2", "100", "MS"]);
+    // Beside a lease that stays, so that the key stays and the short one is pruned as expired.
+    acquire(con, "rl:short", &["3", "60"]);
+    let short = acquire(con, "rl:short", &["3", "100", "MS"]);
     run_all(con, &[&format!("RATELIMIT.RENEW rl:lease {lease} 60"), &format!("RATELIMIT.RELEASE rl:lease {lease}")]);
     run_all(con, &[&format!("RATELIMIT.RELEASE rl:lease {lease}")]);
     std::thread::sleep(Duration::from_millis(250));
     settle(con, "rl:late", &late.unwrap(), 0).unwrap();
     run_all(con, &[&format!("RATELIMIT.RENEW rl:short {short} 60")]);
-    acquire(con, "rl:short", &["2", "60"]);
+    acquire(con, "rl:short", &["3", "60"]);
     run_all(con, &["RATELIMIT.AUDIT rl:", "RATELIMIT.REPAIR rl: 60"]);
 }
 
