@@ -74,6 +74,24 @@ fn percent_encoded(text: &str) -> String {
         .collect()
 }
 
+/// redis_exporter from `folder` against `server`, with `options`, once it answers: the process,
+/// and the port of its /metrics.
+fn exporter(folder: &str, server: &Server, options: &[String], log: &Path) -> (Running, u16) {
+    let port = free_port();
+    let mut args = vec![
+        format!("--redis.addr=redis://127.0.0.1:{}", server.port),
+        format!("--web.listen-address=127.0.0.1:{port}"),
+    ];
+    args.extend_from_slice(options);
+    let running = start(&tool(folder, "prometheus-redis-exporter"), &args, log);
+    wait_for(&format!("{folder} to answer"), Duration::from_secs(30), || get(port, "/metrics").is_some());
+    (running, port)
+}
+
+fn the_script() -> String {
+    format!("--script={}", project("monitoring/ratelimit-metrics.lua").display())
+}
+
 /// INFO ratelimit's numeric fields.
 fn info_numbers(con: &mut Connection) -> BTreeMap<String, f64> {
     let info: String = redis::cmd("INFO").arg("ratelimit").query(con).unwrap();
@@ -178,37 +196,22 @@ fn the_exporter_script_gives_every_numeric_info_field_as_info_says_it() {
     let mut con = server.connect();
     known_sequence(&mut con);
     let dir = TempDir::new();
-    let script = project("monitoring/ratelimit-metrics.lua");
-    for exporter in EXPORTERS {
-        let port = free_port();
-        let log = dir.0.join(format!("{exporter}.log"));
-        let _exporter = start(
-            &tool(exporter, "prometheus-redis-exporter"),
-            &[
-                format!("--redis.addr=redis://127.0.0.1:{}", server.port),
-                format!("--script={}", script.display()),
-                format!("--web.listen-address=127.0.0.1:{port}"),
-            ],
-            &log,
-        );
-        let mut metrics = None;
-        wait_for(&format!("{exporter} to answer"), Duration::from_secs(30), || {
-            metrics = get(port, "/metrics");
-            metrics.is_some()
-        });
-        let metrics = metrics.unwrap();
+    for folder in EXPORTERS {
+        let log = dir.0.join(format!("{folder}.log"));
+        let (_exporter, port) = exporter(folder, &server, &[the_script()], &log);
+        let metrics = get(port, "/metrics").unwrap();
         // The scrape's own INFO and EVAL move no counter of the module, so INFO read now is what
         // the scrape read.
         let info = info_numbers(&mut con);
         let scraped = script_values(&metrics);
-        assert_eq!(scraped, info, "{exporter}: the series against INFO ratelimit's numeric fields");
+        assert_eq!(scraped, info, "{folder}: the series against INFO ratelimit's numeric fields");
         for field in MOVED {
-            assert!(info[field] > 0.0, "{exporter}: {field} is 0 after the known sequence: {info:?}");
+            assert!(info[field] > 0.0, "{folder}: {field} is 0 after the known sequence: {info:?}");
         }
         let fields = ["ratelimit_decisions_hit_admitted", "ratelimit_decisions_hit_denied"];
-        assert!(fields.iter().all(|f| scraped.contains_key(*f)), "{exporter}: {scraped:?}");
+        assert!(fields.iter().all(|f| scraped.contains_key(*f)), "{folder}: {scraped:?}");
         let log = std::fs::read_to_string(&log).unwrap();
-        assert!(!log.to_lowercase().contains("error"), "{exporter} logged an error:\n{log}");
+        assert!(!log.to_lowercase().contains("error"), "{folder} logged an error:\n{log}");
     }
 }
 
@@ -223,22 +226,9 @@ fn the_exporters_modules_option_gives_the_module_and_none_of_its_fields() {
     let mut con = server.connect();
     known_sequence(&mut con);
     let dir = TempDir::new();
-    let port = free_port();
-    let _exporter = start(
-        &tool("redis-exporter-1.69", "prometheus-redis-exporter"),
-        &[
-            format!("--redis.addr=redis://127.0.0.1:{}", server.port),
-            "--include-modules-metrics".to_string(),
-            format!("--web.listen-address=127.0.0.1:{port}"),
-        ],
-        &dir.0.join("exporter.log"),
-    );
-    let mut metrics = None;
-    wait_for("the exporter to answer", Duration::from_secs(30), || {
-        metrics = get(port, "/metrics");
-        metrics.is_some()
-    });
-    let metrics = metrics.unwrap();
+    let options = ["--include-modules-metrics".to_string()];
+    let (_exporter, port) = exporter("redis-exporter-1.69", &server, &options, &dir.0.join("exporter.log"));
+    let metrics = get(port, "/metrics").unwrap();
     let version = common::loaded_modules(&mut con).into_iter().find(|(name, _)| name == "ratelimit").unwrap().1;
     let module_info: Vec<&str> = metrics.lines().filter(|l| l.starts_with("redis_module_info{")).collect();
     assert!(
@@ -273,16 +263,8 @@ fn prometheus_scrapes_the_exporter_runs_the_rules_and_every_dashboard_query_answ
     let server = module_with_everything();
     let mut con = server.connect();
     let dir = TempDir::new();
-    let exporter_port = free_port();
-    let _exporter = start(
-        &tool("redis-exporter-1.69", "prometheus-redis-exporter"),
-        &[
-            format!("--redis.addr=redis://127.0.0.1:{}", server.port),
-            format!("--script={}", project("monitoring/ratelimit-metrics.lua").display()),
-            format!("--web.listen-address=127.0.0.1:{exporter_port}"),
-        ],
-        &dir.0.join("exporter.log"),
-    );
+    let (_exporter, exporter_port) =
+        exporter("redis-exporter-1.69", &server, &[the_script()], &dir.0.join("exporter.log"));
     let config = dir.0.join("prometheus.yml");
     std::fs::write(
         &config,
