@@ -116,6 +116,13 @@ for _ in $(seq 8); do cli ratelimit.audit pop: limit 0 >/dev/null 2>&1 & done
 wait_walks() { for _ in $(seq 300); do cli info ratelimit | grep -q "walks_running:0" && return; sleep 0.2; done; }
 sleep 0.5; wait_walks
 printf 'MULTI\nRATELIMIT.AUDIT leak:\nEXEC\n' | cli >/dev/null
+# CONFIG RESETSTAT: alone, queued in a transaction (run, and discarded), refused by ACL; the
+# category's listing.
+cli config resetstat >/dev/null
+printf 'MULTI\nRATELIMIT.HIT k:1 5 2\nCONFIG RESETSTAT\nEXEC\n' | cli >/dev/null
+printf 'MULTI\nCONFIG RESETSTAT\nDISCARD\n' | cli >/dev/null
+cli --user limited --pass x config resetstat >/dev/null 2>&1 || true
+cli acl cat ratelimit >/dev/null; cli info ratelimit >/dev/null
 cli shutdown nosave >/dev/null 2>&1 || true
 wait
 grep -E "ERROR SUMMARY|definitely lost" "$dir/valgrind.log"
