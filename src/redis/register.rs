@@ -81,7 +81,10 @@ fn load(module: &Module, ctx: &Ctx, args: &[RedisString]) -> Result<(), String> 
 
 pub fn on_unload(context: &Context) -> Status {
     match walk::stop() {
-        Ok(()) => Status::Ok,
+        Ok(()) => {
+            resetstat::stop();
+            Status::Ok
+        }
         Err(e) => {
             context.log_warning(&format!("ratelimit: cannot unload: {e}"));
             Status::Err

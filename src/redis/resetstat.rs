@@ -41,6 +41,15 @@ pub fn watch(ctx: &Ctx) -> Result<(), String> {
     }
 }
 
+/// At unload, once the server has agreed to it (the filter goes with the module).
+pub fn stop() {
+    let own = CONTEXT.swap(std::ptr::null_mut(), Ordering::Relaxed);
+    if !own.is_null() {
+        // SAFETY: the detached context made by `watch`, freed once.
+        unsafe { api!(RedisModule_FreeThreadSafeContext)(own) };
+    }
+}
+
 unsafe extern "C" fn seen(filter: *mut RedisModuleCommandFilterCtx) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: the filter's context is live through the callback, and so are its arguments.
@@ -66,7 +75,8 @@ unsafe extern "C" fn seen(filter: *mut RedisModuleCommandFilterCtx) {
 }
 
 /// The client that sent the filtered command, on servers that tell (Redis 7.2+, Valkey). On Redis
-/// 7.0, a `CONFIG RESETSTAT` inside MULTI is checked for before its EXEC, and so missed.
+/// 7.0, a `CONFIG RESETSTAT` inside MULTI is checked for after the commands read with it: missed
+/// unless its EXEC came with them (a pipelined transaction).
 fn client_of(filter: *mut RedisModuleCommandFilterCtx) -> Option<u64> {
     // SAFETY: reading a pointer written once at load time; the filter's context is live.
     unsafe { raw::RedisModule_CommandFilterGetClientId }.map(|id_of| unsafe { id_of(filter) })
@@ -85,6 +95,9 @@ fn in_multi(id: u64) -> bool {
 /// this pass of the event loop (the RESETSTAT among them) have run.
 fn check_after_this_batch() {
     let ctx = CONTEXT.load(Ordering::Relaxed);
+    if ctx.is_null() {
+        return;
+    }
     let Some(before) = commands_processed(ctx) else { return };
     // SAFETY: the module's detached context; the data is a number, not a pointer.
     unsafe { api!(RedisModule_CreateTimer)(ctx, 0, Some(ran), before as usize as *mut c_void) };
