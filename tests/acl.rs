@@ -126,6 +126,25 @@ fn every_command_is_in_ratelimit_and_in_the_servers_categories_that_describe_it(
     assert!(error.starts_with("NOPERM"), "{error}");
 }
 
+/// The server keeps a module's category after `MODULE UNLOAD`, and refuses to add it again: a
+/// module loaded anew puts its commands in it all the same.
+#[test]
+fn the_category_holds_the_commands_again_after_module_unload_and_load() {
+    if common::module_only("the module's ACL categories") {
+        return;
+    }
+    let server = Server::with(Config { args: &["--enable-module-command", "yes"], ..Config::default() });
+    let mut con = server.connect();
+    if !has_module_categories(&mut con) {
+        eprintln!("skipped: this server lets no module add an ACL category (Redis 7.0-7.3)");
+        return;
+    }
+    let path = common::module_path().display().to_string();
+    run_all(&mut con, &["MODULE UNLOAD ratelimit", &format!("MODULE LOAD {path}")]);
+    let listed: Vec<String> = redis::cmd("ACL").arg(&["CAT", "ratelimit"]).query(&mut con).unwrap();
+    assert_eq!(listed.len(), COMMANDS.len() - 1, "every command but the opt-in CL.THROTTLE: {listed:?}");
+}
+
 #[test]
 fn plus_at_ratelimit_on_a_key_pattern_is_the_whole_grant() {
     if common::module_only("the module's ACL categories") {

@@ -157,14 +157,17 @@ fn key_specs(keys: &Keys) -> Vec<RedisModuleCommandKeySpec> {
 /// (Redis 7.4+, Valkey 8+; only while it loads).
 pub const ACL_CATEGORY: &CStr = c"ratelimit";
 
-/// Adds `ACL_CATEGORY`; false where the server cannot.
+/// Adds `ACL_CATEGORY` where the server lets a module add one, and says whether it does. The
+/// server refuses a category it has already, as after `MODULE UNLOAD` and `MODULE LOAD` (it keeps
+/// the category): the commands are put in it all the same.
 pub fn add_acl_category(ctx: &Ctx) -> bool {
     // SAFETY: reading a pointer written once at load time.
     let Some(add) = (unsafe { redis_module::raw::RedisModule_AddACLCategory }) else {
         return false;
     };
     // SAFETY: the module's load-time context and a static name.
-    unsafe { add(ctx.raw(), ACL_CATEGORY.as_ptr()) == REDISMODULE_OK as c_int }
+    unsafe { add(ctx.raw(), ACL_CATEGORY.as_ptr()) };
+    true
 }
 
 /// Creates `command` and sets its docs, key specs and ACL categories (with `ACL_CATEGORY` when
