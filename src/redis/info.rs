@@ -1,7 +1,7 @@
 //! `INFO ratelimit`: one section named after the module, fields `ratelimit_<name>`. Every field
 //! but the per-command lines (`decisions_hit:admitted=..`, kept for people reading INFO) and the
 //! two words (`clock`, `guard_heal_at`) is a number, and each of those has numeric fields too, so
-//! that a scraper that takes numbers (redis_exporter's `--script`, Telegraf) takes everything.
+//! that a scraper that takes numbers (redis_exporter's `--script`) takes everything.
 //! The counters only grow, until `CONFIG RESETSTAT` (resetstat.rs); the rest are gauges.
 
 use std::ffi::CStr;
