@@ -1,6 +1,6 @@
-//! The server's events, as safe callbacks: keyspace notifications, post-notification jobs, and
-//! the event loop's before-sleep. Each C callback catches panics and hands a `Ctx` to a plain
-//! Rust function registered once.
+//! The server's events, as safe callbacks: keyspace notifications, post-notification jobs, the
+//! event loop's before-sleep, and the cron. Each C callback catches panics and hands a `Ctx` to a
+//! plain Rust function registered once.
 
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
@@ -8,8 +8,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
 use redis_module::raw::{
-    self, RedisModuleCtx, RedisModuleEvent, RedisModuleString, REDISMODULE_EVENT_EVENTLOOP, REDISMODULE_NOTIFY_GENERIC,
-    REDISMODULE_NOTIFY_STRING, REDISMODULE_NOTIFY_ZSET, REDISMODULE_OK, REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP,
+    self, RedisModuleCtx, RedisModuleEvent, RedisModuleString, REDISMODULE_EVENT_CRON_LOOP,
+    REDISMODULE_EVENT_EVENTLOOP, REDISMODULE_NOTIFY_GENERIC, REDISMODULE_NOTIFY_STRING, REDISMODULE_NOTIFY_ZSET,
+    REDISMODULE_OK, REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP,
 };
 
 use crate::redis::api::api;
@@ -20,6 +21,7 @@ pub type OnWrite = fn(&Ctx, &CStr, &[u8]);
 
 static ON_WRITE: OnceLock<OnWrite> = OnceLock::new();
 static BEFORE_SLEEP: OnceLock<fn(&Ctx)> = OnceLock::new();
+static CRON: OnceLock<fn(&Ctx)> = OnceLock::new();
 
 /// Calls `on_write` for every string and generic keyspace event from now on (none can
 /// unsubscribe). At most one subscriber.
@@ -84,6 +86,26 @@ unsafe extern "C" fn before_sleep(
     _data: *mut c_void,
 ) {
     if let (REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP, Some(f)) = (subevent, BEFORE_SLEEP.get()) {
+        // SAFETY: the server's context, live through the callback.
+        let ctx = unsafe { Ctx::from_raw(ctx) };
+        let _ = catch_unwind(AssertUnwindSafe(|| f(&ctx)));
+    }
+}
+
+/// Calls `f` at each run of the server's cron (`hz` times a second, 10 by default). At most one
+/// subscriber.
+pub fn subscribe_to_cron(ctx: &Ctx, f: fn(&Ctx)) -> Result<(), String> {
+    CRON.set(f).map_err(|_| "already subscribed to the cron".to_string())?;
+    let cron = RedisModuleEvent { id: REDISMODULE_EVENT_CRON_LOOP, dataver: 1 };
+    // SAFETY: a live context; the callback is a plain function for the module's life.
+    match unsafe { api!(RedisModule_SubscribeToServerEvent)(ctx.raw(), cron, Some(cron_ran)) } {
+        s if s == REDISMODULE_OK as c_int => Ok(()),
+        _ => Err("the server refused the cron subscription".into()),
+    }
+}
+
+unsafe extern "C" fn cron_ran(ctx: *mut RedisModuleCtx, _event: RedisModuleEvent, _subevent: u64, _data: *mut c_void) {
+    if let Some(f) = CRON.get() {
         // SAFETY: the server's context, live through the callback.
         let ctx = unsafe { Ctx::from_raw(ctx) };
         let _ = catch_unwind(AssertUnwindSafe(|| f(&ctx)));

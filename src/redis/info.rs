@@ -11,7 +11,7 @@ use redis_module::raw::RedisModuleInfoCtx;
 
 use crate::redis::api::api;
 use crate::redis::stats::*;
-use crate::redis::{server, slot_migration, tracking, walk};
+use crate::redis::{resetstat, server, slot_migration, tracking, walk};
 
 const COUNTERS: [(&CStr, &Stat); 31] = [
     (c"hits", &HITS),
@@ -71,6 +71,10 @@ pub unsafe extern "C" fn info(ctx: *mut RedisModuleInfoCtx, for_crash_report: c_
         // SAFETY: as above, with a static value.
         unsafe { api!(RedisModule_InfoAddFieldCString)(ctx, name.as_ptr(), value.as_ptr()) };
     };
+    // A CONFIG RESETSTAT just run shows at once (a crash report reads the counters as they are).
+    if for_crash_report == 0 {
+        resetstat::check();
+    }
     // SAFETY: the callback's live INFO context; "" names the section after the module.
     unsafe { api!(RedisModule_InfoAddSection)(ctx, c"".as_ptr()) };
     for (name, counter) in COUNTERS {
