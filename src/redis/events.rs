@@ -5,7 +5,7 @@
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::OnceLock;
+use std::sync::{OnceLock, RwLock};
 
 use redis_module::raw::{
     self, RedisModuleCtx, RedisModuleEvent, RedisModuleString, REDISMODULE_EVENT_CRON_LOOP,
@@ -21,7 +21,9 @@ pub type OnWrite = fn(&Ctx, &CStr, &[u8]);
 
 static ON_WRITE: OnceLock<OnWrite> = OnceLock::new();
 static BEFORE_SLEEP: OnceLock<fn(&Ctx)> = OnceLock::new();
-static CRON: OnceLock<fn(&Ctx)> = OnceLock::new();
+/// Set again at each load: `MODULE UNLOAD` may leave the library mapped, and these statics with it,
+/// while the server drops its subscriptions.
+static CRON: RwLock<Option<fn(&Ctx)>> = RwLock::new(None);
 
 /// Calls `on_write` for every string and generic keyspace event from now on (none can
 /// unsubscribe). At most one subscriber.
@@ -92,10 +94,10 @@ unsafe extern "C" fn before_sleep(
     }
 }
 
-/// Calls `f` at each run of the server's cron (`hz` times a second, 10 by default). At most one
-/// subscriber.
+/// Calls `f` at each run of the server's cron (`hz` times a second, 10 by default), in place of
+/// any function given before.
 pub fn subscribe_to_cron(ctx: &Ctx, f: fn(&Ctx)) -> Result<(), String> {
-    CRON.set(f).map_err(|_| "already subscribed to the cron".to_string())?;
+    *CRON.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(f);
     let cron = RedisModuleEvent { id: REDISMODULE_EVENT_CRON_LOOP, dataver: 1 };
     // SAFETY: a live context; the callback is a plain function for the module's life.
     match unsafe { api!(RedisModule_SubscribeToServerEvent)(ctx.raw(), cron, Some(cron_ran)) } {
@@ -105,7 +107,8 @@ pub fn subscribe_to_cron(ctx: &Ctx, f: fn(&Ctx)) -> Result<(), String> {
 }
 
 unsafe extern "C" fn cron_ran(ctx: *mut RedisModuleCtx, _event: RedisModuleEvent, _subevent: u64, _data: *mut c_void) {
-    if let Some(f) = CRON.get() {
+    let f = *CRON.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(f) = f {
         // SAFETY: the server's context, live through the callback.
         let ctx = unsafe { Ctx::from_raw(ctx) };
         let _ = catch_unwind(AssertUnwindSafe(|| f(&ctx)));
