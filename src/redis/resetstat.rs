@@ -5,7 +5,7 @@
 //! RESETSTAT the caller may not run, or queued in a MULTI that is discarded, changes nothing.
 //!
 //! A RESETSTAT followed, before the next reading, by more commands than the server had counted at
-//! the last one goes unseen: two RESETSTATs a moment apart under load, say.
+//! the last one goes unseen: two RESETSTATs a moment apart under load, or one right after a start.
 
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU64, Ordering};
