@@ -19,9 +19,10 @@ throwaway system (the machine's own is never touched) where:
 - dpkg removes the package and leaves none of its files.
 
 Then the tarball: its SHA256SUMS and its own .sha256 verify, and its module loads into the first
-suite's server, its exporter script answering there; PACKAGE_DIR's SHA256SUMS verifies too. Last, the clients' packages: every release
-file README.md tells users to install is one of these, and the Python wheel and the npm tarball
-install (offline, each in a fresh place) and import under the names the docs give.
+suite's server, its exporter script answering there; PACKAGE_DIR's SHA256SUMS verifies too. Last,
+the clients' packages: every release file README.md tells users to install is one of these, and
+the Python wheel and the npm tarball install (offline, each in a fresh place) and import under the
+names the docs give.
 """
 
 import glob
@@ -178,7 +179,8 @@ def on_a_suite(deb, server_dir):
             FIRST_HIT,
         )
         metrics = server.call("--eval", f"{SHARE}/ratelimit-metrics.lua")
-        expect(f"{label}: the exporter's script gives ratelimit_hits", metrics[metrics.index("ratelimit_hits") + 1], "1")
+        hits = metrics[metrics.index("ratelimit_hits") + 1]
+        expect(f"{label}: the exporter's script gives ratelimit_hits", hits, "1")
         expect(f"{label}: CONFIG SET", server.call("CONFIG", "SET", "ratelimit.shadow", "pkg:"), ["OK"])
         expect(f"{label}: CONFIG REWRITE", server.call("CONFIG", "REWRITE"), ["OK"])
     finally:

@@ -6,14 +6,14 @@
 - redis-ratelimit_VERSION_ARCH.deb: the module in /usr/lib/redis/modules (mode 0755: Redis and
   Valkey refuse a module without an execute bit), the Functions library, the loadmodule line and
   the monitoring (redis_exporter's script, alert rules, dashboard) in /usr/share/redis-ratelimit,
-  the docs in /usr/share/doc/redis-ratelimit. Depends is computed
-  by dpkg-shlibdeps from the module; the rest of the control file is packaging/debian/control.
+  the docs in /usr/share/doc/redis-ratelimit. Depends is computed by dpkg-shlibdeps from the
+  module; the rest of the control file is packaging/debian/control.
   No maintainer script: the admin adds the loadmodule line (packaging/ratelimit.conf says why).
   lintian must find no error and no warning (overrides, each explained, in
   packaging/debian/lintian-overrides).
 - redis-ratelimit-VERSION-TARGET.tar.gz: the module, the library, the loadmodule line, the
-  monitoring, the license, the third-party notices and a README page, with their SHA256SUMS inside and the
-  archive's own .sha256 beside it.
+  monitoring, the license, the third-party notices and a README page, with their SHA256SUMS
+  inside and the archive's own .sha256 beside it.
 - The Python wheel and sdist and the npm tarball, copied from where make built them.
 - SHA256SUMS of everything above.
 
