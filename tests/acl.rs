@@ -53,40 +53,49 @@ fn grant(admin: &mut Connection, name: &str, rules: &str) {
     let _: () = cmd.query(admin).unwrap();
 }
 
+/// A command line (split on spaces) that must be answered, and its answer.
+fn answered(con: &mut Connection, line: &str) -> Value {
+    let words: Vec<&str> = line.split(' ').collect();
+    redis::cmd(words[0]).arg(&words[1..]).query(con).unwrap_or_else(|e| panic!("{line}: {e}"))
+}
+
+/// Command lines that the user at `con` may not run: each refused with NOPERM.
+fn refused(con: &mut Connection, lines: &[&str]) {
+    for line in lines {
+        let words: Vec<&str> = line.split(' ').collect();
+        let error = error_of(redis::cmd(words[0]).arg(&words[1..]).query::<Value>(con));
+        assert!(error.starts_with("NOPERM"), "{line}: {error}");
+    }
+}
+
 /// Every limiter on `rl:` keys, as an application calls them.
 fn calls_every_limiter(app: &mut Connection) {
-    let ok = |app: &mut Connection, line: &str| {
-        let words: Vec<&str> = line.split(' ').collect();
-        redis::cmd(words[0]).arg(&words[1..]).query::<Value>(app).unwrap_or_else(|e| panic!("{line}: {e}"))
-    };
-    ok(app, "RATELIMIT.HIT rl:h 10 60");
-    ok(app, "RATELIMIT.SLIDE rl:s 10 60");
-    ok(app, "RATELIMIT.HITALL 2 rl:a rl:b 10 60 10 60");
-    ok(app, "RATELIMIT.PEEK rl:h 10");
-    ok(app, "RATELIMIT.GCRA rl:g 5 1 60");
-    ok(app, "CL.THROTTLE rl:c 5 1 60");
+    answered(app, "RATELIMIT.HIT rl:h 10 60");
+    answered(app, "RATELIMIT.SLIDE rl:s 10 60");
+    answered(app, "RATELIMIT.HITALL 2 rl:a rl:b 10 60 10 60");
+    answered(app, "RATELIMIT.PEEK rl:h 10");
+    answered(app, "RATELIMIT.GCRA rl:g 5 1 60");
+    answered(app, "CL.THROTTLE rl:c 5 1 60");
     let reserved: Vec<Value> =
         redis::cmd("RATELIMIT.HIT").arg(&["rl:r", "100", "60", "COST", "10", "RESERVE"]).query(app).unwrap();
     let reservation: String = redis::from_redis_value(&reserved[4]).unwrap();
-    ok(app, &format!("RATELIMIT.SETTLE rl:r {reservation} 5"));
+    answered(app, &format!("RATELIMIT.SETTLE rl:r {reservation} 5"));
     let acquired: Vec<Value> = redis::cmd("RATELIMIT.ACQUIRE").arg(&["rl:l", "2", "60"]).query(app).unwrap();
     let id: String = redis::from_redis_value(&acquired[4]).unwrap();
-    ok(app, &format!("RATELIMIT.RENEW rl:l {id} 60"));
-    ok(app, &format!("RATELIMIT.RELEASE rl:l {id}"));
-    ok(app, "RATELIMIT.AUDIT rl:");
-    ok(app, "RATELIMIT.REPAIR rl: 60");
-    ok(app, "RATELIMIT.TOP");
+    answered(app, &format!("RATELIMIT.RENEW rl:l {id} 60"));
+    answered(app, &format!("RATELIMIT.RELEASE rl:l {id}"));
+    answered(app, "RATELIMIT.AUDIT rl:");
+    answered(app, "RATELIMIT.REPAIR rl: 60");
+    answered(app, "RATELIMIT.TOP");
 }
 
 /// What the grant must not give: other commands, other keys, and other keys' TOP entries.
 fn is_refused_everything_else(admin: &mut Connection, app: &mut Connection) {
     run_all(admin, &["RATELIMIT.HIT secret:k 10 60"]);
-    for line in ["GET rl:h", "SET rl:h 1", "CONFIG GET maxmemory", "FLUSHALL", "KEYS *", "RATELIMIT.HIT secret:k 10 60"]
-    {
-        let words: Vec<&str> = line.split(' ').collect();
-        let error = error_of(redis::cmd(words[0]).arg(&words[1..]).query::<Value>(app));
-        assert!(error.starts_with("NOPERM"), "{line}: {error}");
-    }
+    refused(
+        app,
+        &["GET rl:h", "SET rl:h 1", "CONFIG GET maxmemory", "FLUSHALL", "KEYS *", "RATELIMIT.HIT secret:k 10 60"],
+    );
     let seen: BTreeSet<String> = top(app, &["ADMITTED"]).unwrap().into_iter().map(|e| e.key).collect();
     assert!(seen.contains("rl:h") && !seen.contains("secret:k"), "{seen:?}");
 }
@@ -199,10 +208,6 @@ fn the_librarys_grant_calls_its_functions_on_its_keys_only() {
 
     grant(&mut admin, "app", LIBRARY_GRANT);
     let mut app = user(&server, "app");
-    let fcall = |app: &mut Connection, line: &str| {
-        let words: Vec<&str> = line.split(' ').collect();
-        redis::cmd(words[0]).arg(&words[1..]).query::<Value>(app).unwrap_or_else(|e| panic!("{line}: {e}"))
-    };
     for line in [
         "FCALL ratelimit_hit 1 rl:h 10 60",
         "FCALL_RO ratelimit_peek 1 rl:h 10",
@@ -214,22 +219,13 @@ fn the_librarys_grant_calls_its_functions_on_its_keys_only() {
         "FCALL ratelimit_release 1 rl:l one",
         "FUNCTION LIST LIBRARYNAME ratelimit",
     ] {
-        fcall(&mut app, line);
+        answered(&mut app, line);
     }
-    let reserved = fcall(&mut app, "FCALL ratelimit_hit 1 rl:r 100 60 COST 10 RESERVE");
+    let reserved = answered(&mut app, "FCALL ratelimit_hit 1 rl:r 100 60 COST 10 RESERVE");
     let reservation: String =
         redis::from_redis_value(&redis::from_redis_value::<Vec<Value>>(&reserved).unwrap()[4]).unwrap();
-    fcall(&mut app, &format!("FCALL ratelimit_settle 1 rl:r {reservation} 5"));
-    for line in [
-        "FCALL ratelimit_hit 1 secret:k 10 60",
-        "GET secret:k",
-        "DEL rl:h",
-        "FUNCTION FLUSH",
-        "CONFIG GET maxmemory",
-        "FLUSHALL",
-    ] {
-        let words: Vec<&str> = line.split(' ').collect();
-        let error = error_of(redis::cmd(words[0]).arg(&words[1..]).query::<Value>(&mut app));
-        assert!(error.starts_with("NOPERM"), "{line}: {error}");
-    }
+    answered(&mut app, &format!("FCALL ratelimit_settle 1 rl:r {reservation} 5"));
+    let others = ["FCALL ratelimit_hit 1 secret:k 10 60", "GET secret:k", "DEL rl:h", "FUNCTION FLUSH"];
+    refused(&mut app, &others);
+    refused(&mut app, &["CONFIG GET maxmemory", "FLUSHALL"]);
 }
