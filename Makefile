@@ -167,7 +167,7 @@ PY_TESTS := $(CURDIR)/clients/python/tests
 PYTHON_OLDEST ?= $(firstword $(wildcard /root/.pyenv/versions/3.10.*/bin/python3) python3)
 # The limits storage against limits' own, by server CPU (bench/results/python.md).
 PY_LIMITS_BENCH = $(PY_ENVS)/latest/bin/python clients/python/bench/limits_storages.py --module $(MODULE)
-PY_CLIENT_TESTS := test_installed.py test_client.py test_async_client.py test_command_docs.py
+PY_CLIENT_TESTS := test_installed.py test_client.py test_async_client.py test_command_docs.py test_replicas.py
 PY_FIRST_SERVER = $(firstword $(call server_binaries,$(SERVERS)))
 # $(1): the requirements set, $(2): the server binary, $(3): pytest's arguments.
 define py-test-on
@@ -229,7 +229,7 @@ python-test: build servers $(if $(CLIENTS_READY),,python-envs)
 # all of them on the first server, the client's on the others.
 NODE_DIST := target/node/dist
 NODE_INSTALLED := target/node/installed
-NODE_CLIENT_TESTS := dist/client.test.js dist/command-docs.test.js
+NODE_CLIENT_TESTS := dist/client.test.js dist/command-docs.test.js dist/replicas.test.js
 # The express-rate-limit store against rate-limit-redis, by server CPU (bench/results/node.md).
 NODE_STORE_BENCH = cd $(NODE_INSTALLED) && RATELIMIT_MODULE=$(CURDIR)/$(MODULE) node dist/bench-stores.js
 NPM := npm --no-audit --no-fund --loglevel=error

@@ -9,15 +9,22 @@ import { slotOf } from './slot.js';
 /** One command to one server, routed by its keys in a cluster (a keyless one goes to any node). */
 export interface Connection {
   send(args: readonly Arg[], keys: readonly string[], readonly: boolean): Promise<unknown>;
+  /** A write and `wait` (a WAIT) on the connection that made the write, since WAIT counts what
+   * its own connection wrote: both replies. Without it, a limiter cannot wait for replicas. */
+  sendAndWait?(args: readonly Arg[], keys: readonly string[], wait: readonly Arg[]): Promise<[unknown, unknown]>;
   /** Keys must share a slot (and are checked to before sending). */
   readonly cluster: boolean;
 }
 
-type Send = (...args: never[]) => Promise<unknown>;
+type Method = (...args: never[]) => Promise<unknown>;
 
 /** node-redis: `createClient()`, `createClientPool()`, `createCluster()` (4.x to 6.x). */
 interface NodeRedisClient {
   sendCommand(args: string[]): Promise<unknown>;
+}
+/** A pool lends one of its clients to a function. */
+interface NodeRedisPool extends NodeRedisClient {
+  execute<T>(fn: (client: NodeRedisClient) => Promise<T>): Promise<T>;
 }
 interface NodeRedisCluster {
   sendCommand(firstKey: string | undefined, isReadonly: boolean | undefined, args: string[]): Promise<unknown>;
@@ -32,30 +39,78 @@ interface IoRedisClient {
   nodes?(role: 'master'): (IoRedisClient & { readonly options: { host?: string; port?: number } })[];
 }
 
-/** A Cluster's primary for `key`, by the slots it last read; undefined when it knows none. */
-function ioPrimary(cluster: IoRedisClient, key: string): IoRedisClient | undefined {
-  const address = cluster.slots?.[slotOf(key)]?.[0];
+/** A Cluster's primary at `host:port`, if it knows it. */
+function ioNode(cluster: IoRedisClient, address: string | undefined): IoRedisClient | undefined {
   return address === undefined ? undefined : cluster.nodes?.('master').find((n) => `${n.options.host ?? ''}:${String(n.options.port)}` === address);
 }
+
+/** A Cluster's primary for `key`, by the slots it last read; undefined when it knows none. */
+function ioPrimary(cluster: IoRedisClient, key: string): IoRedisClient | undefined {
+  return ioNode(cluster, cluster.slots?.[slotOf(key)]?.[0]);
+}
+
+const REDIRECT = /^(MOVED|ASK) \d+ (\S+)/;
+
+/** Commands sent back to back on one connection, answered in order. */
+type Send = (args: readonly Arg[]) => Promise<unknown>;
+const together = (send: Send) => (args: readonly Arg[], _keys: readonly string[], wait: readonly Arg[]) =>
+  Promise.all([send(args), send(wait)]);
+
+/** In a cluster client that routes by key and follows redirects itself: the write, then WAIT to
+ * the same key's node (one connection per node). During a slot's migration (an ASK), that can be
+ * the slot's former node, whose answer then covers what that connection wrote before. */
+const sequential =
+  (send: (args: readonly Arg[], keys: readonly string[]) => Promise<unknown>) =>
+  async (args: readonly Arg[], keys: readonly string[], wait: readonly Arg[]): Promise<[unknown, unknown]> => {
+    const reply = await send(args, keys);
+    return [reply, await send(wait, keys)];
+  };
 
 /** ioredis's Cluster routes a command by its keys only where its command table knows them: the
  * module's commands are not there, nor FCALL in iovalkey's. So a keyed command goes to its key's
  * primary here, and through the Cluster (which follows MOVED and ASK) when that node no longer
  * holds the slot, or none is known yet. */
 function ioCluster(cluster: IoRedisClient): Connection {
+  const call = (node: IoRedisClient, args: readonly Arg[]) => {
+    const [command = '', ...rest] = args.map(String);
+    return node.call(command, ...rest);
+  };
   return {
     cluster: true,
     send: async (args, keys) => {
-      const [command = '', ...rest] = args.map(String);
       const node = keys[0] === undefined ? undefined : ioPrimary(cluster, keys[0]);
       if (node !== undefined) {
         try {
-          return await node.call(command, ...rest);
+          return await call(node, args);
         } catch (error) {
-          if (!(error instanceof Error) || !/^(MOVED|ASK) /.test(error.message)) throw error;
+          if (!(error instanceof Error) || !REDIRECT.test(error.message)) throw error;
         }
       }
-      return cluster.call(command, ...rest);
+      return call(cluster, args);
+    },
+    // The write and WAIT back to back on the key's primary; after an ASK, with ASKING, on the node
+    // it names; after a MOVED, the write through the Cluster (which learns the slot's new node),
+    // then WAIT on that node.
+    sendAndWait: async (args, keys, wait) => {
+      const key = keys[0] ?? '';
+      const node = ioPrimary(cluster, key);
+      if (node !== undefined) {
+        try {
+          return await together((a) => call(node, a))(args, keys, wait);
+        } catch (error) {
+          const redirect = error instanceof Error ? REDIRECT.exec(error.message) : null;
+          if (redirect === null) throw error;
+          const asked = redirect[1] === 'ASK' ? ioNode(cluster, redirect[2]) : undefined;
+          if (asked !== undefined) {
+            const [, reply, acknowledged] = await Promise.all([call(asked, ['ASKING']), call(asked, args), call(asked, wait)]);
+            return [reply, acknowledged];
+          }
+        }
+      }
+      const reply = await call(cluster, args);
+      const now = ioPrimary(cluster, key);
+      if (now === undefined) throw new Error(`the Cluster knows no primary for ${JSON.stringify(key)} to send WAIT to`);
+      return [reply, await call(now, wait)];
     },
   };
 }
@@ -70,16 +125,20 @@ export type Client = object | SendCommand;
 
 const strings = (args: readonly Arg[]): string[] => args.map(String);
 
-function has<K extends string>(value: object, name: K): value is Record<K, Send> {
+function has<K extends string>(value: object, name: K): value is Record<K, Method> {
   return typeof (value as Record<string, unknown>)[name] === 'function';
 }
 
 export function fromSendCommand(send: SendCommand): Connection {
-  return { send: (args) => send(...strings(args)), cluster: false };
+  // One connection is assumed (as `(...args) => client.sendCommand(args)` over a client).
+  const one: Send = (args) => send(...strings(args));
+  return { send: one, sendAndWait: together(one), cluster: false };
 }
 
 export function fromSendCommandCluster(send: SendCommandCluster): Connection {
-  return { send: (args, keys, readonly) => send({ key: keys[0], isReadOnly: readonly, command: strings(args) }), cluster: true };
+  const routed = (args: readonly Arg[], keys: readonly string[], readonly = false) =>
+    send({ key: keys[0], isReadOnly: readonly, command: strings(args) });
+  return { send: routed, sendAndWait: sequential(routed), cluster: true };
 }
 
 /** The adapter for `client`, found by what it offers. */
@@ -89,15 +148,23 @@ export function connect(client: Client): Connection {
   if (has(client, 'call') && has(client, 'defineCommand')) {
     const io = client as unknown as IoRedisClient;
     if (io.isCluster === true) return ioCluster(io);
-    return { send: (args) => io.call(String(args[0]), ...args.slice(1)), cluster: false };
+    const one: Send = (args) => io.call(String(args[0]), ...args.slice(1));
+    return { send: one, sendAndWait: together(one), cluster: false };
   }
   if (has(client, 'sendCommand')) {
     if ('masters' in client) {
       const cluster = client as unknown as NodeRedisCluster;
-      return { send: (args, keys, readonly) => cluster.sendCommand(keys[0], readonly, strings(args)), cluster: true };
+      const routed = (args: readonly Arg[], keys: readonly string[], readonly = false) => cluster.sendCommand(keys[0], readonly, strings(args));
+      return { send: routed, sendAndWait: sequential(routed), cluster: true };
     }
     const single = client as unknown as NodeRedisClient;
-    return { send: (args) => single.sendCommand(strings(args)), cluster: false };
+    const one: Send = (args) => single.sendCommand(strings(args));
+    // A pool spreads commands over its clients: the write and its WAIT go to one of them.
+    const sendAndWait = has(client, 'execute')
+      ? (args: readonly Arg[], keys: readonly string[], wait: readonly Arg[]) =>
+          (client as unknown as NodeRedisPool).execute((lent) => together((a) => lent.sendCommand(strings(a)))(args, keys, wait))
+      : together(one);
+    return { send: one, sendAndWait, cluster: false };
   }
   throw new TypeError('not a Redis client: give a node-redis client or cluster, an ioredis or iovalkey client or Cluster, or a sendCommand function');
 }

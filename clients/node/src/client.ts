@@ -5,7 +5,7 @@
 import { connect, isReplyError, type Client, type Connection } from './adapters.js';
 import * as commands from './commands.js';
 import { libraryArgs, moduleArgs, type Call } from './commands.js';
-import { LibraryNotLoaded, PermitUnavailable, RateLimitError } from './errors.js';
+import { LibraryNotLoaded, NotReplicatedError, PermitUnavailable, RateLimitError } from './errors.js';
 import { LIBRARY_SOURCE } from './library.js';
 import { Acquisition, type Reservation, type Settlement } from './results.js';
 import { slotOf } from './slot.js';
@@ -22,6 +22,11 @@ const backends = new WeakMap<object, Promise<Backend>>();
 export interface RateLimiterOptions {
   /** Load the Functions library where the server has neither it nor the module (default true). */
   loadLibrary?: boolean;
+  /** After each call that writes, WAIT on the connection that wrote until this many replicas
+   * acknowledged it (default 0: never); too few in time throw NotReplicatedError with the answer. */
+  waitForReplicas?: number;
+  /** How long a write waits for them (default 100 ms). */
+  replicaTimeoutMs?: number;
 }
 
 export interface PermitOptions {
@@ -61,6 +66,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 export class RateLimiter {
   readonly connection: Connection;
   readonly loadLibrary: boolean;
+  readonly waitForReplicas: number;
+  readonly replicaTimeoutMs: number;
   #backend: Backend | null = null;
 
   /** `client`: a node-redis client, pool or cluster, an ioredis or iovalkey client or Cluster, or a
@@ -71,6 +78,25 @@ export class RateLimiter {
   ) {
     this.connection = connect(client);
     this.loadLibrary = options.loadLibrary ?? true;
+    const { waitForReplicas = 0, replicaTimeoutMs = 100 } = options;
+    if (!Number.isSafeInteger(waitForReplicas) || waitForReplicas < 0) {
+      throw new RateLimitError(`waitForReplicas must be an integer >= 0, got ${String(waitForReplicas)}`);
+    }
+    // WAIT's timeout 0 blocks for ever: never sent.
+    if (typeof replicaTimeoutMs !== 'number' || !(replicaTimeoutMs > 0) || !Number.isFinite(replicaTimeoutMs)) {
+      throw new RateLimitError(`replicaTimeoutMs must be a number of milliseconds > 0, got ${String(replicaTimeoutMs)}`);
+    }
+    if (waitForReplicas > 0 && this.connection.sendAndWait === undefined) {
+      throw new RateLimitError('waitForReplicas needs a Connection with sendAndWait (WAIT on the connection that wrote)');
+    }
+    this.waitForReplicas = waitForReplicas;
+    this.replicaTimeoutMs = replicaTimeoutMs;
+  }
+
+  /** This limiter on the same client, its writes waiting for `replicas` acknowledgements (0: none),
+   * for one call or a few: `await rl.waitingForReplicas(1).settle(...)`. */
+  waitingForReplicas(replicas: number, timeoutMs = 100): RateLimiter {
+    return new RateLimiter(this.client, { loadLibrary: this.loadLibrary, waitForReplicas: replicas, replicaTimeoutMs: timeoutMs });
   }
 
   readonly hit = this.#sent(commands.hit);
@@ -132,7 +158,14 @@ export class RateLimiter {
     const backend = await this.detect();
     const args = backend === 'module' ? moduleArgs(call) : libraryArgs(call);
     try {
-      return call.parse(await this.connection.send(args, call.keys, call.readonly === true));
+      if (this.waitForReplicas === 0 || call.writesNothing === true || this.connection.sendAndWait === undefined) {
+        return call.parse(await this.connection.send(args, call.keys, call.readonly === true));
+      }
+      const wait = ['WAIT', this.waitForReplicas, Math.ceil(this.replicaTimeoutMs)];
+      const [reply, acknowledged] = await this.connection.sendAndWait(args, call.keys, wait);
+      const answer = call.parse(reply);
+      if (Number(acknowledged) < this.waitForReplicas) throw new NotReplicatedError(answer, Number(acknowledged), this.waitForReplicas);
+      return answer;
     } catch (error) {
       if (!isReplyError(error)) throw error;
       if (mayLoad && backend === 'library' && /function not found/i.test(error.message)) {

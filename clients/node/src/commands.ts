@@ -20,7 +20,10 @@ export interface Call<T> {
   readonly keys: readonly string[];
   readonly args: readonly Arg[];
   readonly parse: (reply: unknown) => T;
+  /** Sent as a read (FCALL_RO): PEEK, TOP. */
   readonly readonly?: boolean;
+  /** Writes nothing (a replica-waiting limiter waits only after writes): reads, SLIDE's `peek`. */
+  readonly writesNothing?: boolean;
   /** The module's command takes `numkeys` before its keys (HITALL). */
   readonly numkeys?: boolean;
 }
@@ -231,7 +234,7 @@ export const peek = define(['key', ...PEEK], (key: string, o: PeekOptions): Call
   const { limit, cost } = options(o, PEEK, 'peek');
   const quota = integer(limit, 'limit');
   const args = [quota, ...costArgs(cost)];
-  return { command: 'RATELIMIT.PEEK', fn: 'ratelimit_peek', keys: [text(key, 'key')], args, parse: fixed(quota, null, cost ?? 1), readonly: true };
+  return { command: 'RATELIMIT.PEEK', fn: 'ratelimit_peek', keys: [text(key, 'key')], args, parse: fixed(quota, null, cost ?? 1), readonly: true, writesNothing: true };
 });
 
 export interface SlideOptions extends WindowOptions {
@@ -247,7 +250,8 @@ export const slide = define(['key', ...SLIDE], (key: string, o: SlideOptions): C
   const { limit, windowMs, cost, peek: peeking } = options(o, SLIDE, 'slide');
   const [quota, window] = [integer(limit, 'limit'), duration(windowMs, 'windowMs')];
   const args = [quota, window, ...signedCostArgs(cost), 'MS', ...(peeking === true ? ['PEEK'] : [])];
-  return { command: 'RATELIMIT.SLIDE', fn: 'ratelimit_slide', keys: [text(key, 'key')], args, parse: sliding(quota, window) };
+  const writesNothing = peeking === true;
+  return { command: 'RATELIMIT.SLIDE', fn: 'ratelimit_slide', keys: [text(key, 'key')], args, parse: sliding(quota, window), writesNothing };
 });
 
 /** One of HITALL's limits. */
@@ -483,5 +487,5 @@ export const top = define([...TOP], (o?: TopOptions): Call<TopEntry[]> => {
       const named = fields(entry);
       return { key: replyText(named.get('key')), count: int(named.get('count')), error: int(named.get('error')) };
     });
-  return { command: 'RATELIMIT.TOP', fn: '', keys: [], args, parse, readonly: true };
+  return { command: 'RATELIMIT.TOP', fn: '', keys: [], args, parse, readonly: true, writesNothing: true };
 });

@@ -13,6 +13,21 @@ export class LibraryNotLoaded extends RateLimitError {
   override name = 'LibraryNotLoaded';
 }
 
+/** A limiter waiting for replicas (`waitForReplicas`) made its write on the primary, which
+ * answered `answer`, but only `acknowledged` of the `wanted` replicas confirmed it in time. The
+ * write stands on the primary; a failover before the replicas catch up would lose it, and the limit
+ * would admit that many calls again. Not a RateLimitError: something was written. */
+export class NotReplicatedError extends Error {
+  override name = 'NotReplicatedError';
+  constructor(
+    readonly answer: unknown,
+    readonly acknowledged: number,
+    readonly wanted: number,
+  ) {
+    super(`${String(acknowledged)} of ${String(wanted)} replicas acknowledged the write in time`);
+  }
+}
+
 /** `withPermit` found every permit in use. `retryAfterMs`: until the earliest lease in use ends,
  * the soonest a permit frees itself. */
 export class PermitUnavailable extends Error {

@@ -19,7 +19,7 @@ export type {
 } from './commands.js';
 export type { Client, Connection, SendCommand, SendCommandCluster } from './adapters.js';
 export { fastifyStore, RedisStore, type ClientRateLimitInfo, type FastifyStoreOptions, type RedisStoreOptions } from './stores.js';
-export { LibraryNotLoaded, PermitUnavailable, RateLimitError } from './errors.js';
+export { LibraryNotLoaded, NotReplicatedError, PermitUnavailable, RateLimitError } from './errors.js';
 export { LIBRARY_SOURCE } from './library.js';
 export { Acquisition, combinedHeaders, Decision, MultiDecision, Reservation, type Settlement, type TopEntry } from './results.js';
 export { rateLimitMiddleware, rateLimitPlugin } from './middlewares.js';

@@ -54,12 +54,14 @@ export class Server {
     readonly port: number,
     /** A one-node Redis Cluster, holding every slot. */
     readonly cluster = false,
+    /** The port of the primary this server replicates. */
+    readonly replicaOf: number | null = null,
   ) {}
 
-  static async start(kind: Kind, options: { cluster?: boolean } = {}): Promise<Server> {
+  static async start(kind: Kind, options: { cluster?: boolean; replicaOf?: Server } = {}): Promise<Server> {
     // A port found free can be taken by another test's server before ours binds it: another port.
     for (let attempt = 1; ; attempt++) {
-      const server = new Server(kind, await freePort(), options.cluster ?? false);
+      const server = new Server(kind, await freePort(), options.cluster ?? false, options.replicaOf?.port ?? null);
       try {
         await server.up();
         return server;
@@ -76,6 +78,9 @@ export class Server {
     const module = process.env.RATELIMIT_MODULE;
     if (this.kind === 'module' && module === undefined) throw new Error('RATELIMIT_MODULE names the module to load');
     const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir];
+    // A replica's first sync at once, not in 5 s.
+    args.push('--repl-diskless-sync-delay', '0');
+    if (this.replicaOf !== null) args.push('--replicaof', '127.0.0.1', String(this.replicaOf));
     if (this.kind === 'module') args.push('--loadmodule', module ?? '');
     if (this.cluster) args.push('--cluster-enabled', 'yes', '--cluster-config-file', join(this.dir, 'nodes.conf'), '--cluster-announce-ip', '127.0.0.1');
     this.process = spawn(binary, args, { stdio: 'ignore' });

@@ -52,13 +52,22 @@ class ServerExited(RuntimeError):
 class Server:
     """A server process of its own on a free loopback port, in a folder of its own."""
 
-    def __init__(self, *, module: bool, cluster: bool = False, binary: str = SERVER, module_path: str = MODULE) -> None:
+    def __init__(
+        self,
+        *,
+        module: bool,
+        cluster: bool = False,
+        replica_of: Server | None = None,
+        binary: str = SERVER,
+        module_path: str = MODULE,
+    ) -> None:
         if module and not Path(module_path).is_file():
             raise RuntimeError(f"RATELIMIT_MODULE must name the built module (got {module_path!r})")
         self.binary = binary
         self.module_path = str(Path(module_path).resolve())
         self.module = module
         self.cluster = cluster
+        self.replica_of = replica_of
         self.folder = tempfile.mkdtemp(prefix="ratelimit-py-")
         self.process: subprocess.Popen[bytes] | None = None
         # A port found free can be taken by another test's server before ours binds it: ours then
@@ -76,19 +85,47 @@ class Server:
     def start(self) -> None:
         command = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.folder]
         command += ["--save", "", "--appendonly", "no", "--logfile", "server.log"]
+        command += ["--repl-diskless-sync-delay", "0"]  # a replica's first sync at once, not in 5 s
         if self.module:
             command += ["--loadmodule", self.module_path]
         if self.cluster:
             command += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
             command += ["--cluster-node-timeout", "20000"]
+        elif self.replica_of is not None:
+            command += ["--replicaof", "127.0.0.1", str(self.replica_of.port)]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_until(self._answers, f"{self.binary} on port {self.port}")
-        if self.cluster:
+        if self.replica_of is not None:
+            self._replicate()
+        elif self.cluster:
             plain = redis.Redis(port=self.port)
             if plain.execute_command("CLUSTER", "INFO").decode().find("cluster_state:ok") < 0:
                 plain.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
             wait_until(lambda: b"cluster_state:ok" in plain.execute_command("CLUSTER", "INFO"), "the cluster")
             plain.close()
+
+    def _replicate(self) -> None:
+        """Made a replica of ``replica_of`` (a cluster node: met, then CLUSTER REPLICATE), and
+        waited for until the primary sees it online."""
+        assert self.replica_of is not None
+        primary = redis.Redis(port=self.replica_of.port)
+        if self.cluster:
+            with redis.Redis(port=self.port) as plain:
+                plain.execute_command("CLUSTER", "MEET", "127.0.0.1", self.replica_of.port)
+                primary_id = primary.execute_command("CLUSTER", "MYID").decode()
+
+                def met() -> bool:
+                    return primary_id.encode() in plain.execute_command("CLUSTER", "NODES")
+
+                wait_until(met, "the cluster meeting")
+                plain.execute_command("CLUSTER", "REPLICATE", primary_id)
+
+        def online() -> bool:
+            replicas = [v for k, v in primary.info("replication").items() if k.startswith("slave")]
+            return any(r["port"] == self.port and r["state"] == "online" for r in replicas)
+
+        wait_until(online, f"the replica on port {self.port}")
+        primary.close()
 
     def _answers(self) -> bool:
         """Whether our process answers on the port (another test's server may, until ours exits)."""

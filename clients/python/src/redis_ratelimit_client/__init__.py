@@ -16,7 +16,7 @@ import importlib.util
 from .aio import AsyncPermit, AsyncPipeline, AsyncRateLimiter, AsyncSettling
 from .client import Permit, Pipeline, RateLimiter, Settling
 from .commands import CalendarUnit, Call, Seconds
-from .errors import LibraryNotLoaded, PermitUnavailable, RateLimitError
+from .errors import LibraryNotLoaded, NotReplicated, PermitUnavailable, RateLimitError
 from .results import Acquisition, Decision, MultiDecision, Reservation, Settlement, TopEntry
 
 __version__ = "1.0.0"
@@ -35,6 +35,7 @@ __all__ = [
     "Decision",
     "LibraryNotLoaded",
     "MultiDecision",
+    "NotReplicated",
     "Permit",
     "PermitUnavailable",
     "Pipeline",

@@ -5,15 +5,18 @@ exception types. The I/O itself is each client's."""
 from __future__ import annotations
 
 import importlib
+import math
 import weakref
 from collections.abc import Generator
+from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from .commands import Arg, Call
-from .errors import LibraryNotLoaded, RateLimitError
+from .errors import LibraryNotLoaded, NotReplicated, RateLimitError
 
 Backend = Literal["module", "library"]
+T = TypeVar("T")
 
 # Asked with no arguments, a loaded module answers its arity error; a server without it, "unknown
 # command". Neither touches a key, and it needs no MODULE LIST (which managed services refuse).
@@ -137,17 +140,30 @@ def routing(client: Any, keys: tuple[str, ...] = ()) -> dict[str, Any]:
     return {}
 
 
-def answers(calls: list[Call[Any]], replies: list[Any], raise_on_error: bool) -> list[Any]:
+def answers(
+    calls: list[Call[Any]], replies: list[Any], raise_on_error: bool, replicas: Replicas | None = None
+) -> list[Any]:
     """A pipeline's answers, in order: each call's, or the RateLimitError the server gave it; the
-    first of those raised, after all have run, if ``raise_on_error``."""
+    first of those raised, after all have run, if ``raise_on_error``. With ``replicas``, the last
+    reply is the WAIT queued behind the calls: too few replicas raise NotReplicated with them all."""
     results = [
         server_error(reply) if isinstance(reply, Exception) else call.parse(reply)
-        for call, reply in zip(calls, replies, strict=True)
+        for call, reply in zip(calls, replies[: len(calls)], strict=True)
     ]
     errors = [r for r in results if isinstance(r, RateLimitError)]
     if errors and raise_on_error:
         raise errors[0]
-    return results
+    if replicas is None:
+        return results
+    acknowledged = replies[len(calls)]
+    if isinstance(acknowledged, Exception):
+        raise server_error(acknowledged)
+    return replicas.checked(results, int(acknowledged))
+
+
+def waits(calls: list[Call[Any]], replicas: Replicas) -> Replicas | None:
+    """The replicas a pipeline of ``calls`` waits for, once after them all: None if none writes."""
+    return replicas if any(replicas.applies(call) for call in calls) else None
 
 
 def server_error(error: Exception) -> RateLimitError:
@@ -156,3 +172,70 @@ def server_error(error: Exception) -> RateLimitError:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass(frozen=True)
+class Replicas:
+    """How many replicas a limiter's writes wait for (0: none), and how long at most (seconds)."""
+
+    wanted: int = 0
+    timeout: float = 0.1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.wanted, bool) or not isinstance(self.wanted, int) or self.wanted < 0:
+            raise RateLimitError(f"wait_for_replicas must be an integer >= 0, got {self.wanted!r}")
+        # WAIT's timeout 0 blocks for ever: never sent.
+        if isinstance(self.timeout, bool) or not isinstance(self.timeout, int | float) or not self.timeout > 0:
+            raise RateLimitError(f"replica_timeout must be a number of seconds > 0, got {self.timeout!r}")
+
+    def applies(self, call: Call[Any]) -> bool:
+        """Whether ``call`` waits: it writes, and replicas are wanted."""
+        return self.wanted > 0 and call.writes
+
+    def command(self) -> tuple[Arg, ...]:
+        return ("WAIT", self.wanted, max(1, math.ceil(self.timeout * 1000)))
+
+    def checked(self, answer: T, acknowledged: int) -> T:
+        if acknowledged < self.wanted:
+            raise NotReplicated(answer, acknowledged, self.wanted)
+        return answer
+
+    def refuse_in_cluster(self, client: Any) -> None:
+        """A cluster pipeline spreads its calls over nodes and connections: one WAIT covers none."""
+        if self.wanted and is_cluster(client):
+            raise RateLimitError(
+                "a pipeline on a cluster client cannot wait for replicas: send those calls one by one "
+                "(each then waits on its key's primary)"
+            )
+
+
+Pipelined = tuple[Any, list[tuple[Arg, ...]]]
+"""Commands to send together on one connection: to a cluster's node, or (None) the client's own.
+No commands: the cluster client reads the cluster's topology again (its nodes_manager)."""
+
+
+def sent_and_waited(
+    client: Any, args: tuple[Arg, ...], key: str, replicas: Replicas
+) -> Generator[Pipelined, list[Any], tuple[Any, int]]:
+    """One write and WAIT behind it, on one connection: WAIT counts what that connection wrote.
+    The client pipelines each yielded batch and sends back its replies. In a cluster the batch
+    goes to the key's primary; after a MOVED, to its new primary once the topology is read again
+    (as the client does on a MOVED of its own); after an ASK, to the node it names. Answers the
+    write's reply and how many replicas acknowledged it; a server error is raised."""
+    errors = exceptions(client)
+    cluster = is_cluster(client)
+    node = client.get_node_from_key(key) if cluster else None
+    batch = [args, replicas.command()]
+    for _ in range(3):
+        *_, reply, acknowledged = yield node, batch
+        if not cluster or not isinstance(reply, errors.AskError):
+            break
+        asked = not isinstance(reply, errors.MovedError)
+        node = client.get_node(host=reply.host, port=reply.port) if asked else None
+        if node is None:
+            yield None, []
+            node = client.get_node(host=reply.host, port=reply.port) if asked else client.get_node_from_key(key)
+        batch = [("ASKING",), args, replicas.command()] if asked else [args, replicas.command()]
+    if isinstance(reply, Exception):
+        raise reply
+    return reply, int(acknowledged)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import importlib
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -38,12 +39,22 @@ def _queued(build: Callable[P, Call[Any]]) -> Callable[Concatenate[AsyncPipeline
 
 
 class AsyncRateLimiter:
-    """RateLimiter on an asyncio client: every method is a coroutine, ``permit`` an ``async with``."""
+    """RateLimiter on an asyncio client: every method is a coroutine, ``permit`` an ``async with``;
+    ``wait_for_replicas`` and ``replica_timeout`` as there."""
 
-    def __init__(self, client: Any, *, load_library: bool = True) -> None:
+    def __init__(
+        self, client: Any, *, load_library: bool = True, wait_for_replicas: int = 0, replica_timeout: float = 0.1
+    ) -> None:
         self.client = client
         self.load_library = load_library
+        self.replicas = _backend.Replicas(wait_for_replicas, replica_timeout)
         self._errors = _backend.exceptions(client)
+
+    def waiting_for_replicas(self, replicas: int, timeout: float = 0.1) -> AsyncRateLimiter:
+        """See RateLimiter.waiting_for_replicas."""
+        return AsyncRateLimiter(
+            self.client, load_library=self.load_library, wait_for_replicas=replicas, replica_timeout=timeout
+        )
 
     hit = _sent(commands.hit)
     peek = _sent(commands.peek)
@@ -89,20 +100,39 @@ class AsyncRateLimiter:
         _backend.check_slots(self.client, call)
         try:
             try:
-                return call.parse(await self._send(call))
+                reply, acknowledged = await self._send(call)
             except self._errors.ResponseError as e:
                 if self.backend != "library" or not _backend.library_missing(e):
                     raise
                 _backend.forget(self.client)  # the server lost the library (a restart, a flush)
-                return call.parse(await self._send(call))
+                reply, acknowledged = await self._send(call)
         except self._errors.ResponseError as e:
             raise _backend.server_error(e) from e
+        answer = call.parse(reply)
+        return answer if acknowledged is None else self.replicas.checked(answer, acknowledged)
 
-    async def _send(self, call: Call[Any]) -> Any:
-        backend = await self.detect()
-        return await self.client.execute_command(
-            *_backend.command_args(call, backend), **_backend.routing(self.client, call.keys)
-        )
+    async def _send(self, call: Call[Any]) -> tuple[Any, int | None]:
+        args = _backend.command_args(call, await self.detect())
+        if not self.replicas.applies(call):
+            return await self.client.execute_command(*args, **_backend.routing(self.client, call.keys)), None
+        steps = _backend.sent_and_waited(self.client, args, call.keys[0], self.replicas)
+        replies: Any = None
+        try:
+            while True:
+                node, batch = steps.send(replies)
+                if not batch:
+                    await self.client.nodes_manager.initialize()
+                    replies = []
+                else:
+                    replies = await (self._pipelined(batch) if node is None else _on_node(node, batch))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    async def _pipelined(self, batch: list[tuple[Any, ...]]) -> list[Any]:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for command in batch:
+                pipe.execute_command(*command)
+            return await pipe.execute(raise_on_error=False)  # type: ignore[no-any-return]
 
     def settling(self, reservation: Reservation) -> AsyncSettling:
         """Settles ``reservation`` when the ``async with`` block ends, with what the block set as
@@ -132,6 +162,7 @@ class AsyncPipeline:
     """Pipeline on an asyncio client."""
 
     def __init__(self, limiter: AsyncRateLimiter, backend: Backend) -> None:
+        limiter.replicas.refuse_in_cluster(limiter.client)
         self.limiter = limiter
         self.backend = backend
         self._pipe = limiter.client.pipeline(transaction=False)
@@ -159,7 +190,10 @@ class AsyncPipeline:
 
     async def execute(self, raise_on_error: bool = True) -> list[Any]:
         calls, self._calls = self._calls, []
-        return _backend.answers(calls, await self._pipe.execute(raise_on_error=False), raise_on_error)
+        replicas = _backend.waits(calls, self.limiter.replicas)
+        if replicas is not None:
+            self._pipe.execute_command(*replicas.command())
+        return _backend.answers(calls, await self._pipe.execute(raise_on_error=False), raise_on_error, replicas)
 
 
 class AsyncPermit(PermitBase):
@@ -219,3 +253,13 @@ class AsyncSettling(SettlingBase):
             if exc_type is None:
                 raise
             self.failed()
+
+
+async def _on_node(node: Any, batch: list[tuple[Any, ...]]) -> list[Any]:
+    """``batch`` on one connection of a cluster node: the asyncio cluster client has no per-node
+    client, so this goes the way its own cluster pipeline sends a node's commands (the node's
+    ``execute_pipeline``, the same from redis-py 5.0 to 8.1 and in valkey-py)."""
+    from_cluster = importlib.import_module(type(node).__module__)
+    queued = [from_cluster.PipelineCommand(i, *command) for i, command in enumerate(batch)]
+    await node.execute_pipeline(queued)
+    return [command.result for command in queued]

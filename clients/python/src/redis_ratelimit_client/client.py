@@ -40,12 +40,27 @@ def _queued(build: Callable[P, Call[Any]]) -> Callable[Concatenate[Pipeline, P],
 class RateLimiter:
     """The limiter commands on ``client`` (``redis.Redis``, ``valkey.Valkey``, ``RedisCluster``,
     a Sentinel master), answered by the module where the server has it, else by the Functions
-    library (loaded when missing, unless ``load_library`` is False)."""
+    library (loaded when missing, unless ``load_library`` is False).
 
-    def __init__(self, client: Any, *, load_library: bool = True) -> None:
+    With ``wait_for_replicas=n``, every call that writes is followed by ``WAIT n`` on the
+    connection that wrote, and answers once ``n`` replicas have acknowledged the write, or
+    raises NotReplicated (carrying the answer) after ``replica_timeout`` seconds. PEEK and TOP
+    never wait."""
+
+    def __init__(
+        self, client: Any, *, load_library: bool = True, wait_for_replicas: int = 0, replica_timeout: float = 0.1
+    ) -> None:
         self.client = client
         self.load_library = load_library
+        self.replicas = _backend.Replicas(wait_for_replicas, replica_timeout)
         self._errors = _backend.exceptions(client)
+
+    def waiting_for_replicas(self, replicas: int, timeout: float = 0.1) -> RateLimiter:
+        """This limiter on the same client, its writes waiting for ``replicas`` acknowledgements
+        (0: none), for one call or a few: ``rl.waiting_for_replicas(1).settle(...)``."""
+        return RateLimiter(
+            self.client, load_library=self.load_library, wait_for_replicas=replicas, replica_timeout=timeout
+        )
 
     hit = _sent(commands.hit)
     peek = _sent(commands.peek)
@@ -89,20 +104,38 @@ class RateLimiter:
         _backend.check_slots(self.client, call)
         try:
             try:
-                return call.parse(self._send(call))
+                reply, acknowledged = self._send(call)
             except self._errors.ResponseError as e:
                 if self.backend != "library" or not _backend.library_missing(e):
                     raise
                 _backend.forget(self.client)  # the server lost the library (a restart, a flush)
-                return call.parse(self._send(call))
+                reply, acknowledged = self._send(call)
         except self._errors.ResponseError as e:
             raise _backend.server_error(e) from e
+        answer = call.parse(reply)
+        return answer if acknowledged is None else self.replicas.checked(answer, acknowledged)
 
-    def _send(self, call: Call[Any]) -> Any:
-        backend = self.detect()
-        return self.client.execute_command(
-            *_backend.command_args(call, backend), **_backend.routing(self.client, call.keys)
-        )
+    def _send(self, call: Call[Any]) -> tuple[Any, int | None]:
+        """The reply, and how many replicas acknowledged the write (None: not asked)."""
+        args = _backend.command_args(call, self.detect())
+        if not self.replicas.applies(call):
+            return self.client.execute_command(*args, **_backend.routing(self.client, call.keys)), None
+        steps = _backend.sent_and_waited(self.client, args, call.keys[0], self.replicas)
+        replies: Any = None
+        try:
+            while True:
+                node, batch = steps.send(replies)
+                if not batch:
+                    self.client.nodes_manager.initialize()
+                    replies = []
+                    continue
+                on = self.client if node is None else self.client.get_redis_connection(node)
+                with on.pipeline(transaction=False) as pipe:
+                    for command in batch:
+                        pipe.execute_command(*command)
+                    replies = pipe.execute(raise_on_error=False)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
     def settling(self, reservation: Reservation) -> Settling:
         """Settles ``reservation`` when the block ends, with what the block set as ``used``:
@@ -138,6 +171,7 @@ class Pipeline:
     cluster, redis-py's cluster pipeline sends each call to its key's node."""
 
     def __init__(self, limiter: RateLimiter) -> None:
+        limiter.replicas.refuse_in_cluster(limiter.client)
         self.limiter = limiter
         self._pipe = limiter.client.pipeline(transaction=False)
         self._calls: list[Call[Any]] = []
@@ -164,9 +198,13 @@ class Pipeline:
 
     def execute(self, raise_on_error: bool = True) -> list[Any]:
         """Every queued call's answer, in order. A call the server refused raises RateLimitError
-        after all have run; with ``raise_on_error=False`` its RateLimitError takes its place."""
+        after all have run; with ``raise_on_error=False`` its RateLimitError takes its place. A
+        limiter waiting for replicas sends one WAIT after the calls (NotReplicated carries them all)."""
         calls, self._calls = self._calls, []
-        return _backend.answers(calls, self._pipe.execute(raise_on_error=False), raise_on_error)
+        replicas = _backend.waits(calls, self.limiter.replicas)
+        if replicas is not None:
+            self._pipe.execute_command(*replicas.command())
+        return _backend.answers(calls, self._pipe.execute(raise_on_error=False), raise_on_error, replicas)
 
     def __enter__(self) -> Pipeline:
         return self

@@ -38,6 +38,9 @@ class Call(Generic[T]):
     args: tuple[Arg, ...]
     parse: Callable[[Any], T]
     readonly: bool = False
+    """Sent as a read (FCALL_RO): PEEK, TOP."""
+    writes: bool = True
+    """Whether it may write (a replica-waiting limiter waits only then): not PEEK, TOP, SLIDE ... PEEK."""
     module_only: bool = False
     numkeys: bool = False
     """The module's command takes ``numkeys`` before its keys (HITALL)."""
@@ -213,7 +216,9 @@ def hit(
 def peek(key: str, limit: int, *, cost: int = 1) -> Call[Decision]:
     """RATELIMIT.PEEK: what HIT would answer, without counting (read-only: replicas too)."""
     args = (_integer(limit, "limit"), *_cost_args(cost))
-    return Call("RATELIMIT.PEEK", "ratelimit_peek", (_key(key),), args, _fixed(limit, None, cost), readonly=True)
+    return Call(
+        "RATELIMIT.PEEK", "ratelimit_peek", (_key(key),), args, _fixed(limit, None, cost), readonly=True, writes=False
+    )
 
 
 def slide(key: str, limit: int, window: Seconds, *, cost: int = 1, peek: bool = False) -> Call[Decision]:
@@ -228,7 +233,8 @@ def slide(key: str, limit: int, window: Seconds, *, cost: int = 1, peek: bool = 
         *(("MS",) if in_ms else ()),
         *(("PEEK",) if peek else ()),
     )
-    return Call("RATELIMIT.SLIDE", "ratelimit_slide", (_key(key),), args, _sliding(limit, _seconds(value, in_ms)))
+    parse = _sliding(limit, _seconds(value, in_ms))
+    return Call("RATELIMIT.SLIDE", "ratelimit_slide", (_key(key),), args, parse, writes=not peek)
 
 
 def hit_all(
@@ -414,4 +420,4 @@ def top(
             entries.append(TopEntry(_text(named["key"]), named["count"], named["error"]))
         return entries
 
-    return Call("RATELIMIT.TOP", "", (), tuple(args), parse, readonly=True, module_only=True)
+    return Call("RATELIMIT.TOP", "", (), tuple(args), parse, readonly=True, writes=False, module_only=True)

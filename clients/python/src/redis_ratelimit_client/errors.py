@@ -4,6 +4,8 @@ client library's own (redis.ConnectionError, valkey.ConnectionError)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class RateLimitError(Exception):
     """Bad input refused before a round trip (the message names the argument), or the server's own
@@ -12,6 +14,20 @@ class RateLimitError(Exception):
 
 class LibraryNotLoaded(RateLimitError):
     """The server has neither the module nor the Functions library, and loading it was not allowed."""
+
+
+class NotReplicated(Exception):
+    """A limiter waiting for replicas (``wait_for_replicas``) made its write on the primary, which
+    answered ``answer``, but only ``acknowledged`` of the ``wanted`` replicas confirmed it within
+    the timeout. The write stands on the primary; a failover before the replicas catch up would
+    lose it, and the limit would admit that many calls again. Not a RateLimitError: something
+    was written."""
+
+    def __init__(self, answer: Any, acknowledged: int, wanted: int) -> None:
+        super().__init__(f"{acknowledged} of {wanted} replicas acknowledged the write in time")
+        self.answer = answer
+        self.acknowledged = acknowledged
+        self.wanted = wanted
 
 
 class PermitUnavailable(Exception):
