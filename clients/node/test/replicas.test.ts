@@ -166,6 +166,58 @@ for (const kind of KINDS) {
   });
 }
 
+/** A client that still maps a slot to its first node, after the slot moved to a second: the
+ * write is redirected (MOVED), and it and its WAIT reach the node that holds the slot now. */
+describe('a slot moved since the client read the slots', () => {
+  const kind = KINDS[0] ?? 'module';
+  const clusters: Record<string, (port: number) => Promise<Connected>> = {
+    'node-redis cluster': async (port) => {
+      const client = await createCluster({ rootNodes: [{ socket: { host: '127.0.0.1', port } }] }).connect();
+      return { client, close: async () => void (await client.close()) };
+    },
+    'ioredis Cluster': async (port) => {
+      const client = new IoRedisCluster([{ host: '127.0.0.1', port }]);
+      await client.ping();
+      return { client, close: async () => void (await client.quit()) };
+    },
+  };
+  for (const [name, connect] of Object.entries(clusters)) {
+    test(name, async () => {
+      const [first, second] = [await Server.start(kind, { cluster: true }), await Server.start(kind, { cluster: true })];
+      const [old, now] = [new IoRedis(first.port, '127.0.0.1'), new IoRedis(second.port, '127.0.0.1')];
+      let connected: Connected | undefined;
+      try {
+        await old.call('CLUSTER', 'ADDSLOTSRANGE', '0', '16383');
+        await until(async () => String(await old.call('CLUSTER', 'INFO')).includes('cluster_state:ok'), 'the cluster');
+        connected = await connect(first.port);
+        const rl = new RateLimiter(connected.client, { waitForReplicas: 1, replicaTimeoutMs: 50 });
+        await rl.waitingForReplicas(0).hit('{x}k', { limit: 10, windowMs: 60_000 }); // slots read, backend found
+        await now.config('SET', 'cluster-node-timeout', '1000'); // it waits that long (at most 5 s) to say "ok"
+        await now.call('CLUSTER', 'MEET', '127.0.0.1', String(first.port));
+        const id = String(await now.call('CLUSTER', 'MYID'));
+        await until(async () => String(await old.call('CLUSTER', 'NODES')).includes(id), 'the meeting');
+        const slot = String(await old.call('CLUSTER', 'KEYSLOT', '{y}k'));
+        for (const node of [now, old]) await node.call('CLUSTER', 'SETSLOT', slot, 'NODE', id);
+        for (const node of [now, old]) await until(async () => String(await node.call('CLUSTER', 'INFO')).includes('cluster_state:ok'), 'the cluster');
+        await assert.rejects(rl.hit('{y}k', { limit: 10, windowMs: 60_000 }), (error) => {
+          assert.ok(error instanceof NotReplicatedError && error.acknowledged === 0);
+          assert.ok(error.answer instanceof Decision && error.answer.count === 1);
+          return true;
+        });
+        assert.equal(await now.exists('{y}k'), 1);
+        assert.match(await now.info('commandstats'), /cmdstat_wait:calls=1,/);
+        assert.equal(await old.call('CLUSTER', 'COUNTKEYSINSLOT', slot), 0);
+      } finally {
+        await connected?.close();
+        old.disconnect();
+        now.disconnect();
+        await first.stop();
+        await second.stop();
+      }
+    });
+  }
+});
+
 test('bad options are refused before anything is sent', () => {
   const never = (..._args: string[]): Promise<unknown> => Promise.reject(new Error('sent'));
   for (const [options, message] of [

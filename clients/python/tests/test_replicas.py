@@ -198,6 +198,7 @@ def test_a_cluster_waits_on_the_primary_the_slot_moved_to(backend: str) -> None:
                 rl.hit("{y}k", 10, 60)
             assert raised.value.answer.count == 1
             assert new.exists("{y}k") == 1
+            assert new.info("commandstats")["cmdstat_wait"]["calls"] == 1
             assert old.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) == 0
         client.close()
     finally:
