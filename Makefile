@@ -143,6 +143,7 @@ test: build servers redis-cell monitoring-tools lint
 	$(MAKE) --no-print-directory package-test CLIENTS_READY=1
 	BENCH_SERVERS="$(call server_binaries,$(BENCH_SMOKE_SERVERS))" cargo bench --locked --bench ratelimit -- --quick
 	$(PY_LIMITS_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/python.md --quick
+	$(PY_REPLICA_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/replicas.md --quick
 	$(NODE_STORE_BENCH) --out $(CURDIR)/target/bench-quick/node.md --quick -- $(PY_FIRST_SERVER)
 
 # The TTL-leak demo's package (redis-py), under target/.
@@ -167,6 +168,8 @@ PY_TESTS := $(CURDIR)/clients/python/tests
 PYTHON_OLDEST ?= $(firstword $(wildcard /root/.pyenv/versions/3.10.*/bin/python3) python3)
 # The limits storage against limits' own, by server CPU (bench/results/python.md).
 PY_LIMITS_BENCH = $(PY_ENVS)/latest/bin/python clients/python/bench/limits_storages.py --module $(MODULE)
+# What waiting for a replica costs a decision (bench/results/replicas.md).
+PY_REPLICA_BENCH = $(PY_ENVS)/latest/bin/python clients/python/bench/replica_wait.py --module $(MODULE)
 PY_CLIENT_TESTS := test_installed.py test_client.py test_async_client.py test_command_docs.py test_replicas.py
 PY_FIRST_SERVER = $(firstword $(call server_binaries,$(SERVERS)))
 # $(1): the requirements set, $(2): the server binary, $(3): pytest's arguments.
@@ -291,10 +294,12 @@ memcheck: build
 
 # The full benchmark (about half an hour), on every server: table on stdout and in
 # bench/results/latest.md, chart in bench/results/ratios.svg; then the limits storage's rows
-# (bench/results/python.md), and the express-rate-limit store's (bench/results/node.md).
+# (bench/results/python.md), what waiting for a replica costs (bench/results/replicas.md), and
+# the express-rate-limit store's rows (bench/results/node.md).
 bench: build servers redis-cell $(PY_ENVS)/latest node-test
 	BENCH_SERVERS="$(call server_binaries,$(SERVERS))" cargo bench --locked --bench ratelimit
 	$(PY_LIMITS_BENCH) --servers $(call server_binaries,$(SERVERS)) --out bench/results/python.md
+	$(PY_REPLICA_BENCH) --servers $(call server_binaries,$(SERVERS)) --out bench/results/replicas.md
 	$(NODE_STORE_BENCH) --out $(CURDIR)/bench/results/node.md -- $(call server_binaries,$(SERVERS))
 
 # The Redis Functions library (for servers that cannot load modules) into the server on PORT.
