@@ -486,6 +486,29 @@ local function hit_give_back(key, window, count, ttl, cost, at)
     return final, ttl
 end
 
+-- How a reservation (the module's core/reservation.rs) names a calendar unit, and back.
+local UNIT_CODES = { day = 0, week = 1, month = 2, year = 3 }
+local UNIT_OF_CODE = { [0] = 'day', 'week', 'month', 'year' }
+
+-- A zone as TZ takes it back (the module's Zone::text), after ':': nothing for UTC, else +HH:MM.
+local function zone_text(offset)
+    if offset == 0 then
+        return ''
+    end
+    local minutes = math.abs(offset) / 60000
+    return format(':%s%02d:%02d', offset < 0 and '-' or '+', floor(minutes / 60), minutes % 60)
+end
+
+-- HIT's reservation of `cost` on `key`, for its window as the call laid it (`laid`: a length or
+-- a unit): rolling (h), ALIGNed (a) or a calendar one in the zone `offset` ms east of UTC (c).
+local function hit_reservation(key, limit, laid, align, offset, cost)
+    local window_end, tag = redis_call('PEXPIRETIME', key), key_tag(key)
+    if type(laid) == 'string' then
+        return format('c:%d:%d:%d:%d:%s%s', limit, UNIT_CODES[laid], window_end, cost, tag, zone_text(offset))
+    end
+    return format('%s:%d:%d:%d:%d:%s', align and 'a' or 'h', limit, laid, window_end, cost, tag)
+end
+
 -- HIT's arguments after `limit window` in their module's order: the window (a length or a unit),
 -- the zone, the cost, then RESERVE's rules.
 local function hit_args(args)
@@ -498,9 +521,6 @@ local function hit_args(args)
     local calendar = type(window) == 'string'
     local offset = zone_offset(opts.TZ, calendar)
     local cost = signed_cost_of(opts)
-    if opts.RESERVE and (calendar or opts.ALIGN) then
-        fail('ERR syntax error: RESERVE and ' .. (opts.ALIGN and 'ALIGN' or 'a calendar window') .. ' cannot be given together')
-    end
     check_reserve(opts, cost, 'COST')
     return limit, window, cost, opts, offset
 end
@@ -515,7 +535,7 @@ local function hit(keys, args)
     if limit == BIG or cost == BIG or window == BIG then
         fail(BEYOND)
     end
-    local at
+    local at, laid = nil, window
     if opts.ALIGN or type(window) == 'string' then
         local now = now_ms()
         window = window_left(window, opts.ALIGN, offset, now)
@@ -527,8 +547,7 @@ local function hit(keys, args)
     end
     if opts.RESERVE then
         local admitted, final, remaining, reset = settle(keys[1], limit, window, cost, count, ttl, true, at)
-        local reservation = admitted
-            and format('h:%d:%d:%d:%d:%s', limit, window, redis_call('PEXPIRETIME', keys[1]), cost, key_tag(keys[1]))
+        local reservation = admitted and hit_reservation(keys[1], limit, laid, opts.ALIGN, offset, cost)
         return { admitted and 1 or 0, final, remaining, reset, reservation }
     end
     -- Settle's usual outcome (admitted in a running window) without the call to it: a Lua call
@@ -1395,6 +1414,15 @@ local function reservation_of(text, key)
     if not kind then
         fail(NOT_RESERVATION)
     end
+    -- A calendar window's zone follows the tag, and may hold ':' (+05:30).
+    local zone = ''
+    if kind == 'c' then
+        local head, tail = match(rest, '^([^:]*:[^:]*:[^:]*:[^:]*:[^:]*)(.*)$')
+        if not head or (tail ~= '' and (string.sub(tail, 1, 1) ~= ':' or #tail < 2 or #tail > 65)) then
+            fail(NOT_RESERVATION)
+        end
+        rest, zone = head, string.sub(tail, 2)
+    end
     local n = kind == 'g' and 3 or 4
     local f, count = {}, 0
     for field in string.gmatch(rest .. ':', '([^:]*):') do
@@ -1421,8 +1449,11 @@ local function reservation_of(text, key)
     local valid
     if kind == 'g' then
         valid = a >= 1 and b >= 1 and c >= 1 and b * a <= MAX_SPAN and b * c <= MAX_SPAN
+    elseif kind == 'c' then
+        valid = a >= 1 and UNIT_OF_CODE[b] ~= nil and d >= 1
     else
-        valid = (kind == 'h' or kind == 's') and a >= 1 and b >= 1 and d >= 1 and (kind == 'h' or c % b == 0)
+        local windowed = kind == 'h' or kind == 'a' or kind == 's'
+        valid = windowed and a >= 1 and b >= 1 and d >= 1 and (kind == 'h' or c % b == 0)
     end
     if not valid then
         fail(NOT_RESERVATION)
@@ -1430,11 +1461,25 @@ local function reservation_of(text, key)
     if tag ~= key_tag(key) then
         fail('ERR the reservation is for another key')
     end
-    return kind, a, b, c, d
+    return kind, a, b, c, d, zone
 end
 
--- HIT's settle: `delta` (used - reserved) on the counter's window that ends at `window_end`.
-local function settle_hit(key, limit, window, window_end, delta)
+-- A calendar reservation's zone as an offset in ms: one TZ would refuse is not a reservation
+-- (a zone name, which the module takes, is refused as TZ refuses it here).
+local function reserved_zone(zone)
+    if zone == '' then
+        return 0
+    end
+    local sign, h, m = match(zone, '^([+-])(%d%d):(%d%d)$')
+    if sign and (tonumber(h) > 23 or tonumber(m) > 59) or find(zone, '^[+-]') and not sign then
+        fail(NOT_RESERVATION)
+    end
+    return zone_offset(zone, true)
+end
+
+-- HIT's settle: `delta` (used - reserved) on the counter's window that ends at `window_end`; a
+-- window started here is `window` long, or ends at `at` (one laid on the clock).
+local function settle_hit(key, limit, window, window_end, delta, at)
     local count, ttl = read(key)
     local final, reset = count, ttl or 0
     if delta > 0 then
@@ -1445,12 +1490,12 @@ local function settle_hit(key, limit, window, window_end, delta)
         if ttl and ttl >= 0 then
             redis_call('INCRBY', key, format('%d', delta))
         else
-            redis_call('SET', key, format('%d', final), 'PX', format('%d', window))
+            redis_call('SET', key, format('%d', final), expiry(window, at))
             reset = window
         end
     else
         local live = ttl and ttl >= 0 and redis_call('PEXPIRETIME', key) == window_end
-        final, reset = hit_give_back(key, window, count, ttl, live and delta or 0)
+        final, reset = hit_give_back(key, window, count, ttl, live and delta or 0, at)
     end
     return { 1, final, max(limit - final, 0), reset, final - count }
 end
@@ -1517,11 +1562,16 @@ local function settle_reservation(keys, args)
         fail('ERR used must be an integer >= 0')
     end
     local key = keys[1]
-    local kind, a, b, c, d = reservation_of(args[1], key)
+    local kind, a, b, c, d, zone = reservation_of(args[1], key)
     if used == BIG then
         fail(BEYOND)
     end
-    if kind == 'h' then
+    if kind == 'a' or kind == 'c' then
+        -- An overage after the reserved window ended counts in the one laid now.
+        local now = now_ms()
+        local window = window_left(kind == 'c' and UNIT_OF_CODE[b] or b, kind == 'a', reserved_zone(zone), now)
+        return settle_hit(key, a, window, c, used - d, now + window)
+    elseif kind == 'h' then
         return settle_hit(key, a, b, c, used - d)
     elseif kind == 's' then
         return settle_slide(key, a, b, c, used - d)

@@ -96,6 +96,14 @@ impl Words for Rng {
 fn untagged(value: &Value) -> Value {
     match value {
         Value::Array(items) => Value::Array(items.iter().map(untagged).collect()),
+        // A calendar window's: the kind and four numbers, the tag, then its zone.
+        Value::BulkString(text) if text.starts_with(b"c:") => {
+            let colons: Vec<usize> = text.iter().enumerate().filter(|(_, &b)| b == b':').map(|(i, _)| i).collect();
+            match colons.get(4) {
+                Some(&at) if text.len() >= at + 9 => Value::BulkString([&text[..at], &text[at + 9..]].concat()),
+                _ => value.clone(),
+            }
+        }
         Value::BulkString(text) if text.len() > 9 && text[text.len() - 9] == b':' => {
             Value::BulkString(text[..text.len() - 9].to_vec())
         }
@@ -116,7 +124,7 @@ fn reservation_in(reply: &Value) -> Option<String> {
         Value::Array(items) => match items.last() {
             Some(Value::BulkString(text)) => String::from_utf8(text.clone())
                 .ok()
-                .filter(|t| t.len() > 9 && ["h:", "s:", "g:"].iter().any(|kind| t.starts_with(kind))),
+                .filter(|t| t.len() > 9 && ["h:", "a:", "c:", "s:", "g:"].iter().any(|kind| t.starts_with(kind))),
             _ => None,
         },
         _ => None,

@@ -100,6 +100,16 @@ fn every_write_path(con: &mut Connection) -> Vec<&'static str> {
             settle(con, &key, &reservation.unwrap(), used).unwrap();
         }
     }
+    // Windows laid on the clock: a refund, and an overage on a counter gone meanwhile (a new
+    // window, ending where the laid one does).
+    for (key, laid) in [("rl:laid:aligned", &["86400", "ALIGN"][..]), ("rl:laid:month", &["month", "TZ", "+05:30"])] {
+        let args: Vec<&str> = [&["100"][..], laid, &["COST", "4"]].concat();
+        let (_, refund) = reserve(con, "RATELIMIT.HIT", key, &args).unwrap();
+        settle(con, key, &refund.unwrap(), 1).unwrap();
+        let (_, over) = reserve(con, "RATELIMIT.HIT", key, &args).unwrap();
+        let _: () = redis::cmd("DEL").arg(key).query(con).unwrap();
+        settle(con, key, &over.unwrap(), 9).unwrap();
+    }
     set(con, "rl:refund-heal", 6);
     hit(con, "rl:refund-heal", &["10", "3600", "COST", "-2"]).unwrap();
     vec![
@@ -107,6 +117,8 @@ fn every_write_path(con: &mut Connection) -> Vec<&'static str> {
         "rl:refund:settle-refund",
         "rl:refund:settle-over",
         "rl:refund-heal",
+        "rl:laid:aligned",
+        "rl:laid:month",
         "s:refund",
         "s:refund:settle-refund",
         "s:refund:settle-over",

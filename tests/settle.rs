@@ -128,6 +128,72 @@ fn a_refund_for_a_window_that_has_ended_is_dropped() {
     assert_eq!(reply, [1, 3, 7, 100, 3]);
 }
 
+/// A server with the module (or the library) whose wall clock stands at `unix_ms` until moved.
+fn at_the_clock(dir: &common::TempDir, unix_ms: i64) -> (common::TestClock, Server) {
+    let clock = common::TestClock::at(&dir.0, unix_ms);
+    let server = Server::with(common::Config { clock: Some(&clock), ..common::Config::default() });
+    (clock, server)
+}
+
+// 2026-02-01T00:00:00 and 2026-03-01T00:00:00 at +05:30, in Unix ms.
+const FEBRUARY_AT_0530: i64 = 1_769_904_000_000 - 19_800_000;
+const MARCH_AT_0530: i64 = 1_772_323_200_000 - 19_800_000;
+
+#[test]
+fn a_monthly_budget_refunds_to_its_month_and_charges_an_overage_to_the_next() {
+    let dir = common::TempDir::new();
+    let (clock, server) = at_the_clock(&dir, FEBRUARY_AT_0530 - 500);
+    let mut con = server.connect();
+    let month = ["1000", "month", "TZ", "+05:30", "COST", "400"];
+    let (numbers, r) = reserve(&mut con, "RATELIMIT.HIT", "m", &month).unwrap();
+    assert_eq!(numbers, [1, 400, 600, 500]);
+    let r = r.unwrap();
+    assert!(r.starts_with(&format!("c:1000:2:{FEBRUARY_AT_0530}:400:")) && r.ends_with(":+05:30"), "{r}");
+    // In January, at +05:30: 300 of the 400 back.
+    assert_eq!(settle(&mut con, "m", &r, 100).unwrap(), [1, 100, 900, 500, -300]);
+    let (_, late) = reserve(&mut con, "RATELIMIT.HIT", "m", &month).unwrap();
+    clock.move_to(&mut con, FEBRUARY_AT_0530 + 1_000);
+    // February now: nothing back to January, and 600 over its estimate counted in February,
+    // which ends with February at +05:30, not a month of ms from now.
+    let (used, window_left) = (1_000, MARCH_AT_0530 - FEBRUARY_AT_0530 - 1_000);
+    assert_eq!(settle(&mut con, "m", late.as_deref().unwrap(), used).unwrap(), [1, 600, 400, window_left, 600]);
+    assert_eq!(expiry(&mut con, "m"), MARCH_AT_0530);
+}
+
+#[test]
+fn an_aligned_window_settles_into_the_window_laid_at_settle() {
+    let dir = common::TempDir::new();
+    let (clock, server) = at_the_clock(&dir, 1_800_000_012_345);
+    let mut con = server.connect();
+    let (_, r) = reserve(&mut con, "RATELIMIT.HIT", "a", &["100", "60", "ALIGN", "COST", "10"]).unwrap();
+    let r = r.unwrap();
+    assert!(r.starts_with("a:100:60000:1800000060000:10:"), "{r}");
+    assert_eq!(settle(&mut con, "a", &r, 4).unwrap(), [1, 4, 96, 47_655, -6]);
+    clock.move_to(&mut con, 1_800_000_060_001);
+    // The overage's new window ends at the next multiple of 60 s, as a HIT's would.
+    assert_eq!(settle(&mut con, "a", &r, 30).unwrap(), [1, 20, 80, 59_999, 20]);
+    assert_eq!(expiry(&mut con, "a"), 1_800_000_120_000);
+    // A refund for the ended window is dropped.
+    assert_eq!(settle(&mut con, "a", &r, 0).unwrap()[4], 0);
+}
+
+#[test]
+fn a_named_zones_calendar_reservation_carries_its_name() {
+    if module_only("named time zones") {
+        return;
+    }
+    let server = Server::start();
+    let mut con = server.connect();
+    let day = ["50", "day", "TZ", "Europe/Paris", "COST", "5"];
+    let (_, r) = reserve(&mut con, "RATELIMIT.HIT", "d", &day).unwrap();
+    let r = r.unwrap();
+    assert!(r.starts_with("c:50:0:") && r.ends_with(":Europe/Paris"), "{r}");
+    assert_eq!(settle(&mut con, "d", &r, 2).unwrap()[..3], [1, 2, 48]);
+    // A zone the server does not know is no reservation of its.
+    let unknown = r.replace("Europe/Paris", "Europe/Nowhere");
+    assert_eq!(error_of(settle(&mut con, "d", &unknown, 2)), "ERR invalid reservation");
+}
+
 #[test]
 fn a_sliding_window_refund_counts_in_its_window_current_or_previous() {
     let server = Server::start();

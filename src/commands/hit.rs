@@ -19,10 +19,12 @@ pub fn hit(call: &Call) -> Result<(), Error> {
     let limit = args.at(now.ms)?;
     let (counter, o, shadowed) = hit_counter(call, name, &limit, now)?;
     let numbers = [i64::from(o.allowed), o.count, o.remaining, o.reset_ms];
+    let mut zone = [0; 6];
     let reserved = args.reserve.then(|| {
         window_end(counter, &o).filter(|_| o.allowed).map(|window_end_ms| Reserved::Hit {
             limit: limit.limit,
-            window_ms: limit.window_ms,
+            window: args.window,
+            zone: args.zone.text(&mut zone),
             window_end_ms,
             amount: limit.cost,
         })

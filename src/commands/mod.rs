@@ -74,7 +74,7 @@ struct Asked<'a> {
     decisions: &'a stats::Decisions,
     cost: i64,
     /// With RESERVE: the reservation (None when denied).
-    reserved: Option<Option<Reserved>>,
+    reserved: Option<Option<Reserved<'a>>>,
 }
 
 /// INFO, RATELIMIT.TOP and the reply of a HIT or SLIDE call on a key read as `stored`: a
@@ -92,7 +92,7 @@ fn answer<V>(call: &crate::redis::call::Call, asked: Asked, stored: Stored<V>, n
 }
 
 /// A limiter call's reply: its numbers, and with RESERVE (`reserved` is Some) the reservation.
-fn reply(call: &crate::redis::call::Call, numbers: &[i64], reserved: Option<Option<Reserved>>) {
+fn reply(call: &crate::redis::call::Call, numbers: &[i64], reserved: Option<Option<Reserved<'_>>>) {
     match reserved {
         Some(reserved) => reply_reserving(call, numbers, reserved),
         None => call.reply_integers(numbers),
@@ -100,7 +100,7 @@ fn reply(call: &crate::redis::call::Call, numbers: &[i64], reserved: Option<Opti
 }
 
 /// The reply of a call with RESERVE: its numbers, then the reservation (nil when denied).
-fn reply_reserving(call: &crate::redis::call::Call, numbers: &[i64], reserved: Option<Reserved>) {
+fn reply_reserving(call: &crate::redis::call::Call, numbers: &[i64], reserved: Option<Reserved<'_>>) {
     call.reply_array(numbers.len() + 1);
     for &n in numbers {
         call.reply_integer(n);

@@ -4,6 +4,7 @@
 
 use crate::commands::healed;
 use crate::core::args::{parse_settle, ArgError};
+use crate::core::calendar::Zone;
 use crate::core::gcra::{self, Rate};
 use crate::core::reservation::Reserved;
 use crate::core::slide::{self, Unsettled};
@@ -16,6 +17,7 @@ use crate::redis::key::{refuse_new_over_maxmemory, StoredKey, Written};
 use crate::redis::{stats, tracking};
 
 const OVERFLOW: &str = "ERR increment or decrement would overflow";
+const INVALID: &str = "ERR invalid reservation";
 
 pub fn settle(call: &Call) -> Result<(), Error> {
     let args = parse_settle(call.args())?;
@@ -28,7 +30,10 @@ pub fn settle(call: &Call) -> Result<(), Error> {
     let mut key = StoredKey::open(call, name)?;
     // The reply: the reserving command's numbers, then what was applied.
     let (reply, len): ([i64; 6], usize) = match reserved {
-        Reserved::Hit { limit, window_ms, window_end_ms, .. } => {
+        Reserved::Hit { limit, window, zone, window_end_ms, .. } => {
+            let zone = if zone.is_empty() { Zone::Offset(0) } else { Zone::parse(zone).map_err(|_| INVALID)? };
+            // An overage after the reserved window ended counts in the one laid now.
+            let window_ms = window.left(now.ms, &zone).ok_or("ERR window is too large")?;
             let counter = key.read::<i64>()?;
             let l = Limit { limit, window_ms, cost: amount };
             let (o, applied) =
@@ -49,7 +54,7 @@ pub fn settle(call: &Call) -> Result<(), Error> {
         }
         Reserved::Gcra { capacity, emission_ns, .. } => {
             let bucket = key.read::<i64>()?;
-            let rate = Rate::new(capacity - 1, emission_ns, 1).map_err(|_| "ERR invalid reservation")?;
+            let rate = Rate::new(capacity - 1, emission_ns, 1).map_err(|_| INVALID)?;
             let (o, applied) = gcra::settle_reserved(&rate, amount, used, bucket, now.ns, now.ms).ok_or(OVERFLOW)?;
             write(call, &mut key, bucket, o.change, Written::Set, used > amount)?;
             ([0, capacity, o.remaining, o.retry_after_ms(), o.full_after_ms(), applied], 6)

@@ -291,10 +291,6 @@ pub fn parse_hit<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitArgs
     let window = fixed_window(window, ms.is_some(), align.is_some())?;
     let zone = zone(tz, &[window])?;
     let cost = signed_cost(cost)?;
-    // A reservation's overage may start a window at SETTLE: only a rolling one is started there.
-    if reserve.is_some() && !matches!(window, Window::Rolling(_)) {
-        return Err(ArgError::Exclusive("RESERVE", if align.is_some() { "ALIGN" } else { "a calendar window" }));
-    }
     let reserve = reserved(reserve, cost, "COST")?;
     Ok(HitArgs { limit, cost, window, zone, reserve })
 }
@@ -860,8 +856,6 @@ mod tests {
             ("k 10 day TZ Nowhere/City", ArgError::UnknownZone),
             ("k 10 day TZ", ArgError::MissingValue("TZ")),
             ("k 10 days", ArgError::NotPositive("window")),
-            ("k 10 60 ALIGN RESERVE", ArgError::Exclusive("RESERVE", "ALIGN")),
-            ("k 10 year RESERVE", ArgError::Exclusive("RESERVE", "a calendar window")),
             ("k 10 60 ALIGN ALIGN", ArgError::Repeated("ALIGN")),
         ] {
             assert_eq!(hit(line), Err(err), "{line}");

@@ -39,6 +39,11 @@ impl Unit {
             .find(|(_, name)| word.eq_ignore_ascii_case(name.as_bytes()))
             .map(|(unit, _)| unit)
     }
+
+    /// The unit numbered `code` (its order above, from 0), as a reservation writes it.
+    pub fn from_code(code: i64) -> Option<Unit> {
+        [Unit::Day, Unit::Week, Unit::Month, Unit::Year].get(usize::try_from(code).ok()?).copied()
+    }
 }
 
 /// The time zone of calendar windows.
@@ -75,6 +80,9 @@ fn memo() -> MutexGuard<'static, Vec<Memo>> {
     MEMO.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// The longest zone name taken: the IANA database's longest is 32 bytes.
+pub const MAX_NAME_LEN: usize = 64;
+
 /// Why a `TZ` value was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UnknownZone;
@@ -100,6 +108,9 @@ impl Zone {
         if let Some(known) = memo.iter().find(|m| *m.name == *text) {
             return Ok(Zone::Named(Named { name: known.name.clone(), tz: known.tz.clone() }));
         }
+        if text.len() > MAX_NAME_LEN {
+            return Err(UnknownZone);
+        }
         let name = std::str::from_utf8(text).map_err(|_| UnknownZone)?;
         let tz = TimeZone::get(name).map_err(|_| UnknownZone)?;
         if memo.len() == MEMO_ZONES {
@@ -107,6 +118,28 @@ impl Zone {
         }
         memo.push(Memo { name: text.into(), tz: tz.clone(), windows: [(0, 0); 4] });
         Ok(Zone::Named(Named { name: text.into(), tz }))
+    }
+
+    /// The zone as `TZ` takes it back, written in `buf` for an offset: nothing for UTC, `+HH:MM`
+    /// or `-HH:MM`, or the name it was asked by.
+    pub fn text<'a>(&'a self, buf: &'a mut [u8; 6]) -> &'a [u8] {
+        match self {
+            Zone::Offset(0) => &[],
+            Zone::Offset(ms) => {
+                let minutes = ms.unsigned_abs() / 60_000;
+                let (hours, minutes) = ((minutes / 60) as u8, (minutes % 60) as u8);
+                *buf = [
+                    if *ms < 0 { b'-' } else { b'+' },
+                    b'0' + hours / 10,
+                    b'0' + hours % 10,
+                    b':',
+                    b'0' + minutes / 10,
+                    b'0' + minutes % 10,
+                ];
+                buf
+            }
+            Zone::Named(n) => &n.name,
+        }
     }
 
     /// The local day `now_ms` falls in.
@@ -261,6 +294,31 @@ mod tests {
     }
 
     const HOUR: i64 = 3_600_000;
+
+    #[test]
+    fn a_zone_as_tz_takes_it_back() {
+        for (asked, text) in [
+            ("UTC", ""),
+            ("utc", ""),
+            ("+00:00", ""),
+            ("-00:00", ""),
+            ("+05:30", "+05:30"),
+            ("-08:00", "-08:00"),
+            ("-00:45", "-00:45"),
+            ("+23:59", "+23:59"),
+            ("Europe/Paris", "Europe/Paris"),
+        ] {
+            let zone = Zone::parse(asked.as_bytes()).unwrap();
+            let mut buf = [0; 6];
+            assert_eq!(zone.text(&mut buf), text.as_bytes(), "{asked}");
+            let back = if text.is_empty() { Zone::Offset(0) } else { Zone::parse(text.as_bytes()).unwrap() };
+            assert_eq!(back, zone);
+        }
+        assert_eq!(Zone::parse(&[b'a'; MAX_NAME_LEN + 1]), Err(UnknownZone));
+        assert_eq!(Unit::from_code(2), Some(Unit::Month));
+        assert_eq!(Unit::from_code(4), None);
+        assert_eq!(Unit::from_code(-1), None);
+    }
 
     #[test]
     fn day_numbers() {

@@ -1,10 +1,13 @@
 //! Reservations: what `RESERVE` hands out and `RATELIMIT.SETTLE` takes back, as text. A
 //! reservation names the algorithm, the limit it was counted against, the window it was counted
-//! in, the amount reserved, and its key (the name's 32-bit FNV-1a hash in 8 hex digits: a check
-//! against a reservation sent with another key, not a signature; cheap on every RESERVE, and
-//! exact in the Functions library's doubles):
+//! in and how that window is laid, the amount reserved, and its key (the name's 32-bit FNV-1a
+//! hash in 8 hex digits: a check against a reservation sent with another key, not a signature;
+//! cheap on every RESERVE, and exact in the Functions library's doubles):
 //!
 //! - `h:<limit>:<window_ms>:<window_end_ms>:<amount>:<key>`: HIT's, the window that ends then;
+//! - `a:<limit>:<window_ms>:<window_end_ms>:<amount>:<key>`: HIT's with ALIGN;
+//! - `c:<limit>:<unit>:<window_end_ms>:<amount>:<key>[:<zone>]`: HIT's in a calendar window (the
+//!   unit 0 to 3: day, week, month, year), in the zone as TZ takes it (none for UTC);
 //! - `s:<limit>:<window_ms>:<window_start_ms>:<amount>:<key>`: SLIDE's, the aligned window from then;
 //! - `g:<capacity>:<emission_ns>:<amount>:<key>`: GCRA's (a bucket has no windows).
 //!
@@ -14,6 +17,7 @@
 //! Clients treat it as opaque; the module reads it back with the rules below, so that a text it
 //! did not make is refused before anything is written.
 
+use crate::core::calendar::{Unit, Window, MAX_NAME_LEN};
 use crate::core::decimal::put_u64;
 use crate::core::gcra::MAX_SPAN_NS;
 use crate::core::window::MAX_WINDOW_MS;
@@ -22,14 +26,16 @@ use crate::core::window::MAX_WINDOW_MS;
 pub type KeyTag = [u8; TAG_LEN];
 const TAG_LEN: usize = 8;
 
-/// The longest reservation text: the kind, four 19-digit numbers and their separators, the tag.
-pub const MAX_LEN: usize = 1 + 4 * 20 + 1 + TAG_LEN;
+/// The longest reservation text: the kind, four 19-digit numbers and their separators, the tag,
+/// and a calendar window's zone.
+pub const MAX_LEN: usize = 1 + 4 * 20 + 1 + TAG_LEN + 1 + MAX_NAME_LEN;
 
 /// What was reserved, and where.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reserved {
-    /// RATELIMIT.HIT's: the counter's window that ends at `window_end_ms` (its absolute expiry).
-    Hit { limit: i64, window_ms: i64, window_end_ms: i64, amount: i64 },
+pub enum Reserved<'z> {
+    /// RATELIMIT.HIT's: the counter's window that ends at `window_end_ms` (its absolute expiry),
+    /// laid as `window`; a calendar window's zone as TZ takes it (empty: UTC).
+    Hit { limit: i64, window: Window, zone: &'z [u8], window_end_ms: i64, amount: i64 },
     /// RATELIMIT.SLIDE's: the aligned window that starts at `start_ms`.
     Slide { limit: i64, window_ms: i64, start_ms: i64, amount: i64 },
     /// RATELIMIT.GCRA's: tokens of a bucket of `capacity` tokens, one back every `emission_ns`.
@@ -112,15 +118,19 @@ pub fn key_tag(key: &[u8]) -> KeyTag {
     tag
 }
 
-impl Reserved {
+impl<'z> Reserved<'z> {
     /// The reservation's text for `key`, written into `buf`.
     pub fn write<'b>(&self, key: &[u8], buf: &'b mut [u8; MAX_LEN]) -> &'b [u8] {
-        let (name, fields): (&[u8], &[i64]) = match self {
-            Reserved::Hit { limit, window_ms, window_end_ms, amount } => {
-                (b"h", &[*limit, *window_ms, *window_end_ms, *amount])
+        let (name, fields, zone): (&[u8], &[i64], &[u8]) = match self {
+            Reserved::Hit { limit, window, zone, window_end_ms, amount } => match *window {
+                Window::Rolling(ms) => (b"h", &[*limit, ms, *window_end_ms, *amount], &[]),
+                Window::Aligned(ms) => (b"a", &[*limit, ms, *window_end_ms, *amount], &[]),
+                Window::Calendar(unit) => (b"c", &[*limit, unit as i64, *window_end_ms, *amount], zone),
+            },
+            Reserved::Slide { limit, window_ms, start_ms, amount } => {
+                (b"s", &[*limit, *window_ms, *start_ms, *amount], &[])
             }
-            Reserved::Slide { limit, window_ms, start_ms, amount } => (b"s", &[*limit, *window_ms, *start_ms, *amount]),
-            Reserved::Gcra { capacity, emission_ns, amount } => (b"g", &[*capacity, *emission_ns, *amount]),
+            Reserved::Gcra { capacity, emission_ns, amount } => (b"g", &[*capacity, *emission_ns, *amount], &[]),
         };
         buf[..name.len()].copy_from_slice(name);
         let mut len = name.len();
@@ -131,28 +141,46 @@ impl Reserved {
         }
         buf[len] = b':';
         buf[len + 1..len + 1 + TAG_LEN].copy_from_slice(&key_tag(key));
-        &buf[..len + 1 + TAG_LEN]
+        len += 1 + TAG_LEN;
+        if !zone.is_empty() {
+            buf[len] = b':';
+            buf[len + 1..len + 1 + zone.len()].copy_from_slice(zone);
+            len += 1 + zone.len();
+        }
+        &buf[..len]
     }
 
     /// Reads a reservation for `key`: every field as RESERVE writes it (decimal integers as Redis
-    /// reads them, within the commands' bounds), then the key. One pass over the text: SETTLE
-    /// reads one on every call.
-    pub fn parse(text: &[u8], key: &[u8]) -> Result<Reserved, Refused> {
+    /// reads them, within the commands' bounds), then the key, then a calendar window's zone
+    /// (read as TZ when settling). One pass over the text: SETTLE reads one on every call.
+    pub fn parse(text: &'z [u8], key: &[u8]) -> Result<Reserved<'z>, Refused> {
         let (name, rest, count) = match text {
-            [name @ (b'h' | b's'), b':', rest @ ..] => (*name, rest, 4),
+            [name @ (b'h' | b'a' | b'c' | b's'), b':', rest @ ..] => (*name, rest, 4),
             [name @ b'g', b':', rest @ ..] => (*name, rest, 3),
             _ => return Err(Refused::Malformed),
         };
-        // The numbers, then ':' and the tag.
-        let split = rest.len().checked_sub(TAG_LEN + 1).ok_or(Refused::Malformed)?;
-        let (digits, tag) = (&rest[..split], &rest[split + 1..]);
-        if rest[split] != b':' {
+        // The numbers, then ':' and the tag, then for a calendar window ':' and its zone.
+        let split = match name {
+            b'c' => rest.iter().enumerate().filter(|(_, &b)| b == b':').nth(count - 1).map(|(i, _)| i),
+            _ => rest.len().checked_sub(TAG_LEN + 1),
+        }
+        .ok_or(Refused::Malformed)?;
+        let (digits, after) = (&rest[..split], &rest[split + 1..]);
+        if rest[split] != b':' || after.len() < TAG_LEN {
             return Err(Refused::Malformed);
         }
+        let (tag, zone) = match after.split_at(TAG_LEN) {
+            (tag, []) => (tag, &[][..]),
+            (tag, [b':', zone @ ..]) if name == b'c' && (1..=MAX_NAME_LEN).contains(&zone.len()) => (tag, zone),
+            _ => return Err(Refused::Malformed),
+        };
         let [a, b, c, d] = naturals(digits, count).ok_or(Refused::Malformed)?;
         let window = |limit: i64, window_ms: i64| limit >= 1 && (1..=MAX_WINDOW_MS).contains(&window_ms);
+        let hit = |window, zone| Reserved::Hit { limit: a, window, zone, window_end_ms: c, amount: d };
         let reserved = match name {
-            b'h' if window(a, b) && d >= 1 => Reserved::Hit { limit: a, window_ms: b, window_end_ms: c, amount: d },
+            b'h' if window(a, b) && d >= 1 => hit(Window::Rolling(b), &[]),
+            b'a' if window(a, b) && c % b == 0 && d >= 1 => hit(Window::Aligned(b), &[]),
+            b'c' if a >= 1 && d >= 1 => hit(Window::Calendar(Unit::from_code(b).ok_or(Refused::Malformed)?), zone),
             b's' if window(a, b) && c % b == 0 && d >= 1 => {
                 Reserved::Slide { limit: a, window_ms: b, start_ms: c, amount: d }
             }
@@ -205,8 +233,24 @@ mod tests {
         let tag = String::from_utf8(key_tag(KEY).to_vec()).unwrap();
         let all = [
             (
-                Reserved::Hit { limit: 50_000, window_ms: 60_000, window_end_ms: 1_700_000_060_000, amount: 4_000 },
+                Reserved::Hit {
+                    limit: 50_000,
+                    window: Window::Rolling(60_000),
+                    zone: &[],
+                    window_end_ms: 1_700_000_060_000,
+                    amount: 4_000,
+                },
                 "h:50000:60000:1700000060000:4000",
+            ),
+            (
+                Reserved::Hit {
+                    limit: 50_000,
+                    window: Window::Aligned(60_000),
+                    zone: &[],
+                    window_end_ms: 1_700_000_040_000,
+                    amount: 4_000,
+                },
+                "a:50000:60000:1700000040000:4000",
             ),
             (
                 Reserved::Slide { limit: 10, window_ms: 1_000, start_ms: 1_700_000_000_000, amount: 1 },
@@ -221,11 +265,44 @@ mod tests {
             assert_eq!(Reserved::parse(t.as_bytes(), b"user:2"), Err(Refused::OtherKey));
             assert!([4_000, 1, 2].contains(&r.amount()));
         }
-        let widest =
-            Reserved::Hit { limit: i64::MAX, window_ms: MAX_WINDOW_MS, window_end_ms: i64::MAX, amount: i64::MAX };
+        // A calendar window's unit by its number, and its zone after the tag.
+        for (unit, code) in [(Unit::Day, 0), (Unit::Week, 1), (Unit::Month, 2), (Unit::Year, 3)] {
+            for zone in [&b""[..], b"+05:30", b"-00:45", b"America/Argentina/ComodRivadavia"] {
+                let r = Reserved::Hit {
+                    limit: 2_000_000,
+                    window: Window::Calendar(unit),
+                    zone,
+                    window_end_ms: 1_767_225_600_000,
+                    amount: 4_000,
+                };
+                let t = text(r);
+                let zone_part =
+                    if zone.is_empty() { String::new() } else { format!(":{}", std::str::from_utf8(zone).unwrap()) };
+                assert_eq!(t, format!("c:2000000:{code}:1767225600000:4000:{tag}{zone_part}"));
+                assert_eq!(Reserved::parse(t.as_bytes(), KEY), Ok(r));
+                assert_eq!(Reserved::parse(t.as_bytes(), b"user:2"), Err(Refused::OtherKey));
+            }
+        }
+        let widest = Reserved::Hit {
+            limit: i64::MAX,
+            window: Window::Rolling(MAX_WINDOW_MS),
+            zone: &[],
+            window_end_ms: i64::MAX,
+            amount: i64::MAX,
+        };
         assert!(text(widest).len() <= MAX_LEN);
         assert_eq!(Reserved::parse(text(widest).as_bytes(), KEY), Ok(widest));
-        let zero = Reserved::Hit { limit: 1, window_ms: 1, window_end_ms: 0, amount: 1 };
+        let zone = [b'z'; MAX_NAME_LEN];
+        let widest = Reserved::Hit {
+            limit: i64::MAX,
+            window: Window::Calendar(Unit::Year),
+            zone: &zone,
+            window_end_ms: i64::MAX,
+            amount: i64::MAX,
+        };
+        assert!(text(widest).len() <= MAX_LEN);
+        assert_eq!(Reserved::parse(text(widest).as_bytes(), KEY), Ok(widest));
+        let zero = Reserved::Hit { limit: 1, window: Window::Rolling(1), zone: &[], window_end_ms: 0, amount: 1 };
         assert_eq!(Reserved::parse(format!("h:1:1:0:1:{tag}").as_bytes(), KEY), Ok(zero));
     }
 
@@ -263,6 +340,19 @@ mod tests {
             format!("g:5:4611686018427387903:1:{tag}"),
             format!("g:5:1000:1:1:{tag}"),
             format!("leak:5:1000:1:1:{tag}"),
+            format!("a:10:1000:1500:1:{tag}"),
+            format!("a:10:0:0:1:{tag}"),
+            format!("h:10:1000:5000:1:{tag}:UTC"),
+            format!("a:10:1000:5000:1:{tag}:UTC"),
+            format!("c:10:4:5000:1:{tag}"),
+            format!("c:10:1:5000:0:{tag}"),
+            format!("c:0:1:5000:1:{tag}"),
+            format!("c:10:1:5000:1:{tag}:"),
+            format!("c:10:1:5000:1:{tag}UTC"),
+            format!("c:10:1:5000:1:{tag}:{}", "z".repeat(MAX_NAME_LEN + 1)),
+            format!("c:10:1:5000:1:{}", &tag[..7]),
+            "c:10:1:5000:1".into(),
+            format!("c:10:1:5000:{tag}"),
         ] {
             assert_eq!(Reserved::parse(bad.as_bytes(), KEY), Err(Refused::Malformed), "{bad}");
         }
