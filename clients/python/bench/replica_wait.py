@@ -74,7 +74,9 @@ def bench(binary: str, module: str, decisions: int, reps: int) -> list[str]:
                 latency[mode].append(one)
                 rate[mode].append(many)
                 cpu[mode] += [cpu_one, cpu_many]
-        base = {m: (statistics.median(latency[m]), statistics.median(rate[m]), statistics.median(cpu[m])) for m in MODES}
+        base = {
+            m: (statistics.median(latency[m]), statistics.median(rate[m]), statistics.median(cpu[m])) for m in MODES
+        }
         first = base["no wait"]
         return [
             f"| {name} | {mode} | {lat:.1f} | {lat / first[0]:.2f} | {per_s:,.0f} | {per_s / first[1]:.2f} | "
