@@ -9,12 +9,12 @@
 --   FCALL_RO ratelimit_peek 1 key limit [COST cost]
 --   FCALL ratelimit_slide 1 key limit window [COST cost] [MS] [PEEK | RESERVE]
 --   FCALL ratelimit_hitall numkeys key [key ...] limit window [limit window ...] [COST cost] [MS] [SLIDE | ALIGN]
---         [TZ zone]
+--         [TZ zone] [TOKENS tokens numtokenkeys] [RESERVE]
 --   FCALL ratelimit_acquire 1 key limit lease [MS] ID id   (the module makes an id when none is given)
 --   FCALL ratelimit_release 1 key id
 --   FCALL ratelimit_renew 1 key id lease [MS]
 --   FCALL ratelimit_gcra 1 key max_burst tokens_per_period period [TOKENS count] [RESERVE]
---   FCALL ratelimit_settle 1 key reservation used
+--   FCALL ratelimit_settle numkeys key [key ...] reservation used   (a HITALL's token keys)
 --
 -- Calendar windows take UTC and fixed offsets here; named time zones are the module's (NAMED_ZONE).
 --
@@ -213,11 +213,14 @@ local function options(args, from, spec, known)
             fail('ERR syntax error: ' .. opt.name .. ' given more than once')
         end
         if opt.valued then
-            i = i + 1
-            if i > #args then
-                fail(opt.missing or ('ERR syntax error: ' .. opt.name .. ' needs a value'))
+            -- A two-valued option's second value is found under its name and '2'.
+            for v = 1, opt.valued == 2 and 2 or 1 do
+                i = i + 1
+                if i > #args then
+                    fail(opt.missing or ('ERR syntax error: ' .. opt.name .. ' needs a value'))
+                end
+                found[v == 1 and opt.name or opt.name .. '2'] = args[i]
             end
-            found[opt.name] = args[i]
         else
             found[opt.name] = true
         end
@@ -582,13 +585,53 @@ end
 -- Defined with the sliding window below.
 local hitall_slide
 
+-- HITALL's and SETTLE's keys are each given once. Keys are few: comparing them pairwise beats
+-- building a set.
+local function refuse_repeated_keys(keys)
+    for i = 2, #keys do
+        for j = 1, i - 1 do
+            if keys[i] == keys[j] then
+                fail('ERR each key may be given only once')
+            end
+        end
+    end
+end
+
 local HITALL_OPTIONS = {
     { name = 'COST', valued = true },
     { name = 'MS' },
     { name = 'SLIDE' },
     { name = 'ALIGN' },
     { name = 'TZ', valued = true },
+    { name = 'TOKENS', valued = 2 },
+    { name = 'RESERVE' },
 }
+
+-- TOKENS' amount and the index of the first key it counts on (n + 1 without it), after the
+-- module's other checks; then RESERVE's rule.
+local function hitall_tokens(opts, n)
+    if not opts.TOKENS then
+        if opts.RESERVE then
+            fail('ERR RESERVE needs TOKENS >= 1')
+        end
+        return nil, n + 1
+    end
+    local tokens = positive(opts.TOKENS, 'TOKENS')
+    local count = integer(opts.TOKENS2)
+    if not count or count < 1 or count > n then
+        fail("ERR TOKENS' key count must be between 1 and numkeys")
+    end
+    return tokens, n - count + 1
+end
+
+-- The reservation of a HITALL's token keys (from `first` on): each key's entry, joined by ','.
+local function joined_reservation(keys, first, entry)
+    local entries = {}
+    for i = first, #keys do
+        entries[#entries + 1] = entry(i)
+    end
+    return table.concat(entries, ',')
+end
 
 local HITALL_KEYS = {}
 
@@ -601,14 +644,7 @@ local function hitall(keys, args)
     if n < 1 then
         fail('ERR numkeys must be an integer >= 1')
     end
-    -- Keys are few: comparing them pairwise beats building a set.
-    for i = 2, n do
-        for j = 1, i - 1 do
-            if keys[i] == keys[j] then
-                fail('ERR each key may be given only once')
-            end
-        end
-    end
+    refuse_repeated_keys(keys)
     -- Every key's limit, window, count and TTL (at 4i-3 .. 4i) in one table, the same one for
     -- every call (functions never run at once): a table made per call costs more than all the
     -- arithmetic on its indexes. Each entry is written before it is read.
@@ -622,7 +658,7 @@ local function hitall(keys, args)
     end
     local opts, cost = NO_OPTIONS, 1
     if #args > 2 * n then
-        opts = options(args, 2 * n + 1, HITALL_OPTIONS, 'COST, MS, SLIDE, ALIGN or TZ')
+        opts = options(args, 2 * n + 1, HITALL_OPTIONS, 'COST, MS, SLIDE, ALIGN, TZ, TOKENS or RESERVE')
         cost = cost_of(opts)
         if opts.SLIDE and opts.ALIGN then
             fail('ERR syntax error: SLIDE and ALIGN cannot be given together')
@@ -643,9 +679,15 @@ local function hitall(keys, args)
         if opts.TZ then
             zone_offset(opts.TZ, false)
         end
-        return hitall_slide(keys, t, cost)
+        local tokens, first = hitall_tokens(opts, n)
+        return hitall_slide(keys, t, cost, tokens, first, opts.RESERVE)
     end
     local offset = zone_offset(opts.TZ, calendar)
+    local tokens, first = hitall_tokens(opts, n)
+    local laid = {}
+    for i = first, n do
+        laid[i] = t[4 * i - 2]
+    end
     local now
     if calendar or opts.ALIGN then
         now = now_ms()
@@ -657,7 +699,7 @@ local function hitall(keys, args)
     for i = 1, n do
         t[4 * i - 1], t[4 * i] = read(keys[i])
     end
-    if cost == BIG then
+    if cost == BIG or tokens == BIG then
         fail(BEYOND)
     end
     local admit = true
@@ -666,14 +708,21 @@ local function hitall(keys, args)
         if limit == BIG or t[4 * i - 2] == BIG then
             fail(BEYOND)
         end
-        admit = admit and t[4 * i - 1] + cost <= limit
+        admit = admit and t[4 * i - 1] + (i >= first and tokens or cost) <= limit
     end
     local reply = n == 2 and { admit and 1 or 0, false, false } or { admit and 1 or 0 }
     for i = 1, n do
         local window = t[4 * i - 2]
         local at = now and window ~= BIG and now + window or nil
-        local _, final, remaining, reset = settle(keys[i], t[4 * i - 3], window, cost, t[4 * i - 1], t[4 * i], admit, at)
+        local spent = i >= first and tokens or cost
+        local _, final, remaining, reset = settle(keys[i], t[4 * i - 3], window, spent, t[4 * i - 1], t[4 * i], admit, at)
         reply[i + 1] = { final, remaining, reset }
+    end
+    if opts.RESERVE then
+        reply[n + 2] = admit
+            and joined_reservation(keys, first, function(i)
+                return hit_reservation(keys[i], t[4 * i - 3], laid[i], opts.ALIGN, offset, tokens)
+            end)
     end
     return reply
 end
@@ -912,7 +961,7 @@ end
 -- HITALL's SLIDE: every key read and checked before anything is written, all or nothing. `t`
 -- holds each key's limit and window at 4i-3 and 4i-2, as `hitall` made it; a key's stored counts
 -- and its counts at the call are kept as a row (missing key: the first nil).
-hitall_slide = function(keys, t, cost)
+hitall_slide = function(keys, t, cost, tokens, first, reserve)
     local n, rows = #keys, {}
     for i = 1, n do
         -- Indexed, not iterated: a missing key's counts are a nil in the middle.
@@ -921,17 +970,26 @@ hitall_slide = function(keys, t, cost)
     local now = now_ms()
     local admit = true
     for i = 1, n do
-        local c, limit = rows[i], t[4 * i - 3]
-        local w, start, prev, curr, scaled = slide_now(limit, t[4 * i - 2], cost, now, c)
+        local c, limit, spent = rows[i], t[4 * i - 3], i >= first and tokens or cost
+        local w, start, prev, curr, scaled = slide_now(limit, t[4 * i - 2], spent, now, c)
         rows[i] = { c, w, start, prev, curr, scaled }
-        admit = admit and scaled + cost * w <= limit * w
+        admit = admit and scaled + spent * w <= limit * w
     end
     local reply = { admit and 1 or 0 }
     for i = 1, n do
-        local r = rows[i]
+        local r, spent = rows[i], i >= first and tokens or cost
         reply[i + 1] = {
-            slide_settle(keys[i], t[4 * i - 3], t[4 * i - 2], cost, now, r[1], r[2], r[3], r[4], r[5], r[6], admit),
+            slide_settle(keys[i], t[4 * i - 3], t[4 * i - 2], spent, now, r[1], r[2], r[3], r[4], r[5], r[6], admit),
         }
+    end
+    if reserve then
+        reply[n + 2] = admit
+            and joined_reservation(keys, first, function(i)
+                -- An admitted call stored its counts in the window its reset counts from.
+                local window = t[4 * i - 2]
+                local start = now + reply[i + 1][4] - 2 * window
+                return format('s:%d:%d:%d:%d:%s', t[4 * i - 3], window, start, tokens, key_tag(keys[i]))
+            end)
     end
     return reply
 end
@@ -1553,19 +1611,8 @@ local function settle_gcra(key, capacity, emission, delta)
     return { 0, capacity, remaining, -1, full, applied }
 end
 
-local function settle_reservation(keys, args)
-    if #args ~= 2 then
-        fail("ERR wrong number of arguments for 'ratelimit.settle' command")
-    end
-    local used = argument(args[2])
-    if used == nil or used == BIG_NEGATIVE or (used ~= BIG and used < 0) then
-        fail('ERR used must be an integer >= 0')
-    end
-    local key = keys[1]
-    local kind, a, b, c, d, zone = reservation_of(args[1], key)
-    if used == BIG then
-        fail(BEYOND)
-    end
+-- One key's settle with `used`, of a reservation entry read by `reservation_of`.
+local function settle_one(key, used, kind, a, b, c, d, zone)
     if kind == 'a' or kind == 'c' then
         -- An overage after the reserved window ended counts in the one laid now.
         local now = now_ms()
@@ -1577,6 +1624,64 @@ local function settle_reservation(keys, args)
         return settle_slide(key, a, b, c, used - d)
     end
     return settle_gcra(key, a, b, used - c)
+end
+
+local function settle_reservation(keys, args)
+    if #keys < 1 or #keys + #args < 3 then
+        fail("ERR wrong number of arguments for 'ratelimit.settle' command")
+    end
+    -- The module's command takes every argument but the last two as keys; here they are FCALL's.
+    local used = argument(args[#args])
+    if used == nil or used == BIG_NEGATIVE or (used ~= BIG and used < 0) then
+        fail('ERR used must be an integer >= 0')
+    end
+    local entries = {}
+    for entry in string.gmatch(args[#args - 1] .. ',', '([^,]*),') do
+        entries[#entries + 1] = entry
+    end
+    if #entries ~= #keys + #args - 2 then
+        fail('ERR the reservation is for ' .. #entries .. ' keys')
+    end
+    if #args ~= 2 then
+        fail("ERR ratelimit library: SETTLE's keys are FCALL's keys (numkeys), not its arguments")
+    end
+    if #keys == 1 then
+        local kind, a, b, c, d, zone = reservation_of(entries[1], keys[1])
+        if used == BIG then
+            fail(BEYOND)
+        end
+        return settle_one(keys[1], used, kind, a, b, c, d, zone)
+    end
+    refuse_repeated_keys(keys)
+    -- Every entry and key checked before anything is written: the reservation's fields, the
+    -- key's type, a sliding window's length; an error on one changes none.
+    local read_entries = {}
+    for i = 1, #keys do
+        local kind, a, b, c, d, zone = reservation_of(entries[i], keys[i])
+        read_entries[i] = { kind, a, b, c, d, zone }
+        if kind == 'c' then
+            reserved_zone(zone)
+        end
+        if kind == 's' then
+            local counts = slide_read(keys[i])
+            if counts and counts[1] ~= b then
+                fail("ERR the reservation's window differs from the key's")
+            end
+        elseif kind == 'g' then
+            get(keys[i])
+        else
+            read(keys[i])
+        end
+    end
+    if used == BIG then
+        fail(BEYOND)
+    end
+    local reply = {}
+    for i = 1, #keys do
+        local e = read_entries[i]
+        reply[i] = settle_one(keys[i], used, e[1], e[2], e[3], e[4], e[5], e[6])
+    end
+    return reply
 end
 
 redis.register_function('ratelimit_hit', command(hit))

@@ -62,6 +62,17 @@ for bad in "k garbage 1" "k h:1:1:1:1:01234567 -1" "k" "list h:1:1:1:1:01234567 
     "k c:1:2:1:1:01234567: 1" "k c:1:9:1:1:01234567 1" "k a:1:7:1:1:01234567 1"; do
     cli ratelimit.settle $bad >/dev/null || true
 done
+# Requests and tokens in one HITALL, reserved, then settled in one call (and refused ones).
+for slide in "" "slide"; do
+    all=$(cli ratelimit.hitall 3 "{t$slide}:r" "{t$slide}:m" "{t$slide}:d" 5 60 1000 60 9000 3600 $slide tokens 40 2 reserve | tail -1)
+    cli ratelimit.settle "{t$slide}:m" "{t$slide}:d" "$all" 10 >/dev/null; cli ratelimit.settle "{t$slide}:m" "{t$slide}:d" "$all" 90 >/dev/null
+    cli ratelimit.settle "{t$slide}:m" "$all" 10 >/dev/null || true; cli ratelimit.settle "{t$slide}:d" "{t$slide}:m" "$all" 10 >/dev/null || true
+    cli ratelimit.settle "{t$slide}:m" "{t$slide}:m" "$all" 10 >/dev/null || true
+done
+cli ratelimit.hitall 2 "{t}:a" "{t}:b" 5 month 9 day tz +05:30 tokens 3 2 reserve >/dev/null
+for bad in "1 a 5 60 tokens 0 1" "1 a 5 60 tokens 5 2" "1 a 5 60 tokens 5" "1 a 5 60 reserve"; do
+    cli ratelimit.hitall $bad >/dev/null || true
+done
 # Windows laid on the clock: ALIGN, calendar windows in UTC, offsets and named zones (the zone
 # database's lookups and the memo of windows seen before), HITALL's too, and their errors.
 for i in $(seq 30); do

@@ -96,26 +96,41 @@ impl Words for Rng {
 fn untagged(value: &Value) -> Value {
     match value {
         Value::Array(items) => Value::Array(items.iter().map(untagged).collect()),
-        // A calendar window's: the kind and four numbers, the tag, then its zone.
-        Value::BulkString(text) if text.starts_with(b"c:") => {
-            let colons: Vec<usize> = text.iter().enumerate().filter(|(_, &b)| b == b':').map(|(i, _)| i).collect();
-            match colons.get(4) {
-                Some(&at) if text.len() >= at + 9 => Value::BulkString([&text[..at], &text[at + 9..]].concat()),
-                _ => value.clone(),
-            }
+        // A HITALL's reservation: each key's entry, joined by ','.
+        Value::BulkString(text) if text.contains(&b',') && text.split(|&b| b == b',').all(reservation_shaped) => {
+            let entries: Vec<Vec<u8>> = text.split(|&b| b == b',').map(untagged_entry).collect();
+            Value::BulkString(entries.join(&b','))
         }
-        Value::BulkString(text) if text.len() > 9 && text[text.len() - 9] == b':' => {
-            Value::BulkString(text[..text.len() - 9].to_vec())
-        }
+        Value::BulkString(text) => Value::BulkString(untagged_entry(text)),
         v => v.clone(),
     }
 }
 
-/// A reservation made by both sides of one call, each for its own key, and that key's name.
+fn reservation_shaped(text: &[u8]) -> bool {
+    [b"h:", b"a:", b"c:", b"s:", b"g:"].iter().any(|kind| text.starts_with(*kind))
+}
+
+/// One reservation without its key's tag (a calendar window's: the kind and four numbers, the
+/// tag, then its zone); any other text as it is but for a tag-shaped end.
+fn untagged_entry(text: &[u8]) -> Vec<u8> {
+    if text.starts_with(b"c:") {
+        let colons: Vec<usize> = text.iter().enumerate().filter(|(_, &b)| b == b':').map(|(i, _)| i).collect();
+        if let Some(&at) = colons.get(4).filter(|&&at| text.len() >= at + 9) {
+            return [&text[..at], &text[at + 9..]].concat();
+        }
+    }
+    if text.len() > 9 && text[text.len() - 9] == b':' {
+        return text[..text.len() - 9].to_vec();
+    }
+    text.to_vec()
+}
+
+/// A reservation made by both sides of one call, each for its own keys, and those keys' names
+/// (a HITALL's token keys).
 struct Reservation {
     module: String,
     library: String,
-    key: String,
+    keys: Vec<String>,
 }
 
 /// The reservation a reply ends with, if any.
@@ -246,6 +261,7 @@ fn the_library_answers_as_the_module_does() {
     let gcra_ms = if one_instant { 0 } else { 1 };
     let (mut compared, mut gcra_replies, mut slide_replies, mut ticked, mut mismatches) = (0, 0, 0, 0, Vec::new());
     let (mut beyond, mut lease_replies, mut settle_replies, mut laid_replies) = (0, 0, 0, 0);
+    let (mut token_replies, mut multi_settles) = (0, 0);
     let mut reservations: Vec<Reservation> = Vec::new();
     for i in 0..7_000 {
         let (command, function) = [
@@ -263,16 +279,25 @@ fn the_library_answers_as_the_module_does() {
         // changed, or on another key), or of junk.
         let settle = command == "RATELIMIT.SETTLE";
         let settled = (settle && !reservations.is_empty() && rng.below(5) != 0).then(|| {
-            let r = &reservations[rng.below(reservations.len())];
+            // A HITALL's reservation of several keys half the time there is one.
+            let several: Vec<&Reservation> = reservations.iter().filter(|r| r.keys.len() > 1).collect();
+            let r = match several.is_empty() || rng.below(2) == 0 {
+                true => &reservations[rng.below(reservations.len())],
+                false => several[rng.below(several.len())],
+            };
             let (mut module, mut library) = (r.module.clone(), r.library.clone());
             if rng.below(4) == 0 {
-                let at = rng.below(module.len() - 9);
+                // A byte of the first entry's kind or numbers, the same on both sides (not of a
+                // tag: the sides' tags differ, and one may already hold the new byte).
+                let numbers = if module.starts_with("g:") { 3 } else { 4 };
+                let tag_at = module.match_indices(':').nth(numbers).map_or(module.len() - 9, |(i, _)| i);
+                let at = rng.below(tag_at);
                 let by = ["0", "1", "9", ":", "x", ""][rng.below(6)];
                 module.replace_range(at..at + 1, by);
                 library.replace_range(at..at + 1, by);
             }
-            let key = if rng.below(8) == 0 { rng.key() } else { r.key.clone() };
-            (module, library, key)
+            let keys = if rng.below(8) == 0 { vec![rng.key()] } else { r.keys.clone() };
+            (module, library, keys)
         });
         let lease = ["RATELIMIT.ACQUIRE", "RATELIMIT.RELEASE", "RATELIMIT.RENEW"].contains(&command);
         let hitall = command == "RATELIMIT.HITALL";
@@ -290,8 +315,13 @@ fn the_library_answers_as_the_module_does() {
         };
         let mut keys: Vec<String> =
             (0..if hitall { 1 + rng.below(3) } else { 1 }).map(|_| rng.key().replace("fz:", prefix)).collect();
-        if let Some((_, _, key)) = &settled {
-            keys = vec![key.clone()];
+        // Mostly distinct (a key given twice is refused, which a quarter of the calls still try).
+        if hitall && rng.below(4) != 0 {
+            keys.sort();
+            keys.dedup();
+        }
+        if let Some((_, _, settled_keys)) = &settled {
+            keys = settled_keys.clone();
         }
         let mut args: Vec<String> = Vec::new();
         let mut laid_on_clock = false;
@@ -365,6 +395,19 @@ fn the_library_answers_as_the_module_does() {
             if (single || gcra) && rng.below(2) == 0 {
                 args.push("RESERVE".into());
             }
+            // A request's tokens on HITALL's last keys (now and then a count it does not have),
+            // reserved often.
+            if hitall && rng.below(2) == 0 {
+                let count = match rng.below(8) {
+                    0 => rng.below(5),
+                    1..=4 => keys.len(),
+                    _ => 1 + rng.below(keys.len()),
+                };
+                args.extend(["TOKENS".to_string(), ["1", "2", "4", "30"][rng.below(4)].into(), count.to_string()]);
+                if rng.below(3) != 0 {
+                    args.push("RESERVE".into());
+                }
+            }
             if settle {
                 args.push(["0", "1", "2", "5", "9", "300"][rng.below(6)].to_string());
             }
@@ -412,6 +455,7 @@ fn the_library_answers_as_the_module_does() {
                 text == BEYOND
                     || text.starts_with("ERR ratelimit library: ACQUIRE needs an ID")
                     || text.starts_with("ERR ratelimit library: TZ takes UTC or an offset")
+                    || text.starts_with("ERR ratelimit library: SETTLE's keys are FCALL's keys")
             }
             _ => false,
         };
@@ -422,13 +466,19 @@ fn the_library_answers_as_the_module_does() {
         }
         // Both sides' reservations, to settle later (only a limiter's: an ACQUIRE's reply ends
         // with its lease's ID, which a junk ID can make look like one).
-        let reserving = ["RATELIMIT.HIT", "RATELIMIT.SLIDE", "RATELIMIT.GCRA"].contains(&command);
+        let reserving = ["RATELIMIT.HIT", "RATELIMIT.SLIDE", "RATELIMIT.GCRA", "RATELIMIT.HITALL"].contains(&command);
         if let (true, Some(module_made), Some(library_made)) =
             (reserving, reservation_in(&module), reservation_in(&library))
         {
-            reservations.push(Reservation { module: module_made, library: library_made, key: keys[0].clone() });
+            // A HITALL's is for its last keys, one per entry.
+            let entries = module_made.split(',').count();
+            let keys = keys[keys.len().saturating_sub(entries)..].to_vec();
+            reservations.push(Reservation { module: module_made, library: library_made, keys });
         }
         settle_replies += usize::from(settle && !matches!(module, Value::ServerError(_)));
+        multi_settles += usize::from(settle && keys.len() > 1 && !matches!(module, Value::ServerError(_)));
+        token_replies +=
+            usize::from(hitall && args.iter().any(|a| a == "TOKENS") && !matches!(module, Value::ServerError(_)));
         // A GCRA bucket's settle answers as GCRA does, times and all.
         let settles_gcra = settled.as_ref().is_some_and(|(module, _, _)| module.starts_with("g:"));
         let command = if settles_gcra { "RATELIMIT.GCRA" } else { command };
@@ -481,7 +531,7 @@ fn the_library_answers_as_the_module_does() {
         }
     }
     eprintln!(
-        "{compared} calls ({gcra_replies} GCRA, {slide_replies} sliding-window, {lease_replies} lease, {settle_replies} settle, {laid_replies} aligned or calendar replies) and {} keys compared, {ticked} transactions across a \
+        "{compared} calls ({gcra_replies} GCRA, {slide_replies} sliding-window, {lease_replies} lease, {settle_replies} settle ({multi_settles} of several keys), {token_replies} HITALL with TOKENS, {laid_replies} aligned or calendar replies) and {} keys compared, {ticked} transactions across a \
          millisecond's tick and {beyond} documented differences (2^53, ACQUIRE without ID, a named zone) left out, {} mismatches (seed {seed})",
         keys.len(),
         mismatches.len()
@@ -492,6 +542,8 @@ fn the_library_answers_as_the_module_does() {
     assert!(lease_replies > 100, "too few lease calls got through to compare: {lease_replies}");
     assert!(settle_replies > 100, "too few settles got through to compare: {settle_replies}");
     assert!(laid_replies > 50, "too few aligned or calendar windows got through to compare: {laid_replies}");
+    assert!(token_replies > 30, "too few HITALL with TOKENS got through to compare: {token_replies}");
+    assert!(multi_settles > 5, "too few settles of several keys got through to compare: {multi_settles}");
 }
 
 #[test]

@@ -88,7 +88,17 @@ fn errors_change_nothing_on_any_key() {
         (&["1", "ok", "5", "0"], "ERR window must be an integer >= 1"),
         (
             &["1", "ok", "5", "60", "LIMIT", "1"],
-            "ERR syntax error: unknown option (expected COST, MS, SLIDE, ALIGN or TZ)",
+            "ERR syntax error: unknown option (expected COST, MS, SLIDE, ALIGN, TZ, TOKENS or RESERVE)",
+        ),
+        (&["1", "ok", "5", "60", "TOKENS", "0", "1"], "ERR TOKENS must be an integer >= 1"),
+        (&["1", "ok", "5", "60", "TOKENS", "5"], "ERR syntax error: TOKENS needs a value"),
+        (&["1", "ok", "5", "60", "TOKENS", "5", "2"], "ERR TOKENS' key count must be between 1 and numkeys"),
+        (&["1", "ok", "5", "60", "TOKENS", "5", "0"], "ERR TOKENS' key count must be between 1 and numkeys"),
+        (&["1", "ok", "5", "60", "TOKENS", "5", "x"], "ERR TOKENS' key count must be between 1 and numkeys"),
+        (&["1", "ok", "5", "60", "RESERVE"], "ERR RESERVE needs TOKENS >= 1"),
+        (
+            &["1", "ok", "5", "60", "TOKENS", "5", "1", "TOKENS", "5", "1"],
+            "ERR syntax error: TOKENS given more than once",
         ),
     ];
     for (args, expected) in cases {
@@ -99,6 +109,59 @@ fn errors_change_nothing_on_any_key() {
     }
     let dbsize: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
     assert_eq!(dbsize, 3);
+}
+
+/// HITALL with RESERVE: its numbers, and the reservation the reply ends with (None when denied).
+fn reserving(con: &mut Connection, args: &[&str]) -> (i64, Vec<Vec<i64>>, Option<String>) {
+    let mut reply: Vec<Value> = common::limiter("RATELIMIT.HITALL").arg(args).arg("RESERVE").query(con).unwrap();
+    let reservation = redis::from_redis_value(&reply.pop().unwrap()).unwrap();
+    let allowed: i64 = redis::from_redis_value(&reply[0]).unwrap();
+    (allowed, reply[1..].iter().map(|v| redis::from_redis_value(v).unwrap()).collect(), reservation)
+}
+
+#[test]
+fn requests_and_tokens_are_decided_together_and_settled_in_one_call() {
+    let server = Server::start();
+    let mut con = server.connect();
+    // 2 requests a minute, 10,000 tokens a minute, 20,000 a day: each call counts 1 request and
+    // its estimate of 4,000 tokens, on every limit or none.
+    let call = ["3", "{u}:rpm", "{u}:tpm", "{u}:tpd", "2", "60", "10000", "60", "20000", "day", "TOKENS", "4000", "2"];
+    let (allowed, counts, first) = reserving(&mut con, &call);
+    assert_eq!(allowed, 1);
+    assert_eq!(counts.iter().map(|c| c[0]).collect::<Vec<_>>(), [1, 4000, 4000]);
+    let first = first.unwrap();
+    let entries: Vec<&str> = first.split(',').collect();
+    assert_eq!(entries.len(), 2, "{first}");
+    assert!(entries[0].starts_with("h:10000:60000:") && entries[1].starts_with("c:20000:0:"), "{first}");
+    let (_, counts, _) = reserving(&mut con, &call);
+    assert_eq!(counts.iter().map(|c| c[0]).collect::<Vec<_>>(), [2, 8000, 8000]);
+    // The request limit refuses the third: nothing counted anywhere, no reservation.
+    let (allowed, counts, none) = reserving(&mut con, &call);
+    assert_eq!((allowed, none), (0, None));
+    assert_eq!(counts.iter().map(|c| c[0]).collect::<Vec<_>>(), [2, 8000, 8000]);
+    // The first call used 1,000 tokens: 3,000 back to each token limit, in one call.
+    let settled = common::settle_all(&mut con, &["{u}:tpm", "{u}:tpd"], &first, 1000).unwrap();
+    assert_eq!(
+        settled.iter().map(|s| (s[0], s[1], s[2], s[4])).collect::<Vec<_>>(),
+        [(1, 5000, 5000, -3000), (1, 5000, 15000, -3000)]
+    );
+    let counters: Vec<i64> = redis::cmd("MGET").arg(&["{u}:rpm", "{u}:tpm", "{u}:tpd"]).query(&mut con).unwrap();
+    assert_eq!(counters, [2, 5000, 5000]);
+    // A token limit refuses an estimate it cannot hold, whatever the request limits say.
+    let big = ["2", "{v}:rpm", "{v}:tpm", "100", "60", "10000", "60", "TOKENS", "10001", "1"];
+    assert_eq!(reserving(&mut con, &big).0, 0);
+    let exists: i64 = redis::cmd("EXISTS").arg(&["{v}:rpm", "{v}:tpm"]).query(&mut con).unwrap();
+    assert_eq!(exists, 0);
+    // Sliding windows too; without RESERVE the tokens are simply counted.
+    let (allowed, counts, r) =
+        reserving(&mut con, &["2", "{s}:r", "{s}:t", "10", "60", "100", "60", "SLIDE", "TOKENS", "30", "1"]);
+    assert_eq!((allowed, counts[0][0], counts[1][0]), (1, 1, 30));
+    let r = r.unwrap();
+    assert!(r.starts_with("s:100:60000:") && !r.contains(','), "{r}");
+    assert_eq!(common::settle(&mut con, "{s}:t", &r, 10).unwrap()[5], -20);
+    let (allowed, counts) =
+        hitall(&mut con, &["2", "{w}:r", "{w}:t", "10", "60", "100", "60", "TOKENS", "30", "1"]).unwrap();
+    assert_eq!((allowed, counts[0][0], counts[1][0]), (1, 1, 30));
 }
 
 #[test]

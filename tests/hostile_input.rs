@@ -127,7 +127,7 @@ fn random_arguments_never_hurt_the_server() {
 
     let (mut ok, mut errors, mut settled) = (0, 0, 0);
     // Reservations handed out so far, and their keys, for SETTLE.
-    let mut reservations: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut reservations: Vec<(Vec<Vec<u8>>, Vec<u8>)> = Vec::new();
     for i in 0..6_000 {
         let command = [
             "RATELIMIT.HIT",
@@ -155,12 +155,12 @@ fn random_arguments_never_hurt_the_server() {
         // A settle of a reservation made before, on its key or another, now and then with a
         // byte changed; or of junk.
         if settle && !reservations.is_empty() && rng.below(6) != 0 {
-            let (key, mut reservation) = reservations[rng.below(reservations.len())].clone();
+            let (keys, mut reservation) = reservations[rng.below(reservations.len())].clone();
             if rng.below(4) == 0 {
                 let at = rng.below(reservation.len());
                 reservation[at] = rng.next_u64() as u8;
             }
-            cmd.arg(if rng.below(8) == 0 { rng.key() } else { key }).arg(reservation);
+            cmd.arg(if rng.below(8) == 0 { vec![rng.key()] } else { keys }).arg(reservation);
         } else if keyed && rng.below(8) != 0 {
             // Sliding windows and leases mostly on keys of their own, so that their writes get
             // exercised.
@@ -187,9 +187,16 @@ fn random_arguments_never_hurt_the_server() {
                 "RATELIMIT.PEEK" => cmd.arg(number(&mut rng)),
                 "RATELIMIT.HITALL" => {
                     let (a, b) = (rng.key(), rng.key());
-                    cmd.arg(2).arg(a).arg(b);
+                    cmd.arg(2).arg(&a).arg(&b);
                     for _ in 0..4 {
                         cmd.arg(number(&mut rng));
+                    }
+                    // A request's tokens on the last keys, reserved now and then.
+                    if rng.below(2) == 0 {
+                        cmd.arg("TOKENS").arg(number(&mut rng)).arg(["1", "2", "0", "3"][rng.below(4)]);
+                        if rng.below(2) == 0 {
+                            cmd.arg("RESERVE");
+                        }
                     }
                     &mut cmd
                 }
@@ -227,12 +234,20 @@ fn random_arguments_never_hurt_the_server() {
         // numbers before it checked as any reply's.
         let limiter = ["RATELIMIT.HIT", "RATELIMIT.SLIDE", "RATELIMIT.GCRA"].contains(&command);
         let reserved = limiter && asks_to_reserve(command, &shown[1..]);
+        // A HITALL's: on its last keys, one per entry (its two keys are shown[2] and shown[3]).
+        if let (Ok(Value::Array(items)), "RATELIMIT.HITALL") = (&reply, command) {
+            if let Some(Value::BulkString(r)) = items.last() {
+                let entries = r.split(|&b| b == b',').count();
+                let keys = shown[2..4].iter().skip(2 - entries.min(2)).map(|k| k.clone().into_bytes()).collect();
+                reservations.push((keys, r.clone()));
+            }
+        }
         if let (Ok(Value::Array(items)), true, false) = (&mut reply, reserved, settle) {
             match items.pop() {
                 Some(Value::BulkString(r)) => {
                     let n: i64 = redis::from_redis_value(&items[0]).unwrap();
                     assert!(n == i64::from(!buckets), "{}: a reservation for a denied call", context());
-                    reservations.push((shown[1].clone().into_bytes(), r));
+                    reservations.push((vec![shown[1].clone().into_bytes()], r));
                 }
                 Some(Value::Nil) => {}
                 other => panic!("{}: no reservation in the reply, {other:?}", context()),
@@ -240,14 +255,28 @@ fn random_arguments_never_hurt_the_server() {
         }
         match reply {
             Ok(Value::Array(items)) if settle => {
-                // The reserving command's numbers, and what was applied.
-                let n: Vec<i64> = redis::from_redis_value(&Value::Array(items)).unwrap();
-                assert!((n.len() == 5 || n.len() == 6) && n[2] >= 0, "{}: {n:?}", context());
+                // The reserving command's numbers, and what was applied; one such per key for several.
+                let replies: Vec<Vec<i64>> = match items.first() {
+                    Some(Value::Array(_)) => redis::from_redis_value(&Value::Array(items)).unwrap(),
+                    _ => vec![redis::from_redis_value(&Value::Array(items)).unwrap()],
+                };
+                for n in replies {
+                    assert!((n.len() == 5 || n.len() == 6) && n[2] >= 0, "{}: {n:?}", context());
+                }
                 settled += 1;
                 ok += 1;
             }
-            Ok(Value::Array(items)) if command == "RATELIMIT.HITALL" => {
+            Ok(Value::Array(mut items)) if command == "RATELIMIT.HITALL" => {
                 assert!(matches!(items[0], Value::Int(0 | 1)) && items.len() >= 2, "{}: {items:?}", context());
+                // With TOKENS and RESERVE, a reservation last: text when admitted, else nil.
+                match items.last() {
+                    Some(Value::BulkString(_)) => assert_eq!(items[0], Value::Int(1), "{}", context()),
+                    Some(Value::Nil) => assert_eq!(items[0], Value::Int(0), "{}", context()),
+                    _ => {}
+                }
+                if matches!(items.last(), Some(Value::BulkString(_) | Value::Nil)) {
+                    items.pop();
+                }
                 // [count, remaining, reset_ms], or with SLIDE [count, remaining, retry_after_ms, reset_ms].
                 for per_key in &items[1..] {
                     let n: Vec<i64> = redis::from_redis_value(per_key).unwrap();

@@ -110,6 +110,18 @@ fn every_write_path(con: &mut Connection) -> Vec<&'static str> {
         let _: () = redis::cmd("DEL").arg(key).query(con).unwrap();
         settle(con, key, &over.unwrap(), 9).unwrap();
     }
+    // Requests and tokens in one HITALL, its token keys settled in one call: a refund on one
+    // counter, an overage on the other, gone meanwhile.
+    let (tokens, rpm, tpm, tpd) = (&["TOKENS", "40", "2", "RESERVE"][..], "{t}:rpm", "{t}:tpm", "{t}:tpd");
+    let mut reply: Vec<redis::Value> = limiter("RATELIMIT.HITALL")
+        .arg(&["3", rpm, tpm, tpd, "5", "60", "1000", "60", "9000", "day"])
+        .arg(tokens)
+        .query(con)
+        .unwrap();
+    let all: String = redis::from_redis_value(&reply.pop().unwrap()).unwrap();
+    common::settle_all(con, &[tpm, tpd], &all, 10).unwrap();
+    let _: () = redis::cmd("DEL").arg(tpd).query(con).unwrap();
+    common::settle_all(con, &[tpm, tpd], &all, 90).unwrap();
     set(con, "rl:refund-heal", 6);
     hit(con, "rl:refund-heal", &["10", "3600", "COST", "-2"]).unwrap();
     vec![
@@ -119,6 +131,9 @@ fn every_write_path(con: &mut Connection) -> Vec<&'static str> {
         "rl:refund-heal",
         "rl:laid:aligned",
         "rl:laid:month",
+        "{t}:rpm",
+        "{t}:tpm",
+        "{t}:tpd",
         "s:refund",
         "s:refund:settle-refund",
         "s:refund:settle-over",

@@ -292,6 +292,46 @@ fn bad_settles_change_nothing() {
 }
 
 #[test]
+fn a_settle_of_several_keys_checks_them_all_before_writing_any() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let call = ["2", "{t}:m", "{t}:d", "1000", "60", "5000", "day", "TOKENS", "400", "2", "RESERVE"];
+    let mut reply: Vec<redis::Value> = limiter("RATELIMIT.HITALL").arg(&call).query(&mut con).unwrap();
+    let r: String = redis::from_redis_value(&reply.pop().unwrap()).unwrap();
+    let settle_all =
+        |con: &mut Connection, keys: &[&str], reservation: &str| common::settle_all(con, keys, reservation, 100);
+    let _: () = redis::cmd("SET").arg("{t}:text").arg("abc").query(&mut con).unwrap();
+    let _: () = redis::cmd("RPUSH").arg("{t}:list").arg("x").query(&mut con).unwrap();
+    let (m, d) = (r.split(',').next().unwrap().to_string(), r.split(',').nth(1).unwrap().to_string());
+    let cases: Vec<(Vec<&str>, String, &str)> = vec![
+        (vec!["{t}:m"], r.clone(), "ERR the reservation is for 2 keys"),
+        (vec!["{t}:m", "{t}:d", "{t}:x"], r.clone(), "ERR the reservation is for 2 keys"),
+        (vec!["{t}:m", "{t}:m"], r.clone(), "ERR each key may be given only once"),
+        (vec!["{t}:d", "{t}:m"], r.clone(), "ERR the reservation is for another key"),
+        (vec!["{t}:m", "{t}:d"], format!("{m},garbage"), "ERR invalid reservation"),
+        (vec!["{t}:m", "{t}:list"], format!("{m},{}", d.replace(&d[d.len() - 8..], &tag_of("{t}:list"))), "WRONGTYPE"),
+    ];
+    for (keys, reservation, expected) in cases {
+        let before = (snapshot(&mut con, "{t}:m"), snapshot(&mut con, "{t}:d"));
+        let error = error_of(settle_all(&mut con, &keys, &reservation));
+        assert!(error.starts_with(expected), "{keys:?} {reservation}: {error}");
+        assert_eq!((snapshot(&mut con, "{t}:m"), snapshot(&mut con, "{t}:d")), before, "{keys:?} changed a key");
+    }
+    // Each entry settles into its own key's window, whatever order it names them in.
+    let per_key = settle_all(&mut con, &["{t}:m", "{t}:d"], &r).unwrap();
+    assert_eq!(per_key.iter().map(|k| (k[1], k[4])).collect::<Vec<_>>(), [(100, -300), (100, -300)]);
+    let swapped = format!("{d},{m}");
+    let per_key = settle_all(&mut con, &["{t}:d", "{t}:m"], &swapped).unwrap();
+    assert_eq!(per_key.iter().map(|k| (k[1], k[4])).collect::<Vec<_>>(), [(0, -100), (0, -100)]);
+}
+
+/// A key's tag in a reservation: FNV-1a, 32 bits, in hex.
+fn tag_of(key: &str) -> String {
+    let hash = key.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    format!("{hash:08x}")
+}
+
+#[test]
 fn info_counts_reservations_settles_refunds_and_overage() {
     if module_only("INFO ratelimit") {
         return;

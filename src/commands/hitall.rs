@@ -1,10 +1,13 @@
 //! `RATELIMIT.HITALL numkeys key [key ...] limit window [limit window ...] [COST cost] [MS]
-//! [SLIDE | ALIGN] [TZ zone]`: one hit against several fixed-window (or, with SLIDE,
-//! sliding-window) limits, all or nothing.
+//! [SLIDE | ALIGN] [TZ zone] [TOKENS tokens numtokenkeys [RESERVE]]`: one hit against several
+//! fixed-window (or, with SLIDE, sliding-window) limits, all or nothing; with TOKENS, the last
+//! keys count a request's tokens, and with RESERVE the reply ends with one reservation of them
+//! all for SETTLE.
 
 use crate::commands::{record, shadow, track, Counted, HITS, SLIDES};
 use crate::core::args::parse_hitall;
 use crate::core::decimal::parse_i64;
+use crate::core::reservation::{self, Reserved};
 use crate::core::stored::{Change, Stored, Value};
 use crate::core::window::Limit;
 use crate::core::{slide, window};
@@ -23,18 +26,67 @@ pub fn hitall(call: &Call) -> Result<(), Error> {
     let args = parse_hitall(call.args())?;
     let now = clock::command_now();
     let limits = args.at(now.ms)?;
+    // With RESERVE the token keys' cost counts for TOP when settled, as a HIT's does.
+    let reserved_from = if args.reserve { args.first_token_key() } else { limits.len() };
+    let mut zone = [0; 6];
+    let zone = args.zone.text(&mut zone);
     if args.slide {
-        let (allowed, outcomes, would_deny) =
+        let (allowed, outcomes, _, would_deny) =
             hit_all(call, &limits, now, (SLIDES, Written::Set), slide::decide_all, |o| (o.change, o.remaining))?;
-        track_all(call, &limits, allowed, now, outcomes.iter().map(|o| o.remaining), &would_deny);
-        reply(call, allowed, outcomes.iter().map(|o| [o.count, o.remaining, o.retry_after_ms, o.reset_ms]));
+        track_all(call, &limits, allowed, now, outcomes.iter().map(|o| o.remaining), &would_deny, reserved_from);
+        let reserved = |i: usize, l: &Limit| match outcomes[i].change {
+            Some(Change::Set { value, .. }) => Some(Reserved::Slide {
+                limit: l.limit,
+                window_ms: l.window_ms,
+                start_ms: value.start_ms,
+                amount: l.cost,
+            }),
+            _ => None,
+        };
+        let reservation = (args.reserve && allowed).then(|| reservation(call, &limits, reserved_from, reserved));
+        reply(
+            call,
+            allowed,
+            outcomes.iter().map(|o| [o.count, o.remaining, o.retry_after_ms, o.reset_ms]),
+            args.reserve,
+            reservation,
+        );
     } else {
-        let (allowed, outcomes, would_deny) =
+        let (allowed, outcomes, stored, would_deny) =
             hit_all(call, &limits, now, (HITS, Written::Incrby), window::decide_all, |o| (o.change, o.remaining))?;
-        track_all(call, &limits, allowed, now, outcomes.iter().map(|o| o.remaining), &would_deny);
-        reply(call, allowed, outcomes.iter().map(|o| [o.count, o.remaining, o.reset_ms]));
+        track_all(call, &limits, allowed, now, outcomes.iter().map(|o| o.remaining), &would_deny, reserved_from);
+        let reserved = |i: usize, l: &Limit| {
+            window::window_end(stored[i], &outcomes[i]).map(|window_end_ms| Reserved::Hit {
+                limit: l.limit,
+                window: args.limits[i].1,
+                zone,
+                window_end_ms,
+                amount: l.cost,
+            })
+        };
+        let reservation = (args.reserve && allowed).then(|| reservation(call, &limits, reserved_from, reserved));
+        reply(call, allowed, outcomes.iter().map(|o| [o.count, o.remaining, o.reset_ms]), args.reserve, reservation);
     }
     Ok(())
+}
+
+/// The reservation of an admitted call's token keys (from `from` on): each key's own, joined by
+/// ','; None if one of them has no window to settle into (it cannot: an admitted hit writes).
+fn reservation<'z>(
+    call: &Call,
+    limits: &[Limit],
+    from: usize,
+    reserved: impl Fn(usize, &Limit) -> Option<Reserved<'z>>,
+) -> Option<Vec<u8>> {
+    let mut text = Vec::new();
+    let mut buf = [0; reservation::MAX_LEN];
+    for (i, l) in limits.iter().enumerate().skip(from) {
+        if i > from {
+            text.push(b',');
+        }
+        text.extend_from_slice(reserved(i, l)?.write(call.arg(2 + i)?, &mut buf));
+    }
+    Some(text)
 }
 
 /// RATELIMIT.TOP's share: an admitted call counts against every key, a denied one against the keys
@@ -47,14 +99,16 @@ fn track_all(
     now: Now,
     remaining: impl Iterator<Item = i64>,
     would_deny: &[bool],
+    reserved_from: usize,
 ) {
     let refused = limits.iter().zip(remaining).map(|(l, left)| allowed || l.cost > left);
     let keys = limits.iter().zip(refused).enumerate().filter(|(_, (_, counts))| *counts);
+    let cost = |i: usize, l: &Limit| if i >= reserved_from { 0 } else { l.cost };
     track(
         &stats::HITALL_DECISIONS,
         allowed,
         now.ms,
-        keys.filter_map(|(i, (l, _))| call.arg(2 + i).map(|key| (key, l.cost))),
+        keys.filter_map(|(i, (l, _))| call.arg(2 + i).map(|key| (key, cost(i, l)))),
     );
     if would_deny.contains(&true) {
         let shadowed = would_deny.iter().enumerate().filter(|(_, &no)| no).filter_map(|(i, _)| call.arg(2 + i));
@@ -67,8 +121,9 @@ fn track_all(
 type DecideAll<V, O> = fn(&[(Limit, Stored<V>)], &[bool], i64) -> (bool, Vec<O>);
 
 /// The one hit on every key, decided by `decide_all` and written; the parser read `limits.len()`
-/// keys from the third argument on. Also, for a call shadow mode admitted, which keys would have
-/// denied it (else empty).
+/// keys from the third argument on. Also each key as it was read, and for a call shadow mode
+/// admitted, which keys would have denied it (else empty).
+#[allow(clippy::type_complexity)]
 fn hit_all<V: Value, O>(
     call: &Call,
     limits: &[Limit],
@@ -76,7 +131,7 @@ fn hit_all<V: Value, O>(
     (counted, written): (Counted, Written),
     decide_all: DecideAll<V, O>,
     change_and_remaining: fn(&O) -> (Option<Change<V>>, i64),
-) -> Result<(bool, Vec<O>, Vec<bool>), Error> {
+) -> Result<(bool, Vec<O>, Vec<Stored<V>>, Vec<bool>), Error> {
     // Every key is read before anything is written, so an error on any of them changes none.
     let names = (2..2 + limits.len()).filter_map(|i| call.key(i));
     let mut keys = names.map(|name| StoredKey::open(call, name)).collect::<Result<Vec<_>, _>>()?;
@@ -103,15 +158,31 @@ fn hit_all<V: Value, O>(
         }
     }
     record(counted, allowed, &stored);
-    Ok((allowed, outcomes, would_deny))
+    Ok((allowed, outcomes, stored, would_deny))
 }
 
-/// `[allowed, [fields of key 1], [fields of key 2], ...]`.
-fn reply<const N: usize>(call: &Call, allowed: bool, fields: impl ExactSizeIterator<Item = [i64; N]>) {
-    call.reply_array(1 + fields.len());
+/// `[allowed, [fields of key 1], [fields of key 2], ...]`, and with RESERVE (`reserving`) the
+/// reservation last (nil when denied).
+fn reply<const N: usize>(
+    call: &Call,
+    allowed: bool,
+    fields: impl ExactSizeIterator<Item = [i64; N]>,
+    reserving: bool,
+    reservation: Option<Option<Vec<u8>>>,
+) {
+    call.reply_array(1 + fields.len() + usize::from(reserving));
     call.reply_integer(i64::from(allowed));
     for f in fields {
         call.reply_integers(&f);
+    }
+    if reserving {
+        match reservation.flatten() {
+            Some(text) => {
+                stats::RESERVED.add(1);
+                call.reply_bulk(&text);
+            }
+            None => call.reply_null(),
+        }
     }
 }
 

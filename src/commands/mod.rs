@@ -228,7 +228,7 @@ pub const COMMANDS: &[Command] = &[
         arity: -5,
         entry: entry_point!(hitall::hitall),
         opt_in: None,
-        summary: c"Counts one hit against several limits, all or nothing. Replies [allowed, [count, remaining, reset_ms] per key]; with SLIDE, sliding windows and [count, remaining, retry_after_ms, reset_ms] per key.",
+        summary: c"Counts one hit against several limits, all or nothing; with TOKENS, the last keys count a request's tokens. Replies [allowed, [count, remaining, reset_ms] per key]; with SLIDE, sliding windows and [count, remaining, retry_after_ms, reset_ms] per key; with RESERVE, a reservation of the token keys last.",
         complexity: c"O(N) where N is the number of keys",
         args: &[
             arg(c"numkeys", INTEGER),
@@ -253,6 +253,17 @@ pub const COMMANDS: &[Command] = &[
                 ..arg(c"mode", ONEOF)
             },
             TZ,
+            Arg {
+                token: Some(c"TOKENS"),
+                optional: true,
+                summary: Some(c"the last numtokenkeys keys count this many tokens instead of the cost"),
+                subargs: &[arg(c"tokens", INTEGER), arg(c"numtokenkeys", INTEGER)],
+                ..arg(c"tokens", BLOCK)
+            },
+            Arg {
+                summary: Some(c"reply with a reservation of the token keys as the last element, for RATELIMIT.SETTLE"),
+                ..RESERVE
+            },
         ],
     },
     Command {
@@ -343,14 +354,18 @@ pub const COMMANDS: &[Command] = &[
         // As HIT: over maxmemory only new keys are refused (an overage after the window ended).
         flags: c"write fast",
         acl_categories: c"write fast",
-        keys: Keys::At(1, WRITES),
-        arity: 4,
+        keys: Keys::AllButLastTwo(WRITES),
+        arity: -4,
         entry: entry_point!(settle::settle),
         opt_in: None,
-        summary: c"Settles a reservation of HIT, SLIDE or GCRA with the amount used: gives the unused part back to the reserved window while it counts, charges more to the current one. Replies as the reserving command, with how much it applied last.",
-        complexity: c"O(1)",
+        summary: c"Settles a reservation of HIT, SLIDE, GCRA or HITALL's TOKENS with the amount used: gives the unused part back to the reserved window while it counts, charges more to the current one. Replies as the reserving command, with how much it applied last; one such reply per key for several.",
+        complexity: c"O(N) where N is the number of keys",
         args: &[
-            Arg { summary: Some(c"the key the reservation was made on"), ..arg(c"key", KEY) },
+            Arg {
+                summary: Some(c"the key the reservation was made on; HITALL's token keys, in order"),
+                multiple: true,
+                ..arg(c"key", KEY)
+            },
             Arg { summary: Some(c"the reservation, as RESERVE replied it"), ..arg(c"reservation", STRING) },
             Arg { summary: Some(c"the amount used, an integer >= 0"), ..arg(c"used", INTEGER) },
         ],

@@ -1,6 +1,7 @@
-//! `RATELIMIT.SETTLE key reservation used`: a reservation of HIT, SLIDE or GCRA settled with the
-//! amount used. Replies as the reserving command would after it, as admitted, and last how much
-//! it applied: negative for what it gave back, positive for an overage charged.
+//! `RATELIMIT.SETTLE key [key ...] reservation used`: a reservation of HIT, SLIDE or GCRA (or of
+//! a HITALL's token keys, one entry per key) settled with the amount used. Replies as the
+//! reserving command would after it, as admitted, and last how much it applied: negative for what
+//! it gave back, positive for an overage charged; with several keys, one such reply per key.
 
 use crate::commands::healed;
 use crate::core::args::{parse_settle, ArgError};
@@ -8,28 +9,97 @@ use crate::core::calendar::Zone;
 use crate::core::gcra::{self, Rate};
 use crate::core::reservation::Reserved;
 use crate::core::slide::{self, Unsettled};
-use crate::core::stored::{Change, Stored, Value};
+use crate::core::stored::{Change, Stored};
 use crate::core::top::View;
 use crate::core::window::{self, Limit};
 use crate::redis::call::{Call, Error};
-use crate::redis::clock;
+use crate::redis::clock::{self, Now};
 use crate::redis::key::{refuse_new_over_maxmemory, StoredKey, Written};
 use crate::redis::{stats, tracking};
 
 const OVERFLOW: &str = "ERR increment or decrement would overflow";
 const INVALID: &str = "ERR invalid reservation";
 
+/// One key's settle, decided and not yet written.
+struct Settled<'a> {
+    key: StoredKey<'a>,
+    write: Write,
+    /// The reply's numbers (the reserving command's, then what was applied), and how many.
+    reply: ([i64; 6], usize),
+    amount: i64,
+}
+
+/// What a settle writes: a fixed window's or a bucket's integer, or a sliding window's counts.
+enum Write {
+    Integer(Stored<i64>, Option<Change<i64>>, Written),
+    Counts(Stored<slide::Counts>, Option<Change<slide::Counts>>),
+}
+
 pub fn settle(call: &Call) -> Result<(), Error> {
     let args = parse_settle(call.args())?;
-    let (Some(name), Some(key_name)) = (call.key(1), call.arg(1)) else {
-        return Err(ArgError::Arity("ratelimit.settle").into());
-    };
-    let reserved = Reserved::parse(args.reservation, key_name).map_err(|r| Error::from(r.message()))?;
-    let (amount, used) = (reserved.amount(), args.used);
+    let entries = args.reservation.split(|&b| b == b',');
+    if entries.clone().count() != args.keys {
+        return Err(Error::from(format!("ERR the reservation is for {} keys", entries.count())));
+    }
+    let names: Vec<&[u8]> = (1..=args.keys).filter_map(|i| call.arg(i)).collect();
+    if names.iter().enumerate().any(|(i, name)| names[..i].contains(name)) {
+        return Err(ArgError::DuplicateKey.into());
+    }
     let now = clock::command_now();
-    let mut key = StoredKey::open(call, name)?;
-    // The reply: the reserving command's numbers, then what was applied.
-    let (reply, len): ([i64; 6], usize) = match reserved {
+    // Every entry is read and decided, and every key checked, before anything is written: an
+    // error on any of them changes none.
+    let mut settled = Vec::with_capacity(args.keys);
+    for (i, entry) in entries.enumerate() {
+        let (Some(name), Some(key_name)) = (call.key(1 + i), call.arg(1 + i)) else {
+            return Err(ArgError::Arity("ratelimit.settle").into());
+        };
+        let reserved = Reserved::parse(entry, key_name).map_err(|r| Error::from(r.message()))?;
+        let s = decide(call, StoredKey::open(call, name)?, reserved, args.used, now)?;
+        settled.push(s);
+    }
+    let used = args.used;
+    for s in &mut settled {
+        match &s.write {
+            Write::Integer(stored, change, written) => apply(&mut s.key, *stored, *change, *written)?,
+            Write::Counts(stored, change) => apply(&mut s.key, *stored, *change, Written::Set)?,
+        }
+    }
+    for (i, s) in settled.iter().enumerate() {
+        let applied = s.reply.0[s.reply.1 - 1];
+        stats::SETTLED.add(1);
+        match applied {
+            a if a > 0 => stats::OVERAGE.add(1),
+            a if a < 0 => stats::REFUNDED.add(1),
+            _ if used < s.amount => stats::REFUNDS_DROPPED.add(1),
+            _ => {}
+        }
+        // What was used is the call's admitted cost, for RATELIMIT.TOP.
+        if let (true, Some(key_name)) = (used > 0, call.arg(1 + i)) {
+            tracking::record(View::Admitted, now.ms, [(key_name, used.unsigned_abs())]);
+        }
+    }
+    if let [one] = &settled[..] {
+        call.reply_integers(&one.reply.0[..one.reply.1]);
+    } else {
+        call.reply_array(settled.len());
+        for s in &settled {
+            call.reply_integers(&s.reply.0[..s.reply.1]);
+        }
+    }
+    Ok(())
+}
+
+/// One key's settle of `reserved` with `used`: its reply and its write, checked (a write that may
+/// make a key is refused over maxmemory, as a first hit is) but not made.
+fn decide<'a>(
+    call: &Call,
+    mut key: StoredKey<'a>,
+    reserved: Reserved,
+    used: i64,
+    now: Now,
+) -> Result<Settled<'a>, Error> {
+    let amount = reserved.amount();
+    let (write, reply) = match reserved {
         Reserved::Hit { limit, window, zone, window_end_ms, .. } => {
             let zone = if zone.is_empty() { Zone::Offset(0) } else { Zone::parse(zone).map_err(|_| INVALID)? };
             // An overage after the reserved window ended counts in the one laid now.
@@ -38,8 +108,7 @@ pub fn settle(call: &Call) -> Result<(), Error> {
             let l = Limit { limit, window_ms, cost: amount };
             let (o, applied) =
                 window::settle_reserved(&l, window_end_ms, amount, used, counter, now.ms).ok_or(OVERFLOW)?;
-            write(call, &mut key, counter, o.change, Written::Incrby, used > amount)?;
-            ([1, o.count, o.remaining, o.reset_ms, applied, 0], 5)
+            (Write::Integer(counter, o.change, Written::Incrby), ([1, o.count, o.remaining, o.reset_ms, applied, 0], 5))
         }
         Reserved::Slide { limit, window_ms, start_ms, .. } => {
             let stored = key.read::<slide::Counts>()?;
@@ -49,46 +118,32 @@ pub fn settle(call: &Call) -> Result<(), Error> {
                     Unsettled::WindowDiffers => "ERR the reservation's window differs from the key's",
                     Unsettled::Overflow => OVERFLOW,
                 })?;
-            write(call, &mut key, stored, o.change, Written::Set, used > amount)?;
-            ([1, o.count, o.remaining, o.retry_after_ms, o.reset_ms, applied], 6)
+            (Write::Counts(stored, o.change), ([1, o.count, o.remaining, o.retry_after_ms, o.reset_ms, applied], 6))
         }
         Reserved::Gcra { capacity, emission_ns, .. } => {
             let bucket = key.read::<i64>()?;
             let rate = Rate::new(capacity - 1, emission_ns, 1).map_err(|_| INVALID)?;
             let (o, applied) = gcra::settle_reserved(&rate, amount, used, bucket, now.ns, now.ms).ok_or(OVERFLOW)?;
-            write(call, &mut key, bucket, o.change, Written::Set, used > amount)?;
-            ([0, capacity, o.remaining, o.retry_after_ms(), o.full_after_ms(), applied], 6)
+            let reply = [0, capacity, o.remaining, o.retry_after_ms(), o.full_after_ms(), applied];
+            (Write::Integer(bucket, o.change, Written::Set), (reply, 6))
         }
     };
-    let applied = reply[len - 1];
-    stats::SETTLED.add(1);
-    match applied {
-        a if a > 0 => stats::OVERAGE.add(1),
-        a if a < 0 => stats::REFUNDED.add(1),
-        _ if used < amount => stats::REFUNDS_DROPPED.add(1),
-        _ => {}
+    if used > amount {
+        match &write {
+            Write::Integer(stored, ..) => refuse_new_over_maxmemory(call, &[*stored])?,
+            Write::Counts(stored, _) => refuse_new_over_maxmemory(call, &[*stored])?,
+        }
     }
-    // What was used is the call's admitted cost, for RATELIMIT.TOP.
-    if used > 0 {
-        tracking::record(View::Admitted, now.ms, [(key_name, used.unsigned_abs())]);
-    }
-    call.reply_integers(&reply[..len]);
-    Ok(())
+    Ok(Settled { key, write, reply, amount })
 }
 
-/// Applies a settle's change to the key read as `stored`; `overage`: it may make a key, which is
-/// refused over maxmemory, as a first hit is.
-fn write<V: Value>(
-    call: &Call,
-    key: &mut StoredKey,
+/// Makes a settle's change on the key read as `stored`.
+fn apply<V: crate::core::stored::Value>(
+    key: &mut StoredKey<'_>,
     stored: Stored<V>,
     change: Option<Change<V>>,
     written: Written,
-    overage: bool,
 ) -> Result<(), Error> {
-    if overage {
-        refuse_new_over_maxmemory(call, &[stored])?;
-    }
     if let Some(change) = change {
         key.apply(&change, written)?;
     }

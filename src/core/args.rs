@@ -58,33 +58,58 @@ pub struct GcraArgs {
     pub reserve: bool,
 }
 
-/// `RATELIMIT.SETTLE key reservation used`, validated but for the reservation, which is read
-/// against its key.
+/// `RATELIMIT.SETTLE key [key ...] reservation used`, validated but for the reservation, which
+/// is read against its keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SettleArgs<'a> {
+    /// How many keys the call names (from the first argument on).
+    pub keys: usize,
     pub reservation: &'a [u8],
     pub used: i64,
 }
 
 /// `RATELIMIT.HITALL numkeys key [key ...] limit window [limit window ...] [COST cost] [MS]
-/// [SLIDE | ALIGN] [TZ zone]`: a limit and its window per key, in order (the options apply to all).
+/// [SLIDE | ALIGN] [TZ zone] [TOKENS tokens numtokenkeys [RESERVE]]`: a limit and its window per
+/// key, in order (the options apply to all).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HitAllArgs<'a> {
     pub keys: Vec<&'a [u8]>,
     pub limits: Vec<(i64, Window)>,
+    /// What each key counts, but the token keys.
     pub cost: i64,
     pub zone: Zone,
     /// Sliding windows rather than fixed ones (every window is then rolling, in ms).
     pub slide: bool,
+    /// What the last keys count instead (a request's tokens), and how many they are.
+    pub tokens: Option<Tokens>,
+    /// Reply with a reservation of the token keys' count, for SETTLE.
+    pub reserve: bool,
+}
+
+/// TOKENS: `amount` counted on the last `keys` keys of a HITALL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tokens {
+    pub amount: i64,
+    pub keys: usize,
 }
 
 impl HitAllArgs<'_> {
-    /// Every key's limit at `now_ms`, as `HitArgs::at`.
+    /// Every key's limit at `now_ms`, as `HitArgs::at`, each with what it counts.
     pub fn at(&self, now_ms: i64) -> Result<Vec<Limit>, ArgError> {
-        let limit = |&(limit, window)| {
-            Ok(Limit { limit, window_ms: window_left(window, now_ms, &self.zone)?, cost: self.cost })
+        let first_token_key = self.first_token_key();
+        let limit = |(i, &(limit, window)): (usize, &(i64, Window))| {
+            let cost = match self.tokens {
+                Some(t) if i >= first_token_key => t.amount,
+                _ => self.cost,
+            };
+            Ok(Limit { limit, window_ms: window_left(window, now_ms, &self.zone)?, cost })
         };
-        self.limits.iter().map(limit).collect()
+        self.limits.iter().enumerate().map(limit).collect()
+    }
+
+    /// The index of the first key TOKENS counts on (the number of keys when none).
+    pub fn first_token_key(&self) -> usize {
+        self.keys.len() - self.tokens.map_or(0, |t| t.keys)
     }
 }
 
@@ -122,8 +147,10 @@ pub enum ArgError {
     Negative(&'static str),
     /// The named argument is not an integer other than 0.
     Zero(&'static str),
-    /// RESERVE with the named amount below 1 (a give-back reserves nothing).
+    /// RESERVE with the named amount below 1 (a give-back reserves nothing), or without it.
     ReserveNeeds(&'static str),
+    /// HITALL's TOKENS names more keys than the call has, or fewer than one.
+    TokenKeys,
     /// The named length of time exceeds 2^62 ms.
     TooLarge(&'static str),
     /// A lease id that is empty or longer than `MAX_ID_LEN`.
@@ -160,6 +187,7 @@ impl ArgError {
             ArgError::Negative(name) => format!("ERR {name} must be an integer >= 0"),
             ArgError::Zero(name) => format!("ERR {name} must be a nonzero integer"),
             ArgError::ReserveNeeds(name) => format!("ERR RESERVE needs {name} >= 1"),
+            ArgError::TokenKeys => "ERR TOKENS' key count must be between 1 and numkeys".into(),
             ArgError::TooLarge(name) => format!("ERR {name} is too large"),
             ArgError::IdLength => format!("ERR ID must be 1 to {MAX_ID_LEN} bytes"),
             ArgError::MissingValue(name) => format!("ERR syntax error: {name} needs a value"),
@@ -184,8 +212,12 @@ impl ArgError {
 /// An option word: `valued` ones take the next argument.
 struct Opt {
     name: &'static str,
-    valued: bool,
+    /// Words after the name: 0 (a flag), 1, or 2 (the entry after it, `SECOND`, gets the second).
+    values: usize,
 }
+
+/// The spec entry after a two-valued option: its second value, never matched by name.
+const SECOND: usize = usize::MAX;
 
 /// Reads the options that follow the positional arguments: names case-insensitive, in any
 /// order, each at most once. Returns, per spec entry, the option's value (a flag's is its name).
@@ -199,15 +231,19 @@ fn options<'a, const N: usize>(
     while let Some(word) = args.next() {
         let i = spec
             .iter()
-            .position(|opt| word.eq_ignore_ascii_case(opt.name.as_bytes()))
+            .position(|opt| opt.values != SECOND && word.eq_ignore_ascii_case(opt.name.as_bytes()))
             .ok_or(ArgError::UnknownOption(known))?;
         if found[i].is_some() {
             return Err(ArgError::Repeated(spec[i].name));
         }
-        found[i] = Some(match spec[i].valued {
-            true => args.next().ok_or(ArgError::MissingValue(spec[i].name))?,
-            false => word,
+        let mut value = || args.next().ok_or(ArgError::MissingValue(spec[i].name));
+        found[i] = Some(match spec[i].values {
+            0 => word,
+            _ => value()?,
         });
+        if spec[i].values == 2 {
+            found[i + 1] = Some(value()?);
+        }
     }
     Ok(found)
 }
@@ -250,7 +286,7 @@ pub fn parse_acquire<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Acq
         return Err(ArgError::Arity("ratelimit.acquire"));
     };
     let limit = positive(limit, "limit")?;
-    let spec = [Opt { name: "MS", valued: false }, Opt { name: "ID", valued: true }];
+    let spec = [Opt { name: "MS", values: 0 }, Opt { name: "ID", values: 1 }];
     let [ms, id] = options(args, spec, "MS or ID")?;
     let lease_ms = duration_ms(lease, ms.is_some(), "lease")?;
     Ok(AcquireArgs { limit, lease_ms, id: id.map(lease_id).transpose()? })
@@ -272,7 +308,7 @@ pub fn parse_renew<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<(&'a 
         return Err(ArgError::Arity("ratelimit.renew"));
     };
     let id = lease_id(id)?;
-    let [ms] = options(args, [Opt { name: "MS", valued: false }], "MS")?;
+    let [ms] = options(args, [Opt { name: "MS", values: 0 }], "MS")?;
     Ok((id, duration_ms(lease, ms.is_some(), "lease")?))
 }
 
@@ -280,11 +316,11 @@ pub fn parse_renew<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<(&'a 
 /// [ALIGN] [TZ zone]`. The key itself is not inspected here; it is only counted.
 pub fn parse_hit<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitArgs, ArgError> {
     let spec = [
-        Opt { name: "COST", valued: true },
-        Opt { name: "MS", valued: false },
-        Opt { name: "RESERVE", valued: false },
-        Opt { name: "ALIGN", valued: false },
-        Opt { name: "TZ", valued: true },
+        Opt { name: "COST", values: 1 },
+        Opt { name: "MS", values: 0 },
+        Opt { name: "RESERVE", values: 0 },
+        Opt { name: "ALIGN", values: 0 },
+        Opt { name: "TZ", values: 1 },
     ];
     let (limit, window, cost, [ms, reserve, align, tz]) =
         limit_and(args, "ratelimit.hit", spec, "COST, MS, RESERVE, ALIGN or TZ")?;
@@ -319,10 +355,10 @@ fn zone(tz: Option<&[u8]>, windows: &[Window]) -> Result<Zone, ArgError> {
 /// and PEEK.
 pub fn parse_slide<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<SlideArgs, ArgError> {
     let spec = [
-        Opt { name: "COST", valued: true },
-        Opt { name: "MS", valued: false },
-        Opt { name: "PEEK", valued: false },
-        Opt { name: "RESERVE", valued: false },
+        Opt { name: "COST", values: 1 },
+        Opt { name: "MS", values: 0 },
+        Opt { name: "PEEK", values: 0 },
+        Opt { name: "RESERVE", values: 0 },
     ];
     let (limit, window, cost, [ms, peek, reserve]) =
         limit_and(args, "ratelimit.slide", spec, "COST, MS, PEEK or RESERVE")?;
@@ -345,12 +381,13 @@ fn reserved(flag: Option<&[u8]>, amount: i64, name: &'static str) -> Result<bool
 
 /// `key reservation used`, after the command name.
 pub fn parse_settle<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<SettleArgs<'a>, ArgError> {
-    let mut args = args.into_iter();
-    let (Some(_key), Some(reservation), Some(used), None) = (args.next(), args.next(), args.next(), args.next()) else {
+    let args: Vec<&[u8]> = args.into_iter().collect();
+    let [.., reservation, used] = args[..] else { return Err(ArgError::Arity("ratelimit.settle")) };
+    if args.len() < 3 {
         return Err(ArgError::Arity("ratelimit.settle"));
-    };
+    }
     let used = parse_i64(used).filter(|&u| u >= 0).ok_or(ArgError::Negative("used"))?;
-    Ok(SettleArgs { reservation, used })
+    Ok(SettleArgs { keys: args.len() - 2, reservation, used })
 }
 
 /// The values of options after COST (a flag's is its name).
@@ -389,7 +426,7 @@ pub fn parse_peek<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<PeekAr
         return Err(ArgError::Arity("ratelimit.peek"));
     };
     let limit = positive(limit, "limit")?;
-    let [cost] = options(args, [Opt { name: "COST", valued: true }], "COST")?;
+    let [cost] = options(args, [Opt { name: "COST", values: 1 }], "COST")?;
     let cost = cost.map_or(Ok(1), |c| positive(c, "COST"))?;
     Ok(PeekArgs { limit, cost })
 }
@@ -416,13 +453,17 @@ pub fn parse_hitall<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitA
         pairs.push((positive(limit, "limit")?, window));
     }
     let spec = [
-        Opt { name: "COST", valued: true },
-        Opt { name: "MS", valued: false },
-        Opt { name: "SLIDE", valued: false },
-        Opt { name: "ALIGN", valued: false },
-        Opt { name: "TZ", valued: true },
+        Opt { name: "COST", values: 1 },
+        Opt { name: "MS", values: 0 },
+        Opt { name: "SLIDE", values: 0 },
+        Opt { name: "ALIGN", values: 0 },
+        Opt { name: "TZ", values: 1 },
+        Opt { name: "TOKENS", values: 2 },
+        Opt { name: "TOKENS", values: SECOND },
+        Opt { name: "RESERVE", values: 0 },
     ];
-    let [cost, ms, slide, align, tz] = options(args, spec, "COST, MS, SLIDE, ALIGN or TZ")?;
+    let [cost, ms, slide, align, tz, tokens, token_keys, reserve] =
+        options(args, spec, "COST, MS, SLIDE, ALIGN, TZ, TOKENS or RESERVE")?;
     let cost = cost.map_or(Ok(1), |c| positive(c, "COST"))?;
     if slide.is_some() && align.is_some() {
         return Err(ArgError::Exclusive("SLIDE", "ALIGN"));
@@ -436,7 +477,18 @@ pub fn parse_hitall<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitA
         return Err(ArgError::Exclusive("SLIDE", "a calendar window"));
     }
     let zone = zone(tz, &windows)?;
-    Ok(HitAllArgs { keys, limits, cost, zone, slide: slide.is_some() })
+    let tokens = match (tokens, token_keys) {
+        (Some(amount), Some(count)) => {
+            let amount = positive(amount, "TOKENS")?;
+            let count = parse_i64(count).filter(|&n| (1..=keys.len() as i64).contains(&n));
+            Some(Tokens { amount, keys: count.ok_or(ArgError::TokenKeys)? as usize })
+        }
+        _ => None,
+    };
+    if reserve.is_some() && tokens.is_none() {
+        return Err(ArgError::ReserveNeeds("TOKENS"));
+    }
+    Ok(HitAllArgs { keys, limits, cost, zone, slide: slide.is_some(), tokens, reserve: reserve.is_some() })
 }
 
 fn at_least(bytes: &[u8], name: &'static str, min: i64) -> Result<i64, ArgError> {
@@ -471,7 +523,7 @@ pub fn parse_gcra<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<GcraAr
     let max_burst = parse_i64(max_burst).filter(|&b| b >= 0).ok_or(ArgError::OutOfRange("max_burst", 0))?;
     let per_period = at_least(per_period, "tokens_per_period", 1)?;
     let period_ns = period_ns(period)?;
-    let spec = [Opt { name: "TOKENS", valued: true }, Opt { name: "RESERVE", valued: false }];
+    let spec = [Opt { name: "TOKENS", values: 1 }, Opt { name: "RESERVE", values: 0 }];
     let [tokens, reserve] = options(args, spec, "TOKENS or RESERVE").map_err(|e| match e {
         ArgError::MissingValue(name) => ArgError::Missing(name),
         e => e,
@@ -537,7 +589,7 @@ pub fn parse_audit<'a>(
     let Some(prefix) = args.next() else {
         return Err(ArgError::Arity("ratelimit.audit"));
     };
-    let [limit] = options(args, [Opt { name: "LIMIT", valued: true }], "LIMIT")?;
+    let [limit] = options(args, [Opt { name: "LIMIT", values: 1 }], "LIMIT")?;
     Ok(WalkArgs { prefix, names: names_limit(limit, default_names)?, repair_window_ms: None })
 }
 
@@ -550,7 +602,7 @@ pub fn parse_repair<'a>(
     let (Some(prefix), Some(window)) = (args.next(), args.next()) else {
         return Err(ArgError::Arity("ratelimit.repair"));
     };
-    let spec = [Opt { name: "MS", valued: false }, Opt { name: "LIMIT", valued: true }];
+    let spec = [Opt { name: "MS", values: 0 }, Opt { name: "LIMIT", values: 1 }];
     let [ms, limit] = options(args, spec, "MS or LIMIT")?;
     let window_ms = window_ms(window, ms.is_some())?;
     Ok(WalkArgs { prefix, names: names_limit(limit, default_names)?, repair_window_ms: Some(window_ms) })
@@ -559,11 +611,11 @@ pub fn parse_repair<'a>(
 /// `[DENIED | ADMITTED | SHADOWED] [COUNT n] [RESET]`, after the command name.
 pub fn parse_top<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<TopArgs, ArgError> {
     let spec = [
-        Opt { name: "DENIED", valued: false },
-        Opt { name: "ADMITTED", valued: false },
-        Opt { name: "SHADOWED", valued: false },
-        Opt { name: "COUNT", valued: true },
-        Opt { name: "RESET", valued: false },
+        Opt { name: "DENIED", values: 0 },
+        Opt { name: "ADMITTED", values: 0 },
+        Opt { name: "SHADOWED", values: 0 },
+        Opt { name: "COUNT", values: 1 },
+        Opt { name: "RESET", values: 0 },
     ];
     let [denied, admitted, shadowed, count, reset] =
         options(args.into_iter(), spec, "DENIED, ADMITTED, SHADOWED, COUNT or RESET")?;
@@ -677,12 +729,16 @@ mod tests {
             Ok(HitArgs { limit: 10, cost: 3, window: Window::Rolling(60_000), zone: Zone::Offset(0), reserve: true })
         );
         assert!(!parse_hit(words("k 10 60")).unwrap().reserve);
-        assert_eq!(parse_settle(words("k h:x 5")), Ok(SettleArgs { reservation: b"h:x", used: 5 }));
+        assert_eq!(parse_settle(words("k h:x 5")), Ok(SettleArgs { keys: 1, reservation: b"h:x", used: 5 }));
+        assert_eq!(
+            parse_settle(words("a b c h:x,h:y 5")),
+            Ok(SettleArgs { keys: 3, reservation: b"h:x,h:y", used: 5 })
+        );
         assert_eq!(parse_settle(words("k r 0")).map(|a| a.used), Ok(0));
-        for line in ["k r -1", "k r x", "k r 1.5", "k r +1"] {
+        for line in ["k r -1", "k r x", "k r 1.5", "k r +1", "k r 1 -2"] {
             assert_eq!(parse_settle(words(line)), Err(ArgError::Negative("used")), "{line}");
         }
-        for line in ["k r", "k", "k r 1 2"] {
+        for line in ["k r", "k", ""] {
             assert_eq!(parse_settle(words(line)), Err(ArgError::Arity("ratelimit.settle")), "{line}");
         }
         let gcra = |line| parse_gcra(words(line));
@@ -834,10 +890,30 @@ mod tests {
         assert_eq!(parse_hitall(words("1 a 1 0")), Err(ArgError::NotPositive("window")));
         assert_eq!(
             parse_hitall(words("1 a 1 1 LIMIT 1")),
-            Err(ArgError::UnknownOption("COST, MS, SLIDE, ALIGN or TZ"))
+            Err(ArgError::UnknownOption("COST, MS, SLIDE, ALIGN, TZ, TOKENS or RESERVE"))
         );
         assert!(!one.slide);
         assert!(parse_hitall(words("1 a 5 60 slide")).unwrap().slide);
+        // TOKENS on the last keys, RESERVE with them only.
+        let tokens = parse_hitall(words("3 r t d 2 60 100 60 500 day TOKENS 40 2 RESERVE")).unwrap();
+        assert_eq!(
+            (tokens.tokens, tokens.reserve, tokens.first_token_key()),
+            (Some(Tokens { amount: 40, keys: 2 }), true, 1)
+        );
+        assert_eq!(tokens.at(0).unwrap().iter().map(|l| l.cost).collect::<Vec<_>>(), [1, 40, 40]);
+        let costly = parse_hitall(words("2 r t 2 60 100 60 cost 3 tokens 40 1")).unwrap();
+        assert_eq!(costly.at(0).unwrap().iter().map(|l| l.cost).collect::<Vec<_>>(), [3, 40]);
+        assert!(!costly.reserve);
+        for (line, error) in [
+            ("1 a 5 60 TOKENS 0 1", ArgError::NotPositive("TOKENS")),
+            ("1 a 5 60 TOKENS 5 2", ArgError::TokenKeys),
+            ("1 a 5 60 TOKENS 5 0", ArgError::TokenKeys),
+            ("1 a 5 60 TOKENS 5 -1", ArgError::TokenKeys),
+            ("1 a 5 60 TOKENS 5", ArgError::MissingValue("TOKENS")),
+            ("1 a 5 60 RESERVE", ArgError::ReserveNeeds("TOKENS")),
+        ] {
+            assert_eq!(parse_hitall(words(line)), Err(error), "{line}");
+        }
         assert_eq!(parse_hitall(words("1 a 5 60 SLIDE SLIDE")), Err(ArgError::Repeated("SLIDE")));
         assert_eq!(parse_hitall(words("1 a 1 9223372036854775")), Err(ArgError::TooLarge("window")));
     }

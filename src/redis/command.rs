@@ -65,6 +65,8 @@ pub enum Keys {
     /// A key count at position 1 and that many keys after it (the command answers Redis 7.0's
     /// key-positions requests itself: flag `getkeys-api`).
     Counted(u64),
+    /// Every argument from position 1 on but the last two.
+    AllButLastTwo(u64),
 }
 
 /// A command: one row of the table.
@@ -139,6 +141,14 @@ fn key_specs(keys: &Keys) -> Vec<RedisModuleCommandKeySpec> {
                 range: RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 { lastkey: 0, keystep: 1, limit: 0 },
             },
         )],
+        Keys::AllButLastTwo(flags) => vec![spec(
+            flags,
+            1,
+            FK_RANGE,
+            RedisModuleCommandKeySpec__bindgen_ty_2 {
+                range: RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 { lastkey: -3, keystep: 1, limit: 0 },
+            },
+        )],
         Keys::Counted(flags) => vec![spec(
             flags,
             1,
@@ -175,6 +185,7 @@ pub fn add_acl_category(ctx: &Ctx) -> bool {
 pub fn register(ctx: &Ctx, command: &Command, own_category: bool) -> Result<(), String> {
     let (first, last, step) = match command.keys {
         Keys::At(pos, _) => (pos, pos, 1),
+        Keys::AllButLastTwo(_) => (1, -3, 1),
         Keys::None | Keys::Counted(_) => (0, 0, 0),
     };
     let name = command.name.as_ptr();

@@ -2,7 +2,7 @@
 
 use redis::{Connection, ConnectionLike, RedisResult, Value};
 
-use crate::library::limiter;
+use crate::library::{library, limiter};
 
 /// `RATELIMIT.HIT key <args...>`, reply as `[allowed, count, remaining, reset_ms]`.
 pub fn hit(con: &mut impl ConnectionLike, key: &str, args: &[&str]) -> RedisResult<Vec<i64>> {
@@ -35,6 +35,21 @@ pub fn reserve(
 /// `RATELIMIT.SETTLE key reservation used`, reply as the reserving command's with `applied` last.
 pub fn settle(con: &mut impl ConnectionLike, key: &str, reservation: &str, used: i64) -> RedisResult<Vec<i64>> {
     limiter("RATELIMIT.SETTLE").arg(key).arg(reservation).arg(used).query(con)
+}
+
+/// `RATELIMIT.SETTLE key [key ...] reservation used` for several keys (a HITALL's token keys):
+/// one reply per key.
+pub fn settle_all(
+    con: &mut impl ConnectionLike,
+    keys: &[&str],
+    reservation: &str,
+    used: i64,
+) -> RedisResult<Vec<Vec<i64>>> {
+    let mut cmd = if library() { redis::cmd("FCALL") } else { redis::cmd("RATELIMIT.SETTLE") };
+    if library() {
+        cmd.arg("ratelimit_settle").arg(keys.len());
+    }
+    cmd.arg(keys).arg(reservation).arg(used).query(con)
 }
 
 /// The error text of a command that must fail.

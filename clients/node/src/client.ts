@@ -7,7 +7,7 @@ import * as commands from './commands.js';
 import { libraryArgs, moduleArgs, type Call } from './commands.js';
 import { LibraryNotLoaded, NotReplicatedError, PermitUnavailable, RateLimitError } from './errors.js';
 import { LIBRARY_SOURCE } from './library.js';
-import { Acquisition, type Reservation, type Settlement } from './results.js';
+import { Acquisition, MultiReservation, type Reservation, type Settlement } from './results.js';
 import { slotOf } from './slot.js';
 
 export type Backend = 'module' | 'library';
@@ -52,8 +52,8 @@ export interface Permit {
 /** What `settling` hands its function: set `used` to what the work used. */
 export interface Settling {
   used: number | undefined;
-  /** SETTLE's answer, once sent. */
-  settlement: Settlement | null;
+  /** SETTLE's answer, once sent (one per token key for a `reserveAll` reservation). */
+  settlement: Settlement | Settlement[] | null;
 }
 
 /** A permit held by `hold`, until `end()`. */
@@ -108,7 +108,13 @@ export class RateLimiter {
   readonly reserveHit = this.#sent(commands.reserveHit);
   readonly reserveSlide = this.#sent(commands.reserveSlide);
   readonly reserveGcra = this.#sent(commands.reserveGcra);
-  readonly settle = this.#sent(commands.settle);
+  readonly reserveAll = this.#sent(commands.reserveAll);
+  /** RATELIMIT.SETTLE (see `commands.settle`): on one key, or on a `reserveAll`'s token keys. */
+  settle(key: string, reservation: string, used: number): Promise<Settlement>;
+  settle(keys: readonly string[], reservation: string, used: number): Promise<Settlement[]>;
+  async settle(key: string | readonly string[], reservation: string, used: number): Promise<Settlement | Settlement[]> {
+    return typeof key === 'string' ? this.run(commands.settle(key, reservation, used)) : this.run(commands.settle(key, reservation, used));
+  }
   readonly acquire = this.#sent(commands.acquire);
   readonly release = this.#sent(commands.release);
   readonly renew = this.#sent(commands.renew);
@@ -198,11 +204,14 @@ export class RateLimiter {
    * throws: `await rl.settling(r, async (s) => { ...; s.used = tokens; })`. Nothing is sent for a
    * denied reservation, or when `used` was left unset (the estimate stays counted). A failed
    * settle is thrown, unless `fn` threw: its error is the one that reaches you. */
-  async settling<T>(reservation: Reservation, fn: (settling: Settling) => Promise<T> | T): Promise<T> {
+  async settling<T>(reservation: Reservation | MultiReservation, fn: (settling: Settling) => Promise<T> | T): Promise<T> {
     const settling: Settling = { used: undefined, settlement: null };
     const settle = async () => {
       if (reservation.token !== null && settling.used !== undefined) {
-        settling.settlement = await this.settle(reservation.key, reservation.token, settling.used);
+        settling.settlement =
+          reservation instanceof MultiReservation
+            ? await this.settle(reservation.keys, reservation.token, settling.used)
+            : await this.settle(reservation.key, reservation.token, settling.used);
       }
     };
     let result: T;

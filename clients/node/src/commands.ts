@@ -8,7 +8,7 @@
 // `params` lists them: test/command-docs.test.ts holds them to the module's COMMAND DOCS.
 
 import { RateLimitError } from './errors.js';
-import { Acquisition, Decision, MultiDecision, Reservation, type Settlement, type TopEntry } from './results.js';
+import { Acquisition, Decision, MultiDecision, MultiReservation, Reservation, type Settlement, type TopEntry } from './results.js';
 
 export type Arg = string | number;
 
@@ -269,15 +269,19 @@ export interface HitAllOptions {
   align?: boolean;
   /** The calendar windows' time zone (default UTC). */
   tz?: string;
+  /** What the last `tokenKeys` limits count instead of `cost`: a request's tokens. */
+  tokens?: number;
+  /** How many of the last limits count `tokens` (default 1). */
+  tokenKeys?: number;
 }
 
-const HITALL = ['cost', 'slide', 'align', 'tz'] as const;
+const HITALL = ['cost', 'slide', 'align', 'tz', 'tokens', 'tokenKeys'] as const;
 
 /** RATELIMIT.HITALL: one hit against several limits, all or nothing; each limit names its key. */
 export const hitAll = define(
   ['key', 'limit', 'windowMs', 'calendar', ...HITALL],
   (limits: readonly KeyedLimit[], o?: HitAllOptions): Call<MultiDecision> => {
-    const { cost, slide: slides, align, tz } = options(o, HITALL, 'hitAll');
+    const { cost, slide: slides, align, tz, tokens, tokenKeys = 1 } = options(o, HITALL, 'hitAll');
     const given: unknown = limits;
     if (!Array.isArray(given) || limits.length === 0) throw new RateLimitError('hitAll needs one or more {key, limit, windowMs}');
     const checked = limits.map((l) => {
@@ -304,7 +308,15 @@ export const hitAll = define(
       ...(slides === true ? ['SLIDE'] : []),
       ...laidOnClock(calendar, align, tz),
     ];
-    const charged = cost ?? 1;
+    const charged = checked.map(() => cost ?? 1);
+    if (tokens !== undefined) {
+      const amount = integer(tokens, 'TOKENS');
+      if (!Number.isSafeInteger(tokenKeys) || tokenKeys < 1 || tokenKeys > checked.length) {
+        throw new RateLimitError("TOKENS' key count must be between 1 and numkeys");
+      }
+      charged.fill(amount, checked.length - tokenKeys);
+      args.push('TOKENS', amount, tokenKeys);
+    }
     const parse = (reply: unknown): MultiDecision => {
       const [allowed, ...rows] = row(reply, checked.length + 1);
       const decisions = checked.map(({ limit, windowMs }, i) => {
@@ -312,8 +324,9 @@ export const hitAll = define(
         // SLIDE's rows: [count, remaining, retry_after_ms, reset_ms], retry_after_ms -1 where that limit admits.
         if (slides === true) return sliding(limit, windowMs)([(numbers[2] ?? 0) < 0 ? 1 : 0, ...numbers]);
         const [count = 0] = numbers;
-        const fits = int(allowed) === 1 || count + charged <= limit;
-        return fixed(limit, windowMs, charged)([fits ? 1 : 0, ...numbers]);
+        const spent = charged[i] ?? 1;
+        const fits = int(allowed) === 1 || count + spent <= limit;
+        return fixed(limit, windowMs, spent)([fits ? 1 : 0, ...numbers]);
       });
       return new MultiDecision(int(allowed) === 1, decisions);
     };
@@ -369,12 +382,19 @@ export interface ReserveWindowOptions extends WindowOptions {
   cost: number;
 }
 
-/** RESERVE's window: one from the first hit (its overage may start one at SETTLE). */
+/** HIT's window with RESERVE: as `hit` takes it; one laid on the clock (`align`, a calendar one)
+ * goes in the reservation, so that an overage settled after it ended counts in the next. */
+export type ReserveHitOptions = FixedWindowOptions & {
+  /** The estimate, decided and counted now (>= 1). */
+  cost: number;
+};
+
+/** SLIDE's window with RESERVE. */
 const RESERVE_WINDOW = ['limit', 'windowMs', 'cost'] as const;
 
 /** RATELIMIT.HIT with RESERVE: `cost` (the estimate) decided and counted as by `hit`, and a
  * reservation to settle with what was used. */
-export const reserveHit = define(['key', ...RESERVE_WINDOW], (key: string, o: ReserveWindowOptions): Call<Reservation> =>
+export const reserveHit = define(['key', ...HIT], (key: string, o: ReserveHitOptions): Call<Reservation> =>
   reserving(hit(key, { ...o, cost: reserved(o.cost, 'COST') }), o.cost),
 );
 
@@ -392,23 +412,73 @@ export const reserveGcra = define(['key', ...GCRA], (key: string, o: ReserveGcra
   reserving(gcra(key, { ...o, tokens: reserved(o.tokens, 'TOKENS') }), o.tokens),
 );
 
+export interface ReserveAllOptions extends HitAllOptions {
+  /** The request's estimate, counted on the last `tokenKeys` limits and reserved there (>= 1). */
+  tokens: number;
+}
+
+/** RATELIMIT.HITALL with TOKENS and RESERVE: a request's limits decided together (the last
+ * `tokenKeys` count `tokens`, its estimate; the others `cost`), and one reservation of those token
+ * keys, settled with the tokens used on all of them: `settle(r.keys, r.token, used)`. */
+export const reserveAll = define(
+  ['key', 'limit', 'windowMs', 'calendar', ...HITALL],
+  (limits: readonly KeyedLimit[], o: ReserveAllOptions): Call<MultiReservation> => {
+    const call = hitAll(limits, o);
+    const keys = call.keys.slice(call.keys.length - (o.tokenKeys ?? 1));
+    const parse = (reply: unknown): MultiReservation => {
+      const items = Array.isArray(reply) ? (reply as unknown[]) : [];
+      return new MultiReservation(keys, call.parse(items.slice(0, -1)), optionalText(items.at(-1)), o.tokens);
+    };
+    return { ...call, args: [...call.args, 'RESERVE'], parse };
+  },
+);
+
+/** How SETTLE's reply for one reservation entry reads, by its kind (the server checks it). */
+function settled(entry: string): (reply: unknown) => Settlement {
+  const [kind = '', ...fields] = entry.split(':');
+  const numbers = fields.slice(0, kind === 'g' ? 3 : 4);
+  const known = numbers.length === (kind === 'g' ? 3 : 4) && numbers.every((f) => /^\d+$/.test(f));
+  const [limit = 0, windowMs = 0] = numbers.map(Number);
+  const decision = !known
+    ? bucket(null)
+    : kind === 'h' || kind === 'a'
+      ? fixed(limit, windowMs, 1)
+      : kind === 'c'
+        ? fixed(limit, null, 1)
+        : kind === 's'
+          ? sliding(limit, windowMs)
+          : bucket(null);
+  return (reply) => {
+    const items = Array.isArray(reply) ? (reply as unknown[]) : [];
+    return { decision: decision(items.slice(0, -1)), applied: int(items.at(-1)) };
+  };
+}
+
 /** RATELIMIT.SETTLE: the reservation made on `key` settled with `used`: the unused part back to
  * the window it was counted in while that still counts, more than reserved charged to the
- * current one. Not idempotent: settle each reservation once. */
-export const settle = define(['key', 'reservation', 'used'], (key: string, reservation: string, used: number): Call<Settlement> => {
+ * current one. Not idempotent: settle each reservation once. A `reserveAll` reservation is
+ * settled on its token keys (an array), one Settlement each. */
+export const settle = define(['key', 'reservation', 'used'], settleOn) as unknown as {
+  (key: string, reservation: string, used: number): Call<Settlement>;
+  (keys: readonly string[], reservation: string, used: number): Call<Settlement[]>;
+  readonly params: readonly string[];
+};
+
+function settleOn(key: string | readonly string[], reservation: string, used: number): Call<Settlement | Settlement[]> {
   text(reservation, 'reservation');
   integer(used, 'used', 0);
+  const keys = typeof key === 'string' ? [text(key, 'key')] : key.map((k) => text(k, 'key'));
+  if (keys.length === 0) throw new RateLimitError('settle needs a key');
+  if (new Set(keys).size !== keys.length) throw new RateLimitError('each key may be given only once');
   // Read only to shape the reply: the server checks the reservation.
-  const [kind, ...fields] = reservation.split(':');
-  const known = fields.length === (kind === 'g' ? 4 : 5) && fields.slice(0, -1).every((f) => /^\d+$/.test(f));
-  const [limit = 0, windowMs = 0] = fields.map(Number);
-  const decision = known && kind === 'h' ? fixed(limit, windowMs, 1) : known && kind === 's' ? sliding(limit, windowMs) : bucket(null);
-  const parse = (reply: unknown): Settlement => {
-    const numbers = Array.isArray(reply) ? (reply as unknown[]) : [];
-    return { decision: decision(numbers.slice(0, -1)), applied: int(numbers.at(-1)) };
-  };
-  return { command: 'RATELIMIT.SETTLE', fn: 'ratelimit_settle', keys: [text(key, 'key')], args: [reservation, used], parse };
-});
+  const parses = reservation.split(',').map(settled);
+  const [one = settled('')] = parses;
+  const parse =
+    typeof key === 'string'
+      ? one
+      : (reply: unknown): Settlement[] => (Array.isArray(reply) ? (reply as unknown[]) : []).map((r, i) => (parses[i] ?? one)(r));
+  return { command: 'RATELIMIT.SETTLE', fn: 'ratelimit_settle', keys, args: [reservation, used], parse };
+}
 
 export interface AcquireOptions {
   /** At most this many permits in flight. */

@@ -11,7 +11,9 @@ export type {
   FixedWindowOptions,
   PeekOptions,
   RefundOptions,
+  ReserveAllOptions,
   ReserveGcraOptions,
+  ReserveHitOptions,
   ReserveWindowOptions,
   SlideOptions,
   TopOptions,
@@ -21,6 +23,6 @@ export type { Client, Connection, SendCommand, SendCommandCluster } from './adap
 export { fastifyStore, RedisStore, type ClientRateLimitInfo, type FastifyStoreOptions, type RedisStoreOptions } from './stores.js';
 export { LibraryNotLoaded, NotReplicatedError, PermitUnavailable, RateLimitError } from './errors.js';
 export { LIBRARY_SOURCE } from './library.js';
-export { Acquisition, combinedHeaders, Decision, MultiDecision, Reservation, type Settlement, type TopEntry } from './results.js';
+export { Acquisition, combinedHeaders, Decision, MultiDecision, MultiReservation, Reservation, type Settlement, type TopEntry } from './results.js';
 export { rateLimitMiddleware, rateLimitPlugin } from './middlewares.js';
 export { clientAddress, header, Rules, type KeyFunction, type LimitedRequest, type Limiter, type MiddlewareOptions, type Rule, type Verdict } from './rules.js';

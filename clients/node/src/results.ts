@@ -99,17 +99,9 @@ export function combinedHeaders(
   return headers;
 }
 
-/** HIT's, SLIDE's or GCRA's answer with RESERVE: the decision, and the reservation to settle with
- * what was used (null when denied). */
-export class Reservation {
-  constructor(
-    readonly key: string,
-    readonly decision: Decision,
-    /** The reservation as the server made it: opaque, valid for `key` only, settled once. */
-    readonly token: string | null,
-    /** What was reserved: the call's cost, or its tokens. */
-    readonly amount: number,
-  ) {}
+/** A reservation's answer read off its decision. */
+abstract class Decided {
+  abstract readonly decision: Decision | MultiDecision;
 
   get allowed(): boolean {
     return this.decision.allowed;
@@ -117,6 +109,37 @@ export class Reservation {
 
   get retryAfterMs(): number | null {
     return this.decision.retryAfterMs;
+  }
+}
+
+/** HIT's, SLIDE's or GCRA's answer with RESERVE: the decision, and the reservation to settle with
+ * what was used (null when denied). */
+export class Reservation extends Decided {
+  constructor(
+    readonly key: string,
+    readonly decision: Decision,
+    /** The reservation as the server made it: opaque, valid for `key` only, settled once. */
+    readonly token: string | null,
+    /** What was reserved: the call's cost, or its tokens. */
+    readonly amount: number,
+  ) {
+    super();
+  }
+}
+
+/** HITALL's answer with TOKENS and RESERVE: the decision on every limit, all or nothing, and one
+ * reservation of the token keys to settle with what was used (null when denied). */
+export class MultiReservation extends Decided {
+  constructor(
+    /** The token keys, in order: what the reservation is settled on. */
+    readonly keys: readonly string[],
+    readonly decision: MultiDecision,
+    /** The reservation as the server made it: opaque, valid for `keys` only, settled once. */
+    readonly token: string | null,
+    /** The tokens reserved on each token key. */
+    readonly amount: number,
+  ) {
+    super();
   }
 }
 

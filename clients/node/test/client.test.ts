@@ -128,6 +128,34 @@ for (const kind of KINDS) {
           assert.match(bucket.token ?? '', /^g:/);
         });
 
+        test('requests and tokens are reserved together and settled on every token limit', async () => {
+          const id = fresh('llm');
+          const limits = [
+            { key: `{${id}}:rpm`, limit: 2, windowMs: 60_000 },
+            { key: `{${id}}:tpm`, limit: 10_000, windowMs: 60_000 },
+            { key: `{${id}}:tpd`, limit: 20_000, calendar: 'day' as const },
+          ];
+          const r = await rl.reserveAll(limits, { tokens: 4_000, tokenKeys: 2 });
+          assert.ok(r.allowed);
+          assert.deepEqual(r.keys, [`{${id}}:tpm`, `{${id}}:tpd`]);
+          assert.deepEqual(r.decision.decisions.map((d) => d.count), [1, 4_000, 4_000]);
+          assert.match(r.token ?? '', /^h:10000:60000:\d+:4000:[0-9a-f]{8},c:20000:0:\d+:4000:[0-9a-f]{8}$/);
+          await rl.settling(r, (s) => {
+            s.used = 1_000;
+          });
+          assert.deepEqual(await raw.mGet(limits.map((l) => l.key)), ['1', '1000', '1000']);
+          const again = await rl.reserveAll(limits, { tokens: 4_000, tokenKeys: 2 });
+          const settled = await rl.settle(again.keys, again.token ?? '', 5_000);
+          assert.deepEqual(settled.map((s) => [s.applied, s.decision.count, s.decision.limit]), [[1_000, 6_000, 10_000], [1_000, 6_000, 20_000]]);
+          const denied = await rl.reserveAll(limits, { tokens: 1, tokenKeys: 2 });
+          assert.ok(!denied.allowed && denied.token === null && (denied.retryAfterMs ?? 0) > 0);
+          const month = await rl.reserveHit(fresh('month'), { limit: 1_000_000, calendar: 'month', tz: '+05:30', cost: 4_000 });
+          assert.match(month.token ?? '', /^c:1000000:2:\d+:4000:[0-9a-f]{8}:\+05:30$/);
+          assert.throws(() => commands.reserveAll(limits, { tokens: 5, tokenKeys: 4 }), new RateLimitError("TOKENS' key count must be between 1 and numkeys"));
+          assert.throws(() => commands.hitAll(limits, { tokens: 0 }), new RateLimitError('TOKENS must be an integer >= 1'));
+          assert.throws(() => commands.settle(['a', 'a'], 'x', 1), new RateLimitError('each key may be given only once'));
+        });
+
         test('settling settles once with what was used, also when the work throws', async () => {
           const terms = { limit: 10_000, windowMs: 60_000, cost: 4_000 };
           const key = fresh('settling');

@@ -16,7 +16,7 @@ const RENAMED: Record<string, Record<string, string>> = {
   'ratelimit.gcra': { count: 'tokens' },
   'ratelimit.top': { denied: 'view', admitted: 'view', shadowed: 'view' },
   'ratelimit.hit': { zone: 'tz' },
-  'ratelimit.hitall': { zone: 'tz' },
+  'ratelimit.hitall': { zone: 'tz', numtokenkeys: 'tokenKeys' },
 };
 const DURATIONS = new Set(['window', 'lease', 'period']);
 // A fixed window is taken as windowMs or as a calendar unit.
@@ -33,7 +33,21 @@ const CASES: [string, string, Builder, string[], () => { command: string; args: 
     'hitAll',
     commands.hitAll,
     [],
-    () => commands.hitAll([{ key: 'a', limit: 1, windowMs: 2_000 }, { key: 'b', limit: 2, calendar: 'day' }], { cost: 2, align: true, tz: 'Europe/Paris' }),
+    () =>
+      commands.hitAll([{ key: 'a', limit: 1, windowMs: 2_000 }, { key: 'b', limit: 2, calendar: 'day' }], {
+        cost: 2,
+        align: true,
+        tz: 'Europe/Paris',
+        tokens: 40,
+        tokenKeys: 1,
+      }),
+  ],
+  [
+    'ratelimit.hitall',
+    'reserveAll',
+    commands.reserveAll,
+    [],
+    () => commands.reserveAll([{ key: 'a', limit: 1, windowMs: 2_000 }, { key: 'b', limit: 2, calendar: 'day' }], { cost: 2, align: true, tz: '+01:00', tokens: 40 }),
   ],
   ['ratelimit.gcra', 'gcra', commands.gcra, [], () => commands.gcra('k', { maxBurst: 1, tokensPerPeriod: 2, periodMs: 500, tokens: 2 })],
   ['ratelimit.settle', 'settle', commands.settle, [], () => commands.settle('k', 'h:1:1:1:1:01234567', 3)],
@@ -41,7 +55,7 @@ const CASES: [string, string, Builder, string[], () => { command: string; args: 
   ['ratelimit.release', 'release', commands.release, [], () => commands.release('k', 'i')],
   ['ratelimit.renew', 'renew', commands.renew, [], () => commands.renew('k', 'i', 1_500)],
   ['ratelimit.top', 'top', commands.top, [], () => commands.top({ view: 'admitted', count: 3, reset: true })],
-  ['ratelimit.hit', 'reserveHit', commands.reserveHit, ['align', 'zone'], () => commands.reserveHit('k', { limit: 5, windowMs: 1_500, cost: 2 })],
+  ['ratelimit.hit', 'reserveHit', commands.reserveHit, [], () => commands.reserveHit('k', { limit: 5, calendar: 'month', cost: 2, align: true, tz: '+05:30' })],
   ['ratelimit.slide', 'reserveSlide', commands.reserveSlide, ['peek'], () => commands.reserveSlide('k', { limit: 5, windowMs: 1_500, cost: 2 })],
   ['ratelimit.gcra', 'reserveGcra', commands.reserveGcra, [], () => commands.reserveGcra('k', { maxBurst: 1, tokensPerPeriod: 2, periodMs: 500, tokens: 2 })],
 ];

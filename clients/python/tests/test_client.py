@@ -160,6 +160,48 @@ def test_reserve_then_settle_gives_back_or_charges(rl: RateLimiter) -> None:
         rl.settle("tpm", "made up", 1)
 
 
+def test_requests_and_tokens_reserved_together_and_settled_on_every_token_limit(rl: RateLimiter) -> None:
+    keys = ["{u}:rpm", "{u}:tpm", "{u}:tpd"]
+    limits = [(2, 60), (10_000, 60), (20_000, "day")]
+    r = rl.reserve_all(keys, limits, tokens=4_000, token_keys=2)
+    assert r.allowed and r.keys == ("{u}:tpm", "{u}:tpd") and r.amount == 4_000
+    assert [d.count for d in r.decision.decisions] == [1, 4_000, 4_000]
+    assert r.token and r.token.startswith("h:10000:60000:") and ",c:20000:0:" in r.token
+    with rl.settling(r) as s:
+        s.used = 1_000
+    assert isinstance(s.settlement, tuple)
+    assert [(x.applied, x.decision.count) for x in s.settlement] == [(-3_000, 1_000), (-3_000, 1_000)]
+    assert s.settlement[0].decision.limit == 10_000 and s.settlement[1].decision.limit == 20_000
+    # Settled by hand the same way, on the token keys; the request limit then refuses.
+    again = rl.reserve_all(keys, limits, tokens=4_000, token_keys=2)
+    assert [x.applied for x in rl.settle(list(again.keys), again.token or "", 5_000)] == [1_000, 1_000]
+    denied = rl.reserve_all(keys, limits, tokens=1, token_keys=2)
+    assert (denied.allowed, denied.token) == (False, None) and denied.retry_after
+    # Counted without reserving; costs per key shape each limit's own answer.
+    plain = rl.hit_all(["{v}:r", "{v}:t"], [(5, 60), (100, 60)], tokens=30)
+    assert [(d.count, d.remaining) for d in plain.decisions] == [(1, 4), (30, 70)]
+    for bad, message in [
+        ({"tokens": 0}, "TOKENS must be an integer >= 1"),
+        ({"tokens": 5, "token_keys": 4}, "TOKENS' key count must be between 1 and numkeys"),
+        ({"tokens": 5, "token_keys": 0}, "TOKENS' key count must be between 1 and numkeys"),
+    ]:
+        with pytest.raises(RateLimitError, match=message):
+            rl.reserve_all(keys, limits, **bad)
+    with pytest.raises(RateLimitError, match="each key may be given only once"):
+        rl.settle(["{u}:tpm", "{u}:tpm"], r.token, 1)
+    assert rl.client.exists("{w}:r") == 0
+
+
+def test_a_monthly_budget_reserves_and_settles(rl: RateLimiter) -> None:
+    r = rl.reserve_hit("month", 1_000_000, "month", cost=4_000, tz="+05:30")
+    assert r.allowed and r.token and r.token.startswith("c:1000000:2:") and r.token.endswith(":+05:30")
+    settled = rl.settle("month", r.token, 1_500)
+    assert (settled.applied, settled.decision.count, settled.decision.limit) == (-2_500, 1_500, 1_000_000)
+    a = rl.reserve_hit("aligned", 100, 60, cost=10, align=True)
+    assert a.token and a.token.startswith("a:100:60000:")
+    assert rl.settle("aligned", a.token, 4).decision.count == 4
+
+
 def test_refund_and_negative_costs_give_back(rl: RateLimiter) -> None:
     rl.hit("h", 10, 60, cost=7)
     assert rl.refund("h", 3, limit=10, window=60).count == 4

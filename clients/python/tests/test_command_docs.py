@@ -26,14 +26,20 @@ VARIANTS: dict[str, tuple[str, Any, set[str], dict[str, Any]]] = {
     "reserve_hit": (
         "ratelimit.hit",
         commands.reserve_hit,
-        {"align", "zone"},
-        {"key": "k", "limit": 5, "window": 1.5, "cost": 2},
+        set(),
+        {"key": "k", "limit": 5, "window": "month", "cost": 2, "align": True, "tz": "+05:30"},
     ),
     "reserve_slide": (
         "ratelimit.slide",
         commands.reserve_slide,
         {"peek"},
         {"key": "k", "limit": 5, "window": 1.5, "cost": 2},
+    ),
+    "reserve_all": (
+        "ratelimit.hitall",
+        commands.reserve_all,
+        set(),
+        {"keys": ["a", "b"], "limits": [(1, 2), (2, "day")], "cost": 2, "align": True, "tz": "+01:00", "tokens": 40},
     ),
     "reserve_gcra": (
         "ratelimit.gcra",
@@ -54,8 +60,16 @@ BUILDERS: dict[str, tuple[Any, dict[str, str], dict[str, Any]]] = {
     "ratelimit.slide": (commands.slide, {}, {"key": "k", "limit": 5, "window": 1.5, "cost": 2, "peek": True}),
     "ratelimit.hitall": (
         commands.hit_all,
-        {"key": "keys", "limit": "limits", "window": "limits", "zone": "tz"},
-        {"keys": ["a", "b"], "limits": [(1, 2), (2, "day")], "cost": 2, "align": True, "tz": "Europe/Paris"},
+        {"key": "keys", "limit": "limits", "window": "limits", "zone": "tz", "numtokenkeys": "token_keys"},
+        {
+            "keys": ["a", "b"],
+            "limits": [(1, 2), (2, "day")],
+            "cost": 2,
+            "align": True,
+            "tz": "Europe/Paris",
+            "tokens": 40,
+            "token_keys": 1,
+        },
     ),
     "ratelimit.gcra": (
         commands.gcra,

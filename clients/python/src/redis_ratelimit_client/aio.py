@@ -15,7 +15,7 @@ from . import _backend, commands
 from ._backend import Backend
 from .commands import Call, Seconds
 from .permits import PermitBase
-from .results import Reservation
+from .results import MultiReservation, Reservation
 from .settling import SettlingBase
 
 P = ParamSpec("P")
@@ -65,6 +65,7 @@ class AsyncRateLimiter:
     reserve_hit = _sent(commands.reserve_hit)
     reserve_slide = _sent(commands.reserve_slide)
     reserve_gcra = _sent(commands.reserve_gcra)
+    reserve_all = _sent(commands.reserve_all)
     settle = _sent(commands.settle)
     acquire = _sent(commands.acquire)
     release = _sent(commands.release)
@@ -134,7 +135,7 @@ class AsyncRateLimiter:
                 pipe.execute_command(*command)
             return await pipe.execute(raise_on_error=False)  # type: ignore[no-any-return]
 
-    def settling(self, reservation: Reservation) -> AsyncSettling:
+    def settling(self, reservation: Reservation | MultiReservation) -> AsyncSettling:
         """Settles ``reservation`` when the ``async with`` block ends, with what the block set as
         ``used`` (see RateLimiter.settling)."""
         return AsyncSettling(self, reservation)
@@ -177,6 +178,7 @@ class AsyncPipeline:
     reserve_hit = _queued(commands.reserve_hit)
     reserve_slide = _queued(commands.reserve_slide)
     reserve_gcra = _queued(commands.reserve_gcra)
+    reserve_all = _queued(commands.reserve_all)
     settle = _queued(commands.settle)
     acquire = _queued(commands.acquire)
     release = _queued(commands.release)

@@ -14,7 +14,7 @@ from . import _backend, commands
 from ._backend import Backend
 from .commands import Call, Seconds
 from .permits import PermitBase
-from .results import Reservation
+from .results import MultiReservation, Reservation
 from .settling import SettlingBase
 
 P = ParamSpec("P")
@@ -71,6 +71,7 @@ class RateLimiter:
     reserve_hit = _sent(commands.reserve_hit)
     reserve_slide = _sent(commands.reserve_slide)
     reserve_gcra = _sent(commands.reserve_gcra)
+    reserve_all = _sent(commands.reserve_all)
     settle = _sent(commands.settle)
     acquire = _sent(commands.acquire)
     release = _sent(commands.release)
@@ -137,7 +138,7 @@ class RateLimiter:
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
-    def settling(self, reservation: Reservation) -> Settling:
+    def settling(self, reservation: Reservation | MultiReservation) -> Settling:
         """Settles ``reservation`` when the block ends, with what the block set as ``used``:
         ``with rl.settling(r) as s: ...; s.used = tokens``. Nothing is sent for a denied
         reservation, or when ``used`` was left unset (the estimate stays counted)."""
@@ -185,6 +186,7 @@ class Pipeline:
     reserve_hit = _queued(commands.reserve_hit)
     reserve_slide = _queued(commands.reserve_slide)
     reserve_gcra = _queued(commands.reserve_gcra)
+    reserve_all = _queued(commands.reserve_all)
     settle = _queued(commands.settle)
     acquire = _queued(commands.acquire)
     release = _queued(commands.release)

@@ -14,10 +14,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar, overload
 
 from .errors import RateLimitError
-from .results import Acquisition, Decision, MultiDecision, Reservation, Settlement, TopEntry
+from .results import Acquisition, Decision, MultiDecision, MultiReservation, Reservation, Settlement, TopEntry
 
 T = TypeVar("T")
 Seconds = int | float | timedelta
@@ -245,10 +245,13 @@ def hit_all(
     slide: bool = False,
     align: bool = False,
     tz: str | None = None,
+    tokens: int | None = None,
+    token_keys: int = 1,
 ) -> Call[MultiDecision]:
     """RATELIMIT.HITALL: one hit against several limits, all or nothing: ``keys[i]`` counts
     ``limits[i]`` (a ``(limit, window)`` pair); with ``slide``, sliding windows. ``align`` and
-    calendar windows in ``tz`` as ``hit``'s (not with ``slide``)."""
+    calendar windows in ``tz`` as ``hit``'s (not with ``slide``). With ``tokens``, the last
+    ``token_keys`` keys count that many (a request's tokens) and the others ``cost``."""
     keys = tuple(_key(k) for k in keys)
     pairs = list(limits)
     if not all(isinstance(pair, tuple | list) and len(pair) == 2 for pair in pairs):
@@ -274,18 +277,25 @@ def hit_all(
     args: list[Arg] = [x for (limit, _), w in zip(checked, windows, strict=True) for x in (limit, w)]
     args += [*_cost_args(cost), *(("MS",) if in_ms else ()), *(("SLIDE",) if slide else ())]
     args += _laid_on_clock(calendar, align, tz)
+    costs = [cost] * len(keys)
+    if tokens is not None:
+        tokens = _integer(tokens, "TOKENS")
+        if isinstance(token_keys, bool) or not isinstance(token_keys, int) or not 1 <= token_keys <= len(keys):
+            raise RateLimitError("TOKENS' key count must be between 1 and numkeys")
+        costs[len(keys) - token_keys :] = [tokens] * token_keys
+        args += ["TOKENS", tokens, token_keys]
     specs = [(limit, seconds) for limit, (_, _, seconds) in checked]
 
     def parse(reply: Any) -> MultiDecision:
         allowed, *rows = reply
         decisions = []
-        for (limit, window), row in zip(specs, rows, strict=True):
+        for (limit, window), spent, row in zip(specs, costs, rows, strict=True):
             if slide:
                 decision = _sliding(limit, window)([1 if row[2] < 0 else 0, *row])
             else:
                 count, remaining, reset_ms = row
-                fits = bool(allowed) or count + cost <= limit
-                decision = _fixed(limit, window, cost)([int(fits), count, remaining, reset_ms])
+                fits = bool(allowed) or count + spent <= limit
+                decision = _fixed(limit, window, spent)([int(fits), count, remaining, reset_ms])
             decisions.append(decision)
         return MultiDecision(bool(allowed), tuple(decisions))
 
@@ -330,10 +340,46 @@ def _reserving(call: Call[Decision], amount: int) -> Call[Reservation]:
     return Call(call.command, call.function, call.keys, (*call.args, "RESERVE"), parse)
 
 
-def reserve_hit(key: str, limit: int, window: Seconds, *, cost: int) -> Call[Reservation]:
+def reserve_hit(
+    key: str, limit: int, window: Seconds | CalendarUnit, *, cost: int, align: bool = False, tz: str | None = None
+) -> Call[Reservation]:
     """RATELIMIT.HIT with RESERVE: ``cost`` (the estimate) decided and counted as by ``hit``, and
-    a reservation to settle with what was used."""
-    return _reserving(hit(key, limit, window, cost=_reserved(cost, "COST")), cost)
+    a reservation to settle with what was used. A window laid on the clock (``align``, a calendar
+    one) is carried in the reservation: an overage settled after it ended counts in the next."""
+    return _reserving(hit(key, limit, window, cost=_reserved(cost, "COST"), align=align, tz=tz), cost)
+
+
+def reserve_all(
+    keys: Sequence[str],
+    limits: Sequence[tuple[int, Seconds | CalendarUnit]],
+    *,
+    tokens: int,
+    token_keys: int = 1,
+    cost: int = 1,
+    slide: bool = False,
+    align: bool = False,
+    tz: str | None = None,
+) -> Call[MultiReservation]:
+    """RATELIMIT.HITALL with TOKENS and RESERVE: a request's limits decided together (the last
+    ``token_keys`` keys count ``tokens``, its estimate; the others ``cost``), and one reservation
+    of the token keys, settled with the tokens used on all of them: ``settle(r.keys, r.token, used)``."""
+    call = hit_all(
+        keys,
+        limits,
+        cost=cost,
+        slide=slide,
+        align=align,
+        tz=tz,
+        tokens=tokens,
+        token_keys=token_keys,
+    )
+    token_keys_named = call.keys[len(call.keys) - token_keys :]
+
+    def parse(reply: Any) -> MultiReservation:
+        *decided, token = reply
+        return MultiReservation(token_keys_named, call.parse(decided), None if token is None else _text(token), tokens)
+
+    return Call(call.command, call.function, call.keys, (*call.args, "RESERVE"), parse, numkeys=True)
 
 
 def reserve_slide(key: str, limit: int, window: Seconds, *, cost: int) -> Call[Reservation]:
@@ -348,19 +394,16 @@ def reserve_gcra(
     return _reserving(gcra(key, max_burst, tokens_per_period, period, tokens=_reserved(tokens, "TOKENS")), tokens)
 
 
-def settle(key: str, reservation: str, used: int) -> Call[Settlement]:
-    """RATELIMIT.SETTLE: the reservation made on ``key`` settled with ``used``: the unused part
-    back to the window it was counted in while that still counts, more than reserved charged to
-    the current one. Not idempotent: settle each reservation once."""
-    if not isinstance(reservation, str):
-        raise RateLimitError(f"a reservation must be a str, not {type(reservation).__name__}")
-    used = _integer(used, "used", minimum=0)
-    # Read only to shape the reply: the server checks the reservation.
-    kind, *fields = reservation.split(":")
-    known = len(fields) == (4 if kind == "g" else 5) and all(f.isdigit() for f in fields[:-1])
+def _settled(entry: str) -> Callable[[Any], Settlement]:
+    """How SETTLE's reply for one reservation entry reads, by its kind (the server checks it)."""
+    kind, *fields = entry.split(":")
+    numbers = fields[:4] if kind in ("h", "a", "c", "s") else fields[:3]
+    known = len(numbers) == (3 if kind == "g" else 4) and all(f.isdigit() for f in numbers)
     decision: Callable[[Any], Decision] = _bucket(None)
-    if known and kind == "h":
+    if known and kind in ("h", "a"):
         decision = _fixed(int(fields[0]), int(fields[1]) / 1000, 1)
+    elif known and kind == "c":
+        decision = _fixed(int(fields[0]), None, 1)
     elif known and kind == "s":
         decision = _sliding(int(fields[0]), int(fields[1]) / 1000)
 
@@ -368,7 +411,35 @@ def settle(key: str, reservation: str, used: int) -> Call[Settlement]:
         *numbers, applied = reply
         return Settlement(decision(numbers), applied)
 
-    return Call("RATELIMIT.SETTLE", "ratelimit_settle", (_key(key),), (reservation, used), parse)
+    return parse
+
+
+@overload
+def settle(key: str, reservation: str, used: int) -> Call[Settlement]: ...
+@overload
+def settle(key: list[str] | tuple[str, ...], reservation: str, used: int) -> Call[tuple[Settlement, ...]]: ...
+def settle(key: str | list[str] | tuple[str, ...], reservation: str, used: int) -> Call[Any]:
+    """RATELIMIT.SETTLE: the reservation made on ``key`` settled with ``used``: the unused part
+    back to the window it was counted in while that still counts, more than reserved charged to
+    the current one. Not idempotent: settle each reservation once. A ``reserve_all``
+    reservation is settled on its token keys (a list), one Settlement each."""
+    if not isinstance(reservation, str):
+        raise RateLimitError(f"a reservation must be a str, not {type(reservation).__name__}")
+    used = _integer(used, "used", minimum=0)
+    keys = (_key(key),) if isinstance(key, str) else tuple(_key(k) for k in key)
+    if not keys:
+        raise RateLimitError("settle needs a key")
+    if len(set(keys)) != len(keys):
+        raise RateLimitError("each key may be given only once")
+    # Read only to shape the reply: the server checks the reservation.
+    parses = [_settled(entry) for entry in reservation.split(",")]
+    if isinstance(key, str):
+        return Call("RATELIMIT.SETTLE", "ratelimit_settle", keys, (reservation, used), parses[0])
+
+    def parse_all(reply: Any) -> tuple[Settlement, ...]:
+        return tuple(p(r) for p, r in zip(parses, reply, strict=True))
+
+    return Call("RATELIMIT.SETTLE", "ratelimit_settle", keys, (reservation, used), parse_all)
 
 
 def acquire(key: str, limit: int, lease: Seconds, *, id: str | bytes | None = None) -> Call[Acquisition]:

@@ -97,8 +97,22 @@ def combined_headers(named: Sequence[tuple[str, Decision]], retry_after: float |
     return headers
 
 
+class _Decided:
+    """A reservation's answer read off its decision."""
+
+    decision: Decision | MultiDecision
+
+    @property
+    def allowed(self) -> bool:
+        return self.decision.allowed
+
+    @property
+    def retry_after(self) -> float | None:
+        return self.decision.retry_after
+
+
 @dataclass(frozen=True)
-class Reservation:
+class Reservation(_Decided):
     """HIT's, SLIDE's or GCRA's answer with RESERVE: the decision, and the reservation to settle
     with what was used (None when denied)."""
 
@@ -109,13 +123,19 @@ class Reservation:
     amount: int
     """What was reserved: the call's cost, or its tokens."""
 
-    @property
-    def allowed(self) -> bool:
-        return self.decision.allowed
 
-    @property
-    def retry_after(self) -> float | None:
-        return self.decision.retry_after
+@dataclass(frozen=True)
+class MultiReservation(_Decided):
+    """HITALL's answer with TOKENS and RESERVE: the decision on every limit, all or nothing, and
+    one reservation of the token keys to settle with what was used (None when denied)."""
+
+    keys: tuple[str, ...]
+    """The token keys, in order: what the reservation is settled on."""
+    decision: MultiDecision
+    token: str | None
+    """The reservation as the server made it: opaque, valid for ``keys`` only, settled once."""
+    amount: int
+    """The tokens reserved on each token key."""
 
 
 @dataclass(frozen=True)
