@@ -473,10 +473,13 @@ function settleOn(key: string | readonly string[], reservation: string, used: nu
   // Read only to shape the reply: the server checks the reservation.
   const parses = reservation.split(',').map(settled);
   const [one = settled('')] = parses;
+  // One key's reply is flat, several keys' one per key.
   const parse =
     typeof key === 'string'
       ? one
-      : (reply: unknown): Settlement[] => (Array.isArray(reply) ? (reply as unknown[]) : []).map((r, i) => (parses[i] ?? one)(r));
+      : keys.length === 1
+        ? (reply: unknown): Settlement[] => [one(reply)]
+        : (reply: unknown): Settlement[] => (Array.isArray(reply) ? (reply as unknown[]) : []).map((r, i) => (parses[i] ?? one)(r));
   return { command: 'RATELIMIT.SETTLE', fn: 'ratelimit_settle', keys, args: [reservation, used], parse };
 }
 

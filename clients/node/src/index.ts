@@ -26,3 +26,4 @@ export { LIBRARY_SOURCE } from './library.js';
 export { Acquisition, combinedHeaders, Decision, MultiDecision, MultiReservation, Reservation, type Settlement, type TopEntry } from './results.js';
 export { rateLimitMiddleware, rateLimitPlugin } from './middlewares.js';
 export { clientAddress, header, Rules, type KeyFunction, type LimitedRequest, type Limiter, type MiddlewareOptions, type Rule, type Verdict } from './rules.js';
+export { LimitExceededError, tokenLimitMiddleware, type ModelCall, type ModelLimit, type TokenLimitMiddleware, type TokenLimitOptions } from './ai-sdk.js';

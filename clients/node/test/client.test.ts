@@ -147,6 +147,8 @@ for (const kind of KINDS) {
           const again = await rl.reserveAll(limits, { tokens: 4_000, tokenKeys: 2 });
           const settled = await rl.settle(again.keys, again.token ?? '', 5_000);
           assert.deepEqual(settled.map((s) => [s.applied, s.decision.count, s.decision.limit]), [[1_000, 6_000, 10_000], [1_000, 6_000, 20_000]]);
+          const one = await rl.reserveAll([{ key: `{${id}}:r1`, limit: 5, windowMs: 60_000 }, { key: `{${id}}:t1`, limit: 100, windowMs: 60_000 }], { tokens: 30 });
+          assert.deepEqual((await rl.settle(one.keys, one.token ?? '', 10)).map((s) => s.applied), [-20]);
           const denied = await rl.reserveAll(limits, { tokens: 1, tokenKeys: 2 });
           assert.ok(!denied.allowed && denied.token === null && (denied.retryAfterMs ?? 0) > 0);
           const month = await rl.reserveHit(fresh('month'), { limit: 1_000_000, calendar: 'month', tz: '+05:30', cost: 4_000 });

@@ -177,6 +177,9 @@ def test_requests_and_tokens_reserved_together_and_settled_on_every_token_limit(
     assert [x.applied for x in rl.settle(list(again.keys), again.token or "", 5_000)] == [1_000, 1_000]
     denied = rl.reserve_all(keys, limits, tokens=1, token_keys=2)
     assert (denied.allowed, denied.token) == (False, None) and denied.retry_after
+    # One token limit: one Settlement, in a tuple all the same.
+    one = rl.reserve_all(["{x}:r", "{x}:t"], [(5, 60), (100, 60)], tokens=30)
+    assert [x.applied for x in rl.settle(list(one.keys), one.token or "", 10)] == [-20]
     # Counted without reserving; costs per key shape each limit's own answer.
     plain = rl.hit_all(["{v}:r", "{v}:t"], [(5, 60), (100, 60)], tokens=30)
     assert [(d.count, d.remaining) for d in plain.decisions] == [(1, 4), (30, 70)]

@@ -437,6 +437,9 @@ def settle(key: str | list[str] | tuple[str, ...], reservation: str, used: int) 
         return Call("RATELIMIT.SETTLE", "ratelimit_settle", keys, (reservation, used), parses[0])
 
     def parse_all(reply: Any) -> tuple[Settlement, ...]:
+        # One key's reply is flat, several keys' one per key.
+        if len(keys) == 1:
+            return (parses[0](reply),)
         return tuple(p(r) for p, r in zip(parses, reply, strict=True))
 
     return Call("RATELIMIT.SETTLE", "ratelimit_settle", keys, (reservation, used), parse_all)
