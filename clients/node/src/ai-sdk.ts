@@ -131,39 +131,33 @@ export function tokenLimitMiddleware(options: TokenLimitOptions): TokenLimitMidd
     return 'decisions' in decided ? null : decided;
   };
 
-  /** Settles once, never over the model's own outcome. */
-  const settler = (held: MultiReservation | null) => {
+  /** The call decided, then the model run: its result, and how to settle (once, never over the
+   * model's own outcome); a model that throws is settled at 0. */
+  const admitted = async <T>(call: ModelCall, run: () => PromiseLike<T>): Promise<[T, (used: number) => Promise<void>]> => {
+    const held = await reserve(call);
     let done = false;
-    return async (used: number) => {
+    const settle = async (used: number) => {
       const token = held?.token;
       if (done || held === null || typeof token !== 'string') return;
       done = true;
       await rl.settle(held.keys, token, Math.max(0, Math.round(used))).catch(onError);
     };
+    try {
+      return [await run(), settle];
+    } catch (error) {
+      await settle(0);
+      throw error;
+    }
   };
 
   return {
     async wrapGenerate<R extends Generated>({ doGenerate, params }: { doGenerate: () => PromiseLike<R>; params: ModelCall }) {
-      const settle = settler(await reserve(params));
-      let result: R;
-      try {
-        result = await doGenerate();
-      } catch (error) {
-        await settle(0);
-        throw error;
-      }
+      const [result, settle] = await admitted(params, doGenerate);
       await settle(usedTokens(result.usage) ?? estimate(params));
       return result;
     },
     async wrapStream<P extends StreamPart, S extends Streamed<P>>({ doStream, params }: { doStream: () => PromiseLike<S>; params: ModelCall }) {
-      const settle = settler(await reserve(params));
-      let result: S;
-      try {
-        result = await doStream();
-      } catch (error) {
-        await settle(0);
-        throw error;
-      }
+      const [result, settle] = await admitted(params, doStream);
       // What was streamed so far, in tokens, for a stream that ends without the model's count.
       const input = promptTokens(params.prompt);
       let characters = 0;
