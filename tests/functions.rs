@@ -278,7 +278,8 @@ fn the_library_answers_as_the_module_does() {
         // Now and then a request's call that certainly gets through, so that reservations of
         // several keys are made (and then settled) whatever the random stream's limits.
         let tokens_call = i % 100 == 50;
-        let (command, function) = if tokens_call { ("RATELIMIT.HITALL", "ratelimit_hitall") } else { (command, function) };
+        let (command, function) =
+            if tokens_call { ("RATELIMIT.HITALL", "ratelimit_hitall") } else { (command, function) };
         // A settle of a reservation both sides made (now and then with one of its digits
         // changed, or on another key), or of junk.
         let settle = command == "RATELIMIT.SETTLE";
