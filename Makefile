@@ -160,7 +160,8 @@ examples: build pydeps
 # requirements set of clients/python/tests installed beside the wheel in a fresh virtual
 # environment, and the package's tests run against that installed copy. The newest set runs the
 # whole suite on the first server and the client's on the others; the oldest and limits 4 sets
-# run all but the middlewares' on the first server. PYTHON_OLDEST: the oldest Python supported.
+# run all but the middlewares' on the first server; the LiteLLM set, the callback's tests through
+# the real proxy. PYTHON_OLDEST: the oldest Python supported.
 comma := ,
 PY_DIST := target/python/dist
 PY_ENVS := target/python/envs
@@ -197,16 +198,17 @@ $(PY_ENVS)/%: python-dist
 		"$$(ls $(PY_DIST)/redis_ratelimit_client-*.whl)[redis$(if $(filter bare,$*),,$(comma)valkey)]" \
 		-r clients/python/tests/requirements$(if $(filter latest,$*),,-$*).txt
 
-PY_SETS := latest oldest limits4 bare
+PY_SETS := latest oldest limits4 bare litellm
 
 # Each run of the tests, as set+server+tests (the longest first).
 PY_RUNS := latest+$(firstword $(SERVERS))+all $(foreach s,$(wordlist 2,9,$(SERVERS)),latest+$(s)+client) \
 	oldest+$(firstword $(SERVERS))+nomiddlewares limits4+$(firstword $(SERVERS))+nomiddlewares \
-	bare+$(firstword $(SERVERS))+bare
+	bare+$(firstword $(SERVERS))+bare litellm+$(firstword $(SERVERS))+litellm
 PY_TESTS_all := .
 PY_TESTS_client := $(PY_CLIENT_TESTS)
 PY_TESTS_nomiddlewares := --ignore=test_middlewares.py .
 PY_TESTS_bare := test_installed.py test_bare.py
+PY_TESTS_litellm := -s test_litellm.py
 PY_RUN_TARGETS := $(addprefix python-run-,$(PY_RUNS))
 py_run = $(word $(1),$(subst +, ,$(2)))
 .PHONY: $(PY_RUN_TARGETS)

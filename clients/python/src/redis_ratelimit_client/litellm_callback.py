@@ -1,0 +1,316 @@
+"""LiteLLM: a callback that holds the proxy's request and token limits exactly, across every proxy
+replica sharing the server. Adding one line to the proxy's config.yaml is the whole switch::
+
+    litellm_settings:
+      callbacks: ["redis_ratelimit_client.litellm_callback.token_limits"]
+
+The limits are those LiteLLM's users already write: a model group's ``tpm`` / ``rpm`` (the sum
+of its deployments' in ``model_list``), and where the proxy has keys, a key's and its team's
+``tpm_limit`` / ``rpm_limit``, a key's ``model_tpm_limit`` / ``model_rpm_limit``, and an end
+user's. Before the call, one HITALL decides every limit that applies, all or nothing: the
+requests count 1, the tokens the call's estimate (its prompt as LiteLLM counts it, plus its
+``max_tokens``), reserved. After it, one SETTLE gives each token limit what was used (a stream's
+usage when it ends, what was streamed when the client went away, 0 for a failed call). A denied
+call gets HTTP 429 with ``Retry-After`` and the RateLimit fields, and nothing is counted.
+
+The server is found as LiteLLM finds its own Redis: ``REDIS_URL``, or ``REDIS_HOST``,
+``REDIS_PORT``, ``REDIS_PASSWORD`` (``RATELIMIT_REDIS_URL`` takes precedence). The window is a
+minute, ``RATELIMIT_LITELLM_WINDOW`` seconds if set. Out of reach, calls go through
+(``RATELIMIT_LITELLM_FAIL_OPEN=false``: refused with 503), logged either way; there is no
+per-process fallback."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import AsyncGenerator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import litellm
+import redis.asyncio
+from litellm.integrations.custom_logger import CustomLogger
+
+from .aio import AsyncRateLimiter
+from .errors import RateLimitError
+from .results import MultiDecision, MultiReservation
+
+log = logging.getLogger("redis_ratelimit_client")
+
+CHAT_CALLS = ("completion", "acompletion", "text_completion", "atext_completion")
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One limit a call is held to: whose (``scope``), what it counts, and how much a window."""
+
+    scope: str
+    counts: str  # "requests" or "tokens"
+    limit: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.scope}:{'rpm' if self.counts == 'requests' else 'tpm'}"
+
+
+@dataclass
+class Held:
+    """A call's reservation, until it is settled (once)."""
+
+    reservation: MultiReservation
+    prompt_tokens: int
+    streamed_characters: int = 0
+
+
+class TokenLimits(CustomLogger):
+    """The callback. ``client``: a ``redis.asyncio`` client (default: from the environment, as
+    LiteLLM finds its Redis). ``limits``: a model's own limits beside the config's, as
+    ``{"gpt-4o": {"tpm": 100000, "rpm": 60}}``. ``window``: seconds (default 60).
+    ``default_max_tokens``: a call without ``max_tokens`` may use this many (default 4096). All
+    of a call's keys share one hash tag, ``{hash_tag}``, so that a cluster holds them in one slot.
+    ``reservation_header``: send each admitted call's reservation to the model's provider in this
+    header (the window each call counted in, and its estimate: an audit trail), off by default."""
+
+    def __init__(
+        self,
+        client: Any = None,
+        *,
+        limits: Mapping[str, Mapping[str, int]] | None = None,
+        window: float | None = None,
+        default_max_tokens: int = 4096,
+        fail_open: bool | None = None,
+        prefix: str = "rl:llm:",
+        hash_tag: str = "llm",
+        reservation_header: str | None = None,
+    ) -> None:
+        super().__init__()
+        self._client = client
+        self._limiter: AsyncRateLimiter | None = None
+        self.limits = dict(limits or {})
+        self.window = window if window is not None else float(os.environ.get("RATELIMIT_LITELLM_WINDOW", "60"))
+        self.default_max_tokens = default_max_tokens
+        env_open = os.environ.get("RATELIMIT_LITELLM_FAIL_OPEN", "true").lower() not in ("0", "false", "no")
+        self.fail_open = env_open if fail_open is None else fail_open
+        self.prefix, self.hash_tag = prefix, hash_tag
+        self.reservation_header = reservation_header or os.environ.get("RATELIMIT_LITELLM_RESERVATION_HEADER")
+        self._held: dict[str, Held] = {}
+
+    @property
+    def limiter(self) -> AsyncRateLimiter:
+        if self._limiter is None:
+            self._limiter = AsyncRateLimiter(self._client if self._client is not None else client_from_environment())
+        return self._limiter
+
+    # Before the call.
+
+    async def async_pre_call_hook(
+        self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
+    ) -> dict[str, Any]:
+        """The proxy's hook: the call decided on every limit that applies, before any model runs."""
+        if str(call_type) not in CHAT_CALLS and getattr(call_type, "value", None) not in CHAT_CALLS:
+            return data
+        limits = [*self.model_limits(str(data.get("model", ""))), *scoped_limits(user_api_key_dict, data)]
+        await self.reserve(str(data.get("litellm_call_id", "")), data, limits)
+        return data
+
+    async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any] | None:
+        """The SDK's and the Router's hook (the proxy's calls pass here too, already decided): a
+        deployment's own ``tpm`` / ``rpm``, and the ``limits`` given for its model."""
+        call_id = str(kwargs.get("litellm_call_id", ""))
+        if call_id in self._held or (kwargs.get("metadata") or {}).get("ratelimit_decided"):
+            return None
+        model = str(kwargs.get("model", ""))
+        limits = [Limit(f"model:{model}", counts, n) for counts, n in own_limits(kwargs) + given(self.limits, model)]
+        await self.reserve(call_id, kwargs, limits)
+        return None
+
+    async def reserve(self, call_id: str, data: dict[str, Any], limits: list[Limit]) -> None:
+        if not limits:
+            return
+        # The requests first, the tokens last: HITALL's TOKENS counts the last keys.
+        limits.sort(key=lambda limit: limit.counts == "tokens")
+        keys = [f"{self.prefix}{{{self.hash_tag}}}:{limit.name}" for limit in limits]
+        pairs = [(limit.limit, self.window) for limit in limits]
+        token_keys = sum(limit.counts == "tokens" for limit in limits)
+        prompt = prompt_tokens(data)
+        estimate = prompt + int(data.get("max_tokens") or data.get("max_completion_tokens") or self.default_max_tokens)
+        try:
+            if token_keys:
+                r = await self.limiter.reserve_all(keys, pairs, tokens=max(1, estimate), token_keys=token_keys)
+                decision = r.decision
+            else:
+                decision, r = await self.limiter.hit_all(keys, pairs), None
+        except RateLimitError:
+            raise
+        except Exception as e:
+            if not self.fail_open:
+                raise http_error(503, "the rate limiter's server is out of reach", {}) from e
+            log.warning("rate limits not applied: the server is out of reach (%s)", e)
+            return
+        if not decision.allowed:
+            raise http_error(429, "rate limit exceeded", refusal_headers(decision, [limit.name for limit in limits]))
+        data.setdefault("metadata", {})["ratelimit_decided"] = True
+        if r is not None and r.token is not None:
+            self._held[call_id] = Held(r, prompt)
+            if self.reservation_header:
+                # An audit trail at the provider: which window each call counted in, and how much.
+                data["extra_headers"] = {**(data.get("extra_headers") or {}), self.reservation_header: r.token}
+
+    # After it.
+
+    async def async_log_success_event(
+        self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        held = self._held.pop(str(kwargs.get("litellm_call_id", "")), None)
+        if held is not None:
+            used = total_tokens(kwargs, response_obj)
+            await self.settle(held, used if used is not None else held.reservation.amount)
+
+    async def async_log_failure_event(
+        self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        held = self._held.pop(str(kwargs.get("litellm_call_id", "")), None)
+        if held is not None:
+            await self.settle(held, 0)
+
+    async def async_post_call_streaming_iterator_hook(
+        self, user_api_key_dict: Any, response: Any, request_data: dict[str, Any]
+    ) -> AsyncGenerator[Any, None]:
+        """A stream passed through, what it carries counted: a client that goes away before its
+        end is settled with the prompt and what was streamed (an ended stream is settled with
+        LiteLLM's usage, by the success event)."""
+        call_id = str(request_data.get("litellm_call_id", ""))
+        ended = False
+        try:
+            async for chunk in response:
+                held = self._held.get(call_id)
+                if held is not None:
+                    held.streamed_characters += len(delta_text(chunk))
+                yield chunk
+            ended = True
+        finally:
+            held = None if ended else self._held.pop(call_id, None)
+            if held is not None:
+                await self.settle(held, held.prompt_tokens + math.ceil(held.streamed_characters / 4))
+
+    async def settle(self, held: Held, used: int) -> None:
+        r = held.reservation
+        try:
+            await self.limiter.settle(list(r.keys), r.token or "", max(0, int(used)))
+        except Exception:
+            # The estimate stays counted: the safe side.
+            log.warning("settling a LiteLLM call's tokens failed", exc_info=True)
+
+    def model_limits(self, model: str) -> list[Limit]:
+        """A model group's ``tpm`` / ``rpm``: the sum of its deployments' in the proxy's
+        ``model_list``, and the ``limits`` given for it."""
+        totals: dict[str, int] = {}
+        for deployment in router_model_list():
+            if deployment.get("model_name") == model:
+                for counts, n in own_limits({**deployment.get("litellm_params", {}), **deployment}):
+                    totals[counts] = totals.get(counts, 0) + n
+        return [Limit(f"model:{model}", counts, n) for counts, n in [*totals.items(), *given(self.limits, model)]]
+
+
+def own_limits(params: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """A deployment's ``rpm`` and ``tpm``, where set."""
+    found = [("requests", params.get("rpm")), ("tokens", params.get("tpm"))]
+    return [(counts, int(n)) for counts, n in found if isinstance(n, int | float) and n > 0]
+
+
+def given(limits: Mapping[str, Mapping[str, int]], model: str) -> list[tuple[str, int]]:
+    return own_limits(limits.get(model, {}))
+
+
+def scoped_limits(key: Any, data: Mapping[str, Any]) -> list[Limit]:
+    """The proxy key's, its team's, its per-model and its end user's limits, where LiteLLM has them."""
+    model = str(data.get("model", ""))
+    found: list[Limit] = []
+
+    def add(scope: str | None, counts: str, n: Any) -> None:
+        if scope and isinstance(n, int) and n > 0:
+            found.append(Limit(scope, counts, n))
+
+    token, team, user = getattr(key, "token", None), getattr(key, "team_id", None), getattr(key, "end_user_id", None)
+    add(f"key:{token}", "requests", getattr(key, "rpm_limit", None))
+    add(f"key:{token}", "tokens", getattr(key, "tpm_limit", None))
+    add(f"team:{team}" if team else None, "requests", getattr(key, "team_rpm_limit", None))
+    add(f"team:{team}" if team else None, "tokens", getattr(key, "team_tpm_limit", None))
+    per_model = getattr(key, "metadata", None) or {}
+    add(f"key:{token}:model:{model}", "requests", (per_model.get("model_rpm_limit") or {}).get(model))
+    add(f"key:{token}:model:{model}", "tokens", (per_model.get("model_tpm_limit") or {}).get(model))
+    end_user = user or data.get("user")
+    add(f"user:{end_user}" if end_user else None, "requests", getattr(key, "end_user_rpm_limit", None))
+    add(f"user:{end_user}" if end_user else None, "tokens", getattr(key, "end_user_tpm_limit", None))
+    return found
+
+
+def router_model_list() -> list[dict[str, Any]]:
+    """The proxy's ``model_list``, as its router holds it (none outside the proxy)."""
+    try:
+        from litellm.proxy.proxy_server import llm_router
+    except Exception:
+        return []
+    return list(getattr(llm_router, "model_list", None) or [])
+
+
+def prompt_tokens(data: Mapping[str, Any]) -> int:
+    """The prompt's tokens as LiteLLM counts them."""
+    try:
+        return int(litellm.token_counter(model=str(data.get("model", "")), messages=data.get("messages") or []))
+    except Exception:
+        return math.ceil(len(str(data.get("messages") or data.get("prompt") or "")) / 4)
+
+
+def total_tokens(kwargs: Mapping[str, Any], response: Any) -> int | None:
+    """The tokens LiteLLM reports the call used (a stream's, once it ended)."""
+    logged = kwargs.get("standard_logging_object") or {}
+    if isinstance(logged.get("total_tokens"), int):
+        return int(logged["total_tokens"])
+    usage = getattr(response, "usage", None)
+    total = getattr(usage, "total_tokens", None)
+    return total if isinstance(total, int) else None
+
+
+def delta_text(chunk: Any) -> str:
+    """The text a streamed chunk carries."""
+    try:
+        return str(chunk.choices[0].delta.content or "")
+    except (AttributeError, IndexError, TypeError):
+        return ""
+
+
+def refusal_headers(decision: MultiDecision, names: list[str]) -> dict[str, str]:
+    """The RateLimit fields, and ``Retry-After`` of at least a second (a window ending this very
+    millisecond says 0, which would invite a client to ask again at once)."""
+    headers = decision.headers(names)
+    headers["Retry-After"] = str(max(1, int(headers.get("Retry-After", "1"))))
+    return headers
+
+
+def http_error(status: int, message: str, headers: dict[str, str]) -> Exception:
+    """The proxy's HTTP error (FastAPI's); outside the proxy, LiteLLM's rate-limit error."""
+    try:
+        from fastapi import HTTPException
+    except ImportError:
+        error: Exception = litellm.RateLimitError(message=message, llm_provider="", model="")
+        return error
+    proxied: Exception = HTTPException(status_code=status, detail={"error": message}, headers=headers)
+    return proxied
+
+
+def client_from_environment() -> Any:
+    """A ``redis.asyncio`` client, found as LiteLLM finds its own Redis."""
+    url = os.environ.get("RATELIMIT_REDIS_URL") or os.environ.get("REDIS_URL")
+    if url:
+        return redis.asyncio.Redis.from_url(url)
+    return redis.asyncio.Redis(
+        host=os.environ.get("REDIS_HOST", "localhost"),
+        port=int(os.environ.get("REDIS_PORT", "6379")),
+        password=os.environ.get("REDIS_PASSWORD") or None,
+    )
+
+
+token_limits = TokenLimits()
+"""The instance a config.yaml names: ``redis_ratelimit_client.litellm_callback.token_limits``."""

@@ -1,0 +1,79 @@
+"""An OpenAI-compatible chat completions server of the tests' own, for LiteLLM's proxy to call: the
+last message says what the answer reports (``use 730``: 730 completion tokens; ``delay 20``: after
+20 ms; ``fail``: HTTP 500), streamed or not, always with its usage. Every call it answers is
+written as a JSON line to the log file: when, the tokens it reports, and the reservation header
+the proxy's callback sent (``x-ratelimit-reservation``).
+
+    python fake_openai.py PORT LOG"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+PROMPT_TOKENS = 5
+LOG: list[Any] = []
+
+
+def asked(body: dict[str, Any]) -> tuple[int, int, bool]:
+    text = str((body.get("messages") or [{}])[-1].get("content", ""))
+    use = re.search(r"use (\d+)", text)
+    delay = re.search(r"delay (\d+)", text)
+    return int(use.group(1)) if use else 10, int(delay.group(1)) if delay else 0, "fail" in text
+
+
+async def completions(request: Request) -> Response:
+    body = await request.json()
+    completion, delay_ms, fail = asked(body)
+    await asyncio.sleep(delay_ms / 1000)
+    if fail:
+        return JSONResponse({"error": {"message": "the model failed", "type": "server_error"}}, status_code=500)
+    usage = {
+        "prompt_tokens": PROMPT_TOKENS,
+        "completion_tokens": completion,
+        "total_tokens": PROMPT_TOKENS + completion,
+    }
+    record = {
+        "t": time.time(),
+        "used": usage["total_tokens"],
+        "reservation": request.headers.get("x-ratelimit-reservation"),
+    }
+    with open(LOG[0], "a", encoding="utf-8") as log:
+        log.write(json.dumps({**record, "stream": bool(body.get("stream"))}) + "\n")
+    base = {"id": "chatcmpl-fake", "created": int(time.time()), "model": body.get("model", "fake")}
+    if not body.get("stream"):
+        message = {"role": "assistant", "content": "ok " * 4}
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        return JSONResponse({**base, "object": "chat.completion", "choices": [choice], "usage": usage})
+
+    async def chunks() -> AsyncIterator[str]:
+        for i in range(4):
+            delta = {"role": "assistant", "content": "ok "} if i == 0 else {"content": "ok "}
+            chunk = {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]}
+            yield f"data: {json.dumps(chunk)}\n\n"
+        done = {"index": 0, "delta": {}, "finish_reason": "stop"}
+        yield f"data: {json.dumps({**base, 'object': 'chat.completion.chunk', 'choices': [done]})}\n\n"
+        yield f"data: {json.dumps({**base, 'object': 'chat.completion.chunk', 'choices': [], 'usage': usage})}\n\n"
+        yield "data: [DONE]\n\n"
+
+    return StreamingResponse(chunks(), media_type="text/event-stream")
+
+
+app = Starlette(
+    routes=[Route(path, completions, methods=["POST"]) for path in ("/v1/chat/completions", "/chat/completions")]
+)
+
+if __name__ == "__main__":
+    port, LOG[:] = int(sys.argv[1]), [sys.argv[2]]
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")

@@ -1,0 +1,192 @@
+"""The LiteLLM callback in the real LiteLLM proxy over HTTP (``litellm[proxy]``, no database), in
+front of the tests' own OpenAI-compatible server (fake_openai.py), with the module and with the
+library: 20 concurrent clients for three windows (a minute scaled down to 5 s), streaming and not.
+Asserted: no window's admitted calls use more tokens than the model's ``tpm`` (each call's window
+read from its reservation, which the callback sends the provider in a header); a denied call gets
+429 with ``Retry-After`` and the RateLimit fields and never reaches the model; a call the model
+fails gives its estimate back. Printed: the share of the limit used. Run in the ``litellm``
+environment (requirements-litellm.txt); skipped elsewhere."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from servers import Server, free_port, wait_until
+
+# The model prices LiteLLM fetches at import: its bundled copy instead (no network here).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+pytest.importorskip("litellm")
+import httpx  # a dependency of litellm's
+
+WINDOW = 5.0
+TPM = 6_000
+HEADER = "x-ratelimit-reservation"
+HERE = Path(__file__).resolve().parent
+# The proxy refuses to start without a master key: the clients send it.
+MASTER_KEY = "sk-" + "7f" * 32
+AUTH = {"Authorization": f"Bearer {MASTER_KEY}"}
+
+
+@contextmanager
+def started(command: list[str], env: dict[str, str], ready: str, log: Path, status: int = 200) -> Iterator[None]:
+    """A process of the test's own, until the block ends; ready when `ready` answers `status`."""
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+
+        def answers() -> bool:
+            if process.poll() is not None:
+                raise RuntimeError(f"{command[0]} exited; see {log}")
+            try:
+                return httpx.get(ready, timeout=1).status_code == status
+            except httpx.HTTPError:
+                return False
+
+        wait_until(answers, f"{command[0]} on {ready}", timeout=180)
+        yield
+    finally:
+        process.terminate()
+        process.wait(20)
+
+
+@contextmanager
+def proxy(server: Server, tmp_path: Path, ours: bool = True) -> Iterator[tuple[str, Path]]:
+    """The LiteLLM proxy with the callback (or, not `ours`, with LiteLLM's own tpm limiting: its
+    usage-based routing), in front of the fake model: its URL, and the fake's log of the calls
+    it answered."""
+    fake_port, proxy_port = free_port(), free_port()
+    calls = tmp_path / "calls.jsonl"
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "model_list:\n"
+        "  - model_name: fake\n"
+        "    litellm_params:\n"
+        "      model: openai/fake\n"
+        f"      api_base: http://127.0.0.1:{fake_port}/v1\n"
+        "      api_key: none\n"
+        f"      tpm: {TPM}\n"
+        "      rpm: 10000\n"
+        "router_settings:\n"
+        "  num_retries: 0\n"
+        + ('litellm_settings:\n  callbacks: ["redis_ratelimit_client.litellm_callback.token_limits"]\n' if ours else "")
+        + ("" if ours else "  routing_strategy: usage-based-routing-v2\n")
+        + "general_settings:\n"
+        f"  master_key: {MASTER_KEY}\n"
+    )
+    env = {
+        **os.environ,
+        "REDIS_URL": server.url(),
+        "RATELIMIT_LITELLM_WINDOW": str(WINDOW),
+        "RATELIMIT_LITELLM_RESERVATION_HEADER": HEADER,
+        "LITELLM_LOG": "ERROR",
+    }
+    fake = [sys.executable, str(HERE / "fake_openai.py"), str(fake_port), str(calls)]
+    litellm_cli = str(Path(sys.executable).parent / "litellm")
+    serve = [litellm_cli, "--config", str(config), "--host", "127.0.0.1", "--port", str(proxy_port)]
+    url = f"http://127.0.0.1:{proxy_port}"
+    # The fake answers 404 where the proxy answers 200: either says it listens.
+    with (
+        started(fake, env, f"http://127.0.0.1:{fake_port}/", tmp_path / "fake.log", status=404),
+        started(serve, env, f"{url}/health/liveliness", tmp_path / "proxy.log"),
+    ):
+        yield url, calls
+
+
+async def load(url: str, clients: int, seconds: float, ours: bool = True) -> tuple[int, int]:
+    """`clients` asking without pause for `seconds`: (admitted, denied). Every denial by `ours` is
+    checked."""
+    admitted = denied = 0
+    deadline = time.monotonic() + seconds
+
+    async def client(seed: int) -> None:
+        nonlocal admitted, denied
+        rng = random.Random(seed)
+        async with httpx.AsyncClient(timeout=30, headers=AUTH) as http:
+            while time.monotonic() < deadline:
+                stream = rng.random() < 0.5
+                content = f"use {rng.randint(50, 900)} delay {rng.randint(10, 40)}"
+                body = {"model": "fake", "messages": [{"role": "user", "content": content}], "max_tokens": 1000}
+                if stream:
+                    body["stream"] = True
+                reply = await http.post(f"{url}/v1/chat/completions", json=body)
+                if reply.status_code == 429:
+                    denied += 1
+                    if ours:
+                        assert int(reply.headers["retry-after"]) >= 1
+                        assert "ratelimit-policy" in reply.headers and "ratelimit" in reply.headers
+                    await asyncio.sleep(0.005)
+                    continue
+                assert reply.status_code == 200, reply.text
+                admitted += 1
+
+    await asyncio.gather(*(client(i) for i in range(clients)))
+    return admitted, denied
+
+
+def windows(calls: Path) -> dict[int, int]:
+    """The tokens the answered calls used, per window of the model's tpm (its reservation's)."""
+    used: dict[int, int] = {}
+    for line in calls.read_text().splitlines():
+        call = json.loads(line)
+        entry = call["reservation"].split(",")[0]
+        kind, limit, window_ms, end = entry.split(":")[:4]
+        assert (kind, int(limit), int(window_ms)) == ("h", TPM, int(WINDOW * 1000)), entry
+        used[int(end)] = used.get(int(end), 0) + call["used"]
+    return used
+
+
+def test_the_proxy_holds_the_models_tpm_in_every_window(server: Server, tmp_path: Path) -> None:
+    with proxy(server, tmp_path) as (url, calls):
+        admitted, denied = asyncio.run(load(url, 20, 3 * WINDOW))
+        per_window = windows(calls)
+        shares = " ".join(f"{used / TPM:.2f}" for _, used in sorted(per_window.items()))
+        print(f"\n20 clients, {admitted} admitted, {denied} denied; tokens used per window, x tpm: {shares}")
+        assert denied > 0 and admitted == len(calls.read_text().splitlines()), "a denied call reached the model"
+        assert all(used <= TPM for used in per_window.values()), per_window
+        # A call the model fails gives its estimate back (checked while its window runs).
+        key = "rl:llm:{llm}:model:fake:tpm"
+        for _ in range(3):
+            time.sleep(WINDOW)
+            sent = time.monotonic()
+            failed = httpx.post(
+                f"{url}/v1/chat/completions",
+                json={"model": "fake", "messages": [{"role": "user", "content": "fail"}], "max_tokens": 1000},
+                headers=AUTH,
+                timeout=30,
+            )
+            assert failed.status_code >= 500
+            wait_until(lambda: server.client().get(key) in (b"0", None), "the failed call's refund", timeout=10)
+            if time.monotonic() - sent < WINDOW:
+                assert server.client().get(key) == b"0"
+                break
+        else:
+            pytest.fail("no failed call could be checked within its window")
+
+
+def test_litellms_own_tpm_limit_under_the_same_load_for_comparison(tmp_path: Path) -> None:
+    """The same load through LiteLLM's own tpm limiting without a database (usage-based routing
+    on the deployment's ``tpm``, counted per clock minute once a call is done): its tokens per
+    minute, printed beside ours."""
+    server = Server(module=False)
+    try:
+        with proxy(server, tmp_path, ours=False) as (url, calls):
+            admitted, denied = asyncio.run(load(url, 20, 3 * WINDOW, ours=False))
+            per_minute: dict[int, int] = {}
+            for line in calls.read_text().splitlines():
+                call = json.loads(line)
+                per_minute[int(call["t"] // 60)] = per_minute.get(int(call["t"] // 60), 0) + call["used"]
+        shares = " ".join(f"{used / TPM:.2f}" for _, used in sorted(per_minute.items()))
+        print(f"\nLiteLLM's own: {admitted} admitted, {denied} denied; tokens per clock minute, x tpm: {shares}")
+        assert admitted == len(calls.read_text().splitlines()) > 0
+    finally:
+        server.close()
