@@ -1,6 +1,7 @@
 """An OpenAI-compatible chat completions server of the tests' own, for LiteLLM's proxy to call: the
 last message says what the answer reports (``use 730``: 730 completion tokens; ``delay 20``: after
-20 ms; ``fail``: HTTP 500), streamed or not, always with its usage. Every call it answers is
+20 ms; ``chunkdelay 500``: a stream's chunks 500 ms apart; ``fail``: HTTP 500), streamed or not,
+always with its usage. Every call it answers is
 written as a JSON line to the log file: when, the tokens it reports, and the reservation header
 the proxy's callback sent (``x-ratelimit-reservation``).
 
@@ -26,16 +27,19 @@ PROMPT_TOKENS = 5
 LOG: list[Any] = []
 
 
-def asked(body: dict[str, Any]) -> tuple[int, int, bool]:
+def number(text: str, name: str, default: int) -> int:
+    found = re.search(rf"\b{name} (\d+)", text)
+    return int(found.group(1)) if found else default
+
+
+def asked(body: dict[str, Any]) -> tuple[int, int, int, bool]:
     text = str((body.get("messages") or [{}])[-1].get("content", ""))
-    use = re.search(r"use (\d+)", text)
-    delay = re.search(r"delay (\d+)", text)
-    return int(use.group(1)) if use else 10, int(delay.group(1)) if delay else 0, "fail" in text
+    return number(text, "use", 10), number(text, "delay", 0), number(text, "chunkdelay", 0), "fail" in text
 
 
 async def completions(request: Request) -> Response:
     body = await request.json()
-    completion, delay_ms, fail = asked(body)
+    completion, delay_ms, chunk_delay_ms, fail = asked(body)
     await asyncio.sleep(delay_ms / 1000)
     if fail:
         return JSONResponse({"error": {"message": "the model failed", "type": "server_error"}}, status_code=500)
@@ -59,6 +63,8 @@ async def completions(request: Request) -> Response:
 
     async def chunks() -> AsyncIterator[str]:
         for i in range(4):
+            if i:
+                await asyncio.sleep(chunk_delay_ms / 1000)
             delta = {"role": "assistant", "content": "ok "} if i == 0 else {"content": "ok "}
             chunk = {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]}
             yield f"data: {json.dumps(chunk)}\n\n"

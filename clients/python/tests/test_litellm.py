@@ -171,6 +171,21 @@ def test_the_proxy_holds_the_models_tpm_in_every_window(server: Server, tmp_path
                 break
         else:
             pytest.fail("no failed call could be checked within its window")
+        # A client that goes away after the first chunk of a slow stream: settled with the prompt
+        # and what was streamed, not the estimate (1,000 and more) nor what the model would report.
+        for _ in range(3):
+            time.sleep(WINDOW)
+            sent = time.monotonic()
+            slow = {"role": "user", "content": "use 800 chunkdelay 1000"}
+            body = {"model": "fake", "messages": [slow], "max_tokens": 1000, "stream": True}
+            with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, headers=AUTH, timeout=30) as reply:
+                next(reply.iter_lines())
+            wait_until(lambda: int(server.client().get(key) or 0) < 100, "the stream's settle", timeout=10)
+            if time.monotonic() - sent < WINDOW:
+                assert 0 < int(server.client().get(key) or 0) < 100
+                break
+        else:
+            pytest.fail("no stream left early could be checked within its window")
 
 
 def test_litellms_own_tpm_limit_under_the_same_load_for_comparison(tmp_path: Path) -> None:
