@@ -2,7 +2,8 @@
 front of the tests' own OpenAI-compatible server (fake_openai.py), with the module and with the
 library: 20 concurrent clients for three windows (a minute scaled down to 5 s), streaming and not.
 Asserted: no window's admitted calls use more tokens than the model's ``tpm`` (each call's window
-read from its reservation, which the callback sends the provider in a header); a denied call gets
+read from its reservation, which the callback sends the provider in a header), and its monthly
+budget (``model_info: tokens_per_month``) counts exactly what they used; a denied call gets
 429 with ``Retry-After`` and the RateLimit fields and never reaches the model; a call the model
 fails gives its estimate back. Printed: the share of the limit used. Run in the ``litellm``
 environment (requirements-litellm.txt); skipped elsewhere."""
@@ -30,6 +31,7 @@ import httpx  # a dependency of litellm's
 
 WINDOW = 5.0
 TPM = 6_000
+MONTHLY = 10_000_000
 HEADER = "x-ratelimit-reservation"
 HERE = Path(__file__).resolve().parent
 # The proxy refuses to start without a master key: the clients send it.
@@ -76,6 +78,8 @@ def proxy(server: Server, tmp_path: Path, ours: bool = True) -> Iterator[tuple[s
         "      api_key: none\n"
         f"      tpm: {TPM}\n"
         "      rpm: 10000\n"
+        "    model_info:\n"
+        f"      tokens_per_month: {MONTHLY}\n"
         "router_settings:\n"
         "  num_retries: 0\n"
         + ('litellm_settings:\n  callbacks: ["redis_ratelimit_client.litellm_callback.token_limits"]\n' if ours else "")
@@ -153,6 +157,9 @@ def test_the_proxy_holds_the_models_tpm_in_every_window(server: Server, tmp_path
         print(f"\n20 clients, {admitted} admitted, {denied} denied; tokens used per window, x tpm: {shares}")
         assert denied > 0 and admitted == len(calls.read_text().splitlines()), "a denied call reached the model"
         assert all(used <= TPM for used in per_window.values()), per_window
+        # The monthly budget held beside it: every call's tokens once settled (in one month).
+        month, total = "rl:llm:{llm}:model:fake:tokens-per-month", sum(per_window.values())
+        wait_until(lambda: int(server.client().get(month) or 0) == total, f"the month to count {total}", timeout=30)
         # A call the model fails gives its estimate back (checked while its window runs).
         key = "rl:llm:{llm}:model:fake:tpm"
         for _ in range(3):

@@ -7,7 +7,9 @@ replica sharing the server. Adding one line to the proxy's config.yaml is the wh
 The limits are those LiteLLM's users already write: a model group's ``tpm`` / ``rpm`` (the sum
 of its deployments' in ``model_list``), and where the proxy has keys, a key's and its team's
 ``tpm_limit`` / ``rpm_limit``, a key's ``model_tpm_limit`` / ``model_rpm_limit``, and an end
-user's. Before the call, one HITALL decides every limit that applies, all or nothing: the
+user's (``tpd`` too); and budgets of tokens a calendar day or month, in a deployment's
+``model_info`` (``tokens_per_day``, ``tokens_per_month``; in ``RATELIMIT_LITELLM_TZ``, UTC by
+default). Before the call, one HITALL decides every limit that applies, all or nothing: the
 requests count 1, the tokens the call's estimate (its prompt as LiteLLM counts it, plus its
 ``max_tokens``), reserved. After it, one SETTLE gives each token limit what was used (a stream's
 usage when it ends, what was streamed when the client went away, 0 for a failed call). A denied
@@ -33,6 +35,7 @@ import redis.asyncio
 from litellm.integrations.custom_logger import CustomLogger
 
 from .aio import AsyncRateLimiter
+from .commands import CalendarUnit, Seconds
 from .errors import RateLimitError
 from .results import MultiDecision, MultiReservation
 
@@ -41,16 +44,24 @@ log = logging.getLogger("redis_ratelimit_client")
 CHAT_CALLS = ("completion", "acompletion", "text_completion", "atext_completion")
 
 
+# A deployment's ``model_info`` budgets of tokens per calendar day and month (in ``tz``).
+CALENDAR_BUDGETS: dict[str, CalendarUnit] = {"tokens_per_day": "day", "tokens_per_month": "month"}
+
+
 @dataclass(frozen=True)
 class Limit:
-    """One limit a call is held to: whose (``scope``), what it counts, and how much a window."""
+    """One limit a call is held to: whose (``scope``), what it counts, and how much a window (the
+    callback's, or a calendar day or month)."""
 
     scope: str
     counts: str  # "requests" or "tokens"
     limit: int
+    calendar: CalendarUnit | None = None
 
     @property
     def name(self) -> str:
+        if self.calendar is not None:
+            return f"{self.scope}:tokens-per-{self.calendar}"
         return f"{self.scope}:{'rpm' if self.counts == 'requests' else 'tpm'}"
 
 
@@ -83,6 +94,7 @@ class TokenLimits(CustomLogger):
         prefix: str = "rl:llm:",
         hash_tag: str = "llm",
         reservation_header: str | None = None,
+        tz: str | None = None,
     ) -> None:
         super().__init__()
         self._client = client
@@ -94,6 +106,7 @@ class TokenLimits(CustomLogger):
         self.fail_open = env_open if fail_open is None else fail_open
         self.prefix, self.hash_tag = prefix, hash_tag
         self.reservation_header = reservation_header or os.environ.get("RATELIMIT_LITELLM_RESERVATION_HEADER")
+        self.tz = tz or os.environ.get("RATELIMIT_LITELLM_TZ") or None
         self._held: dict[str, Held] = {}
 
     @property
@@ -131,16 +144,19 @@ class TokenLimits(CustomLogger):
         # The requests first, the tokens last: HITALL's TOKENS counts the last keys.
         limits.sort(key=lambda limit: limit.counts == "tokens")
         keys = [f"{self.prefix}{{{self.hash_tag}}}:{limit.name}" for limit in limits]
-        pairs = [(limit.limit, self.window) for limit in limits]
+        pairs: list[tuple[int, Seconds | CalendarUnit]] = [
+            (limit.limit, limit.calendar or self.window) for limit in limits
+        ]
         token_keys = sum(limit.counts == "tokens" for limit in limits)
         prompt = prompt_tokens(data)
         estimate = prompt + int(data.get("max_tokens") or data.get("max_completion_tokens") or self.default_max_tokens)
         try:
+            tz = self.tz if any(limit.calendar for limit in limits) else None
             if token_keys:
-                r = await self.limiter.reserve_all(keys, pairs, tokens=max(1, estimate), token_keys=token_keys)
+                r = await self.limiter.reserve_all(keys, pairs, tokens=max(1, estimate), token_keys=token_keys, tz=tz)
                 decision = r.decision
             else:
-                decision, r = await self.limiter.hit_all(keys, pairs), None
+                decision, r = await self.limiter.hit_all(keys, pairs, tz=tz), None
         except RateLimitError:
             raise
         except Exception as e:
@@ -204,13 +220,22 @@ class TokenLimits(CustomLogger):
 
     def model_limits(self, model: str) -> list[Limit]:
         """A model group's ``tpm`` / ``rpm``: the sum of its deployments' in the proxy's
-        ``model_list``, and the ``limits`` given for it."""
+        ``model_list``, and the ``limits`` given for it; and its budgets of tokens a day or a month
+        (``model_info: {tokens_per_month: ...}``), the smallest its deployments give."""
         totals: dict[str, int] = {}
+        budgets: dict[CalendarUnit, int] = {}
         for deployment in router_model_list():
-            if deployment.get("model_name") == model:
-                for counts, n in own_limits({**deployment.get("litellm_params", {}), **deployment}):
-                    totals[counts] = totals.get(counts, 0) + n
-        return [Limit(f"model:{model}", counts, n) for counts, n in [*totals.items(), *given(self.limits, model)]]
+            if deployment.get("model_name") != model:
+                continue
+            for counts, n in own_limits({**deployment.get("litellm_params", {}), **deployment}):
+                totals[counts] = totals.get(counts, 0) + n
+            for field, unit in CALENDAR_BUDGETS.items():
+                budget = (deployment.get("model_info") or {}).get(field)
+                if isinstance(budget, int) and budget > 0:
+                    budgets[unit] = min(budget, budgets.get(unit, budget))
+        scope = f"model:{model}"
+        windowed = [Limit(scope, counts, n) for counts, n in [*totals.items(), *given(self.limits, model)]]
+        return windowed + [Limit(scope, "tokens", n, unit) for unit, n in budgets.items()]
 
 
 def own_limits(params: Mapping[str, Any]) -> list[tuple[str, int]]:
@@ -243,6 +268,9 @@ def scoped_limits(key: Any, data: Mapping[str, Any]) -> list[Limit]:
     end_user = user or data.get("user")
     add(f"user:{end_user}" if end_user else None, "requests", getattr(key, "end_user_rpm_limit", None))
     add(f"user:{end_user}" if end_user else None, "tokens", getattr(key, "end_user_tpm_limit", None))
+    tpd = getattr(key, "end_user_tpd_limit", None)
+    if end_user and isinstance(tpd, int) and tpd > 0:
+        found.append(Limit(f"user:{end_user}", "tokens", tpd, "day"))
     return found
 
 
