@@ -212,3 +212,60 @@ def test_litellms_own_tpm_limit_under_the_same_load_for_comparison(tmp_path: Pat
         assert admitted == len(calls.read_text().splitlines()) > 0
     finally:
         server.close()
+
+
+async def test_from_the_sdk_the_limits_given_hold_and_a_denied_call_never_runs(server: Server, tmp_path: Path) -> None:
+    """From the SDK (``litellm.callbacks``, no proxy): a model's limits given to the callback,
+    reserved before the call and settled with its usage; a call that cannot fit raises LiteLLM's
+    RateLimitError before the model runs."""
+    import litellm
+    import redis.asyncio
+
+    from redis_ratelimit_client.litellm_callback import TokenLimits
+
+    fake_port, calls = free_port(), tmp_path / "calls.jsonl"
+    fake = [sys.executable, str(HERE / "fake_openai.py"), str(fake_port), str(calls)]
+    client = redis.asyncio.Redis(port=server.port)
+    # A prefix of its own: LiteLLM keeps one callback of a kind and settings per process.
+    prefix = f"rl:{server.port}:"
+    callback = TokenLimits(client, limits={"openai/fake": {"tpm": 3_000, "rpm": 100}}, prefix=prefix)
+    ask = {"model": "openai/fake", "api_base": f"http://127.0.0.1:{fake_port}/v1", "api_key": "none"}
+    key = prefix + "{llm}:model:openai/fake:tpm"
+    with started(fake, dict(os.environ), f"http://127.0.0.1:{fake_port}/", tmp_path / "fake.log", status=404):
+        litellm.callbacks = [callback]
+        try:
+            reply = await litellm.acompletion(**ask, messages=[{"role": "user", "content": "use 300"}], max_tokens=1000)
+            assert reply.usage.total_tokens == 305
+            for _ in range(200):
+                if await client.get(key) == b"305":
+                    break
+                await asyncio.sleep(0.05)
+            assert await client.get(key) == b"305"
+            with pytest.raises(litellm.RateLimitError):
+                await litellm.acompletion(**ask, messages=[{"role": "user", "content": "use 10"}], max_tokens=5_000)
+            assert await client.get(key) == b"305" and len(calls.read_text().splitlines()) == 1
+        finally:
+            litellm.callbacks = []
+            await client.aclose()
+
+
+async def test_a_server_out_of_reach_lets_calls_through_or_refuses_them(caplog: pytest.LogCaptureFixture) -> None:
+    """Fail open (the default) lets the call through and says so; fail closed refuses it with 503."""
+    import types
+
+    import redis.asyncio
+    from fastapi import HTTPException
+
+    from redis_ratelimit_client.litellm_callback import TokenLimits
+
+    nowhere = redis.asyncio.Redis(port=free_port(), socket_connect_timeout=1, retry_on_timeout=False)
+    data = {"model": "fake", "messages": [{"role": "user", "content": "hi"}], "litellm_call_id": "c1"}
+    key = types.SimpleNamespace()
+    opened = TokenLimits(nowhere, limits={"fake": {"tpm": 1_000}})
+    assert await opened.async_pre_call_hook(key, None, dict(data), "acompletion") is not None
+    assert "rate limits not applied: the server is out of reach" in caplog.text
+    closed = TokenLimits(nowhere, limits={"fake": {"tpm": 1_000}}, fail_open=False)
+    with pytest.raises(HTTPException) as refused:
+        await closed.async_pre_call_hook(key, None, dict(data), "acompletion")
+    assert refused.value.status_code == 503
+    await nowhere.aclose()

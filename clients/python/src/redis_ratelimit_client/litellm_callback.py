@@ -124,7 +124,7 @@ class TokenLimits(CustomLogger):
         if str(call_type) not in CHAT_CALLS and getattr(call_type, "value", None) not in CHAT_CALLS:
             return data
         limits = [*self.model_limits(str(data.get("model", ""))), *scoped_limits(user_api_key_dict, data)]
-        await self.reserve(str(data.get("litellm_call_id", "")), data, limits)
+        await self.reserve(str(data.get("litellm_call_id", "")), data, limits, proxied=True)
         return data
 
     async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any] | None:
@@ -135,10 +135,12 @@ class TokenLimits(CustomLogger):
             return None
         model = str(kwargs.get("model", ""))
         limits = [Limit(f"model:{model}", counts, n) for counts, n in own_limits(kwargs) + given(self.limits, model)]
-        await self.reserve(call_id, kwargs, limits)
+        await self.reserve(call_id, kwargs, limits, proxied=False)
         return None
 
-    async def reserve(self, call_id: str, data: dict[str, Any], limits: list[Limit]) -> None:
+    async def reserve(self, call_id: str, data: dict[str, Any], limits: list[Limit], proxied: bool) -> None:
+        """The call decided on `limits`: refused (the proxy's HTTP error, or LiteLLM's rate-limit
+        error from the SDK), or let through and its reservation held until it is settled."""
         if not limits:
             return
         # The requests first, the tokens last: HITALL's TOKENS counts the last keys.
@@ -161,11 +163,12 @@ class TokenLimits(CustomLogger):
             raise
         except Exception as e:
             if not self.fail_open:
-                raise http_error(503, "the rate limiter's server is out of reach", {}) from e
+                raise refusal(proxied, 503, "the rate limiter's server is out of reach", {}) from e
             log.warning("rate limits not applied: the server is out of reach (%s)", e)
             return
         if not decision.allowed:
-            raise http_error(429, "rate limit exceeded", refusal_headers(decision, [limit.name for limit in limits]))
+            headers = refusal_headers(decision, [limit.name for limit in limits])
+            raise refusal(proxied, 429, "rate limit exceeded", headers)
         data.setdefault("metadata", {})["ratelimit_decided"] = True
         if r is not None and r.token is not None:
             self._held[call_id] = Held(r, prompt)
@@ -317,15 +320,18 @@ def refusal_headers(decision: MultiDecision, names: list[str]) -> dict[str, str]
     return headers
 
 
-def http_error(status: int, message: str, headers: dict[str, str]) -> Exception:
-    """The proxy's HTTP error (FastAPI's); outside the proxy, LiteLLM's rate-limit error."""
-    try:
+def refusal(proxied: bool, status: int, message: str, headers: dict[str, str]) -> Exception:
+    """The proxy's HTTP error (FastAPI's, which it answers as it is); from the SDK or a Router,
+    LiteLLM's own errors, as a provider's 429 or 503 would be."""
+    if proxied:
         from fastapi import HTTPException
-    except ImportError:
-        error: Exception = litellm.RateLimitError(message=message, llm_provider="", model="")
-        return error
-    proxied: Exception = HTTPException(status_code=status, detail={"error": message}, headers=headers)
-    return proxied
+
+        error: Exception = HTTPException(status_code=status, detail={"error": message}, headers=headers)
+    elif status == 429:
+        error = litellm.RateLimitError(message=message, llm_provider="redis-ratelimit", model="")
+    else:
+        error = litellm.ServiceUnavailableError(message=message, llm_provider="redis-ratelimit", model="")
+    return error
 
 
 def client_from_environment() -> Any:
