@@ -14,8 +14,6 @@ past the first are denials, as under a flood. Repetitions interleave the contend
 
 from __future__ import annotations
 
-import argparse
-import ctypes
 import statistics
 import sys
 import time
@@ -27,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import redis
 from limits import parse, strategies
 from limits.storage import storage_from_string
+from measuring import arguments, cpu_ns, server_name, write_report
 from servers import Server
 
 import redis_ratelimit_client  # noqa: F401  (registers the schemes)
@@ -39,14 +38,6 @@ STRATEGIES = {
 TARGETS = {"fixed window": 0.75, "sliding-window counter": 0.5}
 IDENTITIES = 50
 LIMIT = parse("100/minute")
-
-
-def cpu_ns(pid: int) -> int:
-    """The process's CPU time (every thread's, ended ones included), from its CPU clock."""
-    clock = ctypes.c_int()
-    if ctypes.CDLL(None, use_errno=True).clock_getcpuclockid(pid, ctypes.byref(clock)) != 0:
-        raise OSError(ctypes.get_errno(), f"no CPU clock for process {pid}")
-    return time.clock_gettime_ns(clock.value)
 
 
 PIPELINE = 50
@@ -90,10 +81,7 @@ def bench(binary: str, module: str, decisions: int, reps: int) -> tuple[str, lis
     with_module = Server(module=True, binary=binary, module_path=module)
     without = Server(module=False, binary=binary)
     try:
-        version = with_module.client().info("server")
-        name = f"{'Valkey' if 'valkey_version' in version else 'Redis'} " + str(
-            version.get("valkey_version") or version["redis_version"]
-        )
+        name = server_name(with_module.client())
         rows, targets = [], []
         for label, strategy in STRATEGIES.items():
             contenders = {
@@ -124,12 +112,7 @@ def bench(binary: str, module: str, decisions: int, reps: int) -> tuple[str, lis
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--servers", nargs="+", required=True, help="server binaries")
-    parser.add_argument("--module", required=True, help="the built module")
-    parser.add_argument("--out", required=True, help="the markdown report to write")
-    parser.add_argument("--quick", action="store_true", help="a smoke run")
-    args = parser.parse_args()
+    args = arguments(__doc__ or "")
     decisions, reps = (300, 1) if args.quick else (10_000, 3)
     import limits
 
@@ -151,10 +134,7 @@ def main() -> None:
         lines += rows
         all_targets += targets
     lines += ["", "## Targets", "", "| target | measured | met |", "| --- | ---: | :---: |", *all_targets, ""]
-    report = "\n".join(lines)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(report, encoding="utf-8")
-    print(report if not args.quick else f"limits storage bench smoke run passed; report in {args.out}")
+    write_report(lines, args.out, args.quick, "limits storage")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ the trade an operator makes for a failover that loses no acknowledged decision, 
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import threading
@@ -21,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import redis
-from limits_storages import cpu_ns
+from measuring import arguments, cpu_ns, server_name, write_report
 from servers import Server
 
 from redis_ratelimit_client import RateLimiter
@@ -60,10 +59,7 @@ def bench(binary: str, module: str, decisions: int, reps: int) -> list[str]:
     primary = Server(module=True, binary=binary, module_path=module)
     replica = Server(module=False, binary=binary, replica_of=primary)
     try:
-        version = primary.client().info("server")
-        name = f"{'Valkey' if 'valkey_version' in version else 'Redis'} " + str(
-            version.get("valkey_version") or version["redis_version"]
-        )
+        name = server_name(primary.client())
         latency: dict[str, list[float]] = {m: [] for m in MODES}
         rate: dict[str, list[float]] = {m: [] for m in MODES}
         cpu: dict[str, list[float]] = {m: [] for m in MODES}
@@ -89,12 +85,7 @@ def bench(binary: str, module: str, decisions: int, reps: int) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--servers", nargs="+", required=True, help="server binaries")
-    parser.add_argument("--module", required=True, help="the built module")
-    parser.add_argument("--out", required=True, help="the markdown report to write")
-    parser.add_argument("--quick", action="store_true", help="a smoke run")
-    args = parser.parse_args()
+    args = arguments(__doc__ or "")
     decisions, reps = (160, 1) if args.quick else (10_000, 3)
     lines = [
         "# What waiting for a replica costs a decision",
@@ -112,10 +103,7 @@ def main() -> None:
     for binary in args.servers:
         lines += bench(binary, args.module, decisions, reps)
     lines.append("")
-    report = "\n".join(lines)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(report, encoding="utf-8")
-    print(report if not args.quick else f"replica wait bench smoke run passed; report in {args.out}")
+    write_report(lines, args.out, args.quick, "replica wait")
 
 
 if __name__ == "__main__":

@@ -45,6 +45,10 @@ def pair(pairs: dict[tuple[str, bool], tuple[Server, Server]], backend: str, clu
     return primary, replica
 
 
+def sync_client(primary: Server, cluster: bool) -> Any:
+    return redis.RedisCluster(host="127.0.0.1", port=primary.port) if cluster else primary.client()
+
+
 def same_data(primary: Server, replica: Server) -> None:
     """Every key of the primary is on the replica with the same value, read at once."""
     with redis.Redis(port=primary.port) as p, redis.Redis(port=replica.port) as r:
@@ -75,7 +79,7 @@ def test_each_write_is_on_the_replica_when_it_answers(
     pairs: dict[tuple[str, bool], tuple[Server, Server]], backend: str, cluster: bool
 ) -> None:
     primary, replica = pair(pairs, backend, cluster)
-    client = redis.RedisCluster(host="127.0.0.1", port=primary.port) if cluster else primary.client()
+    client = sync_client(primary, cluster)
     rl = RateLimiter(client, wait_for_replicas=1, replica_timeout=PATIENT)
     for write in writes(rl):
         write()
@@ -98,7 +102,7 @@ def test_a_write_the_stopped_replica_lacks_is_not_acknowledged(
     pairs: dict[tuple[str, bool], tuple[Server, Server]], backend: str, cluster: bool
 ) -> None:
     primary, replica = pair(pairs, backend, cluster)
-    client = redis.RedisCluster(host="127.0.0.1", port=primary.port) if cluster else primary.client()
+    client = sync_client(primary, cluster)
     rl = RateLimiter(client, wait_for_replicas=1, replica_timeout=PATIENT)
     rl.hit("{u}h", 10, 60)
     with stopped(replica), pytest.raises(NotReplicated) as raised:
