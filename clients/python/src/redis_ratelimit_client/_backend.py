@@ -215,14 +215,14 @@ No commands: the cluster client reads the cluster's topology again (its nodes_ma
 
 
 def sent_and_waited(
-    client: Any, args: tuple[Arg, ...], key: str, replicas: Replicas
+    client: Any, errors: Any, args: tuple[Arg, ...], key: str, replicas: Replicas
 ) -> Generator[Pipelined, list[Any], tuple[Any, int]]:
     """One write and WAIT behind it, on one connection: WAIT counts what that connection wrote.
     The client pipelines each yielded batch and sends back its replies. In a cluster the batch
     goes to the key's primary; after a MOVED, to its new primary once the topology is read again
     (as the client does on a MOVED of its own); after an ASK, to the node it names. Answers the
-    write's reply and how many replicas acknowledged it; a server error is raised."""
-    errors = exceptions(client)
+    write's reply and how many replicas acknowledged it; a server error is raised. ``errors``:
+    the client library's exceptions module, as the limiter found it."""
     cluster = is_cluster(client)
     node = client.get_node_from_key(key) if cluster else None
     batch = [args, replicas.command()]

@@ -116,7 +116,7 @@ class AsyncRateLimiter:
         args = _backend.command_args(call, await self.detect())
         if not self.replicas.applies(call):
             return await self.client.execute_command(*args, **_backend.routing(self.client, call.keys)), None
-        steps = _backend.sent_and_waited(self.client, args, call.keys[0], self.replicas)
+        steps = _backend.sent_and_waited(self.client, self._errors, args, call.keys[0], self.replicas)
         replies: Any = None
         try:
             while True:
