@@ -2,8 +2,8 @@
 // the SDK's own mock model), with the module and with the library: requests and tokens decided
 // together, each call settled with the usage the model reports (a stream's at its finish part, or
 // what was streamed when the reader stopped), a failed call settled at 0, a denied one thrown as a
-// 429 before the model runs; and under 20 concurrent calls, the tokens of the admitted calls never
-// pass the limit.
+// 429 before the model runs, a stopped server letting calls through or refusing them; and under 20
+// concurrent calls, the tokens of the admitted calls never pass the limit.
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -120,6 +120,24 @@ for (const kind of KINDS) {
       });
       assert.equal(ran.doGenerateCalls.length, 1);
       assert.deepEqual(await counts(who), [1, 6_000, 6_000]);
+    });
+
+    test('with the server stopped, calls go through (fail open) or are refused (fail closed), told to onError', async () => {
+      const gone = await Server.start(kind);
+      const lost = createClient({ socket: { host: '127.0.0.1', port: gone.port, reconnectStrategy: false }, disableOfflineQueue: true });
+      lost.on('error', () => undefined);
+      await lost.connect();
+      await gone.down();
+      const told: unknown[] = [];
+      const open = tokenLimitMiddleware({ client: lost, limits: LIMITS, key: 'gone', onError: (e) => told.push(e) });
+      const reply = await generateText({ model: wrapLanguageModel({ model: model(1, 1), middleware: open }), prompt: 'x' });
+      assert.equal(reply.text, 'fine');
+      assert.equal(told.length, 1);
+      const closed = tokenLimitMiddleware({ client: lost, limits: LIMITS, key: 'gone', failOpen: false, onError: (e) => told.push(e) });
+      const ran = model(1, 1);
+      await assert.rejects(generateText({ model: wrapLanguageModel({ model: ran, middleware: closed }), prompt: 'x', maxRetries: 0 }));
+      assert.equal(ran.doGenerateCalls.length, 0, 'refused before the model ran');
+      await gone.stop();
     });
 
     test('20 concurrent calls never use more tokens than the limit', async () => {

@@ -265,7 +265,10 @@ async def test_a_server_out_of_reach_lets_calls_through_or_refuses_them(caplog: 
 
     from redis_ratelimit_client.litellm_callback import TokenLimits
 
-    nowhere = redis.asyncio.Redis(port=free_port(), socket_connect_timeout=1, retry_on_timeout=False)
+    # A server that ran, then stopped.
+    gone = Server(module=False)
+    gone.close()
+    nowhere = redis.asyncio.Redis(port=gone.port, socket_connect_timeout=1, retry_on_timeout=False)
     data = {"model": "fake", "messages": [{"role": "user", "content": "hi"}], "litellm_call_id": "c1"}
     key = types.SimpleNamespace()
     opened = TokenLimits(nowhere, limits={"fake": {"tpm": 1_000}})
