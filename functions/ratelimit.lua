@@ -13,7 +13,7 @@
 --   FCALL ratelimit_acquire 1 key limit lease [MS] ID id   (the module makes an id when none is given)
 --   FCALL ratelimit_release 1 key id
 --   FCALL ratelimit_renew 1 key id lease [MS]
---   FCALL ratelimit_gcra 1 key max_burst tokens_per_period period [TOKENS count] [RESERVE]
+--   FCALL ratelimit_gcra 1 key max_burst tokens_per_period period [TOKENS count] [PARTIAL | RESERVE]
 --   FCALL ratelimit_settle numkeys key [key ...] reservation used   (a HITALL's token keys)
 --
 -- Calendar windows take UTC and fixed offsets here; named time zones are the module's (NAMED_ZONE).
@@ -1297,6 +1297,7 @@ end)
 local GCRA_OPTIONS = {
     { name = 'TOKENS', valued = true, missing = 'ERR Missing TOKENS value' },
     { name = 'RESERVE' },
+    { name = 'PARTIAL' },
 }
 
 -- A rate's emission `e` ns as e_us, e_r, and its tolerance (`capacity` emissions) as tol_us, tol_r.
@@ -1380,7 +1381,7 @@ local function gcra(keys, args)
         fail('ERR tokens_per_period is out of range, must be >= 1')
     end
     local period = period_ns(args[3])
-    local opts = #args > 3 and options(args, 4, GCRA_OPTIONS, 'TOKENS or RESERVE') or NO_OPTIONS
+    local opts = #args > 3 and options(args, 4, GCRA_OPTIONS, 'TOKENS, PARTIAL or RESERVE') or NO_OPTIONS
     local tokens = 1
     if opts.TOKENS then
         tokens = must(argument(opts.TOKENS), 'ERR TOKENS is not an integer or out of range')
@@ -1389,6 +1390,12 @@ local function gcra(keys, args)
         end
     end
     check_reserve(opts, tokens, 'TOKENS')
+    if opts.PARTIAL and opts.RESERVE then
+        fail('ERR syntax error: PARTIAL and RESERVE cannot be given together')
+    end
+    if opts.PARTIAL and tokens ~= BIG and tokens < 1 then
+        fail('ERR PARTIAL needs TOKENS >= 1')
+    end
     -- The module's overflow checks, on doubles (exact wherever the library computes at all); BIG
     -- values by their text, approximately.
     local per_period_approx = per_period == BIG and tonumber(args[2]) or per_period
@@ -1424,13 +1431,30 @@ local function gcra(keys, args)
         local remaining, full = gcra_fields(after_us, after_r, now_us, tol_us, tol_r, e_us, e_r, emission)
         return { 0, capacity, remaining, -1, full }
     end
-    local inc_us, inc_r = e_us * tokens, 0
-    if e_r ~= 0 then
-        inc_us, inc_r = mul(e_us, e_r, tokens)
-    end
     local tat_us, tat_r = now_us, 0
     if stored_us and (stored_us > now_us or (stored_us == now_us and stored_r > 0)) then
         tat_us, tat_r = stored_us, stored_r
+    end
+    if opts.PARTIAL then
+        -- The module's decide_partial: the whole tokens free, when fewer than asked but one.
+        local free_us, free_r = norm(now_us + tol_us - tat_us, tol_r - tat_r)
+        local whole = 0
+        if free_us > 0 or (free_us == 0 and free_r > 0) then
+            whole = e_r == 0 and floor(free_us / e_us) or div(free_us, free_r, e_us, e_r, emission)
+        end
+        if whole < 1 then
+            -- Denied as a request of one token is: retry when one is whole.
+            tokens = 1
+        elseif whole < tokens then
+            -- Granted, and the bucket left empty.
+            local after_us, after_r = norm(now_us + tol_us, tol_r)
+            gcra_store(keys[1], after_us, after_r, now_ms)
+            return { 0, capacity, 0, -1, ceil_ms(tol_us, tol_r), whole }
+        end
+    end
+    local inc_us, inc_r = e_us * tokens, 0
+    if e_r ~= 0 then
+        inc_us, inc_r = mul(e_us, e_r, tokens)
     end
     -- Each remainder below stays within (-1000, 2000): one carry at most, by comparison.
     local next_us, next_r = tat_us + inc_us, tat_r + inc_r
@@ -1453,6 +1477,9 @@ local function gcra(keys, args)
     local retry = -1
     if not admitted and cmp(inc_us, inc_r, tol_us, tol_r) <= 0 then
         retry = ceil_ms(late_us, late_r)
+    end
+    if opts.PARTIAL then
+        return { admitted and 0 or 1, capacity, remaining, retry, full, admitted and tokens or 0 }
     end
     if opts.RESERVE then
         local reservation = admitted and format('g:%d:%d:%d:%s', capacity, emission, tokens, key_tag(keys[1]))

@@ -261,7 +261,7 @@ fn the_library_answers_as_the_module_does() {
     let gcra_ms = if one_instant { 0 } else { 1 };
     let (mut compared, mut gcra_replies, mut slide_replies, mut ticked, mut mismatches) = (0, 0, 0, 0, Vec::new());
     let (mut beyond, mut lease_replies, mut settle_replies, mut laid_replies) = (0, 0, 0, 0);
-    let (mut token_replies, mut multi_settles) = (0, 0);
+    let (mut token_replies, mut multi_settles, mut partial_replies) = (0, 0, 0);
     let mut reservations: Vec<Reservation> = Vec::new();
     for i in 0..7_000 {
         let (command, function) = [
@@ -395,6 +395,11 @@ fn the_library_answers_as_the_module_does() {
             if (single || gcra) && rng.below(2) == 0 {
                 args.push("RESERVE".into());
             }
+            // Part of a request granted (with RESERVE now and then: refused alike).
+            let reserving = args.iter().any(|a| a == "RESERVE");
+            if gcra && (!reserving || rng.below(8) == 0) && rng.below(2) == 0 {
+                args.push("PARTIAL".into());
+            }
             // A request's tokens on HITALL's last keys (now and then a count it does not have),
             // reserved often.
             if hitall && rng.below(2) == 0 {
@@ -485,6 +490,8 @@ fn the_library_answers_as_the_module_does() {
         multi_settles += usize::from(settle && keys.len() > 1 && !matches!(module, Value::ServerError(_)));
         token_replies +=
             usize::from(hitall && args.iter().any(|a| a == "TOKENS") && !matches!(module, Value::ServerError(_)));
+        partial_replies +=
+            usize::from(gcra && args.iter().any(|a| a == "PARTIAL") && !matches!(module, Value::ServerError(_)));
         // A GCRA bucket's settle answers as GCRA does, times and all.
         let settles_gcra = settled.as_ref().is_some_and(|(module, _, _)| module.starts_with("g:"));
         let command = if settles_gcra { "RATELIMIT.GCRA" } else { command };
@@ -537,7 +544,7 @@ fn the_library_answers_as_the_module_does() {
         }
     }
     eprintln!(
-        "{compared} calls ({gcra_replies} GCRA, {slide_replies} sliding-window, {lease_replies} lease, {settle_replies} settle ({multi_settles} of several keys), {token_replies} HITALL with TOKENS, {laid_replies} aligned or calendar replies) and {} keys compared, {ticked} transactions across a \
+        "{compared} calls ({gcra_replies} GCRA, {slide_replies} sliding-window, {lease_replies} lease, {settle_replies} settle ({multi_settles} of several keys), {token_replies} HITALL with TOKENS, {partial_replies} GCRA with PARTIAL, {laid_replies} aligned or calendar replies) and {} keys compared, {ticked} transactions across a \
          millisecond's tick and {beyond} documented differences (2^53, ACQUIRE without ID, a named zone) left out, {} mismatches (seed {seed})",
         keys.len(),
         mismatches.len()
@@ -550,6 +557,7 @@ fn the_library_answers_as_the_module_does() {
     assert!(laid_replies > 50, "too few aligned or calendar windows got through to compare: {laid_replies}");
     assert!(token_replies > 30, "too few HITALL with TOKENS got through to compare: {token_replies}");
     assert!(multi_settles > 5, "too few settles of several keys got through to compare: {multi_settles}");
+    assert!(partial_replies > 10, "too few GCRA calls with PARTIAL got through to compare: {partial_replies}");
 }
 
 #[test]

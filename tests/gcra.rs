@@ -92,6 +92,33 @@ fn tokens_take_several_and_never_more_than_the_capacity() {
 }
 
 #[test]
+fn partial_grants_the_tokens_there_are_and_empties_the_bucket() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let partial = ["4", "1", "60", "TOKENS", "3", "PARTIAL"];
+    let ((first, second, third), ms) = timed(|| {
+        let first = gcra(&mut con, "g", &partial).unwrap();
+        (first, gcra(&mut con, "g", &partial).unwrap(), gcra(&mut con, "g", &partial).unwrap())
+    });
+    // 3 of a full bucket of 5; then the 2 left (and the part of the next token that came back
+    // meanwhile), leaving it empty until a whole token comes back.
+    assert_eq!(first, [0, 5, 2, -1, 180_000, 3]);
+    assert_eq!(second[..4], [0, 5, 0, -1]);
+    assert_eq!((second[4], second[5]), (300_000, 2), "{second:?}");
+    assert_eq!(third[..3], [1, 5, 0]);
+    assert_within(60_000 - third[3], 0, ms, "retry_after_ms");
+    assert_eq!(third[5], 0, "none granted: {third:?}");
+    let ttl = pttl(&mut con, "g");
+    // At the TAT rounded up to the ms (the library's clock has µs).
+    assert!(ttl > 300_000 - 1_000 - ms && ttl <= 300_001, "the key expires when the bucket is full: {ttl}");
+    // From a missing key, more than the capacity: the capacity.
+    assert_eq!(
+        gcra(&mut con, "fresh", &["4", "1", "60", "TOKENS", "9", "PARTIAL"]).unwrap(),
+        [0, 5, 0, -1, 300_000, 5]
+    );
+}
+
+#[test]
 fn a_bucket_without_ttl_heals_admitted_or_not() {
     let server = Server::start();
     let mut con = server.connect();
@@ -140,7 +167,13 @@ fn errors_change_nothing() {
         ("g", &["4", "1", "60", "TOKENS", "x"], "not an integer"),
         ("g", &["1", "1", "86400", "TOKENS", "200000000"], "would cause an overflow"),
         ("g", &["200000000", "1", "86400"], "would cause an overflow"),
-        ("g", &["4", "1", "60", "COST", "1"], "ERR syntax error: unknown option (expected TOKENS or RESERVE)"),
+        ("g", &["4", "1", "60", "COST", "1"], "ERR syntax error: unknown option (expected TOKENS, PARTIAL or RESERVE)"),
+        (
+            "g",
+            &["4", "1", "60", "PARTIAL", "RESERVE"],
+            "ERR syntax error: PARTIAL and RESERVE cannot be given together",
+        ),
+        ("g", &["4", "1", "60", "TOKENS", "-2", "PARTIAL"], "ERR PARTIAL needs TOKENS >= 1"),
         ("hash", &["4", "1", "60"], "WRONGTYPE"),
         ("text", &["4", "1", "60"], "ERR value is not an integer or out of range"),
     ];

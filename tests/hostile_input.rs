@@ -217,6 +217,9 @@ fn random_arguments_never_hurt_the_server() {
             if ["RATELIMIT.HIT", "RATELIMIT.SLIDE", "RATELIMIT.GCRA"].contains(&command) && rng.below(2) == 0 {
                 cmd.arg("RESERVE");
             }
+            if command == "RATELIMIT.GCRA" && rng.below(3) == 0 {
+                cmd.arg("PARTIAL");
+            }
         }
         for _ in 0..rng.below(if well_formed { 3 } else { 7 }) {
             cmd.arg(rng.word());
@@ -292,6 +295,9 @@ fn random_arguments_never_hurt_the_server() {
             Ok(Value::Array(items)) if buckets => {
                 let n: Vec<i64> = redis::from_redis_value(&Value::Array(items)).unwrap();
                 let shaped = n.len() == 5 && (n[0] == 0 || n[0] == 1) && n[1] >= 1 && (0..=n[1]).contains(&n[2]);
+                // PARTIAL's: the tokens granted last, none when limited.
+                let partial = n.len() == 6 && n[5] >= i64::from(n[0] == 0) && (n[0] == 0 || n[5] == 0);
+                let shaped = shaped || partial && (0..=n[1]).contains(&n[2]);
                 assert!(shaped && n[3] >= -1 && n[4] >= 0, "{}: {n:?}", context());
                 ok += 1;
             }

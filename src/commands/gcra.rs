@@ -1,10 +1,10 @@
-//! `RATELIMIT.GCRA key max_burst tokens_per_period period [TOKENS count] [RESERVE]`: tokens from
-//! a GCRA bucket (negative ones given back); replies `[limited, capacity, remaining,
-//! retry_after_ms, full_after_ms]`, and with RESERVE the reservation.
+//! `RATELIMIT.GCRA key max_burst tokens_per_period period [TOKENS count] [PARTIAL | RESERVE]`:
+//! tokens from a GCRA bucket (negative ones given back); replies `[limited, capacity, remaining,
+//! retry_after_ms, full_after_ms]`, with PARTIAL the tokens granted, with RESERVE the reservation.
 
 use crate::commands::{gave_back, reply, shadow, track};
 use crate::core::args::{parse_gcra, ArgError};
-use crate::core::gcra::{admit_anyway, decide, Outcome, Rate};
+use crate::core::gcra::{admit_anyway, decide, decide_partial, Outcome, Rate};
 use crate::core::reservation::Reserved;
 use crate::core::stored::Stored;
 use crate::redis::call::{Call, Error};
@@ -15,15 +15,22 @@ use crate::redis::stats::{self, Decisions};
 pub fn gcra(call: &Call) -> Result<(), Error> {
     let args = parse_gcra(call.args())?;
     let rate = args.rate;
-    let decision = |r: &Rate, b: Stored, ns, ms| Some(decide(r, b, ns, ms));
+    let decision = |r: &Rate, b: Stored, ns, ms| match args.partial {
+        true => Some(decide_partial(r, b, ns, ms)),
+        false => Some(decide(r, b, ns, ms)),
+    };
     let o = take(call, &rate, "ratelimit.gcra", &stats::GCRA_DECISIONS, args.reserve, decision)?;
-    let numbers = [i64::from(o.limited), rate.capacity, o.remaining, o.retry_after_ms(), o.full_after_ms()];
+    let numbers = [i64::from(o.limited), rate.capacity, o.remaining, o.retry_after_ms(), o.full_after_ms(), o.taken];
+    if args.partial {
+        call.reply_integers(&numbers);
+        return Ok(());
+    }
     let reserved = args.reserve.then_some((!o.limited).then_some(Reserved::Gcra {
         capacity: rate.capacity,
         emission_ns: rate.emission_ns,
         amount: rate.tokens,
     }));
-    reply(call, &numbers, reserved);
+    reply(call, &numbers[..5], reserved);
     Ok(())
 }
 
@@ -69,7 +76,11 @@ pub fn take(
     }
     // CL.THROTTLE's quantity 0 only looks.
     if rate.tokens > 0 {
-        let tokens = if reserving { 0 } else { rate.tokens };
+        let tokens = match (reserving, outcome.limited) {
+            (true, _) => 0,
+            (false, true) => rate.tokens,
+            (false, false) => outcome.taken,
+        };
         track(decisions, !outcome.limited, now.ms, call.arg(1).map(|key| (key, tokens)));
     }
     if anyway.is_some() {

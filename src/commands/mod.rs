@@ -335,7 +335,7 @@ pub const COMMANDS: &[Command] = &[
         arity: -5,
         entry: entry_point!(gcra::gcra),
         opt_in: None,
-        summary: c"Takes tokens from a GCRA bucket (smooth rate limiting, as redis-cell): value and expiry in one step. Replies [limited, capacity, remaining, retry_after_ms, full_after_ms], and with RESERVE the reservation.",
+        summary: c"Takes tokens from a GCRA bucket (smooth rate limiting, as redis-cell): value and expiry in one step. Replies [limited, capacity, remaining, retry_after_ms, full_after_ms], with PARTIAL the tokens granted, and with RESERVE the reservation.",
         complexity: c"O(1)",
         args: &[
             Arg { summary: Some(c"the bucket: its theoretical arrival time in Unix ns"), ..arg(c"key", KEY) },
@@ -346,7 +346,18 @@ pub const COMMANDS: &[Command] = &[
                 summary: Some(c"tokens this call takes (default 1); negative ones are given back"),
                 ..option(c"count", INTEGER, c"TOKENS")
             },
-            RESERVE,
+            Arg {
+                optional: true,
+                subargs: &[
+                    Arg {
+                        token: Some(c"PARTIAL"),
+                        summary: Some(c"grant as many of the tokens as the bucket has, at least one; the tokens granted come last in the reply"),
+                        ..arg(c"partial", PURE_TOKEN)
+                    },
+                    Arg { optional: false, ..RESERVE },
+                ],
+                ..arg(c"mode", ONEOF)
+            },
         ],
     },
     Command {

@@ -51,11 +51,14 @@ pub struct SlideArgs {
     pub reserve: bool,
 }
 
-/// `RATELIMIT.GCRA key max_burst tokens_per_period period [TOKENS count] [RESERVE]`, validated.
+/// `RATELIMIT.GCRA key max_burst tokens_per_period period [TOKENS count] [PARTIAL | RESERVE]`,
+/// validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GcraArgs {
     pub rate: Rate,
     pub reserve: bool,
+    /// Grant as many of the tokens as there are, at least one.
+    pub partial: bool,
 }
 
 /// `RATELIMIT.SETTLE key [key ...] reservation used`, validated but for the reservation, which
@@ -149,6 +152,8 @@ pub enum ArgError {
     Zero(&'static str),
     /// RESERVE with the named amount below 1 (a give-back reserves nothing), or without it.
     ReserveNeeds(&'static str),
+    /// GCRA's PARTIAL with a give-back.
+    PartialNeedsTokens,
     /// HITALL's TOKENS names more keys than the call has, or fewer than one.
     TokenKeys,
     /// The named length of time exceeds 2^62 ms.
@@ -187,6 +192,7 @@ impl ArgError {
             ArgError::Negative(name) => format!("ERR {name} must be an integer >= 0"),
             ArgError::Zero(name) => format!("ERR {name} must be a nonzero integer"),
             ArgError::ReserveNeeds(name) => format!("ERR RESERVE needs {name} >= 1"),
+            ArgError::PartialNeedsTokens => "ERR PARTIAL needs TOKENS >= 1".to_string(),
             ArgError::TokenKeys => "ERR TOKENS' key count must be between 1 and numkeys".into(),
             ArgError::TooLarge(name) => format!("ERR {name} is too large"),
             ArgError::IdLength => format!("ERR ID must be 1 to {MAX_ID_LEN} bytes"),
@@ -523,8 +529,9 @@ pub fn parse_gcra<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<GcraAr
     let max_burst = parse_i64(max_burst).filter(|&b| b >= 0).ok_or(ArgError::OutOfRange("max_burst", 0))?;
     let per_period = at_least(per_period, "tokens_per_period", 1)?;
     let period_ns = period_ns(period)?;
-    let spec = [Opt { name: "TOKENS", values: 1 }, Opt { name: "RESERVE", values: 0 }];
-    let [tokens, reserve] = options(args, spec, "TOKENS or RESERVE").map_err(|e| match e {
+    let spec =
+        [Opt { name: "TOKENS", values: 1 }, Opt { name: "RESERVE", values: 0 }, Opt { name: "PARTIAL", values: 0 }];
+    let [tokens, reserve, partial] = options(args, spec, "TOKENS, PARTIAL or RESERVE").map_err(|e| match e {
         ArgError::MissingValue(name) => ArgError::Missing(name),
         e => e,
     })?;
@@ -536,12 +543,18 @@ pub fn parse_gcra<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<GcraAr
         })?,
     };
     let reserve = reserved(reserve, tokens, "TOKENS")?;
+    if partial.is_some() && reserve {
+        return Err(ArgError::Exclusive("PARTIAL", "RESERVE"));
+    }
+    if partial.is_some() && tokens < 1 {
+        return Err(ArgError::PartialNeedsTokens);
+    }
     let emission_ns = (period_ns / per_period).max(1);
     let rate = Rate::new(max_burst, emission_ns, tokens).map_err(|o| match o {
         Overflow::Burst => ArgError::Overflow("(max_burst + 1) * period / tokens_per_period"),
         Overflow::Tokens => ArgError::Overflow("TOKENS * period / tokens_per_period"),
     })?;
-    Ok(GcraArgs { rate, reserve })
+    Ok(GcraArgs { rate, reserve, partial: partial.is_some() })
 }
 
 /// `key max_burst count_per_period period [quantity]` after `CL.THROTTLE`, as redis-cell reads it:
@@ -746,6 +759,7 @@ mod tests {
         assert_eq!(gcra("k 4 1 1 TOKENS 0"), Err(ArgError::Zero("TOKENS")));
         assert_eq!(gcra("k 4 1 1 TOKENS -2 RESERVE"), Err(ArgError::ReserveNeeds("TOKENS")));
         assert!(gcra("k 4 1 1 RESERVE").unwrap().reserve);
+        assert!(gcra("k 4 1 1 partial TOKENS 3").unwrap().partial);
         assert_eq!(
             gcra("k 4 1 1 TOKENS -9223372036854775808"),
             Err(ArgError::Overflow("TOKENS * period / tokens_per_period"))
@@ -985,7 +999,10 @@ mod tests {
             ("k 1 1 1 TOKENS 0", ArgError::Zero("TOKENS")),
             ("k 1 1 1 TOKENS 1.5", ArgError::NotAnInteger("TOKENS")),
             ("k 1 1 1 TOKENS 1 TOKENS 1", ArgError::Repeated("TOKENS")),
-            ("k 1 1 1 COST 1", ArgError::UnknownOption("TOKENS or RESERVE")),
+            ("k 1 1 1 COST 1", ArgError::UnknownOption("TOKENS, PARTIAL or RESERVE")),
+            ("k 1 1 1 TOKENS 2 PARTIAL RESERVE", ArgError::Exclusive("PARTIAL", "RESERVE")),
+            ("k 1 1 1 TOKENS -2 PARTIAL", ArgError::PartialNeedsTokens),
+            ("k 1 1 1 PARTIAL partial", ArgError::Repeated("PARTIAL")),
             ("k 1 1 86400 TOKENS 200000000", ArgError::Overflow("TOKENS * period / tokens_per_period")),
             ("k 200000000 1 86400", ArgError::Overflow("(max_burst + 1) * period / tokens_per_period")),
             ("k 1 1 1e300", ArgError::Overflow("period")),
@@ -1112,7 +1129,7 @@ mod properties {
                 let without_peek = words().filter(|w| !w.eq_ignore_ascii_case(b"PEEK"));
                 prop_assert_eq!(parse_hit(without_peek).map(|h| (h.at(0), h.reserve)), Ok((Ok(a.limit), a.reserve)));
             }
-            if let Ok(GcraArgs { rate: r, reserve }) = parse_gcra(words()) {
+            if let Ok(GcraArgs { rate: r, reserve, .. }) = parse_gcra(words()) {
                 prop_assert!(r.capacity >= 1 && r.emission_ns >= 1 && r.tokens != 0 && (!reserve || r.tokens >= 1));
                 prop_assert_eq!(r.tolerance_ns, r.emission_ns * r.capacity);
                 prop_assert_eq!(r.increment_ns, r.emission_ns * r.tokens);

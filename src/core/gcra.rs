@@ -70,6 +70,9 @@ pub struct Outcome {
     pub full_after_ns: i64,
     /// A new TAT with its expiry, or the heal's expiry alone, or nothing.
     pub change: Option<Change>,
+    /// The tokens this request took: its count when admitted, with PARTIAL maybe fewer, 0 when
+    /// denied or giving back.
+    pub taken: i64,
 }
 
 impl Outcome {
@@ -98,6 +101,30 @@ pub fn decide(rate: &Rate, bucket: Stored, now_ns: i64, now_ms: i64) -> Outcome 
         return give_back(rate, bucket, now_ns, now_ms, rate.tokens.unsigned_abs()).0;
     }
     arrive(rate, bucket, now_ns, now_ms)
+}
+
+/// A request with PARTIAL: as many of its tokens as the bucket has whole, at least one. When it has
+/// fewer than asked, they are granted and the bucket is left empty, the part of the next token
+/// going with them (as go-redis/redis_rate's AllowAtMost); with none whole, it is denied, and
+/// `retry_after` says when one will be.
+pub fn decide_partial(rate: &Rate, bucket: Stored, now_ns: i64, now_ms: i64) -> Outcome {
+    let tat = match bucket {
+        Stored::Missing => now_ns,
+        Stored::Present { value, .. } => value.max(now_ns),
+    };
+    let free_ns = i128::from(now_ns) + i128::from(rate.tolerance_ns) - i128::from(tat);
+    let whole = (free_ns.max(0) / i128::from(rate.emission_ns)) as i64;
+    if whole >= rate.tokens {
+        return arrive(rate, bucket, now_ns, now_ms);
+    }
+    if whole < 1 {
+        let one = Rate { tokens: 1, increment_ns: rate.emission_ns, ..*rate };
+        return arrive(&one, bucket, now_ns, now_ms);
+    }
+    // now + tolerance: past the TAT, since at least one whole token is free.
+    let empty = now_ns + rate.tolerance_ns;
+    let change = Change::Set { value: empty, expires_at: expiry_of(empty, now_ms) };
+    Outcome { taken: whole, ..admitted(rate, empty, now_ns, Some(change)) }
 }
 
 /// CL.THROTTLE's decision: `decide`'s for a quantity of 0 or more; for a negative one, redis-cell
@@ -148,6 +175,7 @@ fn arrive(rate: &Rate, bucket: Stored, now_ns: i64, now_ms: i64) -> Outcome {
         retry_after_ns: (!admitted && !never).then(|| late_by.min(i128::from(i64::MAX)) as i64),
         full_after_ns: used_ns.clamp(0, i128::from(i64::MAX)) as i64,
         change,
+        taken: if admitted { rate.tokens } else { 0 },
     }
 }
 
@@ -167,6 +195,7 @@ fn admitted(rate: &Rate, tat_ns: i64, now_ns: i64, change: Option<Change>) -> Ou
         retry_after_ns: None,
         full_after_ns: used_ns.min(i128::from(i64::MAX)) as i64,
         change,
+        taken: 0,
     }
 }
 
@@ -204,7 +233,8 @@ fn charge(rate: &Rate, bucket: Stored, now_ns: i64, now_ms: i64, tokens: i64) ->
 /// A request its bucket limited, admitted anyway (shadow mode): its tokens taken; `None` when the
 /// TAT would pass `i64::MAX`.
 pub fn admit_anyway(rate: &Rate, bucket: Stored, now_ns: i64, now_ms: i64) -> Option<Outcome> {
-    charge(rate, bucket, now_ns, now_ms, rate.tokens)
+    let o = charge(rate, bucket, now_ns, now_ms, rate.tokens)?;
+    Some(Outcome { taken: rate.tokens, ..o })
 }
 
 /// Settles a reservation of `amount` tokens of `rate`'s bucket, of `used`: unused tokens go
@@ -332,6 +362,28 @@ mod tests {
     }
 
     #[test]
+    fn partial_grants_the_whole_tokens_there_are_and_empties_the_bucket() {
+        let partial = |tokens, bucket, now| decide_partial(&rate(tokens), bucket, now, now / NS_PER_MS);
+        // 2.5 tokens free of 5, 4 asked: 2 granted, the half token with them.
+        let o = partial(4, at(NOW + 2 * SECOND + SECOND / 2), NOW);
+        assert_eq!((o.limited, o.taken, o.remaining, o.full_after_ms()), (false, 2, 0, 5_000));
+        assert_eq!(o.change, store(NOW + 5 * SECOND, NOW_MS + 5_000));
+        // Enough there: as without PARTIAL.
+        let o = partial(2, at(NOW + 2 * SECOND + SECOND / 2), NOW);
+        assert_eq!(o, Outcome { taken: 2, ..decide_at(&rate(2), at(NOW + 2 * SECOND + SECOND / 2), NOW) });
+        assert_eq!((o.remaining, o.full_after_ms()), (0, 4_500));
+        // Half a token: denied, retry when one is whole; nothing written.
+        let o = partial(4, at(NOW + 4 * SECOND + SECOND / 2), NOW);
+        assert_eq!((o.limited, o.taken, o.remaining, o.retry_after_ms(), o.change), (true, 0, 0, 500, None));
+        // More than the capacity from a full bucket: the capacity.
+        let o = partial(9, Stored::Missing, NOW);
+        assert_eq!((o.limited, o.taken, o.change), (false, 5, store(NOW + 5 * SECOND, NOW_MS + 5_000)));
+        // A debt: denied, retry once a token is whole past it.
+        let o = partial(1, at(NOW + 7 * SECOND), NOW);
+        assert_eq!((o.limited, o.retry_after_ms()), (true, 3_000));
+    }
+
+    #[test]
     fn one_token_comes_back_per_emission_interval() {
         let empty = at(NOW + 5 * SECOND);
         assert!(decide_at(&rate(1), empty, NOW + SECOND - 1).limited);
@@ -456,6 +508,36 @@ mod properties {
                     let later = now + o.retry_after_ms() * NS_PER_MS;
                     prop_assert!(!decide(&rate, bucket, later, later.div_euclid(NS_PER_MS)).limited);
                 }
+            }
+        }
+
+        /// With PARTIAL the same bound holds for the tokens granted, each grant is between one and
+        /// the count asked, a denial's retry_after admits one token, and a grant of fewer than asked
+        /// leaves nothing whole.
+        #[test]
+        fn partial_grants_never_pass_the_rate(
+            rate in any_rate(),
+            steps in proptest::collection::vec(0i64..3_000_000_000, 1..60),
+        ) {
+            let start = 1_700_000_000_000 * NS_PER_MS;
+            let (mut bucket, mut now, mut granted) = (Stored::Missing, start, 0i64);
+            for step in steps {
+                now += step;
+                let o = decide_partial(&rate, bucket, now, now.div_euclid(NS_PER_MS));
+                if let Some(Change::Set { value: tat_ns, expires_at }) = o.change {
+                    prop_assert!(!o.limited && (1..=rate.tokens).contains(&o.taken));
+                    prop_assert!(expires_at * NS_PER_MS >= tat_ns && expires_at > now.div_euclid(NS_PER_MS));
+                    prop_assert!(o.taken == rate.tokens || o.remaining == 0);
+                    granted += o.taken;
+                    bucket = Stored::Present { value: tat_ns, expires_at: Some(expires_at) };
+                } else {
+                    prop_assert!(o.limited && o.taken == 0 && o.change.is_none());
+                    let later = now + o.retry_after_ms() * NS_PER_MS;
+                    let one = Rate::new(rate.capacity - 1, rate.emission_ns, 1).unwrap();
+                    prop_assert!(!decide(&one, bucket, later, later.div_euclid(NS_PER_MS)).limited);
+                }
+                let allowance = rate.capacity as i128 + (now - start) as i128 / rate.emission_ns as i128;
+                prop_assert!(granted as i128 <= allowance);
             }
         }
     }

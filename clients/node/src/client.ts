@@ -104,6 +104,7 @@ export class RateLimiter {
   readonly slide = this.#sent(commands.slide);
   readonly hitAll = this.#sent(commands.hitAll);
   readonly gcra = this.#sent(commands.gcra);
+  readonly gcraUpTo = this.#sent(commands.gcraUpTo);
   readonly refund = this.#sent(commands.refund);
   readonly reserveHit = this.#sent(commands.reserveHit);
   readonly reserveSlide = this.#sent(commands.reserveSlide);

@@ -8,7 +8,7 @@
 // `params` lists them: test/command-docs.test.ts holds them to the module's COMMAND DOCS.
 
 import { RateLimitError } from './errors.js';
-import { Acquisition, Decision, MultiDecision, MultiReservation, Reservation, type Settlement, type TopEntry } from './results.js';
+import { Acquisition, Decision, Grant, MultiDecision, MultiReservation, Reservation, type Settlement, type TopEntry } from './results.js';
 
 export type Arg = string | number;
 
@@ -351,6 +351,23 @@ export const gcra = define(['key', ...GCRA], (key: string, o: GcraOptions): Call
   const period = duration(periodMs, 'periodMs');
   const args = [integer(maxBurst, 'maxBurst', 0), integer(tokensPerPeriod, 'tokensPerPeriod'), String(period / 1000), ...signedCostArgs(tokens, 'TOKENS')];
   return { command: 'RATELIMIT.GCRA', fn: 'ratelimit_gcra', keys: [text(key, 'key')], args, parse: bucket(period) };
+});
+
+export interface GcraUpToOptions extends GcraOptions {
+  /** The most the call takes (>= 1). */
+  tokens: number;
+}
+
+/** RATELIMIT.GCRA with PARTIAL: as many of `tokens` as the bucket has whole, at least one. Granted
+ * fewer than asked, the bucket is left empty (the part of the next token goes with them); none,
+ * it is denied until one comes back. */
+export const gcraUpTo = define(['key', ...GCRA], (key: string, o: GcraUpToOptions): Call<Grant> => {
+  const call = gcra(key, { ...o, tokens: integer(o.tokens, 'TOKENS') });
+  const parse = (reply: unknown): Grant => {
+    const numbers = row(reply, 6);
+    return new Grant(call.parse(numbers.slice(0, 5)), int(numbers[5]));
+  };
+  return { ...call, args: [...call.args, 'PARTIAL'], parse };
 });
 
 export interface RefundOptions {

@@ -23,7 +23,7 @@ export type { Client, Connection, SendCommand, SendCommandCluster } from './adap
 export { fastifyStore, RedisStore, type ClientRateLimitInfo, type FastifyStoreOptions, type RedisStoreOptions } from './stores.js';
 export { LibraryNotLoaded, NotReplicatedError, PermitUnavailable, RateLimitError } from './errors.js';
 export { LIBRARY_SOURCE } from './library.js';
-export { Acquisition, combinedHeaders, Decision, MultiDecision, MultiReservation, Reservation, type Settlement, type TopEntry } from './results.js';
+export { Acquisition, combinedHeaders, Decision, Grant, MultiDecision, MultiReservation, Reservation, type Settlement, type TopEntry } from './results.js';
 export { rateLimitMiddleware, rateLimitPlugin } from './middlewares.js';
 export { clientAddress, header, Rules, type KeyFunction, type LimitedRequest, type Limiter, type MiddlewareOptions, type Rule, type Verdict } from './rules.js';
 export { LimitExceededError, tokenLimitMiddleware, type ModelCall, type ModelLimit, type TokenLimitMiddleware, type TokenLimitOptions } from './ai-sdk.js';

@@ -112,6 +112,17 @@ abstract class Decided {
   }
 }
 
+/** GCRA's answer with PARTIAL: the decision, and how many of the tokens asked were taken (at least
+ * one when allowed, 0 when not). */
+export class Grant extends Decided {
+  constructor(
+    readonly decision: Decision,
+    readonly granted: number,
+  ) {
+    super();
+  }
+}
+
 /** HIT's, SLIDE's or GCRA's answer with RESERVE: the decision, and the reservation to settle with
  * what was used (null when denied). */
 export class Reservation extends Decided {

@@ -91,6 +91,12 @@ for (const kind of KINDS) {
           const limited = await rl.gcra(key, { maxBurst: 1, tokensPerPeriod: 1, periodMs: 1_000 });
           assert.equal(limited.allowed, false);
           assert.ok(limited.retryAfterMs !== null && limited.retryAfterMs > 0 && limited.retryAfterMs <= 1_000);
+          const upTo = fresh('upto');
+          const rate = { maxBurst: 4, tokensPerPeriod: 1, periodMs: 60_000, tokens: 3 };
+          const first = await rl.gcraUpTo(upTo, rate);
+          const rest = await rl.gcraUpTo(upTo, rate);
+          const none = await rl.gcraUpTo(upTo, rate);
+          assert.deepEqual([first.granted, rest.granted, rest.decision.remaining, none.allowed, none.granted], [3, 2, 0, false, 0]);
           const peeked = await rl.peek(fresh('peek'), { limit: 5 });
           assert.deepEqual([peeked.allowed, peeked.count, peeked.remaining, peeked.windowMs], [true, 0, 5, null]);
         });

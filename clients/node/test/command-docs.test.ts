@@ -10,7 +10,7 @@ import { commands } from 'redis-ratelimit';
 import { Server } from './servers.js';
 
 // Documented arguments that the builders take in another form.
-const FOLDED = new Set(['ms', 'numkeys', 'reserve']);
+const FOLDED = new Set(['ms', 'numkeys', 'reserve', 'partial']);
 // Documented names a builder takes under another name.
 const RENAMED: Record<string, Record<string, string>> = {
   'ratelimit.gcra': { count: 'tokens' },
@@ -57,6 +57,7 @@ const CASES: [string, string, Builder, string[], () => { command: string; args: 
   ['ratelimit.top', 'top', commands.top, [], () => commands.top({ view: 'admitted', count: 3, reset: true })],
   ['ratelimit.hit', 'reserveHit', commands.reserveHit, [], () => commands.reserveHit('k', { limit: 5, calendar: 'month', cost: 2, align: true, tz: '+05:30' })],
   ['ratelimit.slide', 'reserveSlide', commands.reserveSlide, ['peek'], () => commands.reserveSlide('k', { limit: 5, windowMs: 1_500, cost: 2 })],
+  ['ratelimit.gcra', 'gcraUpTo', commands.gcraUpTo, [], () => commands.gcraUpTo('k', { maxBurst: 1, tokensPerPeriod: 2, periodMs: 500, tokens: 2 })],
   ['ratelimit.gcra', 'reserveGcra', commands.reserveGcra, [], () => commands.reserveGcra('k', { maxBurst: 1, tokensPerPeriod: 2, periodMs: 500, tokens: 2 })],
 ];
 

@@ -81,6 +81,18 @@ def test_gcra_bursts_then_waits(rl: RateLimiter) -> None:
     assert rl.gcra("g3", 4, 1, 60, tokens=6).retry_after == math.inf
 
 
+def test_gcra_up_to_grants_what_the_bucket_has(rl: RateLimiter) -> None:
+    first = rl.gcra_up_to("gp", 4, 1, 60, tokens=3)
+    assert first.allowed and first.granted == 3 and first.decision.remaining == 2
+    rest = rl.gcra_up_to("gp", 4, 1, 60, tokens=3)
+    assert rest.allowed and rest.granted == 2 and rest.decision.remaining == 0
+    none = rl.gcra_up_to("gp", 4, 1, 60, tokens=3)
+    assert not none.allowed and none.granted == 0
+    assert none.retry_after is not None and 59 < none.retry_after <= 60
+    with pytest.raises(RateLimitError, match="TOKENS"):
+        rl.gcra_up_to("gp", 4, 1, 60, tokens=0)
+
+
 def test_hit_all_is_all_or_nothing(rl: RateLimiter) -> None:
     keys = ["rl:{u}:s", "rl:{u}:h"]
     first = rl.hit_all(keys, [(1, 1), (100, 3600)])

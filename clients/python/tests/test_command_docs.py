@@ -19,6 +19,7 @@ FOLDED = {
     "ms": "a duration in seconds (int, float or timedelta), sent in ms where needed",
     "numkeys": "len(keys)",
     "reserve": "the reserve_* builders send it",
+    "partial": "gcra_up_to sends it",
 }
 # Builders that send a command for one of its uses, and the documented arguments they leave to
 # the command's main builder.
@@ -40,6 +41,12 @@ VARIANTS: dict[str, tuple[str, Any, set[str], dict[str, Any]]] = {
         commands.reserve_all,
         set(),
         {"keys": ["a", "b"], "limits": [(1, 2), (2, "day")], "cost": 2, "align": True, "tz": "+01:00", "tokens": 40},
+    ),
+    "gcra_up_to": (
+        "ratelimit.gcra",
+        commands.gcra_up_to,
+        set(),
+        {"key": "k", "max_burst": 1, "tokens_per_period": 2, "period": 0.5, "tokens": 2},
     ),
     "reserve_gcra": (
         "ratelimit.gcra",

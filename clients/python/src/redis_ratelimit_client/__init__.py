@@ -17,7 +17,7 @@ from .aio import AsyncPermit, AsyncPipeline, AsyncRateLimiter, AsyncSettling
 from .client import Permit, Pipeline, RateLimiter, Settling
 from .commands import CalendarUnit, Call, Seconds
 from .errors import LibraryNotLoaded, NotReplicated, PermitUnavailable, RateLimitError
-from .results import Acquisition, Decision, MultiDecision, MultiReservation, Reservation, Settlement, TopEntry
+from .results import Acquisition, Decision, Grant, MultiDecision, MultiReservation, Reservation, Settlement, TopEntry
 
 __version__ = "1.0.0"
 
@@ -33,6 +33,7 @@ __all__ = [
     "CalendarUnit",
     "Call",
     "Decision",
+    "Grant",
     "LibraryNotLoaded",
     "MultiDecision",
     "MultiReservation",

@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any, Generic, Literal, TypeVar, overload
 
 from .errors import RateLimitError
-from .results import Acquisition, Decision, MultiDecision, MultiReservation, Reservation, Settlement, TopEntry
+from .results import Acquisition, Decision, Grant, MultiDecision, MultiReservation, Reservation, Settlement, TopEntry
 
 T = TypeVar("T")
 Seconds = int | float | timedelta
@@ -320,6 +320,20 @@ def gcra(key: str, max_burst: int, tokens_per_period: int, period: Seconds, *, t
     burst = _integer(max_burst, "max_burst", minimum=0)
     args = (burst, _integer(tokens_per_period, "tokens_per_period"), text, *_signed_cost_args(tokens, "TOKENS"))
     return Call("RATELIMIT.GCRA", "ratelimit_gcra", (_key(key),), args, _bucket(seconds))
+
+
+def gcra_up_to(key: str, max_burst: int, tokens_per_period: int, period: Seconds, *, tokens: int) -> Call[Grant]:
+    """RATELIMIT.GCRA with PARTIAL: as many of ``tokens`` as the bucket has whole, at least one.
+    Granted fewer than asked, the bucket is left empty (the part of the next token goes with
+    them); none, it is denied until one comes back."""
+    call = gcra(key, max_burst, tokens_per_period, period, tokens=_integer(tokens, "TOKENS"))
+    decided = call.parse
+
+    def parse(reply: Any) -> Grant:
+        *numbers, granted = reply
+        return Grant(decided(numbers), granted)
+
+    return Call(call.command, call.function, call.keys, (*call.args, "PARTIAL"), parse)
 
 
 def refund(key: str, amount: int, *, limit: int, window: Seconds, sliding: bool = False) -> Call[Decision]:

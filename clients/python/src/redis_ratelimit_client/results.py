@@ -112,6 +112,15 @@ class _Decided:
 
 
 @dataclass(frozen=True)
+class Grant(_Decided):
+    """GCRA's answer with PARTIAL: the decision, and how many of the tokens asked were taken (at
+    least one when allowed, 0 when not)."""
+
+    decision: Decision
+    granted: int
+
+
+@dataclass(frozen=True)
 class Reservation(_Decided):
     """HIT's, SLIDE's or GCRA's answer with RESERVE: the decision, and the reservation to settle
     with what was used (None when denied)."""
