@@ -1,0 +1,39 @@
+package ratelimit
+
+import "errors"
+
+// ErrInvalidArgument is what every *ArgumentError matches with errors.Is: a call refused before
+// anything was sent.
+var ErrInvalidArgument = errors.New("ratelimit: invalid argument")
+
+// ErrLibraryNotLoaded: the server has neither the module nor the Functions library, and the
+// limiter was told not to load it (WithoutLibraryLoad).
+var ErrLibraryNotLoaded = errors.New("ratelimit: the server has neither the ratelimit module nor its Functions library " +
+	"(loadmodule .../libredis_ratelimit.so, or FUNCTION LOAD with LibrarySource)")
+
+// ErrPermitUnavailable: WithPermit found every permit of the key in use.
+var ErrPermitUnavailable = errors.New("ratelimit: no permit available")
+
+// ErrPermitLost: a permit's lease ended before the work did (its renewal found it gone); the work's
+// context is cancelled with this cause.
+var ErrPermitLost = errors.New("ratelimit: permit lost before the work ended")
+
+// ArgumentError is an argument refused before any round trip, worded as the server words it.
+type ArgumentError struct {
+	Message string
+}
+
+func (e *ArgumentError) Error() string { return "ratelimit: " + e.Message }
+
+// Is makes errors.Is(err, ErrInvalidArgument) true.
+func (e *ArgumentError) Is(target error) bool { return target == ErrInvalidArgument }
+
+func invalid(message string) error { return &ArgumentError{Message: message} }
+
+// ServerError is an error reply of the server ("ERR ...", "WRONGTYPE ...", "CROSSSLOT ...").
+// Adapters return it for every error reply, so that one errors.As finds it whatever the client.
+type ServerError struct {
+	Message string
+}
+
+func (e *ServerError) Error() string { return e.Message }

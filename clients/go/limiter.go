@@ -1,0 +1,259 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Backend is what answers the limiter's calls.
+type Backend string
+
+// The backends.
+const (
+	Module  Backend = "module"
+	Library Backend = "library"
+)
+
+// Limiter sends the limiters' calls over one Conn. It finds the backend on first use (the module,
+// else the Functions library, loaded when missing unless WithoutLibraryLoad) and remembers it; it
+// is safe for concurrent use.
+type Limiter struct {
+	conn        Conn
+	loadLibrary bool
+
+	mu      sync.Mutex
+	backend Backend
+}
+
+// Option configures a Limiter.
+type Option func(*Limiter)
+
+// WithoutLibraryLoad: on a server without the module, expect the library loaded already
+// (ErrLibraryNotLoaded otherwise) rather than load it.
+func WithoutLibraryLoad() Option { return func(l *Limiter) { l.loadLibrary = false } }
+
+// New is a Limiter over conn (an adapter's: rlgoredis.New, rlrueidis.New, rlvalkey.New).
+func New(conn Conn, options ...Option) *Limiter {
+	l := &Limiter{conn: conn, loadLibrary: true}
+	for _, option := range options {
+		option(l)
+	}
+	return l
+}
+
+// Conn is the connection the limiter sends over.
+func (l *Limiter) Conn() Conn { return l.conn }
+
+// Backend is the backend, found on the first call (and by this one if none was made yet).
+func (l *Limiter) Backend(ctx context.Context) (Backend, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.backend != "" {
+		return l.backend, nil
+	}
+	// Asked with no arguments, the module answers its arity error; a server without it "unknown
+	// command". No key is touched, and no MODULE LIST is needed (managed services refuse it).
+	_, err := l.conn.Do(ctx, 0, []string{"RATELIMIT.PEEK"})
+	var server *ServerError
+	if err == nil || errors.As(err, &server) && !strings.Contains(strings.ToLower(server.Message), "unknown command") {
+		l.backend = Module
+		return Module, nil
+	}
+	if !errors.As(err, &server) {
+		return "", err
+	}
+	if err := l.ensureLibrary(ctx); err != nil {
+		return "", err
+	}
+	l.backend = Library
+	return Library, nil
+}
+
+// ensureLibrary loads the library on every primary that lacks it (never REPLACE: a newer one
+// loaded by hand stays).
+func (l *Limiter) ensureLibrary(ctx context.Context) error {
+	return l.conn.EachPrimary(ctx, func(node Conn) error {
+		listing, err := node.Do(ctx, 0, []string{"FUNCTION", "LIST", "LIBRARYNAME", LibraryName})
+		if err != nil {
+			return err
+		}
+		if hasLibrary(listing) {
+			return nil
+		}
+		if !l.loadLibrary {
+			return ErrLibraryNotLoaded
+		}
+		_, err = node.Do(ctx, 0, []string{"FUNCTION", "LOAD", LibrarySource})
+		var server *ServerError
+		if errors.As(err, &server) && strings.Contains(server.Message, "already exists") {
+			return nil
+		}
+		return err
+	})
+}
+
+func hasLibrary(listing any) bool {
+	entries, _ := listing.([]any)
+	for _, entry := range entries {
+		if name, _ := Fields(entry)["library_name"].(string); name == LibraryName {
+			return true
+		}
+	}
+	return false
+}
+
+// Do sends any built call, to the backend found, and reads its reply.
+func Do[T any](ctx context.Context, l *Limiter, call Call[T]) (T, error) {
+	var zero T
+	if l.conn.Cluster() && len(call.Keys) > 1 {
+		for _, key := range call.Keys[1:] {
+			if Slot(key) != Slot(call.Keys[0]) {
+				return zero, invalid("CROSSSLOT Keys in request don't hash to the same slot (give them one hash tag, e.g. rl:{user:42}:s)")
+			}
+		}
+	}
+	backend, err := l.Backend(ctx)
+	if err != nil {
+		return zero, err
+	}
+	if backend == Library && call.Function == "" {
+		return zero, invalid(call.Command + " needs the module (the Functions library has no such function)")
+	}
+	args, keyPos := call.ModuleArgs(), 1
+	if call.Numkeys {
+		keyPos = 2
+	}
+	if backend == Library {
+		args, keyPos = call.LibraryArgs(), 3
+	}
+	if len(call.Keys) == 0 {
+		keyPos = 0
+	}
+	reply, err := l.conn.Do(ctx, keyPos, args)
+	var server *ServerError
+	if backend == Library && errors.As(err, &server) && strings.Contains(strings.ToLower(server.Message), "function not found") {
+		// The server lost the library (a restart without persistence, FUNCTION FLUSH): again.
+		if err := l.ensureLibrary(ctx); err != nil {
+			return zero, err
+		}
+		reply, err = l.conn.Do(ctx, keyPos, args)
+	}
+	if err != nil {
+		return zero, err
+	}
+	return call.Parse(reply)
+}
+
+func send[T any](ctx context.Context, l *Limiter, call Call[T], err error) (T, error) {
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return Do(ctx, l, call)
+}
+
+// Hit counts a call against a fixed window (RATELIMIT.HIT).
+func (l *Limiter) Hit(ctx context.Context, key string, f Fixed) (Decision, error) {
+	call, err := HitCall(key, f)
+	return send(ctx, l, call, err)
+}
+
+// Peek says whether a HIT of cost (0 means 1) would be admitted, writing nothing.
+func (l *Limiter) Peek(ctx context.Context, key string, limit, cost int64) (Decision, error) {
+	call, err := PeekCall(key, limit, cost)
+	return send(ctx, l, call, err)
+}
+
+// Slide counts a call against a sliding window (RATELIMIT.SLIDE).
+func (l *Limiter) Slide(ctx context.Context, key string, s Sliding) (Decision, error) {
+	call, err := SlideCall(key, s)
+	return send(ctx, l, call, err)
+}
+
+// SlidePeek says whether a SLIDE would be admitted, writing nothing.
+func (l *Limiter) SlidePeek(ctx context.Context, key string, s Sliding) (Decision, error) {
+	call, err := SlidePeekCall(key, s)
+	return send(ctx, l, call, err)
+}
+
+// HitAll counts one call against several limits, all or nothing (RATELIMIT.HITALL).
+func (l *Limiter) HitAll(ctx context.Context, limits []Limit, o AllOptions) (MultiDecision, error) {
+	call, err := HitAllCall(limits, o)
+	return send(ctx, l, call, err)
+}
+
+// GCRA takes tokens from a GCRA bucket (RATELIMIT.GCRA).
+func (l *Limiter) GCRA(ctx context.Context, key string, r Rate) (Decision, error) {
+	call, err := GCRACall(key, r)
+	return send(ctx, l, call, err)
+}
+
+// GCRAUpTo takes as many of r.Tokens as the bucket has, at least one (RATELIMIT.GCRA PARTIAL).
+func (l *Limiter) GCRAUpTo(ctx context.Context, key string, r Rate) (Grant, error) {
+	call, err := GCRAUpToCall(key, r)
+	return send(ctx, l, call, err)
+}
+
+// ReserveHit counts an estimate (f.Cost) against a fixed window, and reserves it for Settle.
+func (l *Limiter) ReserveHit(ctx context.Context, key string, f Fixed) (Reservation, error) {
+	call, err := ReserveHitCall(key, f)
+	return send(ctx, l, call, err)
+}
+
+// ReserveSlide counts an estimate (s.Cost) against a sliding window, and reserves it.
+func (l *Limiter) ReserveSlide(ctx context.Context, key string, s Sliding) (Reservation, error) {
+	call, err := ReserveSlideCall(key, s)
+	return send(ctx, l, call, err)
+}
+
+// ReserveGCRA takes an estimate (r.Tokens) from a bucket, and reserves it.
+func (l *Limiter) ReserveGCRA(ctx context.Context, key string, r Rate) (Reservation, error) {
+	call, err := ReserveGCRACall(key, r)
+	return send(ctx, l, call, err)
+}
+
+// ReserveAll decides a request's limits together, its estimated tokens on the token keys, and
+// reserves them (HITALL TOKENS RESERVE).
+func (l *Limiter) ReserveAll(ctx context.Context, limits []Limit, o AllOptions) (MultiReservation, error) {
+	call, err := ReserveAllCall(limits, o)
+	return send(ctx, l, call, err)
+}
+
+// Settle settles a reservation with what was used (RATELIMIT.SETTLE).
+func (l *Limiter) Settle(ctx context.Context, r Reservation, used int64) (Settlement, error) {
+	call, err := SettleCall(r, used)
+	return send(ctx, l, call, err)
+}
+
+// SettleAll settles a ReserveAll reservation with what was used: one Settlement per token key.
+func (l *Limiter) SettleAll(ctx context.Context, r MultiReservation, used int64) ([]Settlement, error) {
+	call, err := SettleAllCall(r, used)
+	return send(ctx, l, call, err)
+}
+
+// Acquire takes one of at most limit permits in flight for lease, under id ("": a new one).
+func (l *Limiter) Acquire(ctx context.Context, key string, limit int64, lease time.Duration, id string) (Acquisition, error) {
+	call, err := AcquireCall(key, limit, lease, id)
+	return send(ctx, l, call, err)
+}
+
+// Release gives back the permit under id; false if it was not live.
+func (l *Limiter) Release(ctx context.Context, key, id string) (bool, error) {
+	call, err := ReleaseCall(key, id)
+	return send(ctx, l, call, err)
+}
+
+// Renew extends the live lease under id to lease from now; 0 when it was lost.
+func (l *Limiter) Renew(ctx context.Context, key, id string, lease time.Duration) (time.Duration, error) {
+	call, err := RenewCall(key, id, lease)
+	return send(ctx, l, call, err)
+}
+
+// Top is RATELIMIT.TOP (the module only) on the node the connection reaches first.
+func (l *Limiter) Top(ctx context.Context, o TopOptions) ([]TopEntry, error) {
+	call, err := TopCall(o)
+	return send(ctx, l, call, err)
+}

@@ -1,0 +1,102 @@
+// Package rlgoredis runs redis-ratelimit's limiters over go-redis v9: a Client, ClusterClient,
+// Ring or any UniversalClient. Each call names its key's position, so that a cluster or a ring
+// sends it to the key's primary at once (no MOVED round trip, whatever go-redis's command cache
+// holds).
+package rlgoredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
+	"github.com/redis/go-redis/v9"
+)
+
+// New is a Limiter over rdb.
+func New(rdb redis.UniversalClient, options ...ratelimit.Option) *ratelimit.Limiter {
+	return ratelimit.New(Conn{rdb}, options...)
+}
+
+// Conn is rdb as a ratelimit.Conn.
+type Conn struct {
+	Client redis.UniversalClient
+}
+
+// Do sends args, routed by args[keyPos].
+func (c Conn) Do(ctx context.Context, keyPos int, args []string) (any, error) {
+	cmd := redis.NewCmd(ctx, words(args)...)
+	if keyPos > 0 {
+		cmd.SetFirstKeyPos(int8(keyPos))
+	}
+	_ = c.Client.Process(ctx, cmd)
+	reply, err := cmd.Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	var server redis.Error
+	if errors.As(err, &server) {
+		return nil, &ratelimit.ServerError{Message: server.Error()}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return plain(reply)
+}
+
+// EachPrimary calls fn on every primary of a cluster, every shard of a ring, or the one server.
+func (c Conn) EachPrimary(ctx context.Context, fn func(ratelimit.Conn) error) error {
+	each := func(ctx context.Context, node *redis.Client) error { return fn(Conn{node}) }
+	switch rdb := c.Client.(type) {
+	case *redis.ClusterClient:
+		return rdb.ForEachMaster(ctx, each)
+	case *redis.Ring:
+		return rdb.ForEachShard(ctx, each)
+	}
+	return fn(c)
+}
+
+// Cluster: a ClusterClient spreads keys over slots (a Ring too, over its shards).
+func (c Conn) Cluster() bool {
+	switch c.Client.(type) {
+	case *redis.ClusterClient, *redis.Ring:
+		return true
+	}
+	return false
+}
+
+func words(args []string) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		out[i] = a
+	}
+	return out
+}
+
+// plain is a go-redis reply in the shapes ratelimit.Conn promises.
+func plain(v any) (any, error) {
+	switch v := v.(type) {
+	case []any:
+		out := make([]any, len(v))
+		for i, item := range v {
+			var err error
+			if out[i], err = plain(item); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	case map[any]any:
+		out := make(map[string]any, len(v))
+		for name, item := range v {
+			value, err := plain(item)
+			if err != nil {
+				return nil, err
+			}
+			out[fmt.Sprint(name)] = value
+		}
+		return out, nil
+	case redis.Error:
+		return nil, &ratelimit.ServerError{Message: v.Error()}
+	}
+	return v, nil
+}

@@ -1,0 +1,80 @@
+// Package rlvalkey runs redis-ratelimit's limiters over valkey. A call's key goes through the
+// command builder's Keys, so that a cluster client sends it to the key's primary at once.
+package rlvalkey
+
+import (
+	"context"
+
+	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
+	"github.com/valkey-io/valkey-go"
+)
+
+// New is a Limiter over client.
+func New(client valkey.Client, options ...ratelimit.Option) *ratelimit.Limiter {
+	return ratelimit.New(Conn{client}, options...)
+}
+
+// Conn is client as a ratelimit.Conn.
+type Conn struct {
+	Client valkey.Client
+}
+
+// Do sends args, routed by args[keyPos].
+func (c Conn) Do(ctx context.Context, keyPos int, args []string) (any, error) {
+	cmd := c.Client.B().Arbitrary(args[0])
+	if keyPos > 0 {
+		cmd = cmd.Args(args[1:keyPos]...).Keys(args[keyPos]).Args(args[keyPos+1:]...)
+	} else {
+		cmd = cmd.Args(args[1:]...)
+	}
+	reply, err := c.Client.Do(ctx, cmd.Build()).ToAny()
+	if valkey.IsValkeyNil(err) {
+		return nil, nil
+	}
+	if server, ok := valkey.IsValkeyErr(err); ok {
+		return nil, &ratelimit.ServerError{Message: server.Error()}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return plain(reply), nil
+}
+
+// EachPrimary calls fn on every node of a cluster (FUNCTION LOAD on a replica is refused as
+// READONLY, and the replica gets the library from its primary), or on the one server.
+func (c Conn) EachPrimary(ctx context.Context, fn func(ratelimit.Conn) error) error {
+	if !c.Cluster() {
+		return fn(c)
+	}
+	for _, node := range c.Client.Nodes() {
+		if err := fn(Conn{node}); err != nil && !readOnly(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Cluster: the client is in cluster mode.
+func (c Conn) Cluster() bool { return c.Client.Mode() == valkey.ClientModeCluster }
+
+func readOnly(err error) bool {
+	server, ok := err.(*ratelimit.ServerError)
+	return ok && len(server.Message) >= 8 && server.Message[:8] == "READONLY"
+}
+
+// plain turns the errors rueidis leaves inside arrays into *ratelimit.ServerError.
+func plain(v any) any {
+	switch v := v.(type) {
+	case []any:
+		for i, item := range v {
+			v[i] = plain(item)
+		}
+	case map[string]any:
+		for name, item := range v {
+			v[name] = plain(item)
+		}
+	case error:
+		return &ratelimit.ServerError{Message: v.Error()}
+	}
+	return v
+}
