@@ -1,0 +1,20 @@
+module github.com/redis-ratelimit/redis-ratelimit/clients/go/redis_rate
+
+go 1.26.0
+
+require (
+	github.com/redis-ratelimit/redis-ratelimit/clients/go v0.0.0
+	github.com/redis-ratelimit/redis-ratelimit/clients/go/rlgoredis v0.0.0
+	github.com/redis/go-redis/v9 v9.23.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
+
+replace (
+	github.com/redis-ratelimit/redis-ratelimit/clients/go => ../
+	github.com/redis-ratelimit/redis-ratelimit/clients/go/rlgoredis => ../rlgoredis
+)
