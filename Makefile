@@ -24,7 +24,7 @@ LIBRARY_TESTS := --test hit --test peek --test hitall --test slide --test lease 
 
 .PHONY: all deps package-deps test-deps build package package-test lint test integration $(INTEGRATION) servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
 	monitoring-tools monitoring-test \
-	python-dist python-envs python-test node-dist node-installed node-test clients
+	python-dist python-envs python-test node-dist node-installed node-test go-ready go-test clients
 
 all: build
 
@@ -139,6 +139,7 @@ test: build servers redis-cell monitoring-tools lint
 	$(MAKE) --no-print-directory -j2 --output-sync=target integration clients
 	$(MAKE) --no-print-directory python-test CLIENTS_READY=1
 	$(MAKE) --no-print-directory node-test CLIENTS_READY=1
+	$(MAKE) --no-print-directory go-test GO_READY=1
 	$(MAKE) --no-print-directory examples
 	$(MAKE) --no-print-directory package-test CLIENTS_READY=1
 	BENCH_SERVERS="$(call server_binaries,$(BENCH_SMOKE_SERVERS))" cargo bench --locked --bench ratelimit -- --quick
@@ -258,6 +259,32 @@ node-test: build servers $(if $(CLIENTS_READY),,node-installed)
 	$(call node-test-on,$(PY_FIRST_SERVER),dist/*.test.js)
 	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call node-test-on,$(binary),$(NODE_CLIENT_TESTS)))
 
+# The Go packages (clients/go, one module per client and integration, tied by go.work): vetted,
+# checked by staticcheck, and their tests (the tests module) built once with the race detector,
+# then run on every server: all of them on the first, the client's on the others. GO_READY=1:
+# take the built tests as they are.
+GO_DIR := clients/go
+GO_MODULES := ./... ./rlgoredis/... ./rlrueidis/... ./rlvalkey/... ./redis_rate/... ./tests/...
+GO_BIN := $(CURDIR)/target/go/bin
+GO_TESTS := $(CURDIR)/target/go/tests.test
+STATICCHECK_VERSION := v0.8.2
+define go-test-on
+	@echo "== the Go packages on $$($(1) --version | cut -d' ' -f1-3) =="
+	cd $(GO_DIR)/tests && REDIS_SERVER=$(1) RATELIMIT_MODULE=$(CURDIR)/$(MODULE) $(GO_TESTS) -test.timeout 10m $(2)
+
+endef
+
+go-ready: test-deps
+	cmp functions/ratelimit.lua $(GO_DIR)/ratelimit.lua || (echo "clients/go/ratelimit.lua is not functions/ratelimit.lua: cp it" && false)
+	test -x $(GO_BIN)/staticcheck || GOBIN=$(GO_BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	cd $(GO_DIR) && test -z "$$(gofmt -l .)" || (gofmt -l . && false)
+	cd $(GO_DIR) && go vet $(GO_MODULES) && $(GO_BIN)/staticcheck $(GO_MODULES)
+	cd $(GO_DIR)/tests && go test -race -c -o $(GO_TESTS) .
+
+go-test: build servers $(if $(GO_READY),,go-ready)
+	$(call go-test-on,$(PY_FIRST_SERVER))
+	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call go-test-on,$(binary),-test.run 'Client|RedisRate'))
+
 # The release files under target/package/ (scripts/package.py): the Debian package (checked by
 # lintian), the tarball for this machine's target, the Python wheel and sdist, the npm tarball,
 # and their SHA256SUMS.
@@ -272,9 +299,9 @@ package-test: build test-deps $(if $(CLIENTS_READY),,python-dist node-dist) $(PA
 	$(PACKAGE)
 	scripts/package-test.py target/package $(dir $(PACKAGE_SERVERS))
 
-# Every package and environment the clients' tests and make package take, and the servers
+# Every package and environment the clients' tests and make package take (the Go tests built), and the servers
 # make package-test installs beside.
-clients: python-envs node-installed $(PACKAGE_SERVERS)
+clients: python-envs node-installed go-ready $(PACKAGE_SERVERS)
 
 # The TTL-leak story against a real server: the classic limiter without and with the guard.
 demo: build pydeps

@@ -13,7 +13,6 @@
 //     zero, denies everything, or reads without taking;
 //   - a negative n gives back: the bucket is refilled by n tokens, never past full (redis_rate
 //     drops a give-back that would pass full).
-//
 package redis_rate
 
 import (

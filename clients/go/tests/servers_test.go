@@ -148,8 +148,8 @@ func startCluster(t *testing.T, kind Kind) []*Server {
 		rdb := redis.NewClient(&redis.Options{Addr: node.Addr()})
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			info, _ := rdb.ClusterInfo(ctx).Result()
-			slots, _ := rdb.ClusterSlots(ctx).Result()
-			if strings.Contains(info, "cluster_state:ok") && len(slots) == 2 {
+			shards, _ := rdb.ClusterShards(ctx).Result()
+			if strings.Contains(info, "cluster_state:ok") && len(shards) == 2 && len(shards[0].Slots) > 0 && len(shards[1].Slots) > 0 {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -219,4 +219,9 @@ func (c *testClock) set(t *testing.T, unixMS int64, rdb ...*redis.Client) {
 			}
 		}
 	}
+}
+
+func readFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	return string(b), err
 }

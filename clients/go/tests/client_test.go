@@ -1,0 +1,203 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
+	"github.com/redis-ratelimit/redis-ratelimit/clients/go/rlgoredis"
+	"github.com/redis-ratelimit/redis-ratelimit/clients/go/rlrueidis"
+	"github.com/redis-ratelimit/redis-ratelimit/clients/go/rlvalkey"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/valkey-io/valkey-go"
+)
+
+// clients are the limiters over every supported client, on one server or on a cluster of addrs.
+func clients(t *testing.T, addrs []string, cluster bool) map[string]*ratelimit.Limiter {
+	t.Helper()
+	limiters := map[string]*ratelimit.Limiter{}
+	if cluster {
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+		t.Cleanup(func() { cc.Close() })
+		limiters["go-redis ClusterClient"] = rlgoredis.New(cc)
+		u := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, IsClusterMode: true})
+		t.Cleanup(func() { u.Close() })
+		limiters["go-redis UniversalClient"] = rlgoredis.New(u)
+	} else {
+		c := redis.NewClient(&redis.Options{Addr: addrs[0]})
+		t.Cleanup(func() { c.Close() })
+		limiters["go-redis Client"] = rlgoredis.New(c)
+		ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": addrs[0]}})
+		t.Cleanup(func() { ring.Close() })
+		limiters["go-redis Ring"] = rlgoredis.New(ring)
+	}
+	r, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	limiters["rueidis"] = rlrueidis.New(r)
+	v, err := valkey.NewClient(valkey.ClientOption{InitAddress: addrs, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(v.Close)
+	limiters["valkey-go"] = rlvalkey.New(v)
+	return limiters
+}
+
+// Every command through every client, on the module and on the library, standalone and in a
+// two-node cluster where no call may be redirected.
+func TestEveryCommandThroughEveryClient(t *testing.T) {
+	for _, kind := range kinds {
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			one := start(t, kind, options{})
+			for name, l := range clients(t, []string{one.Addr()}, false) {
+				t.Run(name, func(t *testing.T) { everyCommand(t, l, kind) })
+			}
+			nodes := startCluster(t, kind)
+			addrs := []string{nodes[0].Addr(), nodes[1].Addr()}
+			for name, l := range clients(t, addrs, true) {
+				t.Run(name+" cluster", func(t *testing.T) { everyCommand(t, l, kind) })
+			}
+			for _, node := range nodes {
+				rdb := redis.NewClient(&redis.Options{Addr: node.Addr()})
+				stats, err := rdb.Info(context.Background(), "errorstats").Result()
+				rdb.Close()
+				if err != nil || strings.Contains(stats, "MOVED") || strings.Contains(stats, "ASK") {
+					t.Errorf("a call was redirected on %s: %v %s", node.Addr(), err, stats)
+				}
+			}
+		})
+	}
+}
+
+func everyCommand(t *testing.T, l *ratelimit.Limiter, kind Kind) {
+	ctx := context.Background()
+	tag := "{" + strings.ReplaceAll(t.Name(), "/", ":") + "}"
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(ok bool, what string, got any) {
+		t.Helper()
+		if !ok {
+			t.Errorf("%s: %+v", what, got)
+		}
+	}
+	backend, err := l.Backend(ctx)
+	must(err)
+	check(string(backend) == string(kind), "backend", backend)
+
+	hit := ratelimit.Fixed{Limit: 2, Window: time.Minute}
+	for i := 0; i < 2; i++ {
+		d, err := l.Hit(ctx, tag+"h", hit)
+		must(err)
+		check(d.Allowed && d.Count == int64(i+1) && d.Window == time.Minute, "hit", d)
+	}
+	d, err := l.Hit(ctx, tag+"h", hit)
+	must(err)
+	check(!d.Allowed && d.RetryAfter > 59*time.Second && d.RetryAfter <= time.Minute, "hit denied", d)
+	d, err = l.Peek(ctx, tag+"h", 2, 1)
+	must(err)
+	check(!d.Allowed && d.Count == 2, "peek", d)
+	d, err = l.Hit(ctx, tag+"m", ratelimit.Fixed{Limit: 5, Calendar: ratelimit.Month, TZ: "+05:30", Cost: 2})
+	must(err)
+	check(d.Allowed && d.Count == 2 && d.ResetAfter > 0, "calendar hit", d)
+
+	d, err = l.Slide(ctx, tag+"s", ratelimit.Sliding{Limit: 3, Window: 1500 * time.Millisecond, Cost: 2})
+	must(err)
+	check(d.Allowed && d.Count == 2 && d.Remaining == 1, "slide", d)
+	d, err = l.SlidePeek(ctx, tag+"s", ratelimit.Sliding{Limit: 3, Window: 1500 * time.Millisecond, Cost: 2})
+	must(err)
+	check(!d.Allowed && d.Count == 2, "slide peek", d)
+
+	rate := ratelimit.Rate{MaxBurst: 4, PerPeriod: 1, Period: time.Minute, Tokens: 3}
+	d, err = l.GCRA(ctx, tag+"g", rate)
+	must(err)
+	check(d.Allowed && d.Limit == 5 && d.Remaining == 2, "gcra", d)
+	g, err := l.GCRAUpTo(ctx, tag+"g", rate)
+	must(err)
+	check(g.Allowed && g.Granted == 2 && g.Remaining == 0, "gcra up to", g)
+	g, err = l.GCRAUpTo(ctx, tag+"g", rate)
+	must(err)
+	check(!g.Allowed && g.Granted == 0 && g.RetryAfter > 59*time.Second, "gcra up to, empty", g)
+
+	limits := []ratelimit.Limit{{Key: tag + "r", Limit: 10, Window: time.Minute}, {Key: tag + "t", Limit: 1000, Calendar: ratelimit.Day}}
+	m, err := l.HitAll(ctx, limits, ratelimit.AllOptions{Tokens: 40, TokenKeys: 1})
+	must(err)
+	check(m.Allowed && m.Decisions[0].Count == 1 && m.Decisions[1].Count == 40, "hit all", m)
+	mr, err := l.ReserveAll(ctx, limits, ratelimit.AllOptions{Tokens: 500})
+	must(err)
+	check(mr.Allowed && mr.Token != "" && len(mr.Keys) == 1, "reserve all", mr)
+	settled, err := l.SettleAll(ctx, mr, 100)
+	must(err)
+	check(len(settled) == 1 && settled[0].Applied == -400 && settled[0].Count == 140, "settle all", settled)
+
+	r, err := l.ReserveHit(ctx, tag+"rh", ratelimit.Fixed{Limit: 100, Window: time.Hour, Cost: 30})
+	must(err)
+	check(r.Allowed && r.Token != "" && r.Amount == 30, "reserve hit", r)
+	s, err := l.Settle(ctx, r, 45)
+	must(err)
+	check(s.Applied == 15 && s.Count == 45, "settle", s)
+	rs, err := l.ReserveGCRA(ctx, tag+"rg", ratelimit.Rate{MaxBurst: 9, PerPeriod: 1, Period: time.Second, Tokens: 5})
+	must(err)
+	s, err = l.Settle(ctx, rs, 2)
+	must(err)
+	check(s.Applied == -3 && s.Remaining == 8, "settle gcra", s)
+
+	a, err := l.Acquire(ctx, tag+"p", 1, 30*time.Second, "")
+	must(err)
+	check(a.Acquired && a.ID != "" && a.Wait == 30*time.Second, "acquire", a)
+	b, err := l.Acquire(ctx, tag+"p", 1, 30*time.Second, "")
+	must(err)
+	check(!b.Acquired && b.ID == "", "acquire denied", b)
+	left, err := l.Renew(ctx, tag+"p", a.ID, 1500*time.Millisecond)
+	must(err)
+	check(left == 1500*time.Millisecond, "renew", left)
+	released, err := l.Release(ctx, tag+"p", a.ID)
+	must(err)
+	check(released, "release", released)
+	ran := false
+	must(l.WithPermit(ctx, tag+"p", 1, time.Second, func(context.Context) error { ran = true; return nil }))
+	check(ran, "with permit", ran)
+	holding := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		done <- l.WithPermit(ctx, tag+"p", 1, 300*time.Millisecond, func(context.Context) error {
+			close(holding)
+			time.Sleep(500 * time.Millisecond) // past the lease: renewed meanwhile
+			return nil
+		})
+	}()
+	<-holding
+	err = l.WithPermit(ctx, tag+"p", 1, time.Second, func(context.Context) error { return nil })
+	check(errors.Is(err, ratelimit.ErrPermitUnavailable), "a second permit", err)
+	must(<-done)
+
+	_, err = l.Hit(ctx, tag+"h", ratelimit.Fixed{Limit: 0, Window: time.Minute})
+	var arg *ratelimit.ArgumentError
+	check(errors.Is(err, ratelimit.ErrInvalidArgument) && errors.As(err, &arg), "limit 0", err)
+	_, err = l.HitAll(ctx, []ratelimit.Limit{{Key: "a", Limit: 1, Window: time.Second}, {Key: "b", Limit: 1, Window: time.Second}}, ratelimit.AllOptions{})
+	if ratelimit.Slot("a") != ratelimit.Slot("b") && l.Conn().Cluster() {
+		check(errors.Is(err, ratelimit.ErrInvalidArgument), "cross slot", err)
+	}
+	_, err = l.GCRA(ctx, tag+"s", rate)
+	var server *ratelimit.ServerError
+	check(errors.As(err, &server) && strings.Contains(server.Message, "not an integer"), "a sliding window read as a bucket", err)
+	if kind == "module" {
+		top, err := l.Top(ctx, ratelimit.TopOptions{View: "denied", Count: 3})
+		must(err)
+		check(top != nil, "top", top)
+	} else {
+		_, err := l.Top(ctx, ratelimit.TopOptions{})
+		check(errors.Is(err, ratelimit.ErrInvalidArgument), "top on the library", err)
+	}
+}

@@ -1,0 +1,171 @@
+package tests
+
+import (
+	"context"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
+	"github.com/redis/go-redis/v9"
+)
+
+// Where each documented argument of each command is taken: a builder's parameter ("param"), a
+// field of an options type, or a form the builders fold it into ("folded").
+var taken = map[string]map[string]string{
+	"ratelimit.hit": {"key": "param", "limit": "Fixed.Limit", "window": "Fixed.Window", "cost": "Fixed.Cost",
+		"ms": "folded", "reserve": "folded", "align": "Fixed.Align", "zone": "Fixed.TZ"},
+	"ratelimit.peek":  {"key": "param", "limit": "param", "cost": "param"},
+	"ratelimit.slide": {"key": "param", "limit": "Sliding.Limit", "window": "Sliding.Window", "cost": "Sliding.Cost", "ms": "folded", "peek": "folded", "reserve": "folded"},
+	"ratelimit.hitall": {"numkeys": "folded", "key": "Limit.Key", "limit": "Limit.Limit", "window": "Limit.Window",
+		"cost": "AllOptions.Cost", "ms": "folded", "slide": "AllOptions.Sliding", "align": "AllOptions.Align", "zone": "AllOptions.TZ",
+		"tokens": "AllOptions.Tokens", "numtokenkeys": "AllOptions.TokenKeys", "reserve": "folded"},
+	"ratelimit.gcra": {"key": "param", "max_burst": "Rate.MaxBurst", "tokens_per_period": "Rate.PerPeriod", "period": "Rate.Period",
+		"count": "Rate.Tokens", "partial": "folded", "reserve": "folded"},
+	"ratelimit.settle":  {"key": "Reservation.Key", "reservation": "Reservation.Token", "used": "param"},
+	"ratelimit.acquire": {"key": "param", "limit": "param", "lease": "param", "ms": "folded", "id": "param"},
+	"ratelimit.release": {"key": "param", "id": "param"},
+	"ratelimit.renew":   {"key": "param", "id": "param", "lease": "param", "ms": "folded"},
+	"ratelimit.top":     {"denied": "TopOptions.View", "admitted": "TopOptions.View", "shadowed": "TopOptions.View", "count": "TopOptions.Count", "reset": "TopOptions.Reset"},
+}
+
+var types = map[string]reflect.Type{
+	"Fixed": reflect.TypeFor[ratelimit.Fixed](), "Sliding": reflect.TypeFor[ratelimit.Sliding](),
+	"Limit": reflect.TypeFor[ratelimit.Limit](), "AllOptions": reflect.TypeFor[ratelimit.AllOptions](),
+	"Rate": reflect.TypeFor[ratelimit.Rate](), "Reservation": reflect.TypeFor[ratelimit.Reservation](),
+	"TopOptions": reflect.TypeFor[ratelimit.TopOptions](),
+}
+
+// Each call with every option set, as the builders send it to the module.
+func everyOption(t *testing.T) map[string][][]string {
+	t.Helper()
+	sent := map[string][][]string{}
+	add := func(args []string, err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent[strings.ToLower(args[0])] = append(sent[strings.ToLower(args[0])], args)
+	}
+	hit, err := ratelimit.HitCall("k", ratelimit.Fixed{Limit: 5, Calendar: ratelimit.Month, Cost: 2, Align: true, TZ: "Europe/Paris"})
+	add(hit.ModuleArgs(), err)
+	ms, err := ratelimit.ReserveHitCall("k", ratelimit.Fixed{Limit: 5, Window: 1500 * time.Millisecond, Cost: 2})
+	add(ms.ModuleArgs(), err)
+	peek, err := ratelimit.PeekCall("k", 5, 2)
+	add(peek.ModuleArgs(), err)
+	slide, err := ratelimit.SlidePeekCall("k", ratelimit.Sliding{Limit: 5, Window: 1500 * time.Millisecond, Cost: 2})
+	add(slide.ModuleArgs(), err)
+	rslide, err := ratelimit.ReserveSlideCall("k", ratelimit.Sliding{Limit: 5, Window: time.Second, Cost: 2})
+	add(rslide.ModuleArgs(), err)
+	limits := []ratelimit.Limit{{Key: "{a}1", Limit: 1, Window: 1500 * time.Millisecond}, {Key: "{a}2", Limit: 2, Calendar: ratelimit.Day}}
+	all, err := ratelimit.ReserveAllCall(limits, ratelimit.AllOptions{Cost: 2, Align: true, TZ: "+01:00", Tokens: 40, TokenKeys: 1})
+	add(all.ModuleArgs(), err)
+	slides, err := ratelimit.HitAllCall(limits[:1], ratelimit.AllOptions{Sliding: true})
+	add(slides.ModuleArgs(), err)
+	rate := ratelimit.Rate{MaxBurst: 1, PerPeriod: 2, Period: 500 * time.Millisecond, Tokens: 2}
+	upTo, err := ratelimit.GCRAUpToCall("k", rate)
+	add(upTo.ModuleArgs(), err)
+	rgcra, err := ratelimit.ReserveGCRACall("k", rate)
+	add(rgcra.ModuleArgs(), err)
+	settle, err := ratelimit.SettleCall(ratelimit.Reservation{Key: "k", Token: "h:1:1:1:1:01234567"}, 3)
+	add(settle.ModuleArgs(), err)
+	acquire, err := ratelimit.AcquireCall("k", 2, 1500*time.Millisecond, "i")
+	add(acquire.ModuleArgs(), err)
+	release, err := ratelimit.ReleaseCall("k", "i")
+	add(release.ModuleArgs(), err)
+	renew, err := ratelimit.RenewCall("k", "i", 1500*time.Millisecond)
+	add(renew.ModuleArgs(), err)
+	top, err := ratelimit.TopCall(ratelimit.TopOptions{View: "admitted", Count: 3, Reset: true})
+	add(top.ModuleArgs(), err)
+	return sent
+}
+
+type argument struct {
+	name, typ, token string
+	children         []argument
+}
+
+func readArgument(v any) argument {
+	f := ratelimit.Fields(v)
+	a := argument{}
+	a.name, _ = f["name"].(string)
+	a.typ, _ = f["type"].(string)
+	a.token, _ = f["token"].(string)
+	nested, _ := f["arguments"].([]any)
+	for _, n := range nested {
+		a.children = append(a.children, readArgument(n))
+	}
+	return a
+}
+
+func walk(args []argument, visit func(argument)) {
+	for _, a := range args {
+		visit(a)
+		walk(a.children, visit)
+	}
+}
+
+// The builders take every argument COMMAND DOCS lists, under the names above, and send only the
+// tokens it documents: a new option in the module, or a renamed one, fails here.
+func TestBuildersMatchCommandDocs(t *testing.T) {
+	server := start(t, "module", options{})
+	rdb := redis.NewClient(&redis.Options{Addr: server.Addr(), Protocol: 2})
+	defer rdb.Close()
+	sent := everyOption(t)
+	for command, where := range taken {
+		reply, err := rdb.Do(context.Background(), "COMMAND", "DOCS", command).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var documented []argument
+		for _, a := range ratelimit.Fields(ratelimit.Fields(reply)[command])["arguments"].([]any) {
+			documented = append(documented, readArgument(a))
+		}
+		names, tokens := map[string]bool{}, map[string]bool{}
+		walk(documented, func(a argument) {
+			if a.typ != "block" && a.typ != "oneof" {
+				names[a.name] = true
+			}
+			if a.token != "" {
+				tokens[strings.ToUpper(a.token)] = true
+			}
+		})
+		for name := range names {
+			place, ok := where[name]
+			if !ok {
+				t.Errorf("%s: %s is documented, and taken nowhere", command, name)
+				continue
+			}
+			if typ, field, ok := strings.Cut(place, "."); ok {
+				if _, has := types[typ].FieldByName(field); !has {
+					t.Errorf("%s: %s has no field %s", command, typ, field)
+				}
+			}
+		}
+		for name := range where {
+			if !names[name] {
+				t.Errorf("%s: %s is not in COMMAND DOCS", command, name)
+			}
+		}
+		var undocumented []string
+		for _, args := range sent[command] {
+			for _, word := range args[1:] {
+				if word == strings.ToUpper(word) && strings.Trim(word, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" && !tokens[word] {
+					undocumented = append(undocumented, word)
+				}
+			}
+		}
+		sort.Strings(undocumented)
+		if len(undocumented) > 0 || len(sent[command]) == 0 {
+			t.Errorf("%s: sends %v, not in COMMAND DOCS (or no builder sends it)", command, undocumented)
+		}
+	}
+}
+
+// The embedded library is functions/ratelimit.lua, byte for byte.
+func TestEmbeddedLibraryIsTheRepositorys(t *testing.T) {
+	if text, err := readFile("../../../functions/ratelimit.lua"); err != nil || text != ratelimit.LibrarySource {
+		t.Fatalf("clients/go/ratelimit.lua differs from functions/ratelimit.lua (cp it): %v", err)
+	}
+}
