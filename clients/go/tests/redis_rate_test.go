@@ -16,7 +16,7 @@ import (
 // over a power of two: with the clock on eighths of a second too, every sum redis_rate's Lua
 // makes in floating point is exact, so both sides decide on the same numbers. (Elsewhere its
 // floating point may answer a token fewer where the count is a whole number: a fresh 4 per
-// 1.631939067 s, burst 5, answers Remaining 3 after one call; this package answers 4.)
+// 1.631939067 s, burst 5, answered Remaining 3 after one call at 1800000003504 ms; this package 4.)
 func aLimit(rng *rand.Rand) upstream.Limit {
 	return upstream.Limit{
 		Rate:   1 << rng.IntN(4),
