@@ -264,7 +264,7 @@ node-test: build servers $(if $(CLIENTS_READY),,node-installed)
 # then run on every server: all of them on the first, the client's on the others. GO_READY=1:
 # take the built tests as they are.
 GO_DIR := clients/go
-GO_MODULES := ./... ./rlgoredis/... ./rlrueidis/... ./rlvalkey/... ./redis_rate/... ./tests/...
+GO_MODULES := ./... ./rlgoredis/... ./rlrueidis/... ./rlvalkey/... ./redis_rate/... ./ulule/... ./tests/...
 GO_BIN := $(CURDIR)/target/go/bin
 GO_TESTS := $(CURDIR)/target/go/tests.test
 STATICCHECK_VERSION := v0.8.2

@@ -1,0 +1,22 @@
+module github.com/redis-ratelimit/redis-ratelimit/clients/go/ulule
+
+go 1.26.0
+
+require (
+	github.com/redis-ratelimit/redis-ratelimit/clients/go v0.0.0
+	github.com/redis-ratelimit/redis-ratelimit/clients/go/rlgoredis v0.0.0
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/ulule/limiter/v3 v3.11.2
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
+
+replace (
+	github.com/redis-ratelimit/redis-ratelimit/clients/go => ../
+	github.com/redis-ratelimit/redis-ratelimit/clients/go/rlgoredis => ../rlgoredis
+)
