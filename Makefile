@@ -283,7 +283,7 @@ go-ready: test-deps
 
 go-test: build servers $(if $(GO_READY),,go-ready)
 	$(call go-test-on,$(PY_FIRST_SERVER))
-	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call go-test-on,$(binary),-test.run 'Client|RedisRate|Ulule'))
+	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call go-test-on,$(binary),-test.run 'Client|RedisRate|Ulule|HTTP'))
 
 # The release files under target/package/ (scripts/package.py): the Debian package (checked by
 # lintian), the tarball for this machine's target, the Python wheel and sdist, the npm tarball,

@@ -1,6 +1,10 @@
 package ratelimit
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // ErrInvalidArgument is what every *ArgumentError matches with errors.Is: a call refused before
 // anything was sent.
@@ -11,8 +15,23 @@ var ErrInvalidArgument = errors.New("ratelimit: invalid argument")
 var ErrLibraryNotLoaded = errors.New("ratelimit: the server has neither the ratelimit module nor its Functions library " +
 	"(loadmodule .../libredis_ratelimit.so, or FUNCTION LOAD with LibrarySource)")
 
-// ErrPermitUnavailable: WithPermit found every permit of the key in use.
+// ErrPermitUnavailable: WithPermit found every permit of the key in use. The error is a
+// *PermitUnavailableError, which says how long until the first one ends.
 var ErrPermitUnavailable = errors.New("ratelimit: no permit available")
+
+// PermitUnavailableError is WithPermit's answer when every permit is in use.
+type PermitUnavailableError struct {
+	InUse, Limit int64
+	// Wait is how long until the earliest lease ends, the soonest a permit frees itself.
+	Wait time.Duration
+}
+
+func (e *PermitUnavailableError) Error() string {
+	return fmt.Sprintf("ratelimit: no permit available: %d of %d in use, the first ends in %v", e.InUse, e.Limit, e.Wait)
+}
+
+// Is makes errors.Is(err, ErrPermitUnavailable) true.
+func (e *PermitUnavailableError) Is(target error) bool { return target == ErrPermitUnavailable }
 
 // ErrPermitLost: a permit's lease ended before the work did (its renewal found it gone); the work's
 // context is cancelled with this cause.

@@ -171,9 +171,9 @@ func everyCommand(t *testing.T, l *ratelimit.Limiter, kind Kind) {
 	holding := make(chan struct{})
 	done := make(chan error)
 	go func() {
-		done <- l.WithPermit(ctx, tag+"p", 1, 300*time.Millisecond, func(context.Context) error {
+		done <- l.WithPermit(ctx, tag+"p", 1, 600*time.Millisecond, func(context.Context) error {
 			close(holding)
-			time.Sleep(500 * time.Millisecond) // past the lease: renewed meanwhile
+			time.Sleep(800 * time.Millisecond) // past the lease: renewed meanwhile
 			return nil
 		})
 	}()

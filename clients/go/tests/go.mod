@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/gin-gonic/gin v1.12.0
+	github.com/go-chi/chi/v5 v5.5.0
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis-ratelimit/redis-ratelimit/clients/go v0.0.0
 	github.com/redis-ratelimit/redis-ratelimit/clients/go/redis_rate v0.0.0

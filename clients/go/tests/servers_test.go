@@ -225,3 +225,16 @@ func readFile(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return string(b), err
 }
+
+// Stop ends the server now (its cleanup then finds it gone).
+func (s *Server) Stop() {
+	_ = s.cmd.Process.Kill()
+	for i := 0; i < 200; i++ {
+		conn, err := net.DialTimeout("tcp", s.Addr(), 50*time.Millisecond)
+		if err != nil {
+			return
+		}
+		conn.Close()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
