@@ -146,6 +146,7 @@ test: build servers redis-cell monitoring-tools lint
 	$(PY_LIMITS_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/python.md --quick
 	$(PY_REPLICA_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/replicas.md --quick
 	$(NODE_STORE_BENCH) --out $(CURDIR)/target/bench-quick/node.md --quick -- $(PY_FIRST_SERVER)
+	$(GO_BENCH) --module $(MODULE) --out target/bench-quick/go.md --quick $(PY_FIRST_SERVER)
 
 # The TTL-leak demo's package (redis-py), under target/.
 pydeps: test-deps
@@ -267,6 +268,8 @@ GO_DIR := clients/go
 GO_MODULES := ./... ./rlgoredis/... ./rlrueidis/... ./rlvalkey/... ./redis_rate/... ./ulule/... ./tests/...
 GO_BIN := $(CURDIR)/target/go/bin
 GO_TESTS := $(CURDIR)/target/go/tests.test
+# The Go packages against redis_rate's Lua and ulule's Redis store, by server CPU (bench/results/go.md).
+GO_BENCH := $(CURDIR)/target/go/bench
 STATICCHECK_VERSION := v0.8.2
 define go-test-on
 	@echo "== the Go packages on $$($(1) --version | cut -d' ' -f1-3) =="
@@ -279,7 +282,7 @@ go-ready: test-deps
 	test -x $(GO_BIN)/staticcheck || GOBIN=$(GO_BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	cd $(GO_DIR) && test -z "$$(gofmt -l .)" || (gofmt -l . && false)
 	cd $(GO_DIR) && go vet $(GO_MODULES) && $(GO_BIN)/staticcheck $(GO_MODULES)
-	cd $(GO_DIR)/tests && go test -race -c -o $(GO_TESTS) .
+	cd $(GO_DIR)/tests && go test -race -c -o $(GO_TESTS) . && go build -o $(GO_BENCH) ./bench
 
 go-test: build servers $(if $(GO_READY),,go-ready)
 	$(call go-test-on,$(PY_FIRST_SERVER))
@@ -323,13 +326,14 @@ memcheck: build
 
 # The full benchmark (about half an hour), on every server: table on stdout and in
 # bench/results/latest.md, chart in bench/results/ratios.svg; then the limits storage's rows
-# (bench/results/python.md), what waiting for a replica costs (bench/results/replicas.md), and
-# the express-rate-limit store's rows (bench/results/node.md).
-bench: build servers redis-cell $(PY_ENVS)/latest node-test
+# (bench/results/python.md), what waiting for a replica costs (bench/results/replicas.md), the
+# express-rate-limit store's rows (bench/results/node.md), and the Go packages' (bench/results/go.md).
+bench: build servers redis-cell $(PY_ENVS)/latest node-test go-ready
 	BENCH_SERVERS="$(call server_binaries,$(SERVERS))" cargo bench --locked --bench ratelimit
 	$(PY_LIMITS_BENCH) --servers $(call server_binaries,$(SERVERS)) --out bench/results/python.md
 	$(PY_REPLICA_BENCH) --servers $(call server_binaries,$(SERVERS)) --out bench/results/replicas.md
 	$(NODE_STORE_BENCH) --out $(CURDIR)/bench/results/node.md -- $(call server_binaries,$(SERVERS))
+	$(GO_BENCH) --module $(MODULE) --out bench/results/go.md $(call server_binaries,$(SERVERS))
 
 # The Redis Functions library (for servers that cannot load modules) into the server on PORT.
 functions: deps
