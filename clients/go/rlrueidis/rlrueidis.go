@@ -37,7 +37,7 @@ func (c Conn) Do(ctx context.Context, keyPos int, args []string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return plain(reply), nil
+	return ratelimit.ServerErrors(reply), nil
 }
 
 // EachPrimary calls fn on every node of a cluster (FUNCTION LOAD on a replica is refused as
@@ -47,7 +47,7 @@ func (c Conn) EachPrimary(ctx context.Context, fn func(ratelimit.Conn) error) er
 		return fn(c)
 	}
 	for _, node := range c.Client.Nodes() {
-		if err := fn(Conn{node}); err != nil && !readOnly(err) {
+		if err := fn(Conn{node}); err != nil && !ratelimit.ReadOnly(err) {
 			return err
 		}
 	}
@@ -56,25 +56,3 @@ func (c Conn) EachPrimary(ctx context.Context, fn func(ratelimit.Conn) error) er
 
 // Cluster: the client is in cluster mode.
 func (c Conn) Cluster() bool { return c.Client.Mode() == rueidis.ClientModeCluster }
-
-func readOnly(err error) bool {
-	server, ok := err.(*ratelimit.ServerError)
-	return ok && len(server.Message) >= 8 && server.Message[:8] == "READONLY"
-}
-
-// plain turns the errors rueidis leaves inside arrays into *ratelimit.ServerError.
-func plain(v any) any {
-	switch v := v.(type) {
-	case []any:
-		for i, item := range v {
-			v[i] = plain(item)
-		}
-	case map[string]any:
-		for name, item := range v {
-			v[name] = plain(item)
-		}
-	case error:
-		return &ratelimit.ServerError{Message: v.Error()}
-	}
-	return v
-}
