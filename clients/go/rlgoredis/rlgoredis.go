@@ -26,10 +26,20 @@ type Conn struct {
 // Do sends args, routed by args[keyPos].
 func (c Conn) Do(ctx context.Context, keyPos int, args []string) (any, error) {
 	cmd := redis.NewCmd(ctx, words(args)...)
+	client := c.Client
 	if keyPos > 0 {
 		cmd.SetFirstKeyPos(int8(keyPos))
+	} else if cluster, ok := client.(*redis.ClusterClient); ok {
+		// A keyless command (the backend's probe, TOP) goes to the primary of slot 0 as a plain
+		// client sends it: the cluster client would look a module's command up in its command
+		// cache first, and log it missing where the module is.
+		primary, err := cluster.MasterForKey(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		client = primary
 	}
-	_ = c.Client.Process(ctx, cmd)
+	_ = client.Process(ctx, cmd)
 	reply, err := cmd.Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
