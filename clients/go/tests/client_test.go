@@ -57,14 +57,17 @@ func TestEveryCommandThroughEveryClient(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			t.Parallel()
 			one := start(t, kind, options{})
-			for name, l := range clients(t, []string{one.Addr()}, false) {
-				t.Run(name, func(t *testing.T) { everyCommand(t, l, kind) })
-			}
 			nodes := startCluster(t, kind)
 			addrs := []string{nodes[0].Addr(), nodes[1].Addr()}
-			for name, l := range clients(t, addrs, true) {
-				t.Run(name+" cluster", func(t *testing.T) { everyCommand(t, l, kind) })
-			}
+			// The clients side by side (each on keys of its own), the cluster checked after all.
+			t.Run("clients", func(t *testing.T) {
+				for name, l := range clients(t, []string{one.Addr()}, false) {
+					t.Run(name, func(t *testing.T) { t.Parallel(); everyCommand(t, l, kind) })
+				}
+				for name, l := range clients(t, addrs, true) {
+					t.Run(name+" cluster", func(t *testing.T) { t.Parallel(); everyCommand(t, l, kind) })
+				}
+			})
 			for _, node := range nodes {
 				rdb := redis.NewClient(&redis.Options{Addr: node.Addr()})
 				stats, err := rdb.Info(context.Background(), "errorstats").Result()

@@ -155,7 +155,11 @@ func Cluster(nodes []*Server) error {
 		if i == len(nodes)-1 {
 			last = 16383
 		}
-		err := rdb.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(i*per), strconv.Itoa(last)).Err()
+		// Distinct epochs up front: two nodes meeting at epoch 0 settle it between them first.
+		err := rdb.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(i+1)).Err()
+		if err == nil {
+			err = rdb.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(i*per), strconv.Itoa(last)).Err()
+		}
 		if err == nil && i > 0 {
 			err = rdb.ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(nodes[0].Port)).Err()
 		}
