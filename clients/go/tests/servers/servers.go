@@ -98,7 +98,12 @@ func try(o Options) (*Server, error) {
 	s := &Server{Port: port, dir: dir, exited: make(chan struct{})}
 	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no"}
 	if o.Module != "" {
-		args = append(args, "--loadmodule", o.Module)
+		// Absolute: the server moves into --dir before it loads the module.
+		module, err := filepath.Abs(o.Module)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--loadmodule", module)
 	}
 	if o.Cluster {
 		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
@@ -125,6 +130,12 @@ func try(o Options) (*Server, error) {
 			return nil, fmt.Errorf("%s exited before it answered on %d", o.Binary, port)
 		default:
 		}
+		// Dialled first by hand: go-redis logs every refused dial.
+		conn, err := net.DialTimeout("tcp", s.Addr(), time.Second)
+		if err != nil {
+			continue
+		}
+		conn.Close()
 		info, err := rdb.Info(context.Background(), "server").Result()
 		if err == nil {
 			if !strings.Contains(info, "process_id:"+strconv.Itoa(s.Pid())+"\r") {
