@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -110,6 +111,8 @@ func try(o Options) (*Server, error) {
 			"--cluster-announce-ip", "127.0.0.1")
 	}
 	s.cmd = exec.Command(o.Binary, args...)
+	// Killed with this process too: a test binary that times out runs no cleanup.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if o.Clock != "" {
 		library, err := clockLibrary()
 		if err != nil {
