@@ -184,6 +184,13 @@ func everyCommand(t *testing.T, l *ratelimit.Limiter, kind Kind) {
 	err = l.WithPermit(ctx, tag+"p", 1, time.Second, func(context.Context) error { return nil })
 	check(errors.Is(err, ratelimit.ErrPermitUnavailable), "a second permit", err)
 	must(<-done)
+	func() {
+		defer func() { _ = recover() }()
+		_ = l.WithPermit(ctx, tag+"p", 1, time.Second, func(context.Context) error { panic("the work failed") })
+	}()
+	after, err := l.Acquire(ctx, tag+"p", 1, time.Second, "")
+	must(err)
+	check(after.Acquired, "a permit given back when its work panicked", after)
 
 	_, err = l.Hit(ctx, tag+"h", ratelimit.Fixed{Limit: 0, Window: time.Minute})
 	var arg *ratelimit.ArgumentError
