@@ -211,3 +211,26 @@ func everyCommand(t *testing.T, l *ratelimit.Limiter, kind Kind) {
 		check(errors.Is(err, ratelimit.ErrInvalidArgument), "top on the library", err)
 	}
 }
+
+// The library is loaded when missing, again after the server lost it, and not at all when told
+// not to (ErrLibraryNotLoaded).
+func TestLibraryLoadedWhenMissing(t *testing.T) {
+	ctx := context.Background()
+	server := start(t, "library", options{})
+	rdb := redis.NewClient(&redis.Options{Addr: server.Addr()})
+	defer rdb.Close()
+	_, err := rlgoredis.New(rdb, ratelimit.WithoutLibraryLoad()).Hit(ctx, "k", ratelimit.Fixed{Limit: 1, Window: time.Second})
+	if !errors.Is(err, ratelimit.ErrLibraryNotLoaded) {
+		t.Fatalf("without loading: %v", err)
+	}
+	rl := rlgoredis.New(rdb)
+	for i := 0; i < 2; i++ {
+		d, err := rl.Hit(ctx, "k", ratelimit.Fixed{Limit: 5, Window: time.Minute})
+		if err != nil || d.Count != int64(i+1) {
+			t.Fatalf("hit %d: %+v %v", i, d, err)
+		}
+		if err := rdb.FunctionFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
