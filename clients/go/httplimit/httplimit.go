@@ -16,8 +16,8 @@
 // with Retry-After (the rules before it have counted the request: use AllOf for several limits
 // all or nothing). Every limited response carries the RateLimit-Policy and RateLimit fields. An
 // InFlight permit is held, and renewed, until the handler returns. When the server cannot be
-// reached (or does not answer within Timeout), requests are admitted (the default) or refused
-// with 503, and the server is tried again after RetryInterval.
+// reached, does not answer within Timeout or refuses a call, requests are admitted (the default)
+// or refused with 503, and the server is tried again after RetryInterval.
 package httplimit
 
 import (
@@ -305,15 +305,16 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	var decided []named
 	err := m.through(w, r, next, 0, &decided)
 	var argument *ratelimit.ArgumentError
-	var server *ratelimit.ServerError
 	switch {
 	case err == nil:
 		return
-	case errors.As(err, &argument) || errors.As(err, &server) && !strings.HasPrefix(server.Message, "LOADING"):
-		// A rule the server refuses (a key holding another type, say): the rule's fault.
+	case errors.As(err, &argument):
+		// Checked at New: a rule's key function gave what no call takes.
 		http.Error(w, "rate limiter error", http.StatusInternalServerError)
 		log.Printf("httplimit: %v", err)
 	default:
+		// The server unreachable, slow, or refusing (READONLY in a failover, a key of another
+		// type, ...): OnOutage is told, and the request goes as FailClosed says.
 		m.outage(err)
 		m.unreachable(w, r, next)
 	}
