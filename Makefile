@@ -131,15 +131,14 @@ integration: build servers redis-cell monitoring-tools
 BENCH_SMOKE_SERVERS := $(firstword $(SERVERS)) $(filter-out $(firstword $(SERVERS)),$(lastword $(SERVERS)))
 
 # The clients' packages and environments are made once, beside the integration suites (which
-# mostly wait), and the steps after take them as made (CLIENTS_READY=1); each of those steps run
-# alone makes them afresh.
+# mostly wait), and the steps after take them as made (CLIENTS_READY=1, GO_READY=1); each of those
+# steps run alone makes them afresh. The Node and Go tests run side by side (both mostly wait).
 test: build servers redis-cell monitoring-tools lint
 	cargo test --release --locked --lib
 	$(MAKE) --no-print-directory monitoring-test
 	$(MAKE) --no-print-directory -j2 --output-sync=target integration clients
 	$(MAKE) --no-print-directory python-test CLIENTS_READY=1
-	$(MAKE) --no-print-directory node-test CLIENTS_READY=1
-	$(MAKE) --no-print-directory go-test GO_READY=1
+	$(MAKE) --no-print-directory -j2 --output-sync=target node-test go-test CLIENTS_READY=1 GO_READY=1
 	$(MAKE) --no-print-directory examples
 	$(MAKE) --no-print-directory package-test CLIENTS_READY=1
 	BENCH_SERVERS="$(call server_binaries,$(BENCH_SMOKE_SERVERS))" cargo bench --locked --bench ratelimit -- --quick
