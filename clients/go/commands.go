@@ -21,9 +21,7 @@ type Call[T any] struct {
 	Args     []string
 	// Numkeys: the module's form names its keys' count first (HITALL).
 	Numkeys bool
-	// Writes: the call may write (PEEK and TOP do not).
-	Writes bool
-	parse  func(reply any) (T, error)
+	parse   func(reply any) (T, error)
 }
 
 // ModuleArgs is the call as the module takes it.
@@ -139,11 +137,18 @@ func length(d time.Duration, name string) (text string, inMS bool, err error) {
 	switch {
 	case d < time.Millisecond || d%time.Millisecond != 0 || d > maxWindow:
 		return "", false, invalid(name + " must be a whole number of milliseconds >= 1ms")
-	case d%time.Second == 0:
-		return strconv.FormatInt(int64(d/time.Second), 10), false, nil
 	default:
-		return strconv.FormatInt(int64(d/time.Millisecond), 10), true, nil
+		inMS = d%time.Second != 0
+		return inWhole(d, inMS), inMS, nil
 	}
+}
+
+// inWhole is a checked length as sent: in seconds, or in milliseconds with MS.
+func inWhole(d time.Duration, inMS bool) string {
+	if inMS {
+		return strconv.FormatInt(int64(d/time.Millisecond), 10)
+	}
+	return strconv.FormatInt(int64(d/time.Second), 10)
 }
 
 func calendarUnit(c Calendar) error {
@@ -251,7 +256,7 @@ func HitCall(key string, f Fixed) (Call[Decision], error) {
 	}
 	args = append(args, clock...)
 	return Call[Decision]{Command: "RATELIMIT.HIT", Function: "ratelimit_hit", Keys: []string{key}, Args: args,
-		Writes: true, parse: readFixed(f.Limit, f.Window, c)}, nil
+		parse: readFixed(f.Limit, f.Window, c)}, nil
 }
 
 // PeekCall is RATELIMIT.PEEK: whether a HIT of cost would be admitted, writing nothing.
@@ -290,13 +295,13 @@ func SlideCall(key string, s Sliding) (Call[Decision], error) {
 		return Call[Decision]{}, err
 	}
 	return Call[Decision]{Command: "RATELIMIT.SLIDE", Function: "ratelimit_slide", Keys: []string{key}, Args: args,
-		Writes: true, parse: readSliding(s.Limit, s.Window)}, nil
+		parse: readSliding(s.Limit, s.Window)}, nil
 }
 
 // SlidePeekCall is RATELIMIT.SLIDE with PEEK: the decision without counting.
 func SlidePeekCall(key string, s Sliding) (Call[Decision], error) {
 	call, err := SlideCall(key, s)
-	call.Args, call.Writes = append(call.Args, "PEEK"), false
+	call.Args = append(call.Args, "PEEK")
 	return call, err
 }
 
@@ -323,12 +328,10 @@ func HitAllCall(limits []Limit, o AllOptions) (Call[MultiDecision], error) {
 	}
 	for i, l := range limits {
 		keys[i] = l.Key
+		// One unit for all the lengths: ms if any needs them.
 		window := string(l.Calendar)
 		if window == "" {
-			window = strconv.FormatInt(int64(l.Window/time.Second), 10)
-			if anyMS {
-				window = strconv.FormatInt(int64(l.Window/time.Millisecond), 10)
-			}
+			window = inWhole(l.Window, anyMS)
 		}
 		pairs = append(pairs, strconv.FormatInt(l.Limit, 10), window)
 	}
@@ -406,7 +409,7 @@ func HitAllCall(limits []Limit, o AllOptions) (Call[MultiDecision], error) {
 		return m, nil
 	}
 	return Call[MultiDecision]{Command: "RATELIMIT.HITALL", Function: "ratelimit_hitall", Keys: keys, Args: args,
-		Numkeys: true, Writes: true, parse: parse}, nil
+		Numkeys: true, parse: parse}, nil
 }
 
 // periodText is a GCRA period in decimal seconds, to the nanosecond.
@@ -429,7 +432,7 @@ func GCRACall(key string, r Rate) (Call[Decision], error) {
 	args := []string{strconv.FormatInt(r.MaxBurst, 10), strconv.FormatInt(r.PerPeriod, 10), periodText(r.Period)}
 	args = append(args, signedCost(cost(r.Tokens), "TOKENS")...)
 	return Call[Decision]{Command: "RATELIMIT.GCRA", Function: "ratelimit_gcra", Keys: []string{key}, Args: args,
-		Writes: true, parse: readBucket(r.Period)}, nil
+		parse: readBucket(r.Period)}, nil
 }
 
 // GCRAUpToCall is RATELIMIT.GCRA with PARTIAL: as many of r.Tokens as the bucket has whole, at
@@ -456,7 +459,7 @@ func GCRAUpToCall(key string, r Rate) (Call[Grant], error) {
 		return Grant{Decision: d, Granted: granted}, nil
 	}
 	return Call[Grant]{Command: call.Command, Function: call.Function, Keys: call.Keys, Args: append(call.Args, "PARTIAL"),
-		Writes: true, parse: parse}, nil
+		parse: parse}, nil
 }
 
 // reserving is call with RESERVE: its decision and the reservation that ends the reply.
@@ -477,7 +480,7 @@ func reserving(call Call[Decision], amount int64, name string, err error) (Call[
 		return Reservation{Decision: d, Key: call.Keys[0], Token: token, Amount: amount}, err
 	}
 	return Call[Reservation]{Command: call.Command, Function: call.Function, Keys: call.Keys,
-		Args: append(call.Args, "RESERVE"), Writes: true, parse: parse}, nil
+		Args: append(call.Args, "RESERVE"), parse: parse}, nil
 }
 
 // ReserveHitCall is RATELIMIT.HIT with RESERVE: f.Cost (the estimate) counted now, and a
@@ -524,7 +527,7 @@ func ReserveAllCall(limits []Limit, o AllOptions) (Call[MultiReservation], error
 		return MultiReservation{MultiDecision: m, Keys: tokenKeys, Token: token, Amount: o.Tokens}, err
 	}
 	return Call[MultiReservation]{Command: call.Command, Function: call.Function, Keys: call.Keys,
-		Args: append(call.Args, "RESERVE"), Numkeys: true, Writes: true, parse: parse}, nil
+		Args: append(call.Args, "RESERVE"), Numkeys: true, parse: parse}, nil
 }
 
 // readSettled reads SETTLE's reply for one entry, by the reservation's kind.
@@ -564,23 +567,30 @@ func readSettled(entry string) func(any) (Settlement, error) {
 // back to the window it was counted in while that still counts; more than reserved is charged to
 // the current one. Settle each reservation once.
 func SettleCall(r Reservation, used int64) (Call[Settlement], error) {
-	if used < 0 {
-		return Call[Settlement]{}, invalid("used must be an integer >= 0")
-	}
-	if r.Token == "" {
-		return Call[Settlement]{}, invalid("a denied call has no reservation to settle")
+	args, err := settleArgs(r.Token, used)
+	if err != nil {
+		return Call[Settlement]{}, err
 	}
 	return Call[Settlement]{Command: "RATELIMIT.SETTLE", Function: "ratelimit_settle", Keys: []string{r.Key},
-		Args: []string{r.Token, strconv.FormatInt(used, 10)}, Writes: true, parse: readSettled(r.Token)}, nil
+		Args: args, parse: readSettled(r.Token)}, nil
+}
+
+// settleArgs are SETTLE's arguments after its keys, checked.
+func settleArgs(token string, used int64) ([]string, error) {
+	if used < 0 {
+		return nil, invalid("used must be an integer >= 0")
+	}
+	if token == "" {
+		return nil, invalid("a denied call has no reservation to settle")
+	}
+	return []string{token, strconv.FormatInt(used, 10)}, nil
 }
 
 // SettleAllCall is RATELIMIT.SETTLE of a HITALL reservation: one Settlement per token key.
 func SettleAllCall(r MultiReservation, used int64) (Call[[]Settlement], error) {
-	if used < 0 {
-		return Call[[]Settlement]{}, invalid("used must be an integer >= 0")
-	}
-	if r.Token == "" {
-		return Call[[]Settlement]{}, invalid("a denied call has no reservation to settle")
+	args, err := settleArgs(r.Token, used)
+	if err != nil {
+		return Call[[]Settlement]{}, err
 	}
 	entries := strings.Split(r.Token, ",")
 	parse := func(reply any) ([]Settlement, error) {
@@ -603,7 +613,7 @@ func SettleAllCall(r MultiReservation, used int64) (Call[[]Settlement], error) {
 		return out, nil
 	}
 	return Call[[]Settlement]{Command: "RATELIMIT.SETTLE", Function: "ratelimit_settle", Keys: r.Keys,
-		Args: []string{r.Token, strconv.FormatInt(used, 10)}, Writes: true, parse: parse}, nil
+		Args: args, parse: parse}, nil
 }
 
 // NewLeaseID is a fresh lease id (128 random bits in hex).
@@ -660,7 +670,7 @@ func AcquireCall(key string, limit int64, lease time.Duration, id string) (Call[
 		return Acquisition{Acquired: n[0] == 1, InUse: n[1], Remaining: n[2], Wait: ms(n[3]), ID: held}, nil
 	}
 	return Call[Acquisition]{Command: "RATELIMIT.ACQUIRE", Function: "ratelimit_acquire", Keys: []string{key},
-		Args: args, Writes: true, parse: parse}, nil
+		Args: args, parse: parse}, nil
 }
 
 // ReleaseCall is RATELIMIT.RELEASE: the permit under id given back; false if it was not live.
@@ -676,7 +686,7 @@ func ReleaseCall(key, id string) (Call[bool], error) {
 		return n == 1, nil
 	}
 	return Call[bool]{Command: "RATELIMIT.RELEASE", Function: "ratelimit_release", Keys: []string{key},
-		Args: []string{id}, Writes: true, parse: parse}, nil
+		Args: []string{id}, parse: parse}, nil
 }
 
 // RenewCall is RATELIMIT.RENEW: the live lease under id extended to lease from now; the lease it
@@ -700,7 +710,7 @@ func RenewCall(key, id string, lease time.Duration) (Call[time.Duration], error)
 		return ms(n), nil
 	}
 	return Call[time.Duration]{Command: "RATELIMIT.RENEW", Function: "ratelimit_renew", Keys: []string{key},
-		Args: append([]string{id}, leased...), Writes: true, parse: parse}, nil
+		Args: append([]string{id}, leased...), parse: parse}, nil
 }
 
 // TopCall is RATELIMIT.TOP (the module only): the keys this node denied most (or admitted the

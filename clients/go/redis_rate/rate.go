@@ -102,15 +102,11 @@ func (l Limiter) AllowN(ctx context.Context, key string, limit Limit, n int) (*R
 	if err != nil {
 		return nil, err
 	}
-	if d.Allowed {
-		return &Result{Limit: limit, Allowed: n, Remaining: int(d.Remaining), RetryAfter: -1, ResetAfter: d.ResetAfter}, nil
-	}
-	retry := d.RetryAfter
-	if retry == ratelimit.Forever {
+	if d.RetryAfter == ratelimit.Forever {
 		// More than the burst: redis_rate still says when the bucket would have room for n.
-		retry = d.ResetAfter + time.Duration(n-limit.Burst)*emission(limit)
+		d.RetryAfter = d.ResetAfter + time.Duration(n-limit.Burst)*emission(limit)
 	}
-	return &Result{Limit: limit, Allowed: 0, Remaining: 0, RetryAfter: retry, ResetAfter: d.ResetAfter}, nil
+	return result(limit, d, n), nil
 }
 
 // AllowAtMost admits as many of n events as the bucket has room for now, at least one (Allowed
@@ -124,10 +120,16 @@ func (l Limiter) AllowAtMost(ctx context.Context, key string, limit Limit, n int
 	if err != nil {
 		return nil, err
 	}
-	if g.Allowed {
-		return &Result{Limit: limit, Allowed: int(g.Granted), Remaining: int(g.Remaining), RetryAfter: -1, ResetAfter: g.ResetAfter}, nil
+	return result(limit, g.Decision, int(g.Granted)), nil
+}
+
+// result is redis_rate's Result for a decision: allowed events and what remains, or, denied,
+// none and the wait.
+func result(limit Limit, d ratelimit.Decision, allowed int) *Result {
+	if d.Allowed {
+		return &Result{Limit: limit, Allowed: allowed, Remaining: int(d.Remaining), RetryAfter: -1, ResetAfter: d.ResetAfter}
 	}
-	return &Result{Limit: limit, Allowed: 0, Remaining: 0, RetryAfter: g.RetryAfter, ResetAfter: g.ResetAfter}, nil
+	return &Result{Limit: limit, RetryAfter: d.RetryAfter, ResetAfter: d.ResetAfter}
 }
 
 // Reset forgets key's usage: its bucket is full again.

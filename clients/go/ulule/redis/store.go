@@ -91,7 +91,8 @@ func (store *Store) Reset(ctx context.Context, key string, rate limiter.Rate) (l
 	if err := store.client.Del(ctx, store.key(key)).Err(); err != nil {
 		return limiter.Context{}, err
 	}
-	return common.GetContextFromState(time.Now(), rate, time.Now().Add(rate.Period), 0), nil
+	now := time.Now()
+	return common.GetContextFromState(now, rate, now.Add(rate.Period), 0), nil
 }
 
 // state is ulule's Context for a counter: the window ends when the key expires (a key with no
