@@ -19,7 +19,9 @@ address, fails the check before it runs (it would reach a server this test did n
 - `js`: each block is an ES module run by Node beside the clients the Node tests install.
 - a `text` block right after a python or js block is what that block prints.
 - `go`, `go.mod`, `yaml` and the like are files: `<!-- docs-test: file NAME -->` before the block
-  writes it into the page's folder, where the next commands find it.
+  writes it into the terminal's current folder, where the next commands find it.
+
+The terminal starts in the clone; its `~` is a folder of the page's own.
 
 The server's wall clock stands still (testkit/clock, preloaded), so times and reservations print
 as the page shows them: at 2026-12-01 12:00:00 UTC unless `<!-- docs-test: clock ISO-TIME -->`
@@ -244,10 +246,9 @@ class Page:
         self.path, self.args = path, args
         self.name = str(path.relative_to(ROOT))
         self.folder = work / re.sub(r"[^A-Za-z0-9]+", "-", self.name)
-        self.app = self.folder / "app"
-        self.app.mkdir(parents=True)
-        # `../redis-ratelimit` from the page's folder is this clone, as for a user whose project
-        # sits beside it.
+        self.folder.mkdir(parents=True)
+        # The terminal starts in the clone, as a reader does (through a link, so that `~`, the
+        # page's folder, holds what the page makes elsewhere).
         (self.folder / "redis-ratelimit").symlink_to(ROOT)
         self.ports = {DOC_PORT: free_port(), PROXY_PORT: free_port()}
         self.clock = Clock(self.folder)
@@ -297,7 +298,7 @@ class Page:
         directives = DIRECTIVE.findall(self.path.read_text())
         module_args = next((d.split(" ", 1)[1] for d in directives if d.startswith("module-args ")), None)
         self.start_server(module_args)
-        self.shell = Shell(self.app, self.env())
+        self.shell = Shell(self.folder / "redis-ratelimit", self.env())
         try:
             for block in blocks:
                 self.block(block)
@@ -318,7 +319,8 @@ class Page:
             self.clock.at(clock)
         name = block.directive("file")
         if name:
-            (self.app / name).write_text(self.local(block.text))
+            _, cwd = self.shell.run("pwd", timeout=10)
+            (Path(cwd.strip()) / name).write_text(self.local(block.text))
             self.ran += 1
             return
         if block.lang not in RUN:
@@ -361,7 +363,7 @@ class Page:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                cwd=self.app,
+                cwd=self.folder,
                 env=self.env(),
                 text=True,
             )
