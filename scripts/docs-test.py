@@ -253,7 +253,7 @@ class Page:
         self.ports = {DOC_PORT: free_port(), PROXY_PORT: free_port()}
         self.clock = Clock(self.folder)
         self.clock.at(DEFAULT_CLOCK)
-        self.server = self.shell = self.python = None
+        self.server = self.shell = self.session = None
         self.ran = self.skipped = 0
 
     def local(self, text):
@@ -357,8 +357,8 @@ class Page:
                     raise Failure(f"{block.where}: `{command}` exited {rc}:\n{out}")
 
     def python(self, block):
-        if self.python is None:
-            self.python = subprocess.Popen(
+        if self.session is None:
+            self.session = subprocess.Popen(
                 [self.args.python, "-u", "-c", PYTHON_SESSION],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -368,9 +368,9 @@ class Page:
                 text=True,
             )
         request = {"code": self.local(block.text), "where": block.where}
-        self.python.stdin.write(json.dumps(request) + "\n")
-        self.python.stdin.flush()
-        reply = self.python.stdout.readline()
+        self.session.stdin.write(json.dumps(request) + "\n")
+        self.session.stdin.flush()
+        reply = self.session.stdout.readline()
         if not reply:
             raise Failure(f"{block.where}: the Python session ended")
         answer = json.loads(reply)
@@ -401,9 +401,9 @@ class Page:
     def close(self):
         if self.shell is not None:
             self.shell.close()
-        if self.python is not None:
-            self.python.kill()
-            self.python.wait()
+        if self.session is not None:
+            self.session.kill()
+            self.session.wait()
         if self.server is not None:
             self.server.kill()
             self.server.wait()
@@ -448,6 +448,8 @@ def main():
     parser.add_argument("--clock-lib", required=True)
     parser.add_argument("pages", nargs="*")
     args = parser.parse_args()
+    for name in ("python", "node_dir", "litellm_bin", "clock_lib"):
+        setattr(args, name, os.path.abspath(getattr(args, name)))
     work = Path(tempfile.mkdtemp(prefix="docs-test-", dir=ROOT / "target"))
     ran = skipped = 0
     failures = []
