@@ -79,6 +79,18 @@ class Failure(Exception):
     pass
 
 
+def go_caches():
+    """Go's caches where they are for the caller: the pages' `~` is another folder."""
+    if not shutil.which("go"):
+        return {}
+    names = ["GOPATH", "GOMODCACHE", "GOCACHE"]
+    values = subprocess.run(["go", "env", *names], capture_output=True, text=True, check=True).stdout.split("\n")
+    return dict(zip(names, values))
+
+
+GO_CACHES = go_caches()
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -266,6 +278,7 @@ class Page:
         env = dict(os.environ)
         env["PATH"] = os.pathsep.join([str(self.args.litellm_bin), env["PATH"]])
         env.update({"TERM": "dumb", "LC_ALL": "C.UTF-8", "HOME": str(self.folder)})
+        env.update(GO_CACHES)
         env.pop("REDIS_URL", None)
         return env
 

@@ -47,16 +47,25 @@ export interface TokenLimitOptions {
 }
 
 /** A call refused by a limit: nothing was counted. `retryAfterMs` is when every limit that said no
- * admits it again; `headers` are the RateLimit fields and `Retry-After` for an HTTP 429. */
+ * admits it again; `headers` are the RateLimit fields (`RateLimit` names the limit that refused)
+ * and `Retry-After`. `statusCode` is 429, or 400 for a call that can never fit (its estimate above
+ * a whole window's limit: `retryAfterMs` Infinity, and no `Retry-After` to invite a retry). */
 export class LimitExceededError extends Error {
   override name = 'LimitExceededError';
-  readonly statusCode = 429;
+  readonly statusCode: 400 | 429;
   constructor(
     readonly decision: MultiDecision,
     readonly retryAfterMs: number,
     readonly headers: Record<string, string>,
+    refusedBy: readonly string[] = [],
   ) {
-    super(`rate limited: retry in ${String(retryAfterMs)} ms`);
+    const by = refusedBy.join(', ');
+    super(
+      Number.isFinite(retryAfterMs)
+        ? `rate limited by ${by}: retry in ${String(retryAfterMs)} ms`
+        : `the call can never fit ${by}: its estimate is above the limit of a whole window`,
+    );
+    this.statusCode = Number.isFinite(retryAfterMs) ? 429 : 400;
   }
 }
 
@@ -126,7 +135,9 @@ export function tokenLimitMiddleware(options: TokenLimitOptions): TokenLimitMidd
     const decision = 'decisions' in decided ? decided : decided.decision;
     if (!decision.allowed) {
       const retry = decision.retryAfterMs ?? 0;
-      throw new LimitExceededError(decision, retry, combinedHeaders(names.map((n, i) => [n, decision.decisions[i] ?? decision.tightest] as const), retry));
+      const named = names.map((n, i) => [n, decision.decisions[i] ?? decision.tightest] as const);
+      const refusedBy = named.filter(([, d]) => !d.allowed).map(([n]) => n);
+      throw new LimitExceededError(decision, retry, combinedHeaders(named, retry), refusedBy);
     }
     return 'decisions' in decided ? null : decided;
   };

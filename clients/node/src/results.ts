@@ -80,13 +80,15 @@ function policy(name: string, decision: Decision): string {
 }
 
 /** The headers for several limits on one request: each in `RateLimit-Policy`, the tightest (fewest
- * remaining) in `RateLimit`, and `Retry-After` (by default the largest of the denied limits': when
+ * remaining; of those that refused, when one did) in `RateLimit`, and `Retry-After` (by default the largest of the denied limits': when
  * all of them admit again). */
 export function combinedHeaders(
   named: readonly (readonly [string, Decision])[],
   retryAfterMs: number | null = null,
 ): Record<string, string> {
-  const [first, ...rest] = named;
+  // A refusal names a limit that refused it, not a tighter one that admitted.
+  const refusing = named.filter(([, d]) => !d.allowed);
+  const [first, ...rest] = refusing.length > 0 ? refusing : named;
   if (first === undefined) return {};
   const [current, decision] = rest.reduce((a, b) => (tighter(b[1], a[1]) ? b : a), first);
   const denied = named.flatMap(([, d]) => (d.retryAfterMs === null ? [] : [d.retryAfterMs]));

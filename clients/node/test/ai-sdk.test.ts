@@ -115,11 +115,32 @@ for (const kind of KINDS) {
         assert.equal(cause.statusCode, 429);
         assert.ok(cause.retryAfterMs > 0 && cause.retryAfterMs <= 60_000);
         assert.match(cause.headers['RateLimit-Policy'] ?? '', /"tpm";q=10000;w=60/);
+        // The limit that refused, not rpm, which has fewer left but admitted.
+        assert.match(cause.headers.RateLimit ?? '', /^"tpm";r=4000;/);
+        assert.match(cause.message, /rate limited by tpm:/);
         assert.ok(Number(cause.headers['Retry-After']) >= 1);
         return true;
       });
       assert.equal(ran.doGenerateCalls.length, 1);
       assert.deepEqual(await counts(who), [1, 6_000, 6_000]);
+    });
+
+    test('a call that can never fit is a 400 without Retry-After, naming the limit', async () => {
+      const who = `n${String(++serial)}`;
+      const middleware = tokenLimitMiddleware({ client, limits: LIMITS, key: who, estimate: () => 10_001 });
+      const ran = model(1, 1);
+      await assert.rejects(generateText({ model: wrapLanguageModel({ model: ran, middleware }), prompt: 'x', maxRetries: 0 }), (error: unknown) => {
+        const cause: unknown = error instanceof LimitExceededError ? error : (error as { lastError?: unknown }).lastError;
+        assert.ok(cause instanceof LimitExceededError, String(error));
+        assert.equal(cause.statusCode, 400);
+        assert.equal(cause.retryAfterMs, Infinity);
+        assert.equal(cause.headers['Retry-After'], undefined);
+        assert.match(cause.headers.RateLimit ?? '', /^"tpm";/);
+        assert.match(cause.message, /can never fit tpm:/);
+        return true;
+      });
+      assert.equal(ran.doGenerateCalls.length, 0);
+      assert.deepEqual(await counts(who), [0, 0, 0]);
     });
 
     test('with the server stopped, calls go through (fail open) or are refused (fail closed), told to onError', async () => {

@@ -200,6 +200,16 @@ def test_the_proxy_holds_the_models_tpm_in_every_window(server: Server, tmp_path
                 break
         else:
             pytest.fail("no stream left early could be checked within its window")
+        # A call that can never fit (max_tokens above a whole window's tpm): the client's error, no
+        # Retry-After that would invite a retry, and the limit that refused it named.
+        never = httpx.post(
+            f"{url}/v1/chat/completions",
+            json={"model": "fake", "messages": [{"role": "user", "content": "use 10"}], "max_tokens": TPM + 1},
+            headers=AUTH,
+            timeout=30,
+        )
+        assert never.status_code == 400 and "retry-after" not in never.headers, (never.status_code, never.headers)
+        assert never.headers["ratelimit"].startswith('"model:fake:tpm"') and "can never fit" in never.text, never.text
 
 
 def test_litellms_own_tpm_limit_under_the_same_load_for_comparison(tmp_path: Path) -> None:
@@ -223,8 +233,8 @@ def test_litellms_own_tpm_limit_under_the_same_load_for_comparison(tmp_path: Pat
 
 async def test_from_the_sdk_the_limits_given_hold_and_a_denied_call_never_runs(server: Server, tmp_path: Path) -> None:
     """From the SDK (``litellm.callbacks``, no proxy): a model's limits given to the callback,
-    reserved before the call and settled with its usage; a call that cannot fit raises LiteLLM's
-    RateLimitError before the model runs."""
+    reserved before the call and settled with its usage; a call that does not fit raises LiteLLM's
+    RateLimitError before the model runs, one that never can its BadRequestError."""
     import litellm
     import redis.asyncio
 
@@ -248,7 +258,11 @@ async def test_from_the_sdk_the_limits_given_hold_and_a_denied_call_never_runs(s
                     break
                 await asyncio.sleep(0.05)
             assert await client.get(key) == b"305"
-            with pytest.raises(litellm.RateLimitError):
+            # Fits a window, not what is left of this one: LiteLLM's rate-limit error, naming tpm.
+            with pytest.raises(litellm.RateLimitError, match=r"rate limit exceeded: .*tpm"):
+                await litellm.acompletion(**ask, messages=[{"role": "user", "content": "use 10"}], max_tokens=2_800)
+            # Above a whole window: no wait helps, so the caller's error.
+            with pytest.raises(litellm.BadRequestError, match=r"can never fit .*tpm"):
                 await litellm.acompletion(**ask, messages=[{"role": "user", "content": "use 10"}], max_tokens=5_000)
             assert await client.get(key) == b"305" and len(calls.read_text().splitlines()) == 1
         finally:

@@ -13,7 +13,9 @@ default). Before the call, one HITALL decides every limit that applies, all or n
 requests count 1, the tokens the call's estimate (its prompt as LiteLLM counts it, plus its
 ``max_tokens``), reserved. After it, one SETTLE gives each token limit what was used (a stream's
 usage when it ends, what was streamed when the client went away, 0 for a failed call). A denied
-call gets HTTP 429 with ``Retry-After`` and the RateLimit fields, and nothing is counted.
+call gets HTTP 429 with ``Retry-After`` and the RateLimit fields (``RateLimit`` naming the limit
+that refused it), and nothing is counted; a call whose estimate is above a whole window's limit
+can never fit, and gets HTTP 400 without ``Retry-After``.
 
 The server is found as LiteLLM finds its own Redis: ``REDIS_URL``, or ``REDIS_HOST``,
 ``REDIS_PORT``, ``REDIS_PASSWORD`` (``RATELIMIT_REDIS_URL`` takes precedence). The window is a
@@ -167,8 +169,18 @@ class TokenLimits(CustomLogger):
             log.warning("rate limits not applied: the server is out of reach (%s)", e)
             return
         if not decision.allowed:
-            headers = refusal_headers(decision, [limit.name for limit in limits])
-            raise refusal(proxied, 429, "rate limit exceeded", headers)
+            names = [limit.name for limit in limits]
+            refused_by = [name for name, d in zip(names, decision.decisions, strict=True) if not d.allowed]
+            if decision.retry_after is not None and math.isinf(decision.retry_after):
+                # Above a whole window's limit: no wait helps, so the client's error, with no
+                # Retry-After to invite a retry.
+                message = (
+                    f"the call can never fit {', '.join(refused_by)}: its {estimate} tokens (the prompt and"
+                    " max_tokens) are above the limit of a whole window; ask for fewer max_tokens"
+                )
+                raise refusal(proxied, 400, message, decision.headers(names))
+            headers = refusal_headers(decision, names)
+            raise refusal(proxied, 429, f"rate limit exceeded: {', '.join(refused_by)}", headers)
         data.setdefault("metadata", {})["ratelimit_decided"] = True
         if r is not None and r.token is not None:
             self._held[call_id] = Held(r, prompt)
@@ -329,6 +341,8 @@ def refusal(proxied: bool, status: int, message: str, headers: dict[str, str]) -
         error: Exception = HTTPException(status_code=status, detail={"error": message}, headers=headers)
     elif status == 429:
         error = litellm.RateLimitError(message=message, llm_provider="redis-ratelimit", model="")
+    elif status == 400:
+        error = litellm.BadRequestError(message=message, llm_provider="redis-ratelimit", model="")
     else:
         error = litellm.ServiceUnavailableError(message=message, llm_provider="redis-ratelimit", model="")
     return error

@@ -83,9 +83,11 @@ class MultiDecision:
 
 def combined_headers(named: Sequence[tuple[str, Decision]], retry_after: float | None = None) -> dict[str, str]:
     """The headers for several limits on one request: each in ``RateLimit-Policy``, the tightest
-    (fewest remaining) in ``RateLimit``, and ``Retry-After`` (by default the largest of the denied
-    limits': when all of them admit again)."""
-    current, decision = min(named, key=lambda pair: _tightness(pair[1]))
+    (fewest remaining; of those that refused, when one did: a refusal names a limit that refused
+    it) in ``RateLimit``, and ``Retry-After`` (by default the largest of the denied limits': when
+    all of them admit again)."""
+    refusing = [pair for pair in named if not pair[1].allowed]
+    current, decision = min(refusing or named, key=lambda pair: _tightness(pair[1]))
     denied = [d.retry_after for _, d in named if d.retry_after is not None]
     retry = retry_after if retry_after is not None else (max(denied) if denied else None)
     headers = {
