@@ -190,13 +190,13 @@ python-dist: package-deps
 		assert any(n.endswith('redis_ratelimit_client/ratelimit.lua') for n in names), 'the sdist lacks the library'" \
 		$(PY_DIST)/redis_ratelimit_client-*.tar.gz
 
-# A fresh environment per requirements set: the wheel, with both extras (bare: redis-py's alone,
-# and no limits), and the set.
+# A fresh environment per requirements set: the wheel, with both clients' extras (bare: redis-py's
+# alone, and no limits; litellm: its extra too, as the docs install it), and the set.
 $(PY_ENVS)/%: python-dist
 	rm -rf $@
 	$(if $(filter oldest,$*),$(PYTHON_OLDEST),python3) -m venv $@
 	$@/bin/pip install --quiet --disable-pip-version-check --no-compile \
-		"$$(ls $(PY_DIST)/redis_ratelimit_client-*.whl)[redis$(if $(filter bare,$*),,$(comma)valkey)]" \
+		"$$(ls $(PY_DIST)/redis_ratelimit_client-*.whl)[redis$(if $(filter bare,$*),,$(comma)valkey)$(if $(filter litellm,$*),$(comma)litellm)]" \
 		-r clients/python/tests/requirements$(if $(filter latest,$*),,-$*).txt
 
 PY_SETS := latest oldest limits4 bare litellm
