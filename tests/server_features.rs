@@ -25,6 +25,10 @@ fn the_module_is_listed_as_ratelimit_with_the_crates_version() {
     assert_eq!(redis::from_redis_value::<String>(&doc["since"]).unwrap(), env!("CARGO_PKG_VERSION"));
     // Valkey names a module that has only Redis's entry points a "Legacy Redis Module".
     assert!(!server.log().contains("Legacy Redis Module"), "{}", server.log());
+    // Nothing at warning level (`#`) from a plain load: an operator reads those as trouble.
+    let log = server.log();
+    let warned: Vec<&str> = log.lines().filter(|line| line.contains(" # <ratelimit>")).map(str::trim).collect();
+    assert!(warned.is_empty(), "{warned:?}");
 }
 
 #[test]

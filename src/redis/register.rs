@@ -92,6 +92,35 @@ pub fn on_unload(context: &Context) -> Status {
     }
 }
 
+/// Quiets the `redis-module` crate on a server without defrag callbacks (Redis 7.0): the crate
+/// warns on every load that it cannot register them, though this module registers none. Given to
+/// the crate's macro as a data type, the one hook it runs between filling in the server's API and
+/// that check; it creates no type, and where the server has the call it changes nothing.
+pub struct NoDefragCallbacks;
+
+impl NoDefragCallbacks {
+    pub fn create_data_type(&self, _ctx: *mut raw::RedisModuleCtx) -> Result<(), &'static str> {
+        // SAFETY: the crate's init filled in the server's API a moment ago, on the server's main
+        // thread, which is the only one that reads or writes these pointers during a load.
+        unsafe {
+            if std::ptr::addr_of!(raw::RedisModule_RegisterDefragCallbacks).read().is_none() {
+                raw::RedisModule_RegisterDefragCallbacks = Some(no_defrag_callbacks);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Stands in for the missing call: the crate calls it only to register callbacks, and with none
+/// to register it never does; if it did, the load would fail rather than pretend.
+unsafe extern "C" fn no_defrag_callbacks(
+    _ctx: *mut raw::RedisModuleCtx,
+    _start: raw::RedisModuleDefragFunc,
+    _end: raw::RedisModuleDefragFunc,
+) -> c_int {
+    raw::REDISMODULE_ERR as c_int
+}
+
 /// The module's entry points for `$module` (a `Module`): Redis's, through the `redis-module`
 /// crate, and Valkey's. Valkey looks for its own names first, and logs a module that has only the
 /// Redis ones as a "Legacy Redis Module"; both servers pass the same context and arguments.
@@ -105,11 +134,15 @@ macro_rules! module {
             $crate::redis::register::on_unload(ctx)
         }
 
+        // (The macro takes its data types by name.)
+        const NO_DEFRAG_CALLBACKS: $crate::redis::register::NoDefragCallbacks =
+            $crate::redis::register::NoDefragCallbacks;
+
         ::redis_module::redis_module! {
             name: "ratelimit",
             version: $crate::core::version::MODULE_VERSION,
             allocator: (::redis_module::alloc::RedisAlloc, ::redis_module::alloc::RedisAlloc),
-            data_types: [],
+            data_types: [NO_DEFRAG_CALLBACKS],
             init: on_load,
             deinit: on_unload,
         }
