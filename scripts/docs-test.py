@@ -53,7 +53,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # The pages a user reads.
-PAGE_GLOBS = ["README.md", "docs/**/*.md", "clients/*/README.md", "packaging/README.md", "monitoring/README.md"]
+PAGE_GLOBS = ["README.md", "docs/**/*.md", "clients/*/README.md", "packaging/README.md", "packaging/debian/README.md", "monitoring/README.md"]
 # What pages name, and what the test serves instead.
 DOC_PORT = "6380"
 PROXY_PORT = "4000"

@@ -9,7 +9,7 @@ with the suite's libraries and a dpkg database listing them. For each, a copy of
 throwaway system (the machine's own is never touched) where:
 
 - dpkg installs the .deb, checking its Depends against the suite's own libc6 and libgcc-s1;
-- the module is at its path with its execute bit;
+- the module is at its path with its execute bit, and every path the installed README names is there;
 - the suite's server is started in that root (chroot) from the suite's own config file, with the
   packaged loadmodule line added to it as the docs say, and answers RATELIMIT.HIT; the packaged
   Functions library loads and answers FCALL ratelimit_hit; redis_exporter's packaged script
@@ -149,6 +149,13 @@ def on_a_suite(deb, server_dir):
         fail(f"{label}: dpkg does not list the package as installed:\n{status}")
     mode = os.stat(inside(root, MODULE_PATH)).st_mode & 0o777
     expect(f"{label}: the module's mode", oct(mode), oct(0o755))
+    # The README the package installs is written for what it installs: every path it names is there.
+    with open(inside(root, "/usr/share/doc/redis-ratelimit/README.md")) as f:
+        readme = f.read()
+    named = set(re.findall(r"(/usr/[\w./-]*\w)", readme))
+    missing = sorted(p for p in named if not os.path.exists(inside(root, p)))
+    if len(named) < 5 or missing:
+        fail(f"{label}: the installed README names {sorted(named)}; missing from the package: {missing}")
 
     # The suite's own config, with the one line the docs say to add.
     config = f"/etc/{source}/{source}.conf"

@@ -179,7 +179,7 @@ def build_deb(module, notices, out, build, epoch):
     write(os.path.join(tree, SHARE_DIR, "ratelimit.conf"), read(os.path.join(PACKAGING, "ratelimit.conf")))
     for name in MONITORING:
         write(os.path.join(tree, SHARE_DIR, name), read(os.path.join(ROOT, "monitoring", name)))
-    write(os.path.join(tree, DOC_DIR, "README.md"), read(os.path.join(PACKAGING, "README.md")))
+    write(os.path.join(tree, DOC_DIR, "README.md"), read(os.path.join(PACKAGING, "debian", "README.md")))
     write(os.path.join(tree, DOC_DIR, "copyright"), notices)
     changelog = read(os.path.join(PACKAGING, "debian", "changelog"))
     top = re.match(rb"\S+ \(([^)]+)\)", changelog)

@@ -117,9 +117,10 @@ fn pep503(name: &str) -> String {
 }
 
 /// Every Markdown page a user reads: README.md, docs/ (all of it), the clients' and the release
-/// files' READMEs.
+/// files' READMEs (the tarball's, and the one the .deb installs).
 fn user_pages() -> Vec<std::path::PathBuf> {
-    let mut pages = vec![root().join("README.md"), root().join("packaging/README.md")];
+    let mut pages =
+        vec![root().join("README.md"), root().join("packaging/README.md"), root().join("packaging/debian/README.md")];
     let mut dirs = vec![root().join("docs")];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(dir).unwrap() {
