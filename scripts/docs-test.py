@@ -30,7 +30,9 @@ later)` moves it on by that much first, and one that says `(at HH:MM:SS.mmm)` st
 time (UTC) of its day. `<!-- docs-test: module-args ARGS -->` anywhere on a page
 loads the module with ARGS there.
 
-A block that is not meant to run says so and why, before it: `<!-- docs-test: not run: WHY -->`.
+A block that is not meant to run says so and why, before it: `<!-- docs-test: not run: WHY -->`;
+one that would install on the machine (`apt`, `dpkg`, `sudo`, `systemctl`, `docker`, `install -D`)
+must.
 Every other block in those languages runs; blocks without a language (syntax, formats, output)
 are text. The count of blocks run and not run is printed, and the run fails on any failure.
 """
@@ -61,11 +63,13 @@ DEFAULT_CLOCK = "2026-12-01T12:00:00Z"
 # Languages a block runs in, or is a file of; any other tagged block must say why it does not run.
 RUN = {"console", "sh", "python", "js"}
 FILES = {"go", "go.mod", "yaml", "json", "toml", "ini", "conf"}
-CODE = RUN | FILES | {"bash", "shell", "ts", "typescript", "rust", "lua", "java"}
+CODE = RUN | FILES | {"bash", "shell", "ts", "typescript", "rust", "lua", "java", "dockerfile"}
 # A block that would connect to a server this test did not start.
 DEFAULT_SERVER = re.compile(
     r"6379|Redis\(\)|Valkey\(\)|createClient\(\)|Redis\.from_url\(\)|Addr:\s*\"\"|redis://localhost[/\"']"
 )
+# A command that would change the machine itself (the test runs as root): a page marks it not run.
+SYSTEM_WIDE = re.compile(r"(^|[;&|(]\s*|\$ )(sudo|apt|apt-get|dpkg|systemctl|docker|install\s+-D)\b", re.M)
 # A redis-cli that does not name `make run`'s port.
 DEFAULT_CLI = re.compile(rf"redis-cli(?! -p {DOC_PORT}\b)")
 DIRECTIVE = re.compile(r"<!--\s*docs-test:\s*(.*?)\s*-->", re.S)
@@ -119,12 +123,15 @@ def blocks_of(page, text):
     found, pending, i = [], [], 0
     while i < len(lines):
         line = lines[i]
-        if line.startswith("```"):
-            lang = line[3:].strip().split(" ")[0].lower()
+        if line.lstrip().startswith("```"):
+            # A fence may be indented (a block in a list item): its lines lose that indent.
+            indent = len(line) - len(line.lstrip())
+            lang = line.strip()[3:].strip().split(" ")[0].lower()
             j = i + 1
-            while j < len(lines) and not lines[j].startswith("```"):
+            while j < len(lines) and not lines[j].lstrip().startswith("```"):
                 j += 1
-            block = Block(page, i + 1, lang, "\n".join(lines[i + 1 : j]) + "\n", pending)
+            body = "\n".join(text[indent:] if text[:indent].isspace() else text for text in lines[i + 1 : j])
+            block = Block(page, i + 1, lang, body + "\n", pending)
             if lang == "text" and found and found[-1].lang in ("python", "js") and not pending:
                 found[-1].output = block
             else:
@@ -340,6 +347,8 @@ class Page:
             raise Failure(f"{block.where}: a {block.lang} block that neither runs, nor is a file, nor says why not")
         if DEFAULT_SERVER.search(block.text) or (block.lang in ("console", "sh") and DEFAULT_CLI.search(block.text)):
             raise Failure(f"{block.where}: connects to the default port, not to `make run`'s {DOC_PORT}")
+        if block.lang in ("console", "sh") and SYSTEM_WIDE.search(block.text):
+            raise Failure(f"{block.where}: installs on the machine itself: mark it not run, and say why")
         getattr(self, block.lang)(block)
         self.ran += 1
 
