@@ -24,7 +24,7 @@ LIBRARY_TESTS := --test hit --test peek --test hitall --test slide --test lease 
 
 .PHONY: all deps package-deps test-deps build package package-test lint test integration $(INTEGRATION) servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
 	monitoring-tools monitoring-test \
-	python-dist python-envs python-test node-dist node-installed node-test go-ready go-test clients
+	python-dist python-envs python-test node-dist node-installed node-test go-ready go-test clients docs-test
 
 all: build
 
@@ -138,7 +138,7 @@ test: build servers redis-cell monitoring-tools lint
 	$(MAKE) --no-print-directory monitoring-test
 	$(MAKE) --no-print-directory -j2 --output-sync=target integration clients
 	$(MAKE) --no-print-directory python-test CLIENTS_READY=1
-	$(MAKE) --no-print-directory -j2 --output-sync=target node-test go-test CLIENTS_READY=1 GO_READY=1
+	$(MAKE) --no-print-directory -j2 --output-sync=target node-test go-test docs-test CLIENTS_READY=1 GO_READY=1
 	$(MAKE) --no-print-directory examples
 	$(MAKE) --no-print-directory package-test CLIENTS_READY=1
 	BENCH_SERVERS="$(call server_binaries,$(BENCH_SMOKE_SERVERS))" cargo bench --locked --bench ratelimit -- --quick
@@ -258,6 +258,13 @@ node-installed: node-dist
 node-test: build servers $(if $(CLIENTS_READY),,node-installed)
 	$(call node-test-on,$(PY_FIRST_SERVER),dist/*.test.js)
 	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call node-test-on,$(binary),$(NODE_CLIENT_TESTS)))
+
+# Every example of the README and the docs run as written (scripts/docs-test.py says how): on the
+# first server, as make run starts it (on a port of its own), with the Python package's latest and
+# litellm environments, the installed Node package, and Go.
+docs-test: build servers $(if $(CLIENTS_READY),,python-envs node-installed)
+	scripts/docs-test.py --server $(PY_FIRST_SERVER) --python $(PY_ENVS)/latest/bin/python \
+		--node-dir $(NODE_INSTALLED) --litellm-bin $(PY_ENVS)/litellm/bin
 
 # The Go packages (clients/go, one module per client and integration, tied by go.work): vetted,
 # checked by staticcheck, and their tests (the tests module) built once with the race detector,

@@ -3,6 +3,11 @@
 
     scripts/docs-test.py --server REDIS_SERVER --python PYTHON --node-dir DIR --litellm-bin DIR [PAGE...]
 
+REDIS_SERVER is the server binary; PYTHON the interpreter of an environment with the Python
+package and the frameworks its pages name (make's `latest` set); DIR the folder where the Node
+package is installed beside its frameworks (target/node/installed), and the bin folder of an
+environment made with the Python package's `litellm` extra. Go comes from the PATH.
+
 Each page is tried as a reader would: one terminal and one server for the page, its code blocks in
 the order they come. The server is `make run`'s (redis.conf.example, the built module), on a free
 port of its own: every `6380` of a block (the port `make run` serves on, the one the docs name) is
@@ -467,12 +472,13 @@ def main():
     parser.add_argument("--python", required=True)
     parser.add_argument("--node-dir", required=True)
     parser.add_argument("--litellm-bin", required=True)
-    parser.add_argument("--clock-lib", required=True)
     parser.add_argument("pages", nargs="*")
     args = parser.parse_args()
-    for name in ("python", "node_dir", "litellm_bin", "clock_lib"):
+    for name in ("python", "node_dir", "litellm_bin"):
         setattr(args, name, os.path.abspath(getattr(args, name)))
     work = Path(tempfile.mkdtemp(prefix="docs-test-", dir=ROOT / "target"))
+    args.clock_lib = work / "libclock.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", args.clock_lib, ROOT / "testkit/clock/clock.c"], check=True)
     ran = skipped = 0
     failures = []
     started = time.monotonic()
