@@ -17,7 +17,8 @@ address, fails the check before it runs (it would reach a server this test did n
 - `console`: each `$ ` line (with its `\\` continuations) runs in the page's bash, under a
   terminal as in a shell (redis-cli prints as it does for a person), and what it prints is held to
   the lines after it up to the next `$ `. A ` # ...` at a line's end is the page's comment and
-  not compared; a line `...` stands for any lines, a `...` in a line for any characters. A command must succeed.
+  not compared; a line `...` stands for any lines, a `...` in a line for any characters. A
+  command must succeed.
 - `sh`: each line runs in the page's bash and must succeed; nothing is compared.
 - `python`: in one interpreter per page (the latest requirements set's environment), the blocks
   sharing their names as in a session; top-level `await` runs on one event loop.
@@ -32,14 +33,13 @@ The server's wall clock stands still (testkit/clock, preloaded), so times and re
 as the page shows them: at 2026-12-01 12:00:00 UTC unless `<!-- docs-test: clock ISO-TIME -->`
 stands it elsewhere before a block; a `$ ` line whose comment says `(N s later)` or `(N ms
 later)` moves it on by that much first, and one that says `(at HH:MM:SS.mmm)` stands it at that
-time (UTC) of its day. `<!-- docs-test: module-args ARGS -->` anywhere on a page
-loads the module with ARGS there.
+time (UTC) of its day. `<!-- docs-test: module-args ARGS -->` anywhere on a page loads the
+module with ARGS there.
 
 A block that is not meant to run says so and why, before it: `<!-- docs-test: not run: WHY -->`;
-one that would install on the machine (`apt`, `dpkg`, `sudo`, `systemctl`, `docker`, `install -D`)
-must.
-Every other block in those languages runs; blocks without a language (syntax, formats, output)
-are text. The count of blocks run and not run is printed, and the run fails on any failure.
+one that would install on the machine (`apt`, `dpkg`, `sudo`, `systemctl`, `docker`, `install
+-D`) must. Every other block in those languages runs; blocks without a language (syntax, formats,
+output) are text. The count of blocks run and not run is printed, and the run fails on any failure.
 """
 
 import argparse
@@ -60,7 +60,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # The pages a user reads.
-PAGE_GLOBS = ["README.md", "docs/**/*.md", "clients/*/README.md", "packaging/README.md", "packaging/debian/README.md", "monitoring/README.md"]
+PAGE_GLOBS = [
+    "README.md",
+    "docs/**/*.md",
+    "clients/*/README.md",
+    "packaging/README.md",
+    "packaging/debian/README.md",
+    "monitoring/README.md",
+]
 # What pages name, and what the test serves instead.
 DOC_PORT = "6380"
 PROXY_PORT = "4000"
@@ -135,7 +142,7 @@ def blocks_of(page, text):
             j = i + 1
             while j < len(lines) and not lines[j].lstrip().startswith("```"):
                 j += 1
-            body = "\n".join(text[indent:] if text[:indent].isspace() else text for text in lines[i + 1 : j])
+            body = "\n".join(row[indent:] if row[:indent].isspace() else row for row in lines[i + 1 : j])
             block = Block(page, i + 1, lang, body + "\n", pending)
             if lang == "text" and found and found[-1].lang in ("python", "js") and not pending:
                 found[-1].output = block
@@ -300,15 +307,15 @@ class Page:
             conf = re.sub(r"^(loadmodule \S+)$", rf"\1 {module_args}", conf, flags=re.M)
         (self.folder / "redis.conf").write_text(conf)
         env = dict(os.environ, LD_PRELOAD=str(self.args.clock_lib), RATELIMIT_TEST_CLOCK=str(self.clock.file))
-        log = open(self.folder / "server.log", "w")
-        self.server = subprocess.Popen(
-            [self.args.server, str(self.folder / "redis.conf"), "--port", self.ports[DOC_PORT]],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 20
+        with open(self.folder / "server.log", "w") as log:
+            self.server = subprocess.Popen(
+                [self.args.server, str(self.folder / "redis.conf"), "--port", self.ports[DOC_PORT]],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline and self.server.poll() is None:
             try:
                 with socket.create_connection(("127.0.0.1", int(self.ports[DOC_PORT])), timeout=1) as s:
@@ -384,22 +391,27 @@ class Page:
                     raise Failure(f"{block.where}: `{command}` exited {rc}:\n{out}")
 
     def python(self, block):
+        errors = self.folder / "python.log"
         if self.session is None:
-            self.session = subprocess.Popen(
-                [self.args.python, "-u", "-c", PYTHON_SESSION],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                cwd=self.folder,
-                env=self.env(),
-                text=True,
-            )
+            # Its stdout carries the answers; what the code prints is caught apart, its stderr
+            # (warnings, logs) goes to a file.
+            with open(errors, "w") as log:
+                self.session = subprocess.Popen(
+                    [self.args.python, "-u", "-c", PYTHON_SESSION],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    cwd=self.folder,
+                    env=self.env(),
+                    text=True,
+                )
         request = {"code": self.local(block.text), "where": block.where}
         self.session.stdin.write(json.dumps(request) + "\n")
         self.session.stdin.flush()
-        reply = self.session.stdout.readline()
+        ready, _, _ = select.select([self.session.stdout], [], [], 300)
+        reply = self.session.stdout.readline() if ready else ""
         if not reply:
-            raise Failure(f"{block.where}: the Python session ended")
+            raise Failure(f"{block.where}: the Python session ended or hung:\n{errors.read_text()}")
         answer = json.loads(reply)
         if answer["error"]:
             raise Failure(f"{block.where}: raised\n{answer['error']}")
