@@ -33,7 +33,9 @@ The server's wall clock stands still (testkit/clock, preloaded), so times and re
 as the page shows them: at 2026-12-01 12:00:00 UTC unless `<!-- docs-test: clock ISO-TIME -->`
 stands it elsewhere before a block; a `$ ` line whose comment says `(N s later)` or `(N ms
 later)` moves it on by that much first, and one that says `(at HH:MM:SS.mmm)` stands it at that
-time (UTC) of its day. `<!-- docs-test: module-args ARGS -->` anywhere on a page loads the
+time (UTC) of its day. One whose comment says `(within N s)` tells of something that happens
+after a moment (a write another process makes): it runs again until it prints what the page
+shows, for N seconds at most. `<!-- docs-test: module-args ARGS -->` anywhere on a page loads the
 module with ARGS there.
 
 A block that is not meant to run says so and why, before it: `<!-- docs-test: not run: WHY -->`;
@@ -88,6 +90,7 @@ DIRECTIVE = re.compile(r"<!--\s*docs-test:\s*(.*?)\s*-->", re.S)
 COMMENT = re.compile(r"\s+#(\s.*)?$")
 LATER = re.compile(r"\((\d+(?:\.\d+)?)\s*(s|ms) later\)")
 AT = re.compile(r"\(at (\d\d):(\d\d):(\d\d(?:\.\d+)?)\)")
+WITHIN = re.compile(r"\(within (\d+) s\)")
 MARK = "\x1e"
 
 
@@ -373,11 +376,18 @@ class Page:
                 day = self.clock.ms - self.clock.ms % 86_400_000
                 hours, minutes, seconds = int(at.group(1)), int(at.group(2)), float(at.group(3))
                 self.clock.stand(day + round(((hours * 60 + minutes) * 60 + seconds) * 1000))
-            rc, out = self.shell.run(self.local(command), timeout=300)
-            want, got = clean(printed), clean(out.split("\n"))
+            want = [self.local(line) for line in clean(printed)]
+            within = WITHIN.search(command)
+            deadline = time.monotonic() + (int(within.group(1)) if within else 0)
+            while True:
+                rc, out = self.shell.run(self.local(command), timeout=300)
+                got = clean(out.split("\n"))
+                if rc == 0 and matches(want, got) or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.2)
             if rc != 0:
                 raise Failure(f"{block.where}: `{command}` exited {rc}:\n{out}")
-            if not matches([self.local(line) for line in want], got):
+            if not matches(want, got):
                 raise Failure(
                     f"{block.where}: `{command}` printed\n" + "\n".join(got) + "\n-- where the page shows --\n" + "\n".join(want)
                 )
