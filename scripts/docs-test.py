@@ -104,7 +104,7 @@ def go_caches():
         return {}
     names = ["GOPATH", "GOMODCACHE", "GOCACHE"]
     values = subprocess.run(["go", "env", *names], capture_output=True, text=True, check=True).stdout.split("\n")
-    return dict(zip(names, values))
+    return dict(zip(names, values, strict=False))
 
 
 GO_CACHES = go_caches()
@@ -242,6 +242,10 @@ def same_line(want, got):
     if "..." not in want:
         return want == got
     return re.fullmatch(".*".join(re.escape(part) for part in want.split("...")), got) is not None
+
+
+def mismatch(what, got, want):
+    return Failure(f"{what} printed\n" + "\n".join(got) + "\n-- where the page shows --\n" + "\n".join(want))
 
 
 def clean(lines):
@@ -388,9 +392,7 @@ class Page:
             if rc != 0:
                 raise Failure(f"{block.where}: `{command}` exited {rc}:\n{out}")
             if not matches(want, got):
-                raise Failure(
-                    f"{block.where}: `{command}` printed\n" + "\n".join(got) + "\n-- where the page shows --\n" + "\n".join(want)
-                )
+                raise mismatch(f"{block.where}: `{command}`", got, want)
 
     def sh(self, block):
         for line in block.text.split("\n"):
@@ -432,8 +434,15 @@ class Page:
         script.write_text(self.local(block.text))
         try:
             done = subprocess.run(
-                ["node", script.name], cwd=self.args.node_dir, env=self.env(), capture_output=True, text=True, timeout=120
+                ["node", script.name],
+                cwd=self.args.node_dir,
+                env=self.env(),
+                capture_output=True,
+                text=True,
+                timeout=300,
             )
+        except subprocess.TimeoutExpired as e:
+            raise Failure(f"{block.where}: node still running after {e.timeout} s") from e
         finally:
             script.unlink()
         if done.returncode != 0:
@@ -443,9 +452,9 @@ class Page:
     def held_to_output(self, block, printed):
         if block.output is None:
             return
-        want, got = clean(block.output.text.split("\n")), clean(printed.split("\n"))
-        if not matches([self.local(line) for line in want], got):
-            raise Failure(f"{block.where}: printed\n" + "\n".join(got) + "\n-- where the page shows --\n" + "\n".join(want))
+        want, got = [self.local(line) for line in clean(block.output.text.split("\n"))], clean(printed.split("\n"))
+        if not matches(want, got):
+            raise mismatch(block.where, got, want)
 
     def close(self):
         if self.shell is not None:
