@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Every example of the README and the docs, run as written (`make docs-test`, part of `make test`).
 
-    scripts/docs-test.py --server REDIS_SERVER --python PYTHON --node-dir DIR --litellm-bin DIR [PAGE...]
+    scripts/docs-test.py --server SERVER --python PYTHON --node-dir NODE_DIR --litellm-bin BIN [PAGE...]
 
-REDIS_SERVER is the server binary; PYTHON the interpreter of an environment with the Python
-package and the frameworks its pages name (make's `latest` set); DIR the folder where the Node
-package is installed beside its frameworks (target/node/installed), and the bin folder of an
-environment made with the Python package's `litellm` extra. Go comes from the PATH.
+SERVER is the server binary; PYTHON the interpreter of an environment with the Python package and
+the frameworks its pages name (make's `latest` set); NODE_DIR the folder where the Node package is
+installed beside its frameworks (target/node/installed); BIN the bin folder of an environment made
+with the Python package's `litellm` extra. Go comes from the PATH. PAGE: only these pages.
 
 Each page is tried as a reader would: one terminal and one server for the page, its code blocks in
 the order they come. The server is `make run`'s (redis.conf.example, the built module), on a free
