@@ -62,8 +62,8 @@ export class LimitExceededError extends Error {
     const by = refusedBy.join(', ');
     super(
       Number.isFinite(retryAfterMs)
-        ? `rate limited by ${by}: retry in ${String(retryAfterMs)} ms`
-        : `the call can never fit ${by}: its estimate is above the limit of a whole window`,
+        ? `rate limited${by ? ` by ${by}` : ''}: retry in ${String(retryAfterMs)} ms`
+        : `the call can never fit${by ? ` ${by}` : ''}: its estimate is above the limit of a whole window`,
     );
     this.statusCode = Number.isFinite(retryAfterMs) ? 429 : 400;
   }

@@ -80,8 +80,8 @@ function policy(name: string, decision: Decision): string {
 }
 
 /** The headers for several limits on one request: each in `RateLimit-Policy`, the tightest (fewest
- * remaining; of those that refused, when one did) in `RateLimit`, and `Retry-After` (by default the largest of the denied limits': when
- * all of them admit again). */
+ * remaining; of those that refused, when one did) in `RateLimit`, and `Retry-After` (by default the
+ * largest of the denied limits': when all of them admit again). */
 export function combinedHeaders(
   named: readonly (readonly [string, Decision])[],
   retryAfterMs: number | null = null,
