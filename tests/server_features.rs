@@ -6,7 +6,7 @@ use ratelimit_testkit as common;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use common::{error_of, hit, pttl, run_all, Server};
+use common::{error_of, hit, pttl, run_all, Config, Server};
 use redis::Value;
 
 /// One version: the crate's (Cargo.toml), which `MODULE LIST` shows as Redis modules encode theirs
@@ -255,6 +255,62 @@ fn every_info_field_has_a_numeric_form() {
     let flag = |word: &str, when: &str| if fields[word] == when { "1" } else { "0" };
     assert_eq!(fields["ratelimit_clock_command_us"], flag("ratelimit_clock", "command_us"));
     assert_eq!(fields["ratelimit_guard_heal_at_command_end"], flag("ratelimit_guard_heal_at", "command_end"));
+}
+
+/// Every counter is declared once, in src/redis/stats.rs's registry (`NAME => "field"`), and
+/// nowhere else: `INFO ratelimit` shows each, and `CONFIG RESETSTAT` sets each back to zero.
+#[test]
+fn every_counter_of_the_registry_is_shown_and_reset() {
+    if common::module_only("INFO ratelimit") {
+        return;
+    }
+    let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/redis/stats.rs")).unwrap();
+    // (Built here, so that this line does not match.)
+    let declaration = [": Stat", " ="].concat();
+    let outside: Vec<&str> =
+        source.lines().filter(|l| l.contains(declaration.as_str()) && !l.contains("$name")).collect();
+    assert!(outside.is_empty(), "counters declared outside the registry: {outside:?}");
+    let registry = source.split("counters! {").nth(1).expect("the registry").split("\n}").next().unwrap();
+    let fields: Vec<&str> = registry.lines().filter_map(|l| l.split("=> \"").nth(1)?.split('"').next()).collect();
+    assert!(fields.len() >= 32, "{fields:?}");
+
+    let server = Server::with(Config { module_args: &["CL.THROTTLE"], ..Config::default() });
+    let mut con = server.connect();
+    run_all(
+        &mut con,
+        &[
+            "RATELIMIT.HIT a 1 60",
+            "RATELIMIT.HIT a 1 60",
+            "RATELIMIT.SLIDE s 1 60",
+            "RATELIMIT.GCRA g 0 1 60",
+            "RATELIMIT.ACQUIRE l 1 60 ID x",
+            "RATELIMIT.RELEASE l x",
+            "RATELIMIT.HITALL 2 {h}1 {h}2 1 60 1 60",
+            "CL.THROTTLE c 0 1 60",
+        ],
+    );
+    let info = |con: &mut redis::Connection| -> HashMap<String, String> {
+        let text: String = redis::cmd("INFO").arg("ratelimit").query(con).unwrap();
+        text.lines().filter_map(|l| l.split_once(':')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    };
+    let before = info(&mut con);
+    for field in &fields {
+        assert!(before.contains_key(&format!("ratelimit_{field}")), "INFO does not show {field}: {before:?}");
+    }
+    assert_eq!(before["ratelimit_hits"], "3");
+    let decisions: Vec<&String> =
+        before.keys().filter(|k| k.starts_with("ratelimit_decisions_") && k.ends_with("ed")).collect();
+    assert!(decisions.iter().any(|k| before[*k] != "0"), "{before:?}");
+
+    run_all(&mut con, &["CONFIG RESETSTAT"]);
+    let after = info(&mut con);
+    let not_reset: Vec<String> = fields
+        .iter()
+        .map(|f| format!("ratelimit_{f}"))
+        .chain(decisions.iter().map(|k| k.to_string()))
+        .filter(|k| after[k] != "0")
+        .collect();
+    assert!(not_reset.is_empty(), "not reset: {not_reset:?}");
 }
 
 fn counters(con: &mut redis::Connection) -> (Option<String>, Option<String>, Option<String>) {

@@ -2,7 +2,8 @@
 //! but the per-command lines (`decisions_hit:admitted=..`, kept for people reading INFO) and the
 //! two words (`clock`, `guard_heal_at`) is a number, and each of those has numeric fields too, so
 //! that a scraper that takes numbers (redis_exporter's `--script`) takes everything.
-//! The counters only grow, until `CONFIG RESETSTAT` (resetstat.rs); the rest are gauges.
+//! The counters (stats.rs's registry) only grow, until `CONFIG RESETSTAT` (resetstat.rs); the rest
+//! are gauges.
 
 use std::ffi::CStr;
 use std::os::raw::c_int;
@@ -10,56 +11,8 @@ use std::os::raw::c_int;
 use redis_module::raw::RedisModuleInfoCtx;
 
 use crate::redis::api::api;
-use crate::redis::stats::*;
+use crate::redis::stats::{COUNTERS, DECISIONS};
 use crate::redis::{resetstat, server, slot_migration, tracking, walk};
-
-const COUNTERS: [(&CStr, &Stat); 31] = [
-    (c"hits", &HITS),
-    (c"admitted", &ADMITTED),
-    (c"denied", &DENIED),
-    (c"healed", &HEALED),
-    (c"slide_calls", &SLIDE_CALLS),
-    (c"slide_admitted", &SLIDE_ADMITTED),
-    (c"slide_denied", &SLIDE_DENIED),
-    (c"gcra_calls", &GCRA_CALLS),
-    (c"gcra_admitted", &GCRA_ADMITTED),
-    (c"gcra_denied", &GCRA_DENIED),
-    (c"peeks", &PEEKS),
-    (c"reserved", &RESERVED),
-    (c"settled", &SETTLED),
-    (c"refunded", &REFUNDED),
-    (c"refunds_dropped", &REFUNDS_DROPPED),
-    (c"overage", &OVERAGE),
-    (c"acquires", &ACQUIRES),
-    (c"acquired", &ACQUIRED),
-    (c"acquire_denied", &ACQUIRE_DENIED),
-    (c"released", &RELEASED),
-    (c"release_late", &RELEASE_LATE),
-    (c"renewed", &RENEWED),
-    (c"renew_lost", &RENEW_LOST),
-    (c"leases_expired", &LEASES_EXPIRED),
-    (c"audits", &AUDITS),
-    (c"repairs", &REPAIRS),
-    (c"keys_scanned", &KEYS_SCANNED),
-    (c"counters_repaired", &REPAIRED),
-    (c"walks_refused", &WALKS_REFUSED),
-    (c"guard_checked", &GUARD_CHECKED),
-    (c"guard_heals", &GUARD_HEALS),
-];
-
-const DECISIONS: [&Decisions; 6] =
-    [&HIT_DECISIONS, &HITALL_DECISIONS, &SLIDE_DECISIONS, &GCRA_DECISIONS, &CL_THROTTLE_DECISIONS, &ACQUIRE_DECISIONS];
-
-/// Every counter back to zero, as `CONFIG RESETSTAT` does the server's own.
-pub fn reset_counters() {
-    for (_, counter) in COUNTERS {
-        counter.reset();
-    }
-    for d in DECISIONS {
-        d.counts().iter().for_each(|count| count.reset());
-    }
-    TOP_UNTRACKED.reset();
-}
 
 /// The INFO callback, registered at load time.
 pub unsafe extern "C" fn info(ctx: *mut RedisModuleInfoCtx, for_crash_report: c_int) {
@@ -102,7 +55,6 @@ pub unsafe extern "C" fn info(ctx: *mut RedisModuleInfoCtx, for_crash_report: c_
         number(c"top_memory_bytes", memory as u64);
         number(c"top_entries", entries as u64);
     }
-    number(c"top_untracked", TOP_UNTRACKED.get());
     let (running, queued) = walk::in_progress();
     number(c"walks_running", running as u64);
     number(c"walks_queued", queued as u64);

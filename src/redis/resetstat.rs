@@ -1,4 +1,4 @@
-//! `CONFIG RESETSTAT` resets INFO's counters (info.rs) as it does the server's own. The server tells
+//! `CONFIG RESETSTAT` resets INFO's counters (stats.rs) as it does the server's own. The server tells
 //! modules nothing of it; but it sets its own `total_commands_processed` back to zero, which
 //! otherwise only grows. So the module reads that count at each INFO and at the server's cron (at
 //! most once a second: a reading builds INFO's stats section, about 290,000 instructions), and
@@ -15,7 +15,7 @@ use redis_module::raw::RedisModuleCtx;
 
 use crate::redis::api::api;
 use crate::redis::ctx::Ctx;
-use crate::redis::{events, info};
+use crate::redis::{events, stats};
 
 /// A context of the module's own, for readings from the INFO callback (which is handed none).
 static CONTEXT: AtomicPtr<RedisModuleCtx> = AtomicPtr::new(std::ptr::null_mut());
@@ -53,7 +53,7 @@ pub fn stop() {
 pub fn check() {
     let Some(count) = commands_processed() else { return };
     if count < LAST_COUNT.swap(count, Ordering::Relaxed) {
-        info::reset_counters();
+        stats::reset_all();
     }
 }
 

@@ -1,5 +1,7 @@
-//! What the module has done since it was loaded, for `INFO ratelimit` (info.rs). Relaxed atomic
-//! counters, cheap enough for the hot path and safe from the walk thread.
+//! What the module has done since it was loaded (or since `CONFIG RESETSTAT`), for `INFO ratelimit`
+//! (info.rs): one registry, where each counter is declared once and from which INFO's fields and
+//! the reset both follow. Relaxed atomic counters, cheap enough for the hot path and safe from the
+//! walk thread.
 
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,62 +21,74 @@ impl Stat {
         self.0.load(Ordering::Relaxed)
     }
 
-    /// Back to zero: `CONFIG RESETSTAT` (see resetstat.rs).
-    pub fn reset(&self) {
+    fn reset(&self) {
         self.0.store(0, Ordering::Relaxed);
     }
 }
 
-/// Calls of RATELIMIT.HIT and RATELIMIT.HITALL (one each, however many limits).
-pub static HITS: Stat = Stat::new();
-pub static ADMITTED: Stat = Stat::new();
-pub static DENIED: Stat = Stat::new();
-/// Calls of RATELIMIT.SLIDE (PEEK aside) and of RATELIMIT.HITALL with SLIDE.
-pub static SLIDE_CALLS: Stat = Stat::new();
-pub static SLIDE_ADMITTED: Stat = Stat::new();
-pub static SLIDE_DENIED: Stat = Stat::new();
-/// Keys without TTL that a limiter's call (HIT, HITALL, SLIDE, GCRA, the lease commands) gave one.
-pub static HEALED: Stat = Stat::new();
-/// Calls of RATELIMIT.GCRA.
-pub static GCRA_CALLS: Stat = Stat::new();
-pub static GCRA_ADMITTED: Stat = Stat::new();
-pub static GCRA_DENIED: Stat = Stat::new();
-pub static PEEKS: Stat = Stat::new();
-/// Reservations handed out (HIT, SLIDE and GCRA with RESERVE, admitted).
-pub static RESERVED: Stat = Stat::new();
-/// RATELIMIT.SETTLE calls applied.
-pub static SETTLED: Stat = Stat::new();
-/// Calls that gave back: a negative COST or TOKENS, or a settle of less than was reserved.
-pub static REFUNDED: Stat = Stat::new();
-/// Settles of less than was reserved whose window no longer counted: nothing given back.
-pub static REFUNDS_DROPPED: Stat = Stat::new();
-/// Settles of more than was reserved: the rest charged.
-pub static OVERAGE: Stat = Stat::new();
-/// Calls of RATELIMIT.ACQUIRE, and those that got a permit or were denied.
-pub static ACQUIRES: Stat = Stat::new();
-pub static ACQUIRED: Stat = Stat::new();
-pub static ACQUIRE_DENIED: Stat = Stat::new();
-/// RELEASE calls that gave a live lease back, and those that found it gone (expired, or never held).
-pub static RELEASED: Stat = Stat::new();
-pub static RELEASE_LATE: Stat = Stat::new();
-/// RENEW calls that extended a live lease, and those that found it gone: holders that lost their permit.
-pub static RENEWED: Stat = Stat::new();
-pub static RENEW_LOST: Stat = Stat::new();
-/// Leases removed because they expired: holders that crashed, or worked past their lease.
-pub static LEASES_EXPIRED: Stat = Stat::new();
-pub static AUDITS: Stat = Stat::new();
-pub static REPAIRS: Stat = Stat::new();
-/// Keys visited by AUDIT and REPAIR walks (those the caller may see).
-pub static KEYS_SCANNED: Stat = Stat::new();
-/// Counters REPAIR gave a TTL.
-pub static REPAIRED: Stat = Stat::new();
-/// AUDIT and REPAIR calls refused because `ratelimit.max-walks` walks were in progress.
-pub static WALKS_REFUSED: Stat = Stat::new();
-/// Keys written under a guarded prefix that the guard checked, and the counters it gave a TTL.
-pub static GUARD_CHECKED: Stat = Stat::new();
-pub static GUARD_HEALS: Stat = Stat::new();
-/// Decisions RATELIMIT.TOP did not track because the key's name is longer than `core::top::LONGEST_KEY`.
-pub static TOP_UNTRACKED: Stat = Stat::new();
+/// Declares every counter once: its static, and its row in `COUNTERS`, from which INFO shows it
+/// (as `ratelimit_<field>`) and `CONFIG RESETSTAT` resets it (`reset_all`).
+macro_rules! counters {
+    ($($(#[$doc:meta])* $name:ident => $field:literal,)*) => {
+        $($(#[$doc])* pub static $name: Stat = Stat::new();)*
+
+        /// Every counter with its INFO field, in INFO's order.
+        pub static COUNTERS: &[(&CStr, &Stat)] = &[$((c_name(concat!($field, "\0")), &$name)),*];
+    };
+}
+
+counters! {
+    /// Calls of RATELIMIT.HIT and RATELIMIT.HITALL (one each, however many limits).
+    HITS => "hits",
+    ADMITTED => "admitted",
+    DENIED => "denied",
+    /// Keys without TTL that a limiter's call (HIT, HITALL, SLIDE, GCRA, the lease commands) gave one.
+    HEALED => "healed",
+    /// Calls of RATELIMIT.SLIDE (PEEK aside) and of RATELIMIT.HITALL with SLIDE.
+    SLIDE_CALLS => "slide_calls",
+    SLIDE_ADMITTED => "slide_admitted",
+    SLIDE_DENIED => "slide_denied",
+    /// Calls of RATELIMIT.GCRA.
+    GCRA_CALLS => "gcra_calls",
+    GCRA_ADMITTED => "gcra_admitted",
+    GCRA_DENIED => "gcra_denied",
+    PEEKS => "peeks",
+    /// Reservations handed out (HIT, SLIDE and GCRA with RESERVE, admitted).
+    RESERVED => "reserved",
+    /// RATELIMIT.SETTLE calls applied.
+    SETTLED => "settled",
+    /// Calls that gave back: a negative COST or TOKENS, or a settle of less than was reserved.
+    REFUNDED => "refunded",
+    /// Settles of less than was reserved whose window no longer counted: nothing given back.
+    REFUNDS_DROPPED => "refunds_dropped",
+    /// Settles of more than was reserved: the rest charged.
+    OVERAGE => "overage",
+    /// Calls of RATELIMIT.ACQUIRE, and those that got a permit or were denied.
+    ACQUIRES => "acquires",
+    ACQUIRED => "acquired",
+    ACQUIRE_DENIED => "acquire_denied",
+    /// RELEASE calls that gave a live lease back, and those that found it gone (expired, or never held).
+    RELEASED => "released",
+    RELEASE_LATE => "release_late",
+    /// RENEW calls that extended a live lease, and those that found it gone: holders that lost their permit.
+    RENEWED => "renewed",
+    RENEW_LOST => "renew_lost",
+    /// Leases removed because they expired: holders that crashed, or worked past their lease.
+    LEASES_EXPIRED => "leases_expired",
+    AUDITS => "audits",
+    REPAIRS => "repairs",
+    /// Keys visited by AUDIT and REPAIR walks (those the caller may see).
+    KEYS_SCANNED => "keys_scanned",
+    /// Counters REPAIR gave a TTL.
+    REPAIRED => "counters_repaired",
+    /// AUDIT and REPAIR calls refused because `ratelimit.max-walks` walks were in progress.
+    WALKS_REFUSED => "walks_refused",
+    /// Keys written under a guarded prefix that the guard checked, and the counters it gave a TTL.
+    GUARD_CHECKED => "guard_checked",
+    GUARD_HEALS => "guard_heals",
+    /// Decisions RATELIMIT.TOP did not track because the key's name is longer than `core::top::LONGEST_KEY`.
+    TOP_UNTRACKED => "top_untracked",
+}
 
 /// Admitted and denied calls of one limiter command, and the admitted ones shadow mode would have
 /// denied: INFO's `decisions_<command>` line, and one numeric field each
@@ -128,3 +142,17 @@ pub static SLIDE_DECISIONS: Decisions = decisions!("slide");
 pub static GCRA_DECISIONS: Decisions = decisions!("gcra");
 pub static CL_THROTTLE_DECISIONS: Decisions = decisions!("cl_throttle");
 pub static ACQUIRE_DECISIONS: Decisions = decisions!("acquire");
+
+/// The per-command decisions, in INFO's order.
+pub static DECISIONS: [&Decisions; 6] =
+    [&HIT_DECISIONS, &HITALL_DECISIONS, &SLIDE_DECISIONS, &GCRA_DECISIONS, &CL_THROTTLE_DECISIONS, &ACQUIRE_DECISIONS];
+
+/// Every counter back to zero, as `CONFIG RESETSTAT` does the server's own (resetstat.rs).
+pub fn reset_all() {
+    for (_, counter) in COUNTERS {
+        counter.reset();
+    }
+    for d in DECISIONS {
+        d.counts().iter().for_each(|count| count.reset());
+    }
+}
