@@ -1,6 +1,6 @@
 //! The reference in docs/ keeps up with the code: each command's page names every argument and
 //! option its `COMMAND DOCS` describes (the parsers' error texts are checked against the pages by
-//! the unit test in src/core/args.rs), and every relative link of the docs leads to a file.
+//! the unit test in src/core/args/mod.rs), and every relative link of the docs leads to a file.
 
 use ratelimit_testkit as common;
 
