@@ -168,9 +168,9 @@ PY_DIST := target/python/dist
 PY_ENVS := target/python/envs
 PY_TESTS := $(CURDIR)/clients/python/tests
 PYTHON_OLDEST ?= $(firstword $(wildcard /root/.pyenv/versions/3.10.*/bin/python3) python3)
-# The limits storage against limits' own, by server CPU (bench/results/python.md).
+# The limits storage against limits' own, by server CPU (benches/results/python.md).
 PY_LIMITS_BENCH = $(PY_ENVS)/latest/bin/python clients/python/bench/limits_storages.py --module $(MODULE)
-# What waiting for a replica costs a decision (bench/results/replicas.md).
+# What waiting for a replica costs a decision (benches/results/replicas.md).
 PY_REPLICA_BENCH = $(PY_ENVS)/latest/bin/python clients/python/bench/replica_wait.py --module $(MODULE)
 PY_CLIENT_TESTS := test_installed.py test_client.py test_async_client.py test_command_docs.py test_replicas.py
 PY_FIRST_SERVER = $(firstword $(call server_binaries,$(SERVERS)))
@@ -236,7 +236,7 @@ python-test: build servers $(if $(CLIENTS_READY),,python-envs)
 NODE_DIST := target/node/dist
 NODE_INSTALLED := target/node/installed
 NODE_CLIENT_TESTS := dist/client.test.js dist/command-docs.test.js dist/replicas.test.js
-# The express-rate-limit store against rate-limit-redis, by server CPU (bench/results/node.md).
+# The express-rate-limit store against rate-limit-redis, by server CPU (benches/results/node.md).
 NODE_STORE_BENCH = cd $(NODE_INSTALLED) && RATELIMIT_MODULE=$(CURDIR)/$(MODULE) node dist/bench-stores.js
 NPM := npm --no-audit --no-fund --loglevel=error
 define node-test-on
@@ -275,7 +275,7 @@ GO_DIR := clients/go
 GO_MODULES := ./... ./rlgoredis/... ./rlrueidis/... ./rlvalkey/... ./redis_rate/... ./ulule/... ./tests/...
 GO_BIN := $(CURDIR)/target/go/bin
 GO_TESTS := $(CURDIR)/target/go/tests.test
-# The Go packages against redis_rate's Lua and ulule's Redis store, by server CPU (bench/results/go.md).
+# The Go packages against redis_rate's Lua and ulule's Redis store, by server CPU (benches/results/go.md).
 GO_BENCH := $(CURDIR)/target/go/bench
 STATICCHECK_VERSION := v0.8.2
 define go-test-on
@@ -332,15 +332,15 @@ memcheck: build
 	VALKEY_SERVER=$(SERVER_valkey-8.1) MODULE=$(MODULE) scripts/memcheck.sh
 
 # The full benchmark (about half an hour), on every server: table on stdout and in
-# bench/results/latest.md, chart in bench/results/ratios.svg; then the limits storage's rows
-# (bench/results/python.md), what waiting for a replica costs (bench/results/replicas.md), the
-# express-rate-limit store's rows (bench/results/node.md), and the Go packages' (bench/results/go.md).
+# benches/results/latest.md, chart in benches/results/ratios.svg; then the limits storage's rows
+# (benches/results/python.md), what waiting for a replica costs (benches/results/replicas.md), the
+# express-rate-limit store's rows (benches/results/node.md), and the Go packages' (benches/results/go.md).
 bench: build servers redis-cell $(PY_ENVS)/latest node-test go-ready
 	BENCH_SERVERS="$(call server_binaries,$(SERVERS))" cargo bench --locked --bench ratelimit
-	$(PY_LIMITS_BENCH) --servers $(call server_binaries,$(SERVERS)) --out bench/results/python.md
-	$(PY_REPLICA_BENCH) --servers $(call server_binaries,$(SERVERS)) --out bench/results/replicas.md
-	$(NODE_STORE_BENCH) --out $(CURDIR)/bench/results/node.md -- $(call server_binaries,$(SERVERS))
-	$(GO_BENCH) --module $(MODULE) --out bench/results/go.md $(call server_binaries,$(SERVERS))
+	$(PY_LIMITS_BENCH) --servers $(call server_binaries,$(SERVERS)) --out benches/results/python.md
+	$(PY_REPLICA_BENCH) --servers $(call server_binaries,$(SERVERS)) --out benches/results/replicas.md
+	$(NODE_STORE_BENCH) --out $(CURDIR)/benches/results/node.md -- $(call server_binaries,$(SERVERS))
+	$(GO_BENCH) --module $(MODULE) --out benches/results/go.md $(call server_binaries,$(SERVERS))
 
 # The Redis Functions library (for servers that cannot load modules) into the server on PORT.
 functions: deps

@@ -1,6 +1,6 @@
 //! `make bench`: RATELIMIT.HIT and RATELIMIT.AUDIT against INCR and every alternative, measured
 //! in one run against one redis-server with one load generator. `--quick` is a short smoke run
-//! (`make test` runs it so this cannot rot); it writes under target/ instead of bench/results/.
+//! (`make test` runs it so this cannot rot); it writes under target/ instead of benches/results/.
 
 mod loadgen;
 mod report;
@@ -141,7 +141,7 @@ fn main() {
             walk_keys: 200_000,
             walk_pings: 1_000,
             top_decisions: 10_000_000,
-            out_dir: root.join("bench/results"),
+            out_dir: root.join("benches/results"),
         }
     };
     // The servers to measure, in order; the first also gets the memory, audit and guard sections.

@@ -1,5 +1,5 @@
-//! The benchmark's report: a Markdown table (stdout and bench/results/latest.md) and an SVG bar
-//! chart of throughput ratios to INCR (bench/results/ratios.svg).
+//! The benchmark's report: a Markdown table (stdout and benches/results/latest.md) and an SVG bar
+//! chart of throughput ratios to INCR (benches/results/ratios.svg).
 
 use std::fmt::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
