@@ -13,7 +13,7 @@ var ErrInvalidArgument = errors.New("ratelimit: invalid argument")
 // ErrLibraryNotLoaded: the server has neither the module nor the Functions library, and the
 // limiter was told not to load it (WithoutLibraryLoad).
 var ErrLibraryNotLoaded = errors.New("ratelimit: the server has neither the ratelimit module nor its Functions library " +
-	"(loadmodule .../libredis_ratelimit.so, or FUNCTION LOAD with LibrarySource)")
+	"(loadmodule .../libredis_ratelimit.so, or FUNCTION LOAD with LibrarySource())")
 
 // ErrPermitUnavailable: WithPermit found every permit of the key in use. The error is a
 // *PermitUnavailableError, which says how long until the first one ends.

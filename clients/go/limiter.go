@@ -86,7 +86,7 @@ func (l *Limiter) ensureLibrary(ctx context.Context) error {
 		if !l.loadLibrary {
 			return ErrLibraryNotLoaded
 		}
-		_, err = node.Do(ctx, 0, []string{"FUNCTION", "LOAD", LibrarySource})
+		_, err = node.Do(ctx, 0, []string{"FUNCTION", "LOAD", librarySource})
 		var server *ServerError
 		if errors.As(err, &server) && strings.Contains(server.Message, "already exists") {
 			return nil

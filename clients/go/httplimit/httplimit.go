@@ -24,7 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -104,8 +104,11 @@ type Options struct {
 	// RetryInterval: after a failure, requests skip the server this long (default 1 s).
 	RetryInterval time.Duration
 	// OnOutage is told when the server becomes unreachable (the error) and when it answers again
-	// (nil). Default: a log line each time.
+	// (nil). Default: a line to Logger each time.
 	OnOutage func(error)
+	// Logger takes the middleware's lines: outages (unless OnOutage is set) and a key function
+	// that gave what no call takes. Default: slog.Default().
+	Logger *slog.Logger
 }
 
 type compiled struct {
@@ -243,6 +246,9 @@ func New(l *ratelimit.Limiter, o Options) (func(http.Handler) http.Handler, erro
 	if m.o.RetryInterval <= 0 {
 		m.o.RetryInterval = time.Second
 	}
+	if m.o.Logger == nil {
+		m.o.Logger = slog.Default()
+	}
 	if m.o.OnOutage == nil {
 		what := "admitting"
 		if o.FailClosed {
@@ -250,9 +256,9 @@ func New(l *ratelimit.Limiter, o Options) (func(http.Handler) http.Handler, erro
 		}
 		m.o.OnOutage = func(err error) {
 			if err == nil {
-				log.Print("httplimit: the rate limiter answers again")
+				m.o.Logger.Info("httplimit: the rate limiter answers again")
 			} else {
-				log.Printf("httplimit: the rate limiter is unreachable (%v): %s requests until it answers", err, what)
+				m.o.Logger.Warn("httplimit: the rate limiter is unreachable: "+what+" requests until it answers", "error", err)
 			}
 		}
 	}
@@ -311,7 +317,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	case errors.As(err, &argument):
 		// Checked at New: a rule's key function gave what no call takes.
 		http.Error(w, "rate limiter error", http.StatusInternalServerError)
-		log.Printf("httplimit: %v", err)
+		m.o.Logger.Error("httplimit: a rule's key function gave what no call takes", "error", err)
 	default:
 		// The server unreachable, slow, or refusing (READONLY in a failover, a key of another
 		// type, ...): OnOutage is told, and the request goes as FailClosed says.

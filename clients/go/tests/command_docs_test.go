@@ -165,7 +165,7 @@ func TestBuildersMatchCommandDocs(t *testing.T) {
 
 // The embedded library is functions/ratelimit.lua, byte for byte.
 func TestEmbeddedLibraryIsTheRepositorys(t *testing.T) {
-	if text, err := readFile("../../../functions/ratelimit.lua"); err != nil || text != ratelimit.LibrarySource {
+	if text, err := readFile("../../../functions/ratelimit.lua"); err != nil || text != ratelimit.LibrarySource() {
 		t.Fatalf("clients/go/ratelimit.lua differs from functions/ratelimit.lua (cp it): %v", err)
 	}
 }

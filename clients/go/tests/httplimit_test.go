@@ -2,6 +2,7 @@ package tests
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -116,8 +117,26 @@ func TestHTTPMiddlewareRules(t *testing.T) {
 	}
 }
 
+// lockedLog is a log's text, written and read by several goroutines.
+type lockedLog struct {
+	mu   sync.Mutex
+	text strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.text.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.text.String()
+}
+
 // A server that stops: requests are admitted (fail open) or refused with 503 (fail closed), and
-// the outage is told once.
+// the outage is told once: to OnOutage, or else as one line to the Logger option.
 func TestHTTPMiddlewareServerGone(t *testing.T) {
 	server := start(t, "module", options{})
 	rdb := redis.NewClient(&redis.Options{Addr: server.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
@@ -131,7 +150,9 @@ func TestHTTPMiddlewareServerGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed, err := httplimit.New(rl, httplimit.Options{Rules: rules, FailClosed: true, OnOutage: func(error) {}})
+	var logged lockedLog
+	logger := slog.New(slog.NewTextHandler(&logged, nil))
+	closed, err := httplimit.New(rl, httplimit.Options{Rules: rules, FailClosed: true, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,5 +176,9 @@ func TestHTTPMiddlewareServerGone(t *testing.T) {
 	defer mu.Unlock()
 	if len(outages) != 1 || outages[0] == nil {
 		t.Fatalf("the outage was told %d times: %v", len(outages), outages)
+	}
+	lines := strings.Split(strings.TrimSpace(logged.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], "refusing requests") {
+		t.Fatalf("the Logger got %q", logged.String())
 	}
 }
