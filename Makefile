@@ -285,7 +285,7 @@ define go-test-on
 endef
 
 go-ready: test-deps
-	cmp functions/ratelimit.lua $(GO_DIR)/ratelimit.lua || (echo "clients/go/ratelimit.lua is not functions/ratelimit.lua: cp it" && false)
+	cmp functions/ratelimit.lua $(GO_DIR)/ratelimit.lua || (echo "clients/go/ratelimit.lua is not functions/ratelimit.lua: go generate in clients/go" && false)
 	test -x $(GO_BIN)/staticcheck || GOBIN=$(GO_BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	cd $(GO_DIR) && test -z "$$(gofmt -l .)" || (gofmt -l . && false)
 	cd $(GO_DIR) && go vet $(GO_MODULES) && $(GO_BIN)/staticcheck $(GO_MODULES)
