@@ -257,8 +257,9 @@ fn every_info_field_has_a_numeric_form() {
     assert_eq!(fields["ratelimit_guard_heal_at_command_end"], flag("ratelimit_guard_heal_at", "command_end"));
 }
 
-/// Every counter is declared once, in src/redis/stats.rs's registry (`NAME => "field"`), and
-/// nowhere else: `INFO ratelimit` shows each, and `CONFIG RESETSTAT` sets each back to zero.
+/// Every counter is declared once, in src/redis/stats.rs's registry (`NAME => "field"`; each
+/// command's decisions in theirs), and nowhere else: `INFO ratelimit` shows each, and `CONFIG
+/// RESETSTAT` sets each back to zero.
 #[test]
 fn every_counter_of_the_registry_is_shown_and_reset() {
     if common::module_only("INFO ratelimit") {
@@ -266,13 +267,18 @@ fn every_counter_of_the_registry_is_shown_and_reset() {
     }
     let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/redis/stats.rs")).unwrap();
     // (Built here, so that this line does not match.)
-    let declaration = [": Stat", " ="].concat();
-    let outside: Vec<&str> =
-        source.lines().filter(|l| l.contains(declaration.as_str()) && !l.contains("$name")).collect();
+    let declarations = [[": Stat", " ="].concat(), [": Decisions", " ="].concat()];
+    let outside: Vec<&str> = source
+        .lines()
+        .filter(|l| declarations.iter().any(|d| l.contains(d.as_str())) && !l.contains("$name"))
+        .collect();
     assert!(outside.is_empty(), "counters declared outside the registry: {outside:?}");
     let registry = source.split("counters! {").nth(1).expect("the registry").split("\n}").next().unwrap();
     let fields: Vec<&str> = registry.lines().filter_map(|l| l.split("=> \"").nth(1)?.split('"').next()).collect();
     assert!(fields.len() >= 32, "{fields:?}");
+    let commands = source.split("decisions! {").nth(1).expect("the decisions").split("\n}").next().unwrap();
+    let commands: Vec<&str> = commands.lines().filter_map(|l| l.split("=> \"").nth(1)?.split('"').next()).collect();
+    assert!(commands.len() >= 6, "{commands:?}");
 
     let server = Server::with(Config { module_args: &["CL.THROTTLE"], ..Config::default() });
     let mut con = server.connect();
@@ -296,6 +302,12 @@ fn every_counter_of_the_registry_is_shown_and_reset() {
     let before = info(&mut con);
     for field in &fields {
         assert!(before.contains_key(&format!("ratelimit_{field}")), "INFO does not show {field}: {before:?}");
+    }
+    for command in &commands {
+        for count in ["admitted", "denied", "shadow_denied"] {
+            let field = format!("ratelimit_decisions_{command}_{count}");
+            assert!(before.contains_key(&field), "INFO does not show {field}: {before:?}");
+        }
     }
     assert_eq!(before["ratelimit_hits"], "3");
     let decisions: Vec<&String> =

@@ -119,10 +119,11 @@ const fn c_name(with_nul: &'static str) -> &'static CStr {
     }
 }
 
-/// The `Decisions` of one command, its field names spelled once.
+/// Declares each command's `Decisions` once, its field names spelled once: its static, and its
+/// row in `DECISIONS`, which INFO shows and `reset_all` resets.
 macro_rules! decisions {
-    ($command:literal) => {
-        Decisions {
+    ($($name:ident => $command:literal,)*) => {
+        $(pub static $name: Decisions = Decisions {
             name: c_name(concat!("decisions_", $command, "\0")),
             fields: [
                 c_name(concat!("decisions_", $command, "_admitted\0")),
@@ -132,20 +133,21 @@ macro_rules! decisions {
             admitted: Stat::new(),
             denied: Stat::new(),
             shadow_denied: Stat::new(),
-        }
+        };)*
+
+        /// The per-command decisions, in INFO's order.
+        pub static DECISIONS: &[&Decisions] = &[$(&$name),*];
     };
 }
 
-pub static HIT_DECISIONS: Decisions = decisions!("hit");
-pub static HITALL_DECISIONS: Decisions = decisions!("hitall");
-pub static SLIDE_DECISIONS: Decisions = decisions!("slide");
-pub static GCRA_DECISIONS: Decisions = decisions!("gcra");
-pub static CL_THROTTLE_DECISIONS: Decisions = decisions!("cl_throttle");
-pub static ACQUIRE_DECISIONS: Decisions = decisions!("acquire");
-
-/// The per-command decisions, in INFO's order.
-pub static DECISIONS: [&Decisions; 6] =
-    [&HIT_DECISIONS, &HITALL_DECISIONS, &SLIDE_DECISIONS, &GCRA_DECISIONS, &CL_THROTTLE_DECISIONS, &ACQUIRE_DECISIONS];
+decisions! {
+    HIT_DECISIONS => "hit",
+    HITALL_DECISIONS => "hitall",
+    SLIDE_DECISIONS => "slide",
+    GCRA_DECISIONS => "gcra",
+    CL_THROTTLE_DECISIONS => "cl_throttle",
+    ACQUIRE_DECISIONS => "acquire",
+}
 
 /// Every counter back to zero, as `CONFIG RESETSTAT` does the server's own (resetstat.rs).
 pub fn reset_all() {
