@@ -94,10 +94,9 @@ fn the_script() -> String {
 
 /// INFO ratelimit's numeric fields.
 fn info_numbers(con: &mut Connection) -> BTreeMap<String, f64> {
-    let info: String = redis::cmd("INFO").arg("ratelimit").query(con).unwrap();
-    info.lines()
-        .filter_map(|line| line.split_once(':'))
-        .filter_map(|(name, value)| Some((name.to_string(), value.parse::<u64>().ok()? as f64)))
+    common::info_fields(con, "ratelimit")
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value.parse::<u64>().ok()? as f64)))
         .collect()
 }
 

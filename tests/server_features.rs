@@ -233,21 +233,21 @@ fn every_info_field_has_a_numeric_form() {
         hit(&mut con, key, &["2", "60"]).unwrap();
     }
     let _: Value = redis::cmd("RATELIMIT.GCRA").arg(&["g", "0", "1", "60"]).query(&mut con).unwrap();
-    let info: String = redis::cmd("INFO").arg("ratelimit").query(&mut con).unwrap();
-    let fields: HashMap<&str, &str> = info.lines().filter_map(|l| l.split_once(':')).collect();
-    let mut words: Vec<&str> = fields.iter().filter(|(_, v)| v.parse::<u64>().is_err()).map(|(k, _)| *k).collect();
+    let fields = common::info_fields(&mut con, "ratelimit");
+    let mut words: Vec<&str> =
+        fields.iter().filter(|(_, v)| v.parse::<u64>().is_err()).map(|(k, _)| k.as_str()).collect();
     words.sort();
     let commands = ["acquire", "cl_throttle", "gcra", "hit", "hitall", "slide"];
     let mut expected: Vec<String> = commands.iter().map(|c| format!("ratelimit_decisions_{c}")).collect();
     expected.extend(["ratelimit_clock".to_string(), "ratelimit_guard_heal_at".to_string()]);
     expected.sort();
-    assert_eq!(words, expected, "{info}");
+    assert_eq!(words, expected, "{fields:?}");
     for command in commands {
-        let line = fields[format!("ratelimit_decisions_{command}").as_str()];
+        let line = &fields[format!("ratelimit_decisions_{command}").as_str()];
         for part in line.split(',') {
             let (outcome, count) = part.split_once('=').unwrap();
             let flat = format!("ratelimit_decisions_{command}_{outcome}");
-            assert_eq!(fields.get(flat.as_str()), Some(&count), "{flat} against {line}");
+            assert_eq!(fields.get(flat.as_str()).map(String::as_str), Some(count), "{flat} against {line}");
         }
     }
     assert_eq!(fields["ratelimit_decisions_hit"], "admitted=5,denied=1,shadow_denied=1");
@@ -295,11 +295,7 @@ fn every_counter_of_the_registry_is_shown_and_reset() {
             "CL.THROTTLE c 0 1 60",
         ],
     );
-    let info = |con: &mut redis::Connection| -> HashMap<String, String> {
-        let text: String = redis::cmd("INFO").arg("ratelimit").query(con).unwrap();
-        text.lines().filter_map(|l| l.split_once(':')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    };
-    let before = info(&mut con);
+    let before = common::info_fields(&mut con, "ratelimit");
     for field in &fields {
         assert!(before.contains_key(&format!("ratelimit_{field}")), "INFO does not show {field}: {before:?}");
     }
@@ -315,7 +311,7 @@ fn every_counter_of_the_registry_is_shown_and_reset() {
     assert!(decisions.iter().any(|k| before[*k] != "0"), "{before:?}");
 
     run_all(&mut con, &["CONFIG RESETSTAT"]);
-    let after = info(&mut con);
+    let after = common::info_fields(&mut con, "ratelimit");
     let not_reset: Vec<String> = fields
         .iter()
         .map(|f| format!("ratelimit_{f}"))

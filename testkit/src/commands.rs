@@ -114,6 +114,15 @@ pub fn loaded_modules(con: &mut Connection) -> Vec<(String, i64)> {
         .collect()
 }
 
+/// Every field of `INFO <section>`, by name.
+pub fn info_fields(con: &mut Connection, section: &str) -> std::collections::HashMap<String, String> {
+    let info: String = redis::cmd("INFO").arg(section).query(con).unwrap();
+    info.lines()
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect()
+}
+
 /// One field of `INFO <section>`.
 pub fn info_field(con: &mut Connection, section: &str, field: &str) -> Option<String> {
     let info: String = redis::cmd("INFO").arg(section).query(con).unwrap();
