@@ -281,7 +281,7 @@ class Page:
     """One page's run: its folder, its server, its terminal."""
 
     def __init__(self, path, args, work):
-        self.path, self.args = path, args
+        self.args = args
         self.name = str(path.relative_to(ROOT))
         self.folder = work / re.sub(r"[^A-Za-z0-9]+", "-", self.name)
         self.folder.mkdir(parents=True)
@@ -333,8 +333,8 @@ class Page:
                 time.sleep(0.05)
         raise Failure(f"{self.name}: the server did not start:\n{(self.folder / 'server.log').read_text()}")
 
-    def run(self, blocks):
-        directives = DIRECTIVE.findall(self.path.read_text())
+    def run(self, text, blocks):
+        directives = DIRECTIVE.findall(text)
         module_args = next((d.split(" ", 1)[1] for d in directives if d.startswith("module-args ")), None)
         self.start_server(module_args)
         self.shell = Shell(self.folder / "redis-ratelimit", self.env())
@@ -514,12 +514,13 @@ def main():
     failures = []
     started = time.monotonic()
     for path in pages(args.pages):
-        blocks = blocks_of(str(path.relative_to(ROOT)), path.read_text())
+        text = path.read_text()
+        blocks = blocks_of(str(path.relative_to(ROOT)), text)
         if not any(b.lang in CODE for b in blocks):
             continue
         page = Page(path, args, work)
         try:
-            page.run(blocks)
+            page.run(text, blocks)
         except Failure as e:
             failures.append(str(e))
         ran += page.ran
