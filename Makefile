@@ -92,10 +92,11 @@ $(MONITORING)/redis-exporter-1.69/prometheus-redis-exporter:
 $(MONITORING)/prometheus-2.42/prometheus:
 	scripts/debian-server.py bookworm prometheus $(@D) prometheus promtool
 
-# The alert rules: checked, and their unit tests (monitoring/ratelimit-alerts.test.yml).
+# The alerting and recording rules: checked, and their unit tests (monitoring/*/*.test.yml).
 monitoring-test: monitoring-tools
-	$(PROMTOOL) check rules monitoring/ratelimit-alerts.yml
-	cd monitoring && $(CURDIR)/$(PROMTOOL) test rules ratelimit-alerts.test.yml
+	$(PROMTOOL) check rules monitoring/alerts/ratelimit-alerts.yml monitoring/rules/ratelimit-rules.yml
+	cd monitoring/alerts && $(CURDIR)/$(PROMTOOL) test rules ratelimit-alerts.test.yml
+	cd monitoring/rules && $(CURDIR)/$(PROMTOOL) test rules ratelimit-rules.test.yml
 
 # redis-cell from crates.io (pinned), under target/redis-cell/: CL.THROTTLE is tested and
 # benchmarked against it. Its code is fetched by cargo, never committed.

@@ -185,7 +185,7 @@ def on_a_suite(deb, server_dir):
             server.call("FCALL", "ratelimit_hit", "1", "pkg:lib", "10", "60"),
             FIRST_HIT,
         )
-        metrics = server.call("--eval", f"{SHARE}/ratelimit-metrics.lua")
+        metrics = server.call("--eval", f"{SHARE}/monitoring/exporter/ratelimit-metrics.lua")
         hits = metrics[metrics.index("ratelimit_hits") + 1]
         expect(f"{label}: the exporter's script gives ratelimit_hits", hits, "1")
         expect(f"{label}: CONFIG SET", server.call("CONFIG", "SET", "ratelimit.shadow", "pkg:"), ["OK"])
@@ -229,7 +229,8 @@ def the_tarball(package_dir, server_dir):
         tar.extractall(into, filter="data")
     (folder,) = glob.glob(os.path.join(into, "*"))
     names = check_sums(folder)
-    expect("the tarball's files", sorted(names + ["SHA256SUMS"]), sorted(os.listdir(folder)))
+    unpacked = [os.path.relpath(os.path.join(d, f), folder) for d, _, fs in os.walk(folder) for f in fs]
+    expect("the tarball's files", sorted(names + ["SHA256SUMS"]), sorted(unpacked))
     module = os.path.join(folder, "libredis_ratelimit.so")
     source = source_of(server_dir)
     launcher = os.path.join(server_dir, f"{source}-server")
@@ -237,7 +238,7 @@ def the_tarball(package_dir, server_dir):
     server.start()
     try:
         expect("the tarball's module: RATELIMIT.HIT", server.call("RATELIMIT.HIT", "pkg:tar", "10", "60"), FIRST_HIT)
-        metrics = server.call("--eval", os.path.join(folder, "ratelimit-metrics.lua"))
+        metrics = server.call("--eval", os.path.join(folder, "monitoring/exporter/ratelimit-metrics.lua"))
         expect("the tarball's exporter script: ratelimit_hits", metrics[metrics.index("ratelimit_hits") + 1], "1")
     finally:
         server.stop()

@@ -42,8 +42,15 @@ MODULE = "libredis_ratelimit.so"
 MODULE_DIR = "usr/lib/redis/modules"
 SHARE_DIR = f"usr/share/{NAME}"
 DOC_DIR = f"usr/share/doc/{NAME}"
-# redis_exporter's script, the alert rules and the Grafana dashboard (docs/operations.md, Monitoring).
-MONITORING = ("ratelimit-metrics.lua", "ratelimit-alerts.yml", "ratelimit-dashboard.json")
+# monitoring/ as operators install it, its tests aside: redis_exporter's script, the alert and the
+# recording rules, the Grafana dashboard and the README on them (docs/operations.md, Monitoring).
+MONITORING = (
+    "README.md",
+    "exporter/ratelimit-metrics.lua",
+    "alerts/ratelimit-alerts.yml",
+    "rules/ratelimit-rules.yml",
+    "dashboards/ratelimit-dashboard.json",
+)
 # The oldest glibc the module may need: what packaging/README.md and docs/operations.md promise
 # (Debian 12, Ubuntu 22.04, RHEL 9). A build that needs a newer one fails here, not on a user's host.
 GLIBC_FLOOR = (2, 34)
@@ -178,7 +185,7 @@ def build_deb(module, notices, out, build, epoch):
     write(os.path.join(tree, SHARE_DIR, "ratelimit.lua"), read(os.path.join(ROOT, "functions", "ratelimit.lua")))
     write(os.path.join(tree, SHARE_DIR, "ratelimit.conf"), read(os.path.join(PACKAGING, "ratelimit.conf")))
     for name in MONITORING:
-        write(os.path.join(tree, SHARE_DIR, name), read(os.path.join(ROOT, "monitoring", name)))
+        write(os.path.join(tree, SHARE_DIR, "monitoring", name), read(os.path.join(ROOT, "monitoring", name)))
     write(os.path.join(tree, DOC_DIR, "README.md"), read(os.path.join(PACKAGING, "debian", "README.md")))
     write(os.path.join(tree, DOC_DIR, "copyright"), notices)
     changelog = read(os.path.join(PACKAGING, "debian", "changelog"))
@@ -231,7 +238,7 @@ def build_tarball(module, notices, out, epoch):
         MODULE: (read(module), 0o755),
         "ratelimit.lua": (read(os.path.join(ROOT, "functions", "ratelimit.lua")), 0o644),
         "ratelimit.conf": (read(os.path.join(PACKAGING, "ratelimit.conf")), 0o644),
-        **{name: (read(os.path.join(ROOT, "monitoring", name)), 0o644) for name in MONITORING},
+        **{f"monitoring/{name}": (read(os.path.join(ROOT, "monitoring", name)), 0o644) for name in MONITORING},
         "LICENSE": (read(os.path.join(ROOT, "LICENSE")), 0o644),
         "COPYRIGHT": (notices.encode(), 0o644),
         "README.md": (read(os.path.join(PACKAGING, "README.md")), 0o644),
@@ -240,7 +247,12 @@ def build_tarball(module, notices, out, epoch):
     members["SHA256SUMS"] = (sums.encode(), 0o644)
     path = os.path.join(out, base + ".tar.gz")
     raw = io.BytesIO()
+    folders = sorted({os.path.dirname(name) for name in members} - {""})
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for name in folders:
+            info = tarfile.TarInfo(f"{base}/{name}")
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, epoch
+            tar.addfile(info)
         for name, (data, mode) in sorted(members.items()):
             info = tarfile.TarInfo(f"{base}/{name}")
             info.size, info.mode, info.mtime = len(data), mode, epoch

@@ -184,6 +184,35 @@ fn info_counts_permits_given_denied_returned_lost_and_expired() {
 }
 
 #[test]
+fn info_reports_the_leases_held_now_as_a_gauge() {
+    if common::module_only("INFO ratelimit is the module's") {
+        return;
+    }
+    let server = Server::start();
+    let mut con = server.connect();
+    let held = |con: &mut Connection| -> i64 {
+        common::info_field(con, "ratelimit", "ratelimit_leases_in_flight").unwrap().parse().unwrap()
+    };
+    assert_eq!(held(&mut con), 0);
+    acquire(&mut con, "k", &["2", "60", "ID", "a"]).unwrap();
+    acquire(&mut con, "k", &["2", "60", "ID", "b"]).unwrap();
+    acquire(&mut con, "k", &["2", "60", "ID", "a"]).unwrap();
+    acquire(&mut con, "k", &["2", "60", "ID", "c"]).unwrap();
+    assert_eq!(held(&mut con), 2, "a retry counted once, a denial not at all");
+    renew(&mut con, "k", "b", &["120"]).unwrap();
+    release(&mut con, "k", "a").unwrap();
+    release(&mut con, "k", "a").unwrap();
+    assert_eq!(held(&mut con), 1, "released once; renewed, still one");
+    run_all(&mut con, &["CONFIG RESETSTAT"]);
+    assert_eq!(held(&mut con), 1, "a gauge: CONFIG RESETSTAT leaves it");
+    // A lease whose holder never comes back leaves the count by itself, by the end of its second,
+    // with no call on its key (the key expires with it).
+    acquire(&mut con, "short", &["1", "1", "MS", "ID", "x"]).unwrap();
+    common::wait_for("the short lease to leave the count", Duration::from_secs(10), || held(&mut con) == 1);
+    assert_eq!(snapshot(&mut con, "short"), snapshot(&mut con, "never written"));
+}
+
+#[test]
 fn every_error_leaves_the_keyspace_as_it_was() {
     let server = Server::start();
     let mut con = server.connect();

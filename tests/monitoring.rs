@@ -1,7 +1,7 @@
-//! The monitoring as an operator runs it (docs/operations.md, "Monitoring"): redis_exporter,
-//! Debian 12's (1.45) and Debian 13's (1.69), with monitoring/ratelimit-metrics.lua, against a
-//! server with the module; Debian 12's Prometheus scraping the exporter, with the alert rules
-//! loaded, running every query of the Grafana dashboard. The programs are Debian's packages,
+//! The monitoring as an operator runs it (monitoring/README.md): redis_exporter, Debian 12's
+//! (1.45) and Debian 13's (1.69), with monitoring/exporter/ratelimit-metrics.lua, against a server
+//! with the module; Debian 12's Prometheus scraping the exporter, with the alerting and recording
+//! rules loaded, running every query of the Grafana dashboard. The programs are Debian's packages,
 //! unpacked under target/monitoring/ by `make monitoring-tools`.
 
 use ratelimit_testkit as common;
@@ -89,7 +89,7 @@ fn exporter(folder: &str, server: &Server, options: &[String], log: &Path) -> (R
 }
 
 fn the_script() -> String {
-    format!("--script={}", project("monitoring/ratelimit-metrics.lua").display())
+    format!("--script={}", project("monitoring/exporter/ratelimit-metrics.lua").display())
 }
 
 /// INFO ratelimit's numeric fields.
@@ -157,7 +157,7 @@ fn acquire(con: &mut Connection, key: &str, args: &[&str]) -> String {
 }
 
 /// After `known_sequence`, the counters it must have moved.
-const MOVED: [&str; 22] = [
+const MOVED: [&str; 23] = [
     "ratelimit_hits",
     "ratelimit_denied",
     "ratelimit_healed",
@@ -175,6 +175,7 @@ const MOVED: [&str; 22] = [
     "ratelimit_renewed",
     "ratelimit_renew_lost",
     "ratelimit_leases_expired",
+    "ratelimit_leases_in_flight",
     "ratelimit_audits",
     "ratelimit_repairs",
     "ratelimit_guard_heals",
@@ -269,9 +270,10 @@ fn prometheus_scrapes_the_exporter_runs_the_rules_and_every_dashboard_query_answ
         &config,
         format!(
             "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
-             rule_files: ['{}']\n\
+             rule_files: ['{}', '{}']\n\
              scrape_configs:\n  - job_name: redis\n    static_configs: [{{targets: ['127.0.0.1:{exporter_port}']}}]\n",
-            project("monitoring/ratelimit-alerts.yml").display()
+            project("monitoring/alerts/ratelimit-alerts.yml").display(),
+            project("monitoring/rules/ratelimit-rules.yml").display(),
         ),
     )
     .unwrap();
@@ -297,9 +299,10 @@ fn prometheus_scrapes_the_exporter_runs_the_rules_and_every_dashboard_query_answ
     let seen = scrapes(port);
     wait_for("two more scrapes", Duration::from_secs(60), || scrapes(port) >= seen + 2);
 
-    let dashboard: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(project("monitoring/ratelimit-dashboard.json")).unwrap())
-            .unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(project("monitoring/dashboards/ratelimit-dashboard.json")).unwrap(),
+    )
+    .unwrap();
     let mut queries: Vec<(String, String)> = vec![];
     for panel in dashboard["panels"].as_array().unwrap() {
         for target in panel["targets"].as_array().unwrap() {
@@ -335,15 +338,52 @@ fn prometheus_scrapes_the_exporter_runs_the_rules_and_every_dashboard_query_answ
         "{decisions:?}"
     );
 
-    let rules = get(port, "/api/v1/rules").unwrap();
-    let rules: serde_json::Value = serde_json::from_str(&rules).unwrap();
-    let loaded: Vec<&serde_json::Value> =
-        rules["data"]["groups"].as_array().unwrap().iter().flat_map(|g| g["rules"].as_array().unwrap()).collect();
-    assert_eq!(loaded.len(), 7, "{rules}");
-    wait_for("every rule evaluated", Duration::from_secs(30), || {
+    let loaded = || -> Vec<serde_json::Value> {
         let rules: serde_json::Value = serde_json::from_str(&get(port, "/api/v1/rules").unwrap()).unwrap();
-        let all = rules["data"]["groups"][0]["rules"].as_array().unwrap().clone();
+        rules["data"]["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["rules"].as_array().unwrap().clone())
+            .collect()
+    };
+    let of_type = |kind: &str| loaded().into_iter().filter(|r| r["type"] == kind).collect::<Vec<_>>();
+    let (alerts, records) = (of_type("alerting"), of_type("recording"));
+    assert_eq!((alerts.len(), records.len()), (7, 4), "{:?}", loaded());
+    wait_for("every rule evaluated", Duration::from_secs(30), || {
+        let all = loaded();
         assert!(all.iter().all(|r| r["health"] != "err"), "a rule fails to evaluate: {all:?}");
         all.iter().all(|r| r["health"] == "ok")
     });
+    // Every recorded series has a value for the server, the ratios included.
+    for rule in &records {
+        let name = rule["name"].as_str().unwrap();
+        wait_for(&format!("{name} to be recorded"), Duration::from_secs(30), || {
+            query(port, name).is_ok_and(|r| !r.is_empty())
+        });
+    }
+    // Every alert's runbook is a section of docs/operations.md.
+    let operations = std::fs::read_to_string(project("docs/operations.md")).unwrap();
+    let sections: Vec<String> = operations.lines().filter_map(|l| Some(anchor(l.strip_prefix("##")?))).collect();
+    let page = "https://github.com/redis-ratelimit/redis-ratelimit/blob/main/docs/operations.md#";
+    for alert in &alerts {
+        let runbook = alert["annotations"]["runbook_url"].as_str().unwrap_or_default();
+        let section = runbook.strip_prefix(page);
+        assert!(section.is_some_and(|s| sections.iter().any(|a| a == s)), "{}: runbook {runbook:?}", alert["name"]);
+    }
+}
+
+/// A heading's anchor as GitHub makes it: lower case, spaces as `-`, other punctuation dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim_start_matches('#')
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
 }

@@ -6,6 +6,8 @@
 //! ones, and leaves the key's own expiry at its latest lease's, so that the key disappears with its
 //! last lease and a holder that crashed gives its permit back when its lease ends.
 
+use std::collections::BTreeMap;
+
 /// What a call reads of a lease set at its `now`. Each is asked for only when the decision needs
 /// it (a release of the only lease reads its id's score and nothing else), so that the glue can
 /// answer from the sorted set lazily.
@@ -42,6 +44,9 @@ pub struct Writes {
     pub expire_at: Option<i64>,
     /// The set existed without TTL, and `expire_at` gives it one (for INFO's heals).
     pub heals: bool,
+    /// The expiry of the id's live lease that `set_mine` moves or `remove_mine` removes: not a
+    /// write, but what the count of leases held (`InFlight`) takes back.
+    pub ends: Option<i64>,
 }
 
 impl Writes {
@@ -60,6 +65,7 @@ fn writes(r: &mut impl Leases, now_ms: i64, set_mine: Option<i64>, remove_mine: 
         return w;
     }
     let mine_live = mine_live(r, now_ms);
+    w.ends = r.mine().filter(|_| mine_live && (set_mine.is_some() || remove_mine));
     let mine_after = match (set_mine, remove_mine) {
         (Some(at), _) => Some(at),
         (None, true) => None,
@@ -134,6 +140,61 @@ pub fn renew(lease_ms: i64, r: &mut impl Leases, now_ms: i64) -> (i64, Writes) {
     }
     let at = now_ms.saturating_add(lease_ms);
     (at - now_ms, writes(r, now_ms, Some(at), false))
+}
+
+/// The leases held now, over every lease set: each lease granted counts from its grant until it is
+/// released, moved, or its expiry's second has passed. Counted by that second, so that what the
+/// count keeps is bounded by the seconds leases run for, and a lease removed behind the module's
+/// back (`DEL`, `FLUSHALL`) leaves it when its lease would have ended.
+#[derive(Debug, Default)]
+pub struct InFlight {
+    by_second: BTreeMap<i64, u64>,
+    total: u64,
+}
+
+impl InFlight {
+    pub const fn new() -> InFlight {
+        InFlight { by_second: BTreeMap::new(), total: 0 }
+    }
+
+    /// The second a lease expiring at `at_ms` stops counting: the first whole second at or after it.
+    fn second_of(at_ms: i64) -> i64 {
+        at_ms.div_euclid(1_000) + i64::from(at_ms.rem_euclid(1_000) > 0)
+    }
+
+    /// A lease granted until `at_ms`, at `now_ms`.
+    pub fn held(&mut self, at_ms: i64, now_ms: i64) {
+        self.forget_passed(now_ms);
+        *self.by_second.entry(Self::second_of(at_ms)).or_default() += 1;
+        self.total += 1;
+    }
+
+    /// A lease that was granted until `at_ms` ended before then (released, or moved).
+    pub fn ended(&mut self, at_ms: i64) {
+        let second = Self::second_of(at_ms);
+        if let Some(n) = self.by_second.get_mut(&second) {
+            *n -= 1;
+            self.total -= 1;
+            if *n == 0 {
+                self.by_second.remove(&second);
+            }
+        }
+    }
+
+    /// The leases held at `now_ms`.
+    pub fn count(&mut self, now_ms: i64) -> u64 {
+        self.forget_passed(now_ms);
+        self.total
+    }
+
+    fn forget_passed(&mut self, now_ms: i64) {
+        while let Some(entry) = self.by_second.first_entry() {
+            if entry.key().saturating_mul(1_000) > now_ms {
+                break;
+            }
+            self.total -= entry.remove();
+        }
+    }
 }
 
 /// A lease id the module makes: 32 hex digits of a seed drawn once per server process, then the
@@ -243,7 +304,7 @@ mod tests {
         assert_eq!((a.acquired, a.in_use, a.ms), (true, 2, 5_000));
         assert_eq!(held.range_reads, 1, "an admitted call does not look for the earliest lease");
         // Renewed to now + 5 s; the key keeps the other lease's later expiry.
-        assert_eq!(a.writes, Writes { set_mine: Some(NOW + 5_000), ..Writes::default() });
+        assert_eq!(a.writes, Writes { set_mine: Some(NOW + 5_000), ends: Some(NOW + 700), ..Writes::default() });
     }
 
     #[test]
@@ -261,10 +322,12 @@ mod tests {
         let mut v = view(&[NOW + 700, NOW + 9_000], 0, Some(NOW + 9_000), Some(NOW + 9_000));
         let (released, w) = release(&mut v, NOW);
         assert!(released);
-        assert_eq!(w, Writes { remove_mine: true, expire_at: Some(NOW + 700), ..Writes::default() });
+        let moved_back =
+            Writes { remove_mine: true, expire_at: Some(NOW + 700), ends: Some(NOW + 9_000), ..Writes::default() };
+        assert_eq!(w, moved_back);
         // The last lease: the key goes with it, no expiry to set.
         let mut last = view(&[NOW + 700], 0, Some(NOW + 700), Some(NOW + 700));
-        assert_eq!(release(&mut last, NOW).1, Writes { remove_mine: true, ..Writes::default() });
+        assert_eq!(release(&mut last, NOW).1, Writes { remove_mine: true, ends: Some(NOW + 700), ..Writes::default() });
         assert_eq!(last.range_reads, 0, "the set's order is not read when no other lease is live");
         // An expired lease is no longer held: 0, and it is pruned.
         let mut gone = view(&[NOW + 700], 1, Some(NOW - 1), Some(NOW + 700));
@@ -274,12 +337,39 @@ mod tests {
     #[test]
     fn renew_moves_only_a_live_lease() {
         let mut v = view(&[NOW + 700], 0, Some(NOW + 700), Some(NOW + 700));
-        let w = Writes { set_mine: Some(NOW + 60_000), expire_at: Some(NOW + 60_000), ..Writes::default() };
+        let w = Writes {
+            set_mine: Some(NOW + 60_000),
+            expire_at: Some(NOW + 60_000),
+            ends: Some(NOW + 700),
+            ..Writes::default()
+        };
         assert_eq!(renew(60_000, &mut v, NOW), (60_000, w));
         assert_eq!(renew(60_000, &mut view(&[NOW + 700], 0, None, Some(NOW + 700)), NOW), (-1, Writes::default()));
         // A shorter lease on the latest one brings the key's expiry back to the next latest.
         let mut v = view(&[NOW + 700, NOW + 9_000], 0, Some(NOW + 9_000), Some(NOW + 9_000));
         assert_eq!(renew(100, &mut v, NOW).1.expire_at, Some(NOW + 700));
+    }
+
+    #[test]
+    fn a_lease_is_in_flight_until_it_ends_or_its_second_passes() {
+        let mut f = InFlight::new();
+        f.held(NOW + 1_500, NOW);
+        f.held(NOW + 1_500, NOW);
+        f.held(NOW + 4_000, NOW);
+        assert_eq!(f.count(NOW), 3);
+        f.ended(NOW + 1_500);
+        assert_eq!(f.count(NOW + 1_999), 2, "counted to the end of the second its lease ends in");
+        assert_eq!(f.count(NOW + 2_000), 1);
+        // Ending a lease whose second has passed (released late, or counted before a restart) takes
+        // nothing from the others.
+        f.ended(NOW + 1_500);
+        f.ended(NOW - 60_000);
+        assert_eq!(f.count(NOW + 2_000), 1);
+        assert_eq!(f.count(NOW + 4_000), 0);
+        assert!(f.by_second.is_empty(), "nothing kept for seconds that have passed");
+        // Before 1970 as after it.
+        f.held(-1_500, -3_000);
+        assert_eq!((f.count(-1_001), f.count(-1_000)), (1, 0));
     }
 }
 
@@ -353,6 +443,18 @@ mod properties {
                 // Nothing written only where nothing needed pruning or healing.
                 prop_assert!(v.expired == 0 && (v.key_expiry.is_some() || v.live == 0));
             }
+            // Every lease counted as held: after the write, the count is the live leases.
+            let mut in_flight = InFlight::new();
+            for &at in &leases {
+                in_flight.held(at, NOW - 5_000);
+            }
+            if let Some(at) = w.ends {
+                in_flight.ended(at);
+            }
+            if let Some(at) = w.set_mine {
+                in_flight.held(at, NOW);
+            }
+            prop_assert_eq!(in_flight.count(NOW), after.len() as u64);
             if op == 0 {
                 let a = acquire(limit, lease, &mut v, NOW);
                 let live_after = after.iter().filter(|&&at| at > NOW).count() as i64;

@@ -12,7 +12,7 @@ use redis_module::raw::RedisModuleInfoCtx;
 
 use crate::redis::api::api;
 use crate::redis::stats::{COUNTERS, DECISIONS};
-use crate::redis::{resetstat, server, slot_migration, tracking, walk};
+use crate::redis::{clock, lease_set, resetstat, server, slot_migration, tracking, walk};
 
 /// The INFO callback, registered at load time.
 pub unsafe extern "C" fn info(ctx: *mut RedisModuleInfoCtx, for_crash_report: c_int) {
@@ -49,11 +49,13 @@ pub unsafe extern "C" fn info(ctx: *mut RedisModuleInfoCtx, for_crash_report: c_
             number(name, count.get());
         }
     }
-    // A crash report may be written in the middle of a command that is updating the summaries.
+    // A crash report may be written in the middle of a command that is updating the summaries, or
+    // the leases held.
     if for_crash_report == 0 {
         let (memory, entries) = tracking::usage();
         number(c"top_memory_bytes", memory as u64);
         number(c"top_entries", entries as u64);
+        number(c"leases_in_flight", lease_set::in_flight(clock::command_now().ms));
     }
     let (running, queued) = walk::in_progress();
     number(c"walks_running", running as u64);

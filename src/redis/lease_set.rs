@@ -4,18 +4,27 @@
 
 use std::os::raw::c_int;
 use std::ptr;
+use std::sync::{Mutex, PoisonError};
 
 use redis_module::raw::{
     RedisModuleKey, REDISMODULE_KEYTYPE_EMPTY, REDISMODULE_KEYTYPE_ZSET, REDISMODULE_NOTIFY_GENERIC,
     REDISMODULE_NOTIFY_ZSET, REDISMODULE_OK,
 };
 
-use crate::core::lease::{Leases, Writes};
+use crate::core::lease::{InFlight, Leases, Writes};
 use crate::redis::api::api;
 use crate::redis::call::KeyName;
 use crate::redis::ctx::{bytes_of, Ctx, OwnedString};
 use crate::redis::key::{notify_ours as notify, KeyError, StoredKey};
 use crate::redis::stats;
+
+/// The leases this module granted that are held now: INFO's `leases_in_flight`.
+static IN_FLIGHT: Mutex<InFlight> = Mutex::new(InFlight::new());
+
+/// The leases held at `now_ms`, of those granted since the module was loaded (a gauge).
+pub fn in_flight(now_ms: i64) -> u64 {
+    IN_FLIGHT.lock().unwrap_or_else(PoisonError::into_inner).count(now_ms)
+}
 
 /// The lowest and the highest score of the sorted set at `key`, if it has members.
 pub fn score_bounds(key: &StoredKey) -> Option<(f64, f64)> {
@@ -156,6 +165,15 @@ impl<'a> LeaseSet<'a> {
         }
         if w.heals {
             stats::HEALED.add(1);
+        }
+        if w.ends.is_some() || w.set_mine.is_some() {
+            let mut in_flight = IN_FLIGHT.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(at) = w.ends {
+                in_flight.ended(at);
+            }
+            if let Some(at) = w.set_mine {
+                in_flight.held(at, now_ms);
+            }
         }
         let (key, ctx, name) = self.key.parts();
         let id = self.id.raw();
