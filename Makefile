@@ -268,14 +268,16 @@ docs-test: build servers $(if $(CLIENTS_READY),,python-envs node-installed)
 		--node-dir $(NODE_INSTALLED) --litellm-bin $(PY_ENVS)/litellm/bin
 
 # The Go packages (clients/go, one module per client and integration, tied by go.work): vetted,
-# checked by staticcheck, and their tests (the tests module) built once with the race detector,
-# then run on every server: all of them on the first, the clients' and redis_rate's on the others
-# (16 tests at once: they mostly wait on leases and servers). GO_READY=1:
-# take the built tests as they are.
+# checked by staticcheck, and their tests built once with the race detector: the ratelimit
+# package's own (argument checks, reply reading, and its examples on a server), run on the first
+# server; the tests module's, run on every server: all of them on the first, the clients' and
+# redis_rate's on the others (16 tests at once: they mostly wait on leases and servers).
+# GO_READY=1: take the built tests as they are.
 GO_DIR := clients/go
 GO_MODULES := ./... ./rlgoredis/... ./rlrueidis/... ./rlvalkey/... ./redis_rate/... ./ulule/... ./tests/...
 GO_BIN := $(CURDIR)/target/go/bin
 GO_TESTS := $(CURDIR)/target/go/tests.test
+GO_UNIT_TESTS := $(CURDIR)/target/go/ratelimit.test
 # The Go packages against redis_rate's Lua and ulule's Redis store, by server CPU (benches/results/go.md).
 GO_BENCH := $(CURDIR)/target/go/bench
 STATICCHECK_VERSION := v0.8.2
@@ -290,9 +292,11 @@ go-ready: test-deps
 	test -x $(GO_BIN)/staticcheck || GOBIN=$(GO_BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	cd $(GO_DIR) && test -z "$$(gofmt -l .)" || (gofmt -l . && false)
 	cd $(GO_DIR) && go vet $(GO_MODULES) && $(GO_BIN)/staticcheck $(GO_MODULES)
+	cd $(GO_DIR) && go test -race -c -o $(GO_UNIT_TESTS) .
 	cd $(GO_DIR)/tests && go test -race -c -o $(GO_TESTS) . && go build -o $(GO_BENCH) ./bench
 
 go-test: build servers $(if $(GO_READY),,go-ready)
+	cd $(GO_DIR) && REDIS_SERVER=$(PY_FIRST_SERVER) RATELIMIT_MODULE=$(CURDIR)/$(MODULE) $(GO_UNIT_TESTS) -test.timeout 5m
 	$(call go-test-on,$(PY_FIRST_SERVER))
 	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call go-test-on,$(binary),-test.run 'Client|RedisRate'))
 

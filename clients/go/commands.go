@@ -8,11 +8,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis-ratelimit/redis-ratelimit/clients/go/internal/resp"
 )
 
-// Call is one command, built and checked but not sent: its form for the module and for the
-// Functions library, and how its reply reads. Limiter's methods send them; Do sends any.
-type Call[T any] struct {
+// command is one call, built and its arguments checked but not sent: its form for the module and
+// for the Functions library, and how its reply reads. The Limiter's methods send them with do.
+type command[T any] struct {
 	// Command is the module's command (RATELIMIT.HIT ...).
 	Command string
 	// Function is the library's function ("" for the module's own commands, such as TOP).
@@ -25,7 +27,7 @@ type Call[T any] struct {
 }
 
 // ModuleArgs is the call as the module takes it.
-func (c Call[T]) ModuleArgs() []string {
+func (c command[T]) ModuleArgs() []string {
 	args := []string{c.Command}
 	if c.Numkeys {
 		args = append(args, strconv.Itoa(len(c.Keys)))
@@ -34,13 +36,13 @@ func (c Call[T]) ModuleArgs() []string {
 }
 
 // LibraryArgs is the call as FCALL to the library.
-func (c Call[T]) LibraryArgs() []string {
+func (c command[T]) LibraryArgs() []string {
 	args := []string{"FCALL", c.Function, strconv.Itoa(len(c.Keys))}
 	return append(append(args, c.Keys...), c.Args...)
 }
 
 // Parse reads the call's reply.
-func (c Call[T]) Parse(reply any) (T, error) { return c.parse(reply) }
+func (c command[T]) Parse(reply any) (T, error) { return c.parse(reply) }
 
 // Calendar is a calendar window: it ends at the next midnight, Monday, 1st or January 1st (in TZ).
 type Calendar string
@@ -105,6 +107,32 @@ type AllOptions struct {
 	// beside a request count).
 	Tokens    int64
 	TokenKeys int
+}
+
+// Validate reports whether Hit would take f, with no round trip: nil, or an *ArgumentError (for
+// a limit read from a configuration, checked when it is read).
+func (f Fixed) Validate() error {
+	_, err := hitCall("", f)
+	return err
+}
+
+// Validate reports whether Slide would take s, with no round trip: nil, or an *ArgumentError.
+func (s Sliding) Validate() error {
+	_, err := slideCall("", s)
+	return err
+}
+
+// Validate reports whether GCRA would take r, with no round trip: nil, or an *ArgumentError.
+func (r Rate) Validate() error {
+	_, err := gcraCall("", r)
+	return err
+}
+
+// Validate reports whether HitAll would take limits with these options, with no round trip: nil,
+// or an *ArgumentError.
+func (o AllOptions) Validate(limits []Limit) error {
+	_, err := hitAllCall(limits, o)
+	return err
 }
 
 // TopOptions are TOP's: the view ("denied", the default; "admitted"; "shadowed"), how many keys
@@ -236,18 +264,18 @@ func readBucket(period time.Duration) func(any) (Decision, error) {
 	}
 }
 
-// HitCall is RATELIMIT.HIT: a fixed window counted, its expiry set in the same step.
-func HitCall(key string, f Fixed) (Call[Decision], error) {
+// hitCall is RATELIMIT.HIT: a fixed window counted, its expiry set in the same step.
+func hitCall(key string, f Fixed) (command[Decision], error) {
 	if err := positive(f.Limit, "limit"); err != nil {
-		return Call[Decision]{}, err
+		return command[Decision]{}, err
 	}
 	window, inMS, err := fixedWindow(f.Window, f.Calendar)
 	if err != nil {
-		return Call[Decision]{}, err
+		return command[Decision]{}, err
 	}
 	clock, err := laidOnClock(f.Calendar != "", f.Align, f.TZ)
 	if err != nil {
-		return Call[Decision]{}, err
+		return command[Decision]{}, err
 	}
 	c := cost(f.Cost)
 	args := append([]string{strconv.FormatInt(f.Limit, 10), window}, signedCost(c, "COST")...)
@@ -255,21 +283,21 @@ func HitCall(key string, f Fixed) (Call[Decision], error) {
 		args = append(args, "MS")
 	}
 	args = append(args, clock...)
-	return Call[Decision]{Command: "RATELIMIT.HIT", Function: "ratelimit_hit", Keys: []string{key}, Args: args,
+	return command[Decision]{Command: "RATELIMIT.HIT", Function: "ratelimit_hit", Keys: []string{key}, Args: args,
 		parse: readFixed(f.Limit, f.Window, c)}, nil
 }
 
-// PeekCall is RATELIMIT.PEEK: whether a HIT of cost would be admitted, writing nothing.
-func PeekCall(key string, limit, c int64) (Call[Decision], error) {
+// peekCall is RATELIMIT.PEEK: whether a HIT of cost would be admitted, writing nothing.
+func peekCall(key string, limit, c int64) (command[Decision], error) {
 	if err := positive(limit, "limit"); err != nil {
-		return Call[Decision]{}, err
+		return command[Decision]{}, err
 	}
 	c = cost(c)
 	if err := positive(c, "COST"); err != nil {
-		return Call[Decision]{}, err
+		return command[Decision]{}, err
 	}
 	args := append([]string{strconv.FormatInt(limit, 10)}, signedCost(c, "COST")...)
-	return Call[Decision]{Command: "RATELIMIT.PEEK", Function: "ratelimit_peek", Keys: []string{key}, Args: args,
+	return command[Decision]{Command: "RATELIMIT.PEEK", Function: "ratelimit_peek", Keys: []string{key}, Args: args,
 		parse: readFixed(limit, 0, c)}, nil
 }
 
@@ -288,26 +316,26 @@ func slideArgs(s Sliding) ([]string, error) {
 	return args, nil
 }
 
-// SlideCall is RATELIMIT.SLIDE: a sliding window (the previous window weighted by its overlap).
-func SlideCall(key string, s Sliding) (Call[Decision], error) {
+// slideCall is RATELIMIT.SLIDE: a sliding window (the previous window weighted by its overlap).
+func slideCall(key string, s Sliding) (command[Decision], error) {
 	args, err := slideArgs(s)
 	if err != nil {
-		return Call[Decision]{}, err
+		return command[Decision]{}, err
 	}
-	return Call[Decision]{Command: "RATELIMIT.SLIDE", Function: "ratelimit_slide", Keys: []string{key}, Args: args,
+	return command[Decision]{Command: "RATELIMIT.SLIDE", Function: "ratelimit_slide", Keys: []string{key}, Args: args,
 		parse: readSliding(s.Limit, s.Window)}, nil
 }
 
-// SlidePeekCall is RATELIMIT.SLIDE with PEEK: the decision without counting.
-func SlidePeekCall(key string, s Sliding) (Call[Decision], error) {
-	call, err := SlideCall(key, s)
+// slidePeekCall is RATELIMIT.SLIDE with PEEK: the decision without counting.
+func slidePeekCall(key string, s Sliding) (command[Decision], error) {
+	call, err := slideCall(key, s)
 	call.Args = append(call.Args, "PEEK")
 	return call, err
 }
 
-// HitAllCall is RATELIMIT.HITALL: one call counted against several limits, all or nothing.
-func HitAllCall(limits []Limit, o AllOptions) (Call[MultiDecision], error) {
-	fail := func(err error) (Call[MultiDecision], error) { return Call[MultiDecision]{}, err }
+// hitAllCall is RATELIMIT.HITALL: one call counted against several limits, all or nothing.
+func hitAllCall(limits []Limit, o AllOptions) (command[MultiDecision], error) {
+	fail := func(err error) (command[MultiDecision], error) { return command[MultiDecision]{}, err }
 	if len(limits) == 0 {
 		return fail(invalid("HITALL needs at least one limit"))
 	}
@@ -408,7 +436,7 @@ func HitAllCall(limits []Limit, o AllOptions) (Call[MultiDecision], error) {
 		}
 		return m, nil
 	}
-	return Call[MultiDecision]{Command: "RATELIMIT.HITALL", Function: "ratelimit_hitall", Keys: keys, Args: args,
+	return command[MultiDecision]{Command: "RATELIMIT.HITALL", Function: "ratelimit_hitall", Keys: keys, Args: args,
 		Numkeys: true, parse: parse}, nil
 }
 
@@ -418,33 +446,33 @@ func periodText(d time.Duration) string {
 	return strings.TrimSuffix(strings.TrimRight(text, "0"), ".")
 }
 
-// GCRACall is RATELIMIT.GCRA: tokens from a GCRA bucket (smooth limiting).
-func GCRACall(key string, r Rate) (Call[Decision], error) {
+// gcraCall is RATELIMIT.GCRA: tokens from a GCRA bucket (smooth limiting).
+func gcraCall(key string, r Rate) (command[Decision], error) {
 	if r.MaxBurst < 0 {
-		return Call[Decision]{}, invalid("max_burst must be an integer >= 0")
+		return command[Decision]{}, invalid("max_burst must be an integer >= 0")
 	}
 	if err := positive(r.PerPeriod, "tokens_per_period"); err != nil {
-		return Call[Decision]{}, err
+		return command[Decision]{}, err
 	}
 	if r.Period <= 0 {
-		return Call[Decision]{}, invalid("period must be > 0")
+		return command[Decision]{}, invalid("period must be > 0")
 	}
 	args := []string{strconv.FormatInt(r.MaxBurst, 10), strconv.FormatInt(r.PerPeriod, 10), periodText(r.Period)}
 	args = append(args, signedCost(cost(r.Tokens), "TOKENS")...)
-	return Call[Decision]{Command: "RATELIMIT.GCRA", Function: "ratelimit_gcra", Keys: []string{key}, Args: args,
+	return command[Decision]{Command: "RATELIMIT.GCRA", Function: "ratelimit_gcra", Keys: []string{key}, Args: args,
 		parse: readBucket(r.Period)}, nil
 }
 
-// GCRAUpToCall is RATELIMIT.GCRA with PARTIAL: as many of r.Tokens as the bucket has whole, at
+// gcraUpToCall is RATELIMIT.GCRA with PARTIAL: as many of r.Tokens as the bucket has whole, at
 // least one. Granted fewer than asked, the bucket is left empty (the part of the next token goes
 // with them); none, it is denied until one comes back.
-func GCRAUpToCall(key string, r Rate) (Call[Grant], error) {
+func gcraUpToCall(key string, r Rate) (command[Grant], error) {
 	if err := positive(cost(r.Tokens), "TOKENS"); err != nil {
-		return Call[Grant]{}, err
+		return command[Grant]{}, err
 	}
-	call, err := GCRACall(key, r)
+	call, err := gcraCall(key, r)
 	if err != nil {
-		return Call[Grant]{}, err
+		return command[Grant]{}, err
 	}
 	parse := func(reply any) (Grant, error) {
 		items, ok := reply.([]any)
@@ -458,17 +486,17 @@ func GCRAUpToCall(key string, r Rate) (Call[Grant], error) {
 		}
 		return Grant{Decision: d, Granted: granted}, nil
 	}
-	return Call[Grant]{Command: call.Command, Function: call.Function, Keys: call.Keys, Args: append(call.Args, "PARTIAL"),
+	return command[Grant]{Command: call.Command, Function: call.Function, Keys: call.Keys, Args: append(call.Args, "PARTIAL"),
 		parse: parse}, nil
 }
 
 // reserving is call with RESERVE: its decision and the reservation that ends the reply.
-func reserving(call Call[Decision], amount int64, name string, err error) (Call[Reservation], error) {
+func reserving(call command[Decision], amount int64, name string, err error) (command[Reservation], error) {
 	if err != nil {
-		return Call[Reservation]{}, err
+		return command[Reservation]{}, err
 	}
 	if amount < 1 {
-		return Call[Reservation]{}, invalid("RESERVE needs " + name + " >= 1")
+		return command[Reservation]{}, invalid("RESERVE needs " + name + " >= 1")
 	}
 	parse := func(reply any) (Reservation, error) {
 		items, ok := reply.([]any)
@@ -479,42 +507,42 @@ func reserving(call Call[Decision], amount int64, name string, err error) (Call[
 		token, _ := items[len(items)-1].(string)
 		return Reservation{Decision: d, Key: call.Keys[0], Token: token, Amount: amount}, err
 	}
-	return Call[Reservation]{Command: call.Command, Function: call.Function, Keys: call.Keys,
+	return command[Reservation]{Command: call.Command, Function: call.Function, Keys: call.Keys,
 		Args: append(call.Args, "RESERVE"), parse: parse}, nil
 }
 
-// ReserveHitCall is RATELIMIT.HIT with RESERVE: f.Cost (the estimate) counted now, and a
+// reserveHitCall is RATELIMIT.HIT with RESERVE: f.Cost (the estimate) counted now, and a
 // reservation to settle with what was used.
-func ReserveHitCall(key string, f Fixed) (Call[Reservation], error) {
-	call, err := HitCall(key, f)
+func reserveHitCall(key string, f Fixed) (command[Reservation], error) {
+	call, err := hitCall(key, f)
 	return reserving(call, f.Cost, "COST", err)
 }
 
-// ReserveSlideCall is RATELIMIT.SLIDE with RESERVE.
-func ReserveSlideCall(key string, s Sliding) (Call[Reservation], error) {
-	call, err := SlideCall(key, s)
+// reserveSlideCall is RATELIMIT.SLIDE with RESERVE.
+func reserveSlideCall(key string, s Sliding) (command[Reservation], error) {
+	call, err := slideCall(key, s)
 	return reserving(call, s.Cost, "COST", err)
 }
 
-// ReserveGCRACall is RATELIMIT.GCRA with RESERVE.
-func ReserveGCRACall(key string, r Rate) (Call[Reservation], error) {
-	call, err := GCRACall(key, r)
+// reserveGCRACall is RATELIMIT.GCRA with RESERVE.
+func reserveGCRACall(key string, r Rate) (command[Reservation], error) {
+	call, err := gcraCall(key, r)
 	return reserving(call, r.Tokens, "TOKENS", err)
 }
 
-// ReserveAllCall is RATELIMIT.HITALL with TOKENS and RESERVE: the request's limits decided
+// reserveAllCall is RATELIMIT.HITALL with TOKENS and RESERVE: the request's limits decided
 // together, its estimated tokens (o.Tokens) counted on the last o.TokenKeys (default 1) limits and
 // reserved there.
-func ReserveAllCall(limits []Limit, o AllOptions) (Call[MultiReservation], error) {
+func reserveAllCall(limits []Limit, o AllOptions) (command[MultiReservation], error) {
 	if o.TokenKeys == 0 {
 		o.TokenKeys = 1
 	}
 	if o.Tokens < 1 {
-		return Call[MultiReservation]{}, invalid("RESERVE needs TOKENS >= 1")
+		return command[MultiReservation]{}, invalid("RESERVE needs TOKENS >= 1")
 	}
-	call, err := HitAllCall(limits, o)
+	call, err := hitAllCall(limits, o)
 	if err != nil {
-		return Call[MultiReservation]{}, err
+		return command[MultiReservation]{}, err
 	}
 	tokenKeys := call.Keys[len(call.Keys)-o.TokenKeys:]
 	parse := func(reply any) (MultiReservation, error) {
@@ -526,7 +554,7 @@ func ReserveAllCall(limits []Limit, o AllOptions) (Call[MultiReservation], error
 		token, _ := items[len(items)-1].(string)
 		return MultiReservation{MultiDecision: m, Keys: tokenKeys, Token: token, Amount: o.Tokens}, err
 	}
-	return Call[MultiReservation]{Command: call.Command, Function: call.Function, Keys: call.Keys,
+	return command[MultiReservation]{Command: call.Command, Function: call.Function, Keys: call.Keys,
 		Args: append(call.Args, "RESERVE"), Numkeys: true, parse: parse}, nil
 }
 
@@ -563,15 +591,15 @@ func readSettled(entry string) func(any) (Settlement, error) {
 	}
 }
 
-// SettleCall is RATELIMIT.SETTLE: a reservation settled with what was used. The unused part goes
+// settleCall is RATELIMIT.SETTLE: a reservation settled with what was used. The unused part goes
 // back to the window it was counted in while that still counts; more than reserved is charged to
 // the current one. Settle each reservation once.
-func SettleCall(r Reservation, used int64) (Call[Settlement], error) {
+func settleCall(r Reservation, used int64) (command[Settlement], error) {
 	args, err := settleArgs(r.Token, used)
 	if err != nil {
-		return Call[Settlement]{}, err
+		return command[Settlement]{}, err
 	}
-	return Call[Settlement]{Command: "RATELIMIT.SETTLE", Function: "ratelimit_settle", Keys: []string{r.Key},
+	return command[Settlement]{Command: "RATELIMIT.SETTLE", Function: "ratelimit_settle", Keys: []string{r.Key},
 		Args: args, parse: readSettled(r.Token)}, nil
 }
 
@@ -586,11 +614,11 @@ func settleArgs(token string, used int64) ([]string, error) {
 	return []string{token, strconv.FormatInt(used, 10)}, nil
 }
 
-// SettleAllCall is RATELIMIT.SETTLE of a HITALL reservation: one Settlement per token key.
-func SettleAllCall(r MultiReservation, used int64) (Call[[]Settlement], error) {
+// settleAllCall is RATELIMIT.SETTLE of a HITALL reservation: one Settlement per token key.
+func settleAllCall(r MultiReservation, used int64) (command[[]Settlement], error) {
 	args, err := settleArgs(r.Token, used)
 	if err != nil {
-		return Call[[]Settlement]{}, err
+		return command[[]Settlement]{}, err
 	}
 	entries := strings.Split(r.Token, ",")
 	parse := func(reply any) ([]Settlement, error) {
@@ -612,12 +640,12 @@ func SettleAllCall(r MultiReservation, used int64) (Call[[]Settlement], error) {
 		}
 		return out, nil
 	}
-	return Call[[]Settlement]{Command: "RATELIMIT.SETTLE", Function: "ratelimit_settle", Keys: r.Keys,
+	return command[[]Settlement]{Command: "RATELIMIT.SETTLE", Function: "ratelimit_settle", Keys: r.Keys,
 		Args: args, parse: parse}, nil
 }
 
-// NewLeaseID is a fresh lease id (128 random bits in hex).
-func NewLeaseID() string {
+// newLeaseID is a fresh lease id (128 random bits in hex).
+func newLeaseID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
@@ -640,21 +668,21 @@ func leaseArgs(lease time.Duration) ([]string, error) {
 	return []string{text}, err
 }
 
-// AcquireCall is RATELIMIT.ACQUIRE: one of at most limit permits in flight, a lease under id ("":
+// acquireCall is RATELIMIT.ACQUIRE: one of at most limit permits in flight, a lease under id ("":
 // a new one); a retry with the same id is counted once.
-func AcquireCall(key string, limit int64, lease time.Duration, id string) (Call[Acquisition], error) {
+func acquireCall(key string, limit int64, lease time.Duration, id string) (command[Acquisition], error) {
 	if err := positive(limit, "limit"); err != nil {
-		return Call[Acquisition]{}, err
+		return command[Acquisition]{}, err
 	}
 	if id == "" {
-		id = NewLeaseID()
+		id = newLeaseID()
 	}
 	if err := leaseID(id); err != nil {
-		return Call[Acquisition]{}, err
+		return command[Acquisition]{}, err
 	}
 	leased, err := leaseArgs(lease)
 	if err != nil {
-		return Call[Acquisition]{}, err
+		return command[Acquisition]{}, err
 	}
 	args := append(append([]string{strconv.FormatInt(limit, 10)}, leased...), "ID", id)
 	parse := func(reply any) (Acquisition, error) {
@@ -669,14 +697,14 @@ func AcquireCall(key string, limit int64, lease time.Duration, id string) (Call[
 		held, _ := items[4].(string)
 		return Acquisition{Acquired: n[0] == 1, InUse: n[1], Remaining: n[2], Wait: ms(n[3]), ID: held}, nil
 	}
-	return Call[Acquisition]{Command: "RATELIMIT.ACQUIRE", Function: "ratelimit_acquire", Keys: []string{key},
+	return command[Acquisition]{Command: "RATELIMIT.ACQUIRE", Function: "ratelimit_acquire", Keys: []string{key},
 		Args: args, parse: parse}, nil
 }
 
-// ReleaseCall is RATELIMIT.RELEASE: the permit under id given back; false if it was not live.
-func ReleaseCall(key, id string) (Call[bool], error) {
+// releaseCall is RATELIMIT.RELEASE: the permit under id given back; false if it was not live.
+func releaseCall(key, id string) (command[bool], error) {
 	if err := leaseID(id); err != nil {
-		return Call[bool]{}, err
+		return command[bool]{}, err
 	}
 	parse := func(reply any) (bool, error) {
 		n, ok := integer(reply)
@@ -685,19 +713,19 @@ func ReleaseCall(key, id string) (Call[bool], error) {
 		}
 		return n == 1, nil
 	}
-	return Call[bool]{Command: "RATELIMIT.RELEASE", Function: "ratelimit_release", Keys: []string{key},
+	return command[bool]{Command: "RATELIMIT.RELEASE", Function: "ratelimit_release", Keys: []string{key},
 		Args: []string{id}, parse: parse}, nil
 }
 
-// RenewCall is RATELIMIT.RENEW: the live lease under id extended to lease from now; the lease it
+// renewCall is RATELIMIT.RENEW: the live lease under id extended to lease from now; the lease it
 // now has, or 0 when it was lost (stop, or acquire again).
-func RenewCall(key, id string, lease time.Duration) (Call[time.Duration], error) {
+func renewCall(key, id string, lease time.Duration) (command[time.Duration], error) {
 	if err := leaseID(id); err != nil {
-		return Call[time.Duration]{}, err
+		return command[time.Duration]{}, err
 	}
 	leased, err := leaseArgs(lease)
 	if err != nil {
-		return Call[time.Duration]{}, err
+		return command[time.Duration]{}, err
 	}
 	parse := func(reply any) (time.Duration, error) {
 		n, ok := integer(reply)
@@ -709,25 +737,25 @@ func RenewCall(key, id string, lease time.Duration) (Call[time.Duration], error)
 		}
 		return ms(n), nil
 	}
-	return Call[time.Duration]{Command: "RATELIMIT.RENEW", Function: "ratelimit_renew", Keys: []string{key},
+	return command[time.Duration]{Command: "RATELIMIT.RENEW", Function: "ratelimit_renew", Keys: []string{key},
 		Args: append([]string{id}, leased...), parse: parse}, nil
 }
 
-// TopCall is RATELIMIT.TOP (the module only): the keys this node denied most (or admitted the
+// topCall is RATELIMIT.TOP (the module only): the keys this node denied most (or admitted the
 // most cost for, or would have denied in shadow mode) lately, each count with its error bound.
-func TopCall(o TopOptions) (Call[[]TopEntry], error) {
+func topCall(o TopOptions) (command[[]TopEntry], error) {
 	view := strings.ToUpper(o.View)
 	switch view {
 	case "":
 		view = "DENIED"
 	case "DENIED", "ADMITTED", "SHADOWED":
 	default:
-		return Call[[]TopEntry]{}, invalid(`view must be "denied", "admitted" or "shadowed"`)
+		return command[[]TopEntry]{}, invalid(`view must be "denied", "admitted" or "shadowed"`)
 	}
 	args := []string{view}
 	if o.Count != 0 {
 		if err := positive(o.Count, "COUNT"); err != nil {
-			return Call[[]TopEntry]{}, err
+			return command[[]TopEntry]{}, err
 		}
 		args = append(args, "COUNT", strconv.FormatInt(o.Count, 10))
 	}
@@ -741,7 +769,7 @@ func TopCall(o TopOptions) (Call[[]TopEntry], error) {
 		}
 		entries := make([]TopEntry, 0, len(rows))
 		for _, row := range rows {
-			fields := Fields(row)
+			fields := resp.Fields(row)
 			key, _ := fields["key"].(string)
 			count, _ := integer(fields["count"])
 			bound, _ := integer(fields["error"])
@@ -749,22 +777,5 @@ func TopCall(o TopOptions) (Call[[]TopEntry], error) {
 		}
 		return entries, nil
 	}
-	return Call[[]TopEntry]{Command: "RATELIMIT.TOP", Keys: nil, Args: args, parse: parse}, nil
-}
-
-// Fields reads a map reply: RESP3's map, or RESP2's flat list of names and values.
-func Fields(reply any) map[string]any {
-	switch v := reply.(type) {
-	case map[string]any:
-		return v
-	case []any:
-		out := make(map[string]any, len(v)/2)
-		for i := 0; i+1 < len(v); i += 2 {
-			if name, ok := v[i].(string); ok {
-				out[name] = v[i+1]
-			}
-		}
-		return out
-	}
-	return nil
+	return command[[]TopEntry]{Command: "RATELIMIT.TOP", Keys: nil, Args: args, parse: parse}, nil
 }

@@ -1,9 +1,6 @@
 package ratelimit
 
-import (
-	"context"
-	"strings"
-)
+import "context"
 
 // Conn is what an adapter gives the limiter: one Redis or Valkey client, standalone or a cluster.
 type Conn interface {
@@ -16,29 +13,4 @@ type Conn interface {
 	EachPrimary(ctx context.Context, fn func(Conn) error) error
 	// Cluster reports whether keys are spread over slots: a call's keys must then share one.
 	Cluster() bool
-}
-
-// ServerErrors is reply with the error values a client leaves inside arrays and maps (rueidis,
-// valkey-go) turned into *ServerError, for adapters.
-func ServerErrors(reply any) any {
-	switch v := reply.(type) {
-	case []any:
-		for i, item := range v {
-			v[i] = ServerErrors(item)
-		}
-	case map[string]any:
-		for name, item := range v {
-			v[name] = ServerErrors(item)
-		}
-	case error:
-		return &ServerError{Message: v.Error()}
-	}
-	return reply
-}
-
-// ReadOnly reports whether err is a replica's refusal of a write (READONLY): EachPrimary over
-// every node of a cluster may skip those, the replica gets the write from its primary.
-func ReadOnly(err error) bool {
-	server, ok := err.(*ServerError)
-	return ok && strings.HasPrefix(server.Message, "READONLY")
 }

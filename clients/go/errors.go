@@ -10,13 +10,13 @@ import (
 // anything was sent.
 var ErrInvalidArgument = errors.New("ratelimit: invalid argument")
 
-// ErrLibraryNotLoaded: the server has neither the module nor the Functions library, and the
-// limiter was told not to load it (WithoutLibraryLoad).
+// ErrLibraryNotLoaded is returned when the server has neither the module nor the Functions
+// library, and the limiter was told not to load it (WithoutLibraryLoad).
 var ErrLibraryNotLoaded = errors.New("ratelimit: the server has neither the ratelimit module nor its Functions library " +
 	"(loadmodule .../libredis_ratelimit.so, or FUNCTION LOAD with LibrarySource())")
 
-// ErrPermitUnavailable: WithPermit found every permit of the key in use. The error is a
-// *PermitUnavailableError, which says how long until the first one ends.
+// ErrPermitUnavailable is returned by WithPermit when every permit of the key is in use. The error
+// is a *PermitUnavailableError, which says how long until the first one ends.
 var ErrPermitUnavailable = errors.New("ratelimit: no permit available")
 
 // PermitUnavailableError is WithPermit's answer when every permit is in use.
@@ -33,8 +33,8 @@ func (e *PermitUnavailableError) Error() string {
 // Is makes errors.Is(err, ErrPermitUnavailable) true.
 func (e *PermitUnavailableError) Is(target error) bool { return target == ErrPermitUnavailable }
 
-// ErrPermitLost: a permit's lease ended before the work did (its renewal found it gone); the work's
-// context is cancelled with this cause.
+// ErrPermitLost is the cause a permit's work context is cancelled with when the lease ended
+// before the work did (its renewal found it gone).
 var ErrPermitLost = errors.New("ratelimit: permit lost before the work ended")
 
 // ArgumentError is an argument refused before any round trip, worded as the server words it.

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/redis-ratelimit/redis-ratelimit/clients/go/internal/resp"
 )
 
 // Backend is what answers the limiter's calls.
@@ -31,8 +33,8 @@ type Limiter struct {
 // Option configures a Limiter.
 type Option func(*Limiter)
 
-// WithoutLibraryLoad: on a server without the module, expect the library loaded already
-// (ErrLibraryNotLoaded otherwise) rather than load it.
+// WithoutLibraryLoad makes the limiter expect the library loaded already on a server without the
+// module (ErrLibraryNotLoaded otherwise), rather than load it.
 func WithoutLibraryLoad() Option { return func(l *Limiter) { l.loadLibrary = false } }
 
 // New is a Limiter over conn (an adapter's: rlgoredis.New, rlrueidis.New, rlvalkey.New).
@@ -98,7 +100,7 @@ func (l *Limiter) ensureLibrary(ctx context.Context) error {
 func hasLibrary(listing any) bool {
 	entries, _ := listing.([]any)
 	for _, entry := range entries {
-		if name, _ := Fields(entry)["library_name"].(string); name == LibraryName {
+		if name, _ := resp.Fields(entry)["library_name"].(string); name == LibraryName {
 			return true
 		}
 	}
@@ -106,11 +108,11 @@ func hasLibrary(listing any) bool {
 }
 
 // Do sends any built call, to the backend found, and reads its reply.
-func Do[T any](ctx context.Context, l *Limiter, call Call[T]) (T, error) {
+func do[T any](ctx context.Context, l *Limiter, call command[T]) (T, error) {
 	var zero T
 	if l.conn.Cluster() && len(call.Keys) > 1 {
 		for _, key := range call.Keys[1:] {
-			if Slot(key) != Slot(call.Keys[0]) {
+			if slot(key) != slot(call.Keys[0]) {
 				return zero, invalid("CROSSSLOT Keys in request don't hash to the same slot (give them one hash tag, e.g. rl:{user:42}:s)")
 			}
 		}
@@ -147,113 +149,113 @@ func Do[T any](ctx context.Context, l *Limiter, call Call[T]) (T, error) {
 	return call.Parse(reply)
 }
 
-func send[T any](ctx context.Context, l *Limiter, call Call[T], err error) (T, error) {
+func send[T any](ctx context.Context, l *Limiter, call command[T], err error) (T, error) {
 	if err != nil {
 		var zero T
 		return zero, err
 	}
-	return Do(ctx, l, call)
+	return do(ctx, l, call)
 }
 
 // Hit counts a call against a fixed window (RATELIMIT.HIT).
 func (l *Limiter) Hit(ctx context.Context, key string, f Fixed) (Decision, error) {
-	call, err := HitCall(key, f)
+	call, err := hitCall(key, f)
 	return send(ctx, l, call, err)
 }
 
 // Peek says whether a HIT of cost (0 means 1) would be admitted, writing nothing.
 func (l *Limiter) Peek(ctx context.Context, key string, limit, cost int64) (Decision, error) {
-	call, err := PeekCall(key, limit, cost)
+	call, err := peekCall(key, limit, cost)
 	return send(ctx, l, call, err)
 }
 
 // Slide counts a call against a sliding window (RATELIMIT.SLIDE).
 func (l *Limiter) Slide(ctx context.Context, key string, s Sliding) (Decision, error) {
-	call, err := SlideCall(key, s)
+	call, err := slideCall(key, s)
 	return send(ctx, l, call, err)
 }
 
 // SlidePeek says whether a SLIDE would be admitted, writing nothing.
 func (l *Limiter) SlidePeek(ctx context.Context, key string, s Sliding) (Decision, error) {
-	call, err := SlidePeekCall(key, s)
+	call, err := slidePeekCall(key, s)
 	return send(ctx, l, call, err)
 }
 
 // HitAll counts one call against several limits, all or nothing (RATELIMIT.HITALL).
 func (l *Limiter) HitAll(ctx context.Context, limits []Limit, o AllOptions) (MultiDecision, error) {
-	call, err := HitAllCall(limits, o)
+	call, err := hitAllCall(limits, o)
 	return send(ctx, l, call, err)
 }
 
 // GCRA takes tokens from a GCRA bucket (RATELIMIT.GCRA).
 func (l *Limiter) GCRA(ctx context.Context, key string, r Rate) (Decision, error) {
-	call, err := GCRACall(key, r)
+	call, err := gcraCall(key, r)
 	return send(ctx, l, call, err)
 }
 
 // GCRAUpTo takes as many of r.Tokens as the bucket has, at least one (RATELIMIT.GCRA PARTIAL).
 func (l *Limiter) GCRAUpTo(ctx context.Context, key string, r Rate) (Grant, error) {
-	call, err := GCRAUpToCall(key, r)
+	call, err := gcraUpToCall(key, r)
 	return send(ctx, l, call, err)
 }
 
 // ReserveHit counts an estimate (f.Cost) against a fixed window, and reserves it for Settle.
 func (l *Limiter) ReserveHit(ctx context.Context, key string, f Fixed) (Reservation, error) {
-	call, err := ReserveHitCall(key, f)
+	call, err := reserveHitCall(key, f)
 	return send(ctx, l, call, err)
 }
 
 // ReserveSlide counts an estimate (s.Cost) against a sliding window, and reserves it.
 func (l *Limiter) ReserveSlide(ctx context.Context, key string, s Sliding) (Reservation, error) {
-	call, err := ReserveSlideCall(key, s)
+	call, err := reserveSlideCall(key, s)
 	return send(ctx, l, call, err)
 }
 
 // ReserveGCRA takes an estimate (r.Tokens) from a bucket, and reserves it.
 func (l *Limiter) ReserveGCRA(ctx context.Context, key string, r Rate) (Reservation, error) {
-	call, err := ReserveGCRACall(key, r)
+	call, err := reserveGCRACall(key, r)
 	return send(ctx, l, call, err)
 }
 
 // ReserveAll decides a request's limits together, its estimated tokens on the token keys, and
 // reserves them (HITALL TOKENS RESERVE).
 func (l *Limiter) ReserveAll(ctx context.Context, limits []Limit, o AllOptions) (MultiReservation, error) {
-	call, err := ReserveAllCall(limits, o)
+	call, err := reserveAllCall(limits, o)
 	return send(ctx, l, call, err)
 }
 
 // Settle settles a reservation with what was used (RATELIMIT.SETTLE).
 func (l *Limiter) Settle(ctx context.Context, r Reservation, used int64) (Settlement, error) {
-	call, err := SettleCall(r, used)
+	call, err := settleCall(r, used)
 	return send(ctx, l, call, err)
 }
 
 // SettleAll settles a ReserveAll reservation with what was used: one Settlement per token key.
 func (l *Limiter) SettleAll(ctx context.Context, r MultiReservation, used int64) ([]Settlement, error) {
-	call, err := SettleAllCall(r, used)
+	call, err := settleAllCall(r, used)
 	return send(ctx, l, call, err)
 }
 
 // Acquire takes one of at most limit permits in flight for lease, under id ("": a new one).
 func (l *Limiter) Acquire(ctx context.Context, key string, limit int64, lease time.Duration, id string) (Acquisition, error) {
-	call, err := AcquireCall(key, limit, lease, id)
+	call, err := acquireCall(key, limit, lease, id)
 	return send(ctx, l, call, err)
 }
 
 // Release gives back the permit under id; false if it was not live.
 func (l *Limiter) Release(ctx context.Context, key, id string) (bool, error) {
-	call, err := ReleaseCall(key, id)
+	call, err := releaseCall(key, id)
 	return send(ctx, l, call, err)
 }
 
 // Renew extends the live lease under id to lease from now; 0 when it was lost.
 func (l *Limiter) Renew(ctx context.Context, key, id string, lease time.Duration) (time.Duration, error) {
-	call, err := RenewCall(key, id, lease)
+	call, err := renewCall(key, id, lease)
 	return send(ctx, l, call, err)
 }
 
 // Top is RATELIMIT.TOP (the module only) on the node the connection reaches first.
 func (l *Limiter) Top(ctx context.Context, o TopOptions) ([]TopEntry, error) {
-	call, err := TopCall(o)
+	call, err := topCall(o)
 	return send(ctx, l, call, err)
 }

@@ -3,7 +3,7 @@ package ratelimit
 import "strings"
 
 // Slot is the cluster slot of key (CRC16 of its hash tag, or of the whole key, mod 16384).
-func Slot(key string) uint16 {
+func slot(key string) uint16 {
 	if open := strings.IndexByte(key, '{'); open >= 0 {
 		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
 			key = key[open+1 : open+1+end]

@@ -162,7 +162,7 @@ func compile(r Rule) (compiled, error) {
 	var err error
 	if r.Fixed != nil {
 		set++
-		_, err = ratelimit.HitCall("k", *r.Fixed)
+		err = r.Fixed.Validate()
 		c.decide = func(ctx context.Context, l *ratelimit.Limiter, key string) ([]named, bool, time.Duration, error) {
 			d, err := l.Hit(ctx, key, *r.Fixed)
 			return one(c.Name, d, err)
@@ -170,7 +170,7 @@ func compile(r Rule) (compiled, error) {
 	}
 	if r.Sliding != nil {
 		set++
-		_, err = ratelimit.SlideCall("k", *r.Sliding)
+		err = r.Sliding.Validate()
 		c.decide = func(ctx context.Context, l *ratelimit.Limiter, key string) ([]named, bool, time.Duration, error) {
 			d, err := l.Slide(ctx, key, *r.Sliding)
 			return one(c.Name, d, err)
@@ -178,7 +178,7 @@ func compile(r Rule) (compiled, error) {
 	}
 	if r.GCRA != nil {
 		set++
-		_, err = ratelimit.GCRACall("k", *r.GCRA)
+		err = r.GCRA.Validate()
 		c.decide = func(ctx context.Context, l *ratelimit.Limiter, key string) ([]named, bool, time.Duration, error) {
 			d, err := l.GCRA(ctx, key, *r.GCRA)
 			return one(c.Name, d, err)
@@ -195,7 +195,7 @@ func compile(r Rule) (compiled, error) {
 			return out
 		}
 		options := ratelimit.AllOptions{Sliding: r.AllSliding}
-		_, err = ratelimit.HitAllCall(limits("k"), options)
+		err = options.Validate(limits("k"))
 		c.decide = func(ctx context.Context, l *ratelimit.Limiter, key string) ([]named, bool, time.Duration, error) {
 			m, err := l.HitAll(ctx, limits(key), options)
 			out := make([]named, len(m.Decisions))
@@ -207,9 +207,11 @@ func compile(r Rule) (compiled, error) {
 	}
 	if r.InFlight != nil {
 		set++
-		_, err = ratelimit.AcquireCall("k", r.InFlight.Limit, r.InFlight.Lease, "")
-		if err == nil && r.InFlight.Lease < 3*time.Millisecond {
-			err = errors.New("an InFlight lease must be 3 ms or more (it is renewed every third of it)")
+		switch lease := r.InFlight.Lease; {
+		case r.InFlight.Limit < 1:
+			err = &ratelimit.ArgumentError{Message: "limit must be an integer >= 1"}
+		case lease < 3*time.Millisecond || lease%time.Millisecond != 0:
+			err = &ratelimit.ArgumentError{Message: "an InFlight lease must be whole milliseconds, 3 ms or more (it is renewed every third of it)"}
 		}
 	}
 	if set != 1 {

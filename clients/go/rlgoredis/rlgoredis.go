@@ -66,7 +66,8 @@ func (c Conn) EachPrimary(ctx context.Context, fn func(ratelimit.Conn) error) er
 	return fn(c)
 }
 
-// Cluster: a ClusterClient spreads keys over slots (a Ring too, over its shards).
+// Cluster reports whether the client spreads keys over slots: a ClusterClient (a Ring too, over
+// its shards).
 func (c Conn) Cluster() bool {
 	switch c.Client.(type) {
 	case *redis.ClusterClient, *redis.Ring:

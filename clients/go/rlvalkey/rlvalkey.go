@@ -9,6 +9,7 @@ import (
 	"context"
 
 	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
+	"github.com/redis-ratelimit/redis-ratelimit/clients/go/internal/adapt"
 	"github.com/valkey-io/valkey-go"
 )
 
@@ -40,7 +41,7 @@ func (c Conn) Do(ctx context.Context, keyPos int, args []string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ratelimit.ServerErrors(reply), nil
+	return adapt.ServerErrors(reply), nil
 }
 
 // EachPrimary calls fn on every node of a cluster (FUNCTION LOAD on a replica is refused as
@@ -50,12 +51,12 @@ func (c Conn) EachPrimary(ctx context.Context, fn func(ratelimit.Conn) error) er
 		return fn(c)
 	}
 	for _, node := range c.Client.Nodes() {
-		if err := fn(Conn{node}); err != nil && !ratelimit.ReadOnly(err) {
+		if err := fn(Conn{node}); err != nil && !adapt.ReadOnly(err) {
 			return err
 		}
 	}
 	return nil
 }
 
-// Cluster: the client is in cluster mode.
+// Cluster reports whether the client is in cluster mode.
 func (c Conn) Cluster() bool { return c.Client.Mode() == valkey.ClientModeCluster }

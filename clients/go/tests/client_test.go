@@ -196,7 +196,7 @@ func everyCommand(t *testing.T, l *ratelimit.Limiter, kind Kind) {
 	var arg *ratelimit.ArgumentError
 	check(errors.Is(err, ratelimit.ErrInvalidArgument) && errors.As(err, &arg), "limit 0", err)
 	_, err = l.HitAll(ctx, []ratelimit.Limit{{Key: "a", Limit: 1, Window: time.Second}, {Key: "b", Limit: 1, Window: time.Second}}, ratelimit.AllOptions{})
-	if ratelimit.Slot("a") != ratelimit.Slot("b") && l.Conn().Cluster() {
+	if l.Conn().Cluster() { // "a" and "b" are in slots 15495 and 3300
 		check(errors.Is(err, ratelimit.ErrInvalidArgument), "cross slot", err)
 	}
 	_, err = l.GCRA(ctx, tag+"s", rate)

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"sort"
 	"strings"
@@ -9,11 +10,13 @@ import (
 	"time"
 
 	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
+	"github.com/redis-ratelimit/redis-ratelimit/clients/go/internal/resp"
+	"github.com/redis-ratelimit/redis-ratelimit/clients/go/rlgoredis"
 	"github.com/redis/go-redis/v9"
 )
 
-// Where each documented argument of each command is taken: a builder's parameter ("param"), a
-// field of an options type, or a form the builders fold it into ("folded").
+// Where each documented argument of each command is taken: a Limiter method's parameter
+// ("param"), a field of an options type, or a form the calls fold it into ("folded").
 var taken = map[string]map[string]string{
 	"ratelimit.hit": {"key": "param", "limit": "Fixed.Limit", "window": "Fixed.Window", "cost": "Fixed.Cost",
 		"ms": "folded", "reserve": "folded", "align": "Fixed.Align", "zone": "Fixed.TZ"},
@@ -38,47 +41,49 @@ var types = map[string]reflect.Type{
 	"TopOptions": reflect.TypeFor[ratelimit.TopOptions](),
 }
 
-// Each call with every option set, as the builders send it to the module.
-func everyOption(t *testing.T) map[string][][]string {
+// recording is a Conn that keeps every module command sent through it.
+type recording struct {
+	ratelimit.Conn
+	sent map[string][][]string
+}
+
+func (r *recording) Do(ctx context.Context, keyPos int, args []string) (any, error) {
+	if name := strings.ToLower(args[0]); len(args) > 1 && strings.HasPrefix(name, "ratelimit.") {
+		r.sent[name] = append(r.sent[name], args)
+	}
+	return r.Conn.Do(ctx, keyPos, args)
+}
+
+// Each call with every option set, as the Limiter sends it to the module. The replies do not
+// matter (the reservation is made up): the words sent do.
+func everyOption(t *testing.T, rdb *redis.Client) map[string][][]string {
 	t.Helper()
-	sent := map[string][][]string{}
-	add := func(args []string, err error) {
-		if err != nil {
+	conn := &recording{Conn: rlgoredis.Conn{Client: rdb}, sent: map[string][][]string{}}
+	l := ratelimit.New(conn)
+	ctx := context.Background()
+	sent := func(_ any, err error) {
+		var argument *ratelimit.ArgumentError
+		if errors.As(err, &argument) {
 			t.Fatal(err)
 		}
-		sent[strings.ToLower(args[0])] = append(sent[strings.ToLower(args[0])], args)
 	}
-	hit, err := ratelimit.HitCall("k", ratelimit.Fixed{Limit: 5, Calendar: ratelimit.Month, Cost: 2, Align: true, TZ: "Europe/Paris"})
-	add(hit.ModuleArgs(), err)
-	ms, err := ratelimit.ReserveHitCall("k", ratelimit.Fixed{Limit: 5, Window: 1500 * time.Millisecond, Cost: 2})
-	add(ms.ModuleArgs(), err)
-	peek, err := ratelimit.PeekCall("k", 5, 2)
-	add(peek.ModuleArgs(), err)
-	slide, err := ratelimit.SlidePeekCall("k", ratelimit.Sliding{Limit: 5, Window: 1500 * time.Millisecond, Cost: 2})
-	add(slide.ModuleArgs(), err)
-	rslide, err := ratelimit.ReserveSlideCall("k", ratelimit.Sliding{Limit: 5, Window: time.Second, Cost: 2})
-	add(rslide.ModuleArgs(), err)
+	sent(l.Hit(ctx, "k", ratelimit.Fixed{Limit: 5, Calendar: ratelimit.Month, Cost: 2, Align: true, TZ: "Europe/Paris"}))
+	sent(l.ReserveHit(ctx, "k", ratelimit.Fixed{Limit: 5, Window: 1500 * time.Millisecond, Cost: 2}))
+	sent(l.Peek(ctx, "k", 5, 2))
+	sent(l.SlidePeek(ctx, "k", ratelimit.Sliding{Limit: 5, Window: 1500 * time.Millisecond, Cost: 2}))
+	sent(l.ReserveSlide(ctx, "k", ratelimit.Sliding{Limit: 5, Window: time.Second, Cost: 2}))
 	limits := []ratelimit.Limit{{Key: "{a}1", Limit: 1, Window: 1500 * time.Millisecond}, {Key: "{a}2", Limit: 2, Calendar: ratelimit.Day}}
-	all, err := ratelimit.ReserveAllCall(limits, ratelimit.AllOptions{Cost: 2, Align: true, TZ: "+01:00", Tokens: 40, TokenKeys: 1})
-	add(all.ModuleArgs(), err)
-	slides, err := ratelimit.HitAllCall(limits[:1], ratelimit.AllOptions{Sliding: true})
-	add(slides.ModuleArgs(), err)
+	sent(l.ReserveAll(ctx, limits, ratelimit.AllOptions{Cost: 2, Align: true, TZ: "+01:00", Tokens: 40, TokenKeys: 1}))
+	sent(l.HitAll(ctx, limits[:1], ratelimit.AllOptions{Sliding: true}))
 	rate := ratelimit.Rate{MaxBurst: 1, PerPeriod: 2, Period: 500 * time.Millisecond, Tokens: 2}
-	upTo, err := ratelimit.GCRAUpToCall("k", rate)
-	add(upTo.ModuleArgs(), err)
-	rgcra, err := ratelimit.ReserveGCRACall("k", rate)
-	add(rgcra.ModuleArgs(), err)
-	settle, err := ratelimit.SettleCall(ratelimit.Reservation{Key: "k", Token: "h:1:1:1:1:01234567"}, 3)
-	add(settle.ModuleArgs(), err)
-	acquire, err := ratelimit.AcquireCall("k", 2, 1500*time.Millisecond, "i")
-	add(acquire.ModuleArgs(), err)
-	release, err := ratelimit.ReleaseCall("k", "i")
-	add(release.ModuleArgs(), err)
-	renew, err := ratelimit.RenewCall("k", "i", 1500*time.Millisecond)
-	add(renew.ModuleArgs(), err)
-	top, err := ratelimit.TopCall(ratelimit.TopOptions{View: "admitted", Count: 3, Reset: true})
-	add(top.ModuleArgs(), err)
-	return sent
+	sent(l.GCRAUpTo(ctx, "g", rate))
+	sent(l.ReserveGCRA(ctx, "g", rate))
+	sent(l.Settle(ctx, ratelimit.Reservation{Key: "k", Token: "h:1:1:1:1:01234567"}, 3))
+	sent(l.Acquire(ctx, "l", 2, 1500*time.Millisecond, "i"))
+	sent(l.Release(ctx, "l", "i"))
+	sent(l.Renew(ctx, "l", "i", 1500*time.Millisecond))
+	sent(l.Top(ctx, ratelimit.TopOptions{View: "admitted", Count: 3, Reset: true}))
+	return conn.sent
 }
 
 type argument struct {
@@ -87,7 +92,7 @@ type argument struct {
 }
 
 func readArgument(v any) argument {
-	f := ratelimit.Fields(v)
+	f := resp.Fields(v)
 	a := argument{}
 	a.name, _ = f["name"].(string)
 	a.typ, _ = f["type"].(string)
@@ -106,20 +111,20 @@ func walk(args []argument, visit func(argument)) {
 	}
 }
 
-// The builders take every argument COMMAND DOCS lists, under the names above, and send only the
-// tokens it documents: a new option in the module, or a renamed one, fails here.
-func TestBuildersMatchCommandDocs(t *testing.T) {
+// The Limiter's methods take every argument COMMAND DOCS lists, under the names above, and send
+// only the tokens it documents: a new option in the module, or a renamed one, fails here.
+func TestCallsMatchCommandDocs(t *testing.T) {
 	server := start(t, "module", options{})
 	rdb := redis.NewClient(&redis.Options{Addr: server.Addr(), Protocol: 2})
 	defer rdb.Close()
-	sent := everyOption(t)
+	sent := everyOption(t, rdb)
 	for command, where := range taken {
 		reply, err := rdb.Do(context.Background(), "COMMAND", "DOCS", command).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
 		var documented []argument
-		for _, a := range ratelimit.Fields(ratelimit.Fields(reply)[command])["arguments"].([]any) {
+		for _, a := range resp.Fields(resp.Fields(reply)[command])["arguments"].([]any) {
 			documented = append(documented, readArgument(a))
 		}
 		names, tokens := map[string]bool{}, map[string]bool{}
@@ -158,7 +163,7 @@ func TestBuildersMatchCommandDocs(t *testing.T) {
 		}
 		sort.Strings(undocumented)
 		if len(undocumented) > 0 || len(sent[command]) == 0 {
-			t.Errorf("%s: sends %v, not in COMMAND DOCS (or no builder sends it)", command, undocumented)
+			t.Errorf("%s: sends %v, not in COMMAND DOCS (or no method sends it)", command, undocumented)
 		}
 	}
 }
