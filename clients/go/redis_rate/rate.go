@@ -65,16 +65,32 @@ func PerMinute(rate int) Limit { return Limit{Rate: rate, Period: time.Minute, B
 // PerHour is rate per hour, in bursts of rate.
 func PerHour(rate int) Limit { return Limit{Rate: rate, Period: time.Hour, Burst: rate} }
 
+// rediser is the client redis_rate's NewLimiter takes, method for method: a *redis.Client,
+// ClusterClient or Ring, or a wrapper or a mock of yours made for redis_rate.
+type rediser interface {
+	Eval(ctx context.Context, script string, keys []string, args ...interface{}) *redis.Cmd
+	EvalSha(ctx context.Context, sha1 string, keys []string, args ...interface{}) *redis.Cmd
+	ScriptExists(ctx context.Context, hashes ...string) *redis.BoolSliceCmd
+	ScriptLoad(ctx context.Context, script string) *redis.StringCmd
+	Del(ctx context.Context, keys ...string) *redis.IntCmd
+
+	EvalRO(ctx context.Context, sha1 string, keys []string, args ...interface{}) *redis.Cmd
+	EvalShaRO(ctx context.Context, sha1 string, keys []string, args ...interface{}) *redis.Cmd
+}
+
 // Limiter decides GCRA limits on the server.
 type Limiter struct {
 	limiter *ratelimit.Limiter
-	rdb     redis.UniversalClient
+	rdb     rediser
 }
 
-// NewLimiter returns a new Limiter over rdb (a Client, ClusterClient or Ring). On a server
-// without the ratelimit module, it loads the module's Functions library on first use.
-func NewLimiter(rdb redis.UniversalClient) *Limiter {
-	return &Limiter{limiter: rlgoredis.New(rdb), rdb: rdb}
+// NewLimiter returns a new Limiter over rdb, which redis_rate's NewLimiter would take too. A
+// go-redis client (a Client, ClusterClient, Ring, or a type embedding one) sends RATELIMIT.GCRA
+// itself, and on a server without the module loads the module's Functions library on first use.
+// Another client (a wrapper with only redis_rate's methods) sends it inside a script (EVALSHA),
+// which needs the module: errors.Is(err, rlgoredis.ErrScriptsOnly) without it.
+func NewLimiter(rdb rediser) *Limiter {
+	return &Limiter{limiter: ratelimit.New(rlgoredis.ConnFor(rdb)), rdb: rdb}
 }
 
 // Allow is a shortcut for AllowN(ctx, key, limit, 1).

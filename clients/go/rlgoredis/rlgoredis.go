@@ -40,6 +40,11 @@ func (c Conn) Do(ctx context.Context, keyPos int, args []string) (any, error) {
 		client = primary
 	}
 	_ = client.Process(ctx, cmd)
+	return result(cmd)
+}
+
+// result is a command's reply or error, in the shapes ratelimit.Conn promises.
+func result(cmd *redis.Cmd) (any, error) {
 	reply, err := cmd.Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil

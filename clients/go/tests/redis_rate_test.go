@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -9,6 +10,8 @@ import (
 
 	upstream "github.com/go-redis/redis_rate/v10"
 	ours "github.com/redis-ratelimit/redis-ratelimit/clients/go/redis_rate"
+	"github.com/redis-ratelimit/redis-ratelimit/clients/go/rlgoredis"
+	"github.com/redis-ratelimit/redis-ratelimit/clients/go/tests/wrappers"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -34,6 +37,9 @@ func within(a, b, slack time.Duration) bool {
 
 // The same random calls to redis_rate v10 itself and to this package, on one server whose clock
 // the test stands, give the same Allowed and Remaining, and RetryAfter and ResetAfter within 1 ms.
+// Each sequence takes its client in turn: a *redis.Client, a type that embeds one, and (where the
+// server has the module) a wrapper with only the methods redis_rate's NewLimiter asks for, which
+// both constructors take alike.
 func TestRedisRateDropInAnswersAsRedisRate(t *testing.T) {
 	for _, kind := range kinds {
 		t.Run(string(kind), func(t *testing.T) {
@@ -49,13 +55,30 @@ func TestRedisRateDropInAnswersAsRedisRate(t *testing.T) {
 						"the two sides would not decide at one instant", at, err)
 				}
 			}
-			theirs, mine := upstream.NewLimiter(rdb), ours.NewLimiter(rdb)
+			wrapper := wrappers.NewScriptsOnly(rdb)
+			type pair struct {
+				theirs *upstream.Limiter
+				mine   *ours.Limiter
+			}
+			clients := []pair{
+				{upstream.NewLimiter(rdb), ours.NewLimiter(rdb)},
+				{upstream.NewLimiter(wrappers.Embedding{Client: rdb}), ours.NewLimiter(wrappers.Embedding{Client: rdb})},
+			}
+			if kind == "module" {
+				clients = append(clients, pair{upstream.NewLimiter(wrappers.NewScriptsOnly(rdb)), ours.NewLimiter(wrapper)})
+			} else {
+				_, err := ours.NewLimiter(wrapper).Allow(ctx, "k", ours.PerSecond(1))
+				if !errors.Is(err, rlgoredis.ErrScriptsOnly) {
+					t.Fatalf("a client of scripts only on a server without the module: %v", err)
+				}
+			}
 			seed := rand.Uint64()
 			rng := rand.New(rand.NewPCG(seed, 7))
 			compared, admitted, partial := 0, 0, 0
 			for sequence := 0; sequence < 14; sequence++ {
 				limit := aLimit(rng)
 				key := "k" + strconv.Itoa(sequence)
+				theirs, mine := clients[sequence%len(clients)].theirs, clients[sequence%len(clients)].mine
 				emission := limit.Period / time.Duration(limit.Rate)
 				for call := 0; call < 90; call++ {
 					if rng.IntN(3) > 0 {
@@ -96,6 +119,9 @@ func TestRedisRateDropInAnswersAsRedisRate(t *testing.T) {
 				}
 			}
 			t.Logf("%s: %d calls compared (%d admitted, %d granted in part), seed %d", kind, compared, admitted, partial, seed)
+			if kind == "module" && wrapper.Scripts.Load() < 90 {
+				t.Fatalf("the wrapper's calls went elsewhere: %d scripts", wrapper.Scripts.Load())
+			}
 			if admitted < compared/5 || compared-admitted < compared/5 || partial < 10 {
 				t.Fatalf("the calls exercised too little: %d admitted, %d granted in part of %d", admitted, partial, compared)
 			}

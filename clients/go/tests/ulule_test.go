@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/redis-ratelimit/redis-ratelimit/clients/go/rlgoredis"
+	"github.com/redis-ratelimit/redis-ratelimit/clients/go/tests/wrappers"
 	ours "github.com/redis-ratelimit/redis-ratelimit/clients/go/ulule/redis"
 	"github.com/redis/go-redis/v9"
 	"github.com/ulule/limiter/v3"
@@ -21,7 +24,9 @@ import (
 )
 
 // The same calls to ulule's own Redis store and to this one count alike: the same Limit,
-// Remaining and Reached, resets within a second, and the same counter under the same key.
+// Remaining and Reached, resets within a second, and the same counter under the same key. Over a
+// *redis.Client, and (where the server has the module) a wrapper with only the methods ulule's
+// constructor asks for, which both constructors take alike.
 func TestUluleStoreCountsAsUlulesRedisStore(t *testing.T) {
 	for _, kind := range kinds {
 		t.Run(string(kind), func(t *testing.T) {
@@ -29,54 +34,74 @@ func TestUluleStoreCountsAsUlulesRedisStore(t *testing.T) {
 			server := start(t, kind, options{})
 			rdb := redis.NewClient(&redis.Options{Addr: server.Addr()})
 			defer rdb.Close()
-			theirStore, err := theirs.NewStoreWithOptions(rdb, limiter.StoreOptions{Prefix: "theirs"})
-			if err != nil {
-				t.Fatal(err)
+			ululeCountsAlike(t, rdb, rdb)
+			wrapper := wrappers.NewScriptsOnly(rdb)
+			if kind == "library" {
+				_, err := ours.NewStore(wrapper)
+				if !errors.Is(err, rlgoredis.ErrScriptsOnly) {
+					t.Fatalf("a client of scripts only on a server without the module: %v", err)
+				}
+				return
 			}
-			ourStore, err := ours.NewStoreWithOptions(rdb, limiter.StoreOptions{Prefix: "ours"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			rate := limiter.Rate{Period: 30 * time.Second, Limit: 5}
-			steps := []struct {
-				op    string
-				count int64
-			}{{"get", 1}, {"get", 1}, {"peek", 0}, {"incr", 3}, {"get", 1}, {"get", 1}, {"incr", 4}, {"peek", 0},
-				{"incr", -2}, {"get", 1}, {"reset", 0}, {"peek", 0}, {"get", 1}, {"incr", 9}}
-			for i, step := range steps {
-				var want, got limiter.Context
-				var err1, err2 error
-				switch step.op {
-				case "get":
-					want, err1 = theirStore.Get(ctx, "u", rate)
-					got, err2 = ourStore.Get(ctx, "u", rate)
-				case "incr":
-					want, err1 = theirStore.Increment(ctx, "u", step.count, rate)
-					got, err2 = ourStore.Increment(ctx, "u", step.count, rate)
-				case "peek":
-					want, err1 = theirStore.Peek(ctx, "u", rate)
-					got, err2 = ourStore.Peek(ctx, "u", rate)
-				case "reset":
-					want, err1 = theirStore.Reset(ctx, "u", rate)
-					got, err2 = ourStore.Reset(ctx, "u", rate)
-				}
-				if err1 != nil || err2 != nil {
-					t.Fatalf("step %d: %v / %v", i, err1, err2)
-				}
-				reset := want.Reset - got.Reset
-				if want.Limit != got.Limit || want.Remaining != got.Remaining || want.Reached != got.Reached || reset < -1 || reset > 1 {
-					t.Fatalf("step %d (%s %d): ulule %+v, this %+v", i, step.op, step.count, want, got)
-				}
-				theirCount, _ := rdb.Get(ctx, "theirs:u").Result()
-				ourCount, _ := rdb.Get(ctx, "ours:u").Result()
-				if theirCount != ourCount {
-					t.Fatalf("step %d: counters %q and %q", i, theirCount, ourCount)
-				}
-			}
-			if ttl := rdb.PTTL(ctx, "ours:u").Val(); ttl <= 0 || ttl > rate.Period {
-				t.Fatalf("the counter's TTL: %v", ttl)
+			rdb.FlushAll(ctx)
+			ululeCountsAlike(t, rdb, wrapper)
+			if wrapper.Scripts.Load() < 10 {
+				t.Fatalf("the wrapper's calls went elsewhere: %d scripts", wrapper.Scripts.Load())
 			}
 		})
+	}
+}
+
+// ululeCountsAlike runs the same steps on both stores over client, and reads the counters with rdb.
+func ululeCountsAlike(t *testing.T, rdb *redis.Client, client theirs.Client) {
+	t.Helper()
+	ctx := context.Background()
+	theirStore, err := theirs.NewStoreWithOptions(client, limiter.StoreOptions{Prefix: "theirs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ourStore, err := ours.NewStoreWithOptions(client, limiter.StoreOptions{Prefix: "ours"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rate := limiter.Rate{Period: 30 * time.Second, Limit: 5}
+	steps := []struct {
+		op    string
+		count int64
+	}{{"get", 1}, {"get", 1}, {"peek", 0}, {"incr", 3}, {"get", 1}, {"get", 1}, {"incr", 4}, {"peek", 0},
+		{"incr", -2}, {"get", 1}, {"reset", 0}, {"peek", 0}, {"get", 1}, {"incr", 9}}
+	for i, step := range steps {
+		var want, got limiter.Context
+		var err1, err2 error
+		switch step.op {
+		case "get":
+			want, err1 = theirStore.Get(ctx, "u", rate)
+			got, err2 = ourStore.Get(ctx, "u", rate)
+		case "incr":
+			want, err1 = theirStore.Increment(ctx, "u", step.count, rate)
+			got, err2 = ourStore.Increment(ctx, "u", step.count, rate)
+		case "peek":
+			want, err1 = theirStore.Peek(ctx, "u", rate)
+			got, err2 = ourStore.Peek(ctx, "u", rate)
+		case "reset":
+			want, err1 = theirStore.Reset(ctx, "u", rate)
+			got, err2 = ourStore.Reset(ctx, "u", rate)
+		}
+		if err1 != nil || err2 != nil {
+			t.Fatalf("step %d: %v / %v", i, err1, err2)
+		}
+		reset := want.Reset - got.Reset
+		if want.Limit != got.Limit || want.Remaining != got.Remaining || want.Reached != got.Reached || reset < -1 || reset > 1 {
+			t.Fatalf("step %d (%s %d): ulule %+v, this %+v", i, step.op, step.count, want, got)
+		}
+		theirCount, _ := rdb.Get(ctx, "theirs:u").Result()
+		ourCount, _ := rdb.Get(ctx, "ours:u").Result()
+		if theirCount != ourCount {
+			t.Fatalf("step %d: counters %q and %q", i, theirCount, ourCount)
+		}
+	}
+	if ttl := rdb.PTTL(ctx, "ours:u").Val(); ttl <= 0 || ttl > rate.Period {
+		t.Fatalf("the counter's TTL: %v", ttl)
 	}
 }
 

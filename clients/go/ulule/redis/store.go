@@ -20,8 +20,20 @@ import (
 	"github.com/ulule/limiter/v3/drivers/store/common"
 )
 
-// Client is a go-redis client: a Client, ClusterClient or Ring.
-type Client = libredis.UniversalClient
+// Client is the client ulule's Redis store takes, method for method: a go-redis Client,
+// ClusterClient or Ring, or a wrapper or a mock of yours made for ulule's store. A go-redis client
+// (or a type embedding one) sends the module's commands itself, and loads the Functions library
+// where the module is missing; another sends them inside a script (EVALSHA), which needs the
+// module: errors.Is(err, rlgoredis.ErrScriptsOnly) without it.
+type Client interface {
+	Get(ctx context.Context, key string) *libredis.StringCmd
+	Set(ctx context.Context, key string, value interface{}, expiration time.Duration) *libredis.StatusCmd
+	Watch(ctx context.Context, handler func(*libredis.Tx) error, keys ...string) error
+	Del(ctx context.Context, keys ...string) *libredis.IntCmd
+	SetNX(ctx context.Context, key string, value interface{}, expiration time.Duration) *libredis.BoolCmd
+	EvalSha(ctx context.Context, sha string, keys []string, args ...interface{}) *libredis.Cmd
+	ScriptLoad(ctx context.Context, script string) *libredis.StringCmd
+}
 
 // Store is the redis-ratelimit store.
 type Store struct {
@@ -46,7 +58,7 @@ func NewStore(client Client) (limiter.Store, error) {
 // NewStoreWithOptions returns a store with options. Like ulule's, it talks to the server once
 // here: it finds the module, or loads the Functions library where the module is missing.
 func NewStoreWithOptions(client Client, options limiter.StoreOptions) (limiter.Store, error) {
-	store := &Store{Prefix: options.Prefix, MaxRetry: options.MaxRetry, limiter: rlgoredis.New(client), client: client}
+	store := &Store{Prefix: options.Prefix, MaxRetry: options.MaxRetry, limiter: ratelimit.New(rlgoredis.ConnFor(client)), client: client}
 	if _, err := store.limiter.Backend(context.Background()); err != nil {
 		return nil, err
 	}
