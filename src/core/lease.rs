@@ -360,8 +360,7 @@ mod tests {
         f.ended(NOW + 1_500);
         assert_eq!(f.count(NOW + 1_999), 2, "counted to the end of the second its lease ends in");
         assert_eq!(f.count(NOW + 2_000), 1);
-        // Ending a lease whose second has passed (released late, or counted before a restart) takes
-        // nothing from the others.
+        // Ending a lease whose second is no longer counted takes nothing from the others.
         f.ended(NOW + 1_500);
         f.ended(NOW - 60_000);
         assert_eq!(f.count(NOW + 2_000), 1);
