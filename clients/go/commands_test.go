@@ -186,6 +186,9 @@ func TestRepliesRead(t *testing.T) {
 		}
 	}
 	all := built(hitAllCall([]Limit{{Key: "{u}1", Limit: 1, Window: minute}, {Key: "{u}2", Limit: 5, Window: minute}}, AllOptions{}))
+	if (MultiDecision{}).Tightest() != (Decision{}) {
+		t.Error("a MultiDecision with no limit has a zero tightest")
+	}
 	m, err := all.Parse([]any{int64(0), []any{int64(1), int64(0), int64(9_000)}, []any{int64(2), int64(3), int64(50_000)}})
 	if err != nil || m.Allowed || m.Decisions[0].Allowed || !m.Decisions[1].Allowed || m.RetryAfter() != 9*time.Second {
 		t.Errorf("HITALL denied by its first limit: %+v, %v", m, err)
@@ -199,7 +202,7 @@ func TestRepliesRead(t *testing.T) {
 		"a permit's reply of four":     func() error { _, err := acquire.Parse([]any{int64(1), int64(1), int64(1), int64(1)}); return err },
 		"TOP's text":                   func() error { _, err := top.Parse("OK"); return err },
 	} {
-		if err := bad(); err == nil || !strings.Contains(err.Error(), "unexpected reply") {
+		if err := bad(); !errors.Is(err, ErrUnexpectedReply) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

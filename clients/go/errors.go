@@ -15,6 +15,10 @@ var ErrInvalidArgument = errors.New("ratelimit: invalid argument")
 var ErrLibraryNotLoaded = errors.New("ratelimit: the server has neither the ratelimit module nor its Functions library " +
 	"(loadmodule .../libredis_ratelimit.so, or FUNCTION LOAD with LibrarySource())")
 
+// ErrUnexpectedReply is what errors.Is finds in the error of a call whose reply had not the shape
+// its command answers (a server of another version, or a proxy in between that changed it).
+var ErrUnexpectedReply = errors.New("ratelimit: unexpected reply")
+
 // ErrPermitUnavailable is returned by WithPermit when every permit of the key is in use. The error
 // is a *PermitUnavailableError, which says how long until the first one ends.
 var ErrPermitUnavailable = errors.New("ratelimit: no permit available")

@@ -22,12 +22,26 @@ const (
 // Limiter sends the limiters' calls over one Conn. It finds the backend on first use (the module,
 // else the Functions library, loaded when missing unless WithoutLibraryLoad) and remembers it; it
 // is safe for concurrent use.
+//
+// The calls it makes on its own, not on a caller's context, each have a deadline (5 s unless
+// WithBackgroundTimeout): finding the backend (one search, shared by every caller that needs it,
+// each waiting as long as its own context allows), a held permit's renewals (at most a third of
+// its lease each) and its release when the work ends.
 type Limiter struct {
 	conn        Conn
 	loadLibrary bool
+	background  time.Duration
 
 	mu      sync.Mutex
 	backend Backend
+	search  *search
+}
+
+// search is the backend's search in progress: done closes when backend or err is set.
+type search struct {
+	done    chan struct{}
+	backend Backend
+	err     error
 }
 
 // Option configures a Limiter.
@@ -37,9 +51,20 @@ type Option func(*Limiter)
 // module (ErrLibraryNotLoaded otherwise), rather than load it.
 func WithoutLibraryLoad() Option { return func(l *Limiter) { l.loadLibrary = false } }
 
+// WithBackgroundTimeout sets the deadline of each call the limiter makes on its own (5 s by
+// default): the backend's search, a held permit's renewals (at most a third of its lease) and its
+// release. A timeout of 0 or less keeps the default.
+func WithBackgroundTimeout(timeout time.Duration) Option {
+	return func(l *Limiter) {
+		if timeout > 0 {
+			l.background = timeout
+		}
+	}
+}
+
 // New is a Limiter over conn (an adapter's: rlgoredis.New, rlrueidis.New, rlvalkey.New).
 func New(conn Conn, options ...Option) *Limiter {
-	l := &Limiter{conn: conn, loadLibrary: true}
+	l := &Limiter{conn: conn, loadLibrary: true, background: 5 * time.Second}
 	for _, option := range options {
 		option(l)
 	}
@@ -49,19 +74,51 @@ func New(conn Conn, options ...Option) *Limiter {
 // Conn is the connection the limiter sends over.
 func (l *Limiter) Conn() Conn { return l.conn }
 
-// Backend is the backend, found on the first call (and by this one if none was made yet).
+// Backend is the backend, found on the first call (and by this one if none was made yet). The
+// search runs once for all the callers that wait for it, with the limiter's background timeout;
+// each caller waits as long as its ctx allows. A search that failed is made again by the next call.
 func (l *Limiter) Backend(ctx context.Context) (Backend, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.backend != "" {
+		defer l.mu.Unlock()
 		return l.backend, nil
 	}
+	s := l.search
+	if s == nil {
+		s = &search{done: make(chan struct{})}
+		l.search = s
+		go l.find(context.WithoutCancel(ctx), s)
+	}
+	l.mu.Unlock()
+	select {
+	case <-s.done:
+		return s.backend, s.err
+	case <-ctx.Done():
+		return "", context.Cause(ctx)
+	}
+}
+
+// find searches for the backend on behalf of every caller waiting on s.
+func (l *Limiter) find(ctx context.Context, s *search) {
+	ctx, cancel := context.WithTimeout(ctx, l.background)
+	defer cancel()
+	s.backend, s.err = l.probe(ctx)
+	l.mu.Lock()
+	if s.err == nil {
+		l.backend = s.backend
+	}
+	l.search = nil
+	l.mu.Unlock()
+	close(s.done)
+}
+
+// probe finds the backend, loading the library where the module is missing.
+func (l *Limiter) probe(ctx context.Context) (Backend, error) {
 	// Asked with no arguments, the module answers its arity error; a server without it "unknown
 	// command". No key is touched, and no MODULE LIST is needed (managed services refuse it).
 	_, err := l.conn.Do(ctx, 0, []string{"RATELIMIT.PEEK"})
 	var server *ServerError
 	if err == nil || errors.As(err, &server) && !strings.Contains(strings.ToLower(server.Message), "unknown command") {
-		l.backend = Module
 		return Module, nil
 	}
 	if !errors.As(err, &server) {
@@ -70,7 +127,6 @@ func (l *Limiter) Backend(ctx context.Context) (Backend, error) {
 	if err := l.ensureLibrary(ctx); err != nil {
 		return "", err
 	}
-	l.backend = Library
 	return Library, nil
 }
 

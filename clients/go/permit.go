@@ -46,8 +46,12 @@ func (p *Permit) renew() {
 		case <-p.ctx.Done():
 			return
 		case <-tick.C:
-			// A renewal that fails (the server away for a moment) is tried again at the next tick.
-			if left, err := p.l.Renew(p.ctx, p.key, p.ID, p.lease); err == nil && left == 0 {
+			// A renewal that fails (the server away for a moment) is tried again at the next tick;
+			// one that takes longer than a tick is late anyway.
+			ctx, cancel := context.WithTimeout(p.ctx, min(p.lease/3, p.l.background))
+			left, err := p.l.Renew(ctx, p.key, p.ID, p.lease)
+			cancel()
+			if err == nil && left == 0 {
 				p.cancel(ErrPermitLost)
 				return
 			}
@@ -58,10 +62,13 @@ func (p *Permit) renew() {
 // Lost is done when the lease was found gone (its cause ErrPermitLost), or the permit ended.
 func (p *Permit) Lost() context.Context { return p.ctx }
 
-// End stops the renewals and releases the permit; false when it was no longer live.
+// End stops the renewals and releases the permit; false when it was no longer live. The release
+// waits as long as ctx allows, and at most the limiter's background timeout.
 func (p *Permit) End(ctx context.Context) (bool, error) {
 	p.cancel(nil)
 	<-p.done
+	ctx, cancel := context.WithTimeout(ctx, p.l.background)
+	defer cancel()
 	return p.l.Release(ctx, p.key, p.ID)
 }
 
@@ -82,7 +89,8 @@ func (l *Limiter) WithPermit(ctx context.Context, key string, limit int64, lease
 	defer func() {
 		stop()
 		cancel(nil)
-		// Released even when ctx is done: the permit must not wait out its lease.
+		// Released even when ctx is done (the permit must not wait out its lease), within the
+		// limiter's background timeout.
 		_, _ = p.End(context.WithoutCancel(ctx))
 	}()
 	return work(workCtx)

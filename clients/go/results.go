@@ -50,8 +50,12 @@ func (m MultiDecision) RetryAfter() time.Duration {
 	return wait
 }
 
-// Tightest is the most restrictive limit: the fewest remaining, then the latest reset.
+// Tightest is the most restrictive limit: the fewest remaining, then the latest reset (a zero
+// Decision when there is none).
 func (m MultiDecision) Tightest() Decision {
+	if len(m.Decisions) == 0 {
+		return Decision{}
+	}
 	best := m.Decisions[0]
 	for _, d := range m.Decisions[1:] {
 		if d.Remaining < best.Remaining || d.Remaining == best.Remaining && d.ResetAfter > best.ResetAfter {
@@ -115,10 +119,11 @@ type TopEntry struct {
 	Error int64
 }
 
-// Reply readers: a reply of an unexpected shape is a *ServerError-free error of its own.
+// Reply readers: a reply of an unexpected shape is an error that errors.Is finds as
+// ErrUnexpectedReply.
 
 func replyError(what string, reply any) error {
-	return fmt.Errorf("ratelimit: unexpected reply for %s: %v", what, reply)
+	return fmt.Errorf("%w for %s: %v", ErrUnexpectedReply, what, reply)
 }
 
 func integer(v any) (int64, bool) {
