@@ -114,6 +114,8 @@ fn every_command_is_in_ratelimit_and_in_the_servers_categories_that_describe_it(
     let mut listed: Vec<String> = redis::cmd("ACL").arg(&["CAT", "ratelimit"]).query(&mut con).unwrap();
     listed.sort();
     assert_eq!(listed, COMMANDS);
+    let refunds: Vec<String> = redis::cmd("ACL").arg(&["CAT", "ratelimit-refund"]).query(&mut con).unwrap();
+    assert_eq!(refunds, ["ratelimit.settle"]);
     for (command, expected) in [
         ("ratelimit.hit", ["@write", "@fast"]),
         ("ratelimit.hitall", ["@write", "@slow"]),
@@ -171,6 +173,56 @@ fn plus_at_ratelimit_on_a_key_pattern_is_the_whole_grant() {
     let mut app = user(&server, "app");
     calls_every_limiter(&mut app);
     is_refused_everything_else(&mut admin, &mut app);
+}
+
+/// `+@ratelimit -@ratelimit-refund` (the explicit list without RATELIMIT.SETTLE where the server
+/// has no module categories) limits and cannot give back: no SETTLE, no negative COST, TOKENS or
+/// quantity, refused before anything is written. A selector gives back on some keys only.
+#[test]
+fn a_grant_without_refunds_limits_and_cannot_give_back() {
+    if common::module_only("the module's permission checks") {
+        return;
+    }
+    let server = server();
+    let mut admin = server.connect();
+    let limits_only = match has_module_categories(&mut admin) {
+        true => "+@ratelimit -@ratelimit-refund".to_string(),
+        false => EXPLICIT_GRANT.replace("+ratelimit.settle ", ""),
+    };
+    grant(&mut admin, "tenant", &format!("{limits_only} ~rl:* (+ratelimit.settle ~rl:own:*)"));
+    let mut tenant = user(&server, "tenant");
+    calls_every_limiter_but_settle(&mut tenant);
+    let before = common::snapshot(&mut admin, "rl:h");
+    refused(
+        &mut tenant,
+        &[
+            "RATELIMIT.HIT rl:h 10 60 COST -1",
+            "RATELIMIT.SLIDE rl:s 10 60 COST -1",
+            "RATELIMIT.GCRA rl:g 5 1 60 TOKENS -1",
+            "CL.THROTTLE rl:c 5 1 60 -1",
+            "RATELIMIT.SETTLE rl:r h:100:60000:1:10:00000000 5",
+        ],
+    );
+    assert_eq!(common::snapshot(&mut admin, "rl:h"), before, "a refused give-back writes nothing");
+    // Where the selector grants SETTLE, it gives back.
+    answered(&mut tenant, "RATELIMIT.HIT rl:own:h 10 60 COST 3");
+    let back = answered(&mut tenant, "RATELIMIT.HIT rl:own:h 10 60 COST -2");
+    assert_eq!(redis::from_redis_value::<Vec<i64>>(&back).unwrap()[1], 1, "3 counted, 2 given back");
+}
+
+/// Every limiter on `rl:` keys but SETTLE (a reservation made and left to its window).
+fn calls_every_limiter_but_settle(app: &mut Connection) {
+    for line in [
+        "RATELIMIT.HIT rl:h 10 60",
+        "RATELIMIT.SLIDE rl:s 10 60",
+        "RATELIMIT.HITALL 2 rl:a rl:b 10 60 10 60",
+        "RATELIMIT.GCRA rl:g 5 1 60",
+        "CL.THROTTLE rl:c 5 1 60",
+        "RATELIMIT.HIT rl:r 100 60 COST 10 RESERVE",
+        "RATELIMIT.ACQUIRE rl:l 2 60",
+    ] {
+        answered(app, line);
+    }
 }
 
 /// The explicit list docs/operations.md gives for Redis 7.0 works on every server.

@@ -2,7 +2,7 @@
 //! tokens from a GCRA bucket (negative ones given back); replies `[limited, capacity, remaining,
 //! retry_after_ms, full_after_ms]`, with PARTIAL the tokens granted, with RESERVE the reservation.
 
-use crate::commands::{gave_back, reply, shadow, track};
+use crate::commands::{gave_back, may_give_back, reply, shadow, track};
 use crate::core::args::{parse_gcra, ArgError};
 use crate::core::gcra::{admit_anyway, decide, decide_partial, Outcome, Rate};
 use crate::core::reservation::Reserved;
@@ -50,6 +50,9 @@ pub fn take(
     decide: impl Fn(&Rate, Stored, i64, i64) -> Option<Outcome>,
 ) -> Result<Outcome, Error> {
     let name = call.key(1).ok_or(ArgError::Arity(command))?;
+    if rate.tokens < 0 {
+        may_give_back(call)?;
+    }
     let now = clock::command_now();
     let mut key = StoredKey::open(call, name)?;
     let bucket = key.read()?;

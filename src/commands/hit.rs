@@ -2,7 +2,7 @@
 //! fixed-window counter, the window started by its first hit or laid on the clock; a negative cost
 //! gives back.
 
-use crate::commands::{answer, shadow, Asked, HITS};
+use crate::commands::{answer, may_give_back, shadow, Asked, HITS};
 use crate::core::args::{parse_hit, ArgError};
 use crate::core::reservation::Reserved;
 use crate::core::stored::Stored;
@@ -15,6 +15,9 @@ use crate::redis::stats;
 pub fn hit(call: &Call) -> Result<(), Error> {
     let args = parse_hit(call.args())?;
     let name = call.key(1).ok_or(ArgError::Arity("ratelimit.hit"))?;
+    if args.cost < 0 {
+        may_give_back(call)?;
+    }
     let now = clock::command_now();
     let limit = args.at(now.ms)?;
     let (counter, o, shadowed) = hit_counter(call, name, &limit, now)?;

@@ -24,7 +24,8 @@ use crate::core::args::ArgError;
 use crate::core::reservation::{self, Reserved};
 use crate::core::stored::Stored;
 use crate::core::top::View;
-use crate::redis::call::{entry_point, Error};
+use crate::redis::acl::AclUser;
+use crate::redis::call::{entry_point, Call, Error};
 use crate::redis::command::{
     arg, option, Arg, Command, Keys, BLOCK, DOUBLE, INTEGER, KEY, ONEOF, PURE_TOKEN, READS, STRING, WRITES,
 };
@@ -43,6 +44,21 @@ const SLIDES: Counted = [&stats::SLIDE_CALLS, &stats::SLIDE_ADMITTED, &stats::SL
 const ACQUIRES: Counted = [&stats::ACQUIRES, &stats::ACQUIRED, &stats::ACQUIRE_DENIED];
 
 /// One call, admitted or not.
+/// A give-back (a negative COST, TOKENS or quantity) is for the callers that may settle on the
+/// key (run RATELIMIT.SETTLE, which is in `@ratelimit-refund`): `NOPERM` for the others, before
+/// anything is read or written. A call with no ACL user (the server's own) may.
+fn may_give_back(call: &Call) -> Result<(), Error> {
+    let Some(name) = call.user_name() else {
+        return Ok(());
+    };
+    let user = AclUser::named(call, &name).ok_or("ERR ratelimit: cannot tell the caller's ACL user")?;
+    let key = call.arg(1).unwrap_or_default();
+    match user.may_run(call, &[b"ratelimit.settle", key, b"-", b"0"]) {
+        true => Ok(()),
+        false => Err("NOPERM giving back (a negative COST, TOKENS or quantity) needs the permission to run RATELIMIT.SETTLE on the key".into()),
+    }
+}
+
 fn count([calls, admitted, denied]: Counted, allowed: bool) {
     calls.add(1);
     if allowed { admitted } else { denied }.add(1);

@@ -1,7 +1,7 @@
 //! `RATELIMIT.SLIDE key limit window [COST cost] [MS] [PEEK | RESERVE]`: one call on one sliding
 //! window; a negative cost gives back.
 
-use crate::commands::{answer, shadow, Asked, SLIDES};
+use crate::commands::{answer, may_give_back, shadow, Asked, SLIDES};
 use crate::core::args::{parse_slide, ArgError};
 use crate::core::reservation::Reserved;
 use crate::core::slide::{admit_anyway, decide, peek};
@@ -14,6 +14,9 @@ pub fn slide(call: &Call) -> Result<(), Error> {
     let args = parse_slide(call.args())?;
     let l = args.limit;
     let name = call.key(1).ok_or(ArgError::Arity("ratelimit.slide"))?;
+    if l.cost < 0 {
+        may_give_back(call)?;
+    }
     let now = clock::command_now();
     if args.peek {
         stats::PEEKS.add(1);

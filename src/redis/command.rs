@@ -167,16 +167,24 @@ fn key_specs(keys: &Keys) -> Vec<RedisModuleCommandKeySpec> {
 /// (Redis 7.4+, Valkey 8+; only while it loads).
 pub const ACL_CATEGORY: &CStr = c"ratelimit";
 
-/// Adds `ACL_CATEGORY` where the server lets a module add one, and says whether it does. The
-/// server refuses a category it has already, as after `MODULE UNLOAD` and `MODULE LOAD` (it keeps
-/// the category): the commands are put in it all the same.
+/// The category of the commands that give back (in `ACL_CATEGORY` too): `+@ratelimit
+/// -@ratelimit-refund` limits and cannot give back, a negative COST or TOKENS included (whoever
+/// may not run these may not give back: `commands::may_give_back`).
+pub const REFUND_CATEGORY: &CStr = c"ratelimit-refund";
+const GIVE_BACK: &[&CStr] = &[c"ratelimit.settle"];
+
+/// Adds the module's categories where the server lets a module add them, and says whether it
+/// does. The server refuses a category it has already, as after `MODULE UNLOAD` and `MODULE LOAD`
+/// (it keeps the category): the commands are put in it all the same.
 pub fn add_acl_category(ctx: &Ctx) -> bool {
     // SAFETY: reading a pointer written once at load time.
     let Some(add) = (unsafe { redis_module::raw::RedisModule_AddACLCategory }) else {
         return false;
     };
-    // SAFETY: the module's load-time context and a static name.
-    unsafe { add(ctx.raw(), ACL_CATEGORY.as_ptr()) };
+    for category in [ACL_CATEGORY, REFUND_CATEGORY] {
+        // SAFETY: the module's load-time context and a static name.
+        unsafe { add(ctx.raw(), category.as_ptr()) };
+    }
     true
 }
 
@@ -241,10 +249,13 @@ unsafe fn set_acl_categories(
     let Some(set) = (unsafe { redis_module::raw::RedisModule_SetCommandACLCategories }) else {
         return Ok(());
     };
-    let categories = match own_category {
-        true => format!("{} {}", command.acl_categories.to_string_lossy(), ACL_CATEGORY.to_string_lossy()),
-        false => command.acl_categories.to_string_lossy().into_owned(),
-    };
+    let mut categories = command.acl_categories.to_string_lossy().into_owned();
+    if own_category {
+        categories = format!("{categories} {}", ACL_CATEGORY.to_string_lossy());
+        if GIVE_BACK.contains(&command.name) {
+            categories = format!("{categories} {}", REFUND_CATEGORY.to_string_lossy());
+        }
+    }
     let categories = std::ffi::CString::new(categories).map_err(|e| e.to_string())?;
     // SAFETY: per the function's contract; the server copies the categories during the call.
     match unsafe { set(created, categories.as_ptr()) } {
