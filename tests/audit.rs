@@ -333,7 +333,7 @@ fn a_client_that_disconnects_stops_the_walk() {
     // The shortest slices: the walk takes longer, the hang-up comes early in it.
     run_all(&mut con, &["CONFIG SET ratelimit.walk-slice-us 100"]);
     let scanned_before = keys_scanned(&mut con);
-    let mut raw = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    let mut raw = server.connect_raw();
     raw.write_all(b"RATELIMIT.AUDIT key: LIMIT 0\r\n").unwrap();
     wait_for("the walk to start", Duration::from_secs(60), || walks_in_progress(&mut con) == (1, 0));
     drop(raw);
@@ -347,7 +347,7 @@ fn a_client_that_disconnects_stops_the_walk() {
 /// A raw connection that has sent `RATELIMIT.AUDIT "" LIMIT 0` (a walk of its whole database);
 /// dropping it hangs up mid-walk.
 fn leaver(server: &Server) -> TcpStream {
-    let mut raw = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    let mut raw = server.connect_raw();
     raw.write_all(b"*4\r\n$15\r\nRATELIMIT.AUDIT\r\n$0\r\n\r\n$5\r\nLIMIT\r\n$1\r\n0\r\n").unwrap();
     raw
 }
@@ -547,10 +547,12 @@ fn repeated_walks_do_not_grow_memory() {
         }
     };
     // The first walk grows memory once (the walker thread's first allocations); a leak would grow
-    // it with every walk: a lost walk (its 1,000 names alone) is over 16 KiB.
+    // it with every walk: a lost walk (its 1,000 names alone) is over 16 KiB, 320 KiB over 20.
+    // What a reading may catch besides: a few of the server's pooled internal clients (about
+    // 20 KiB each) not yet trimmed, on a busy machine. Half the smallest leak bounds both.
     rounds(&mut con, 2);
     let before = settled_memory(&mut con);
     rounds(&mut con, 10);
     let growth = settled_memory(&mut con) - before;
-    assert!(growth < 8 * 1024, "memory grew by {growth} bytes over 20 walks");
+    assert!(growth < 160 * 1024, "memory grew by {growth} bytes over 20 walks");
 }

@@ -4,7 +4,7 @@
 //! `REDIS_SERVER` picks the server binary (default `redis-server` on PATH); `RATELIMIT_MODULE`
 //! overrides the module path (default: the cdylib cargo built next to the test binary).
 
-use std::net::TcpListener;
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -206,8 +206,15 @@ impl Server {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
+    /// A connection; one the OS refuses for a moment (a busy machine's `EAGAIN` on connect, no
+    /// local port free) is tried again for up to 10 s.
     pub fn connect(&self) -> Connection {
-        self.try_connect().expect("connect to test server")
+        retried(|| self.try_connect()).expect("connect to test server")
+    }
+
+    /// A plain TCP connection to the server, tried again as `connect` is.
+    pub fn connect_raw(&self) -> TcpStream {
+        retried(|| TcpStream::connect(("127.0.0.1", self.port))).expect("connect to test server")
     }
 
     pub fn log(&self) -> String {
@@ -277,5 +284,17 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `connect`'s result, tried again every 100 ms for up to 10 s while it fails: a refusal that lasts
+/// is the server's, and is returned.
+fn retried<T, E>(mut connect: impl FnMut() -> Result<T, E>) -> Result<T, E> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match connect() {
+            Err(_) if Instant::now() < deadline => sleep(Duration::from_millis(100)),
+            result => return result,
+        }
     }
 }
