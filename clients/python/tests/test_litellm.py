@@ -293,3 +293,38 @@ async def test_a_server_out_of_reach_lets_calls_through_or_refuses_them(caplog: 
         await closed.async_pre_call_hook(key, None, dict(data), "acompletion")
     assert refused.value.status_code == 503
     await nowhere.aclose()
+
+
+async def test_calls_that_never_end_hold_nothing_for_ever(server: Server) -> None:
+    """A call admitted and never ended (no success, no failure, no stream's end) holds its
+    reservation until its window ends, and at most ``max_open`` are held: the oldest are dropped
+    unsettled, their estimates counted still (the safe side)."""
+    import types
+
+    import redis.asyncio
+
+    from redis_ratelimit_client.litellm_callback import TokenLimits
+
+    client = redis.asyncio.Redis(port=server.port)
+    prefix = f"rl:never:{server.port}:"
+    callback = TokenLimits(client, limits={"fake": {"tpm": 1_000_000}}, window=1, max_open=3, prefix=prefix)
+    key = types.SimpleNamespace()
+    tpm = prefix + "{llm}:model:fake:tpm"
+
+    def call(i: int) -> dict[str, object]:
+        message = {"role": "user", "content": "hi"}
+        return {"model": "fake", "messages": [message], "max_tokens": 10, "litellm_call_id": f"c{i}"}
+
+    try:
+        await callback.async_pre_call_hook(key, None, call(0), "acompletion")
+        estimate = int(await client.get(tpm))
+        for i in range(1, 5):
+            await callback.async_pre_call_hook(key, None, call(i), "acompletion")
+        assert (callback.open_reservations, callback.dropped_reservations) == (3, 2)
+        assert int(await client.get(tpm)) == 5 * estimate
+        # Once their window has ended (1 s), the next admitted call finds them so and drops them.
+        await asyncio.sleep(1.2)
+        await callback.async_pre_call_hook(key, None, call(5), "acompletion")
+        assert (callback.open_reservations, callback.dropped_reservations) == (1, 5)
+    finally:
+        await client.aclose()

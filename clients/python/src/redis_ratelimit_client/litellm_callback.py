@@ -28,6 +28,8 @@ from __future__ import annotations
 import logging
 import math
 import os
+import time
+from collections import OrderedDict
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -69,10 +71,12 @@ class Limit:
 
 @dataclass
 class Held:
-    """A call's reservation, until it is settled (once)."""
+    """A call's reservation, until it is settled (once), or until its windows have ended."""
 
     reservation: MultiReservation
     prompt_tokens: int
+    # time.monotonic() when the last of its windows ends: past it, a settle would give nothing back.
+    until: float
     streamed_characters: int = 0
 
 
@@ -83,7 +87,13 @@ class TokenLimits(CustomLogger):
     ``default_max_tokens``: a call without ``max_tokens`` may use this many (default 4096). All
     of a call's keys share one hash tag, ``{hash_tag}``, so that a cluster holds them in one slot.
     ``reservation_header``: send each admitted call's reservation to the model's provider in this
-    header (the window each call counted in, and its estimate: an audit trail), off by default."""
+    header (the window each call counted in, and its estimate: an audit trail), off by default.
+    ``max_open``: the most calls' reservations held until their calls end (default 100,000).
+
+    A call's reservation is held from its admission to its end, and dropped unsettled (its
+    estimate stays counted: the safe side) once its windows have ended, or when ``max_open`` are
+    held (the oldest first): a call that never ends holds nothing for ever. ``open_reservations``
+    and ``dropped_reservations`` say how many are held, and how many were dropped."""
 
     def __init__(
         self,
@@ -97,6 +107,7 @@ class TokenLimits(CustomLogger):
         hash_tag: str = "llm",
         reservation_header: str | None = None,
         tz: str | None = None,
+        max_open: int = 100_000,
     ) -> None:
         super().__init__()
         self._client = client
@@ -109,7 +120,29 @@ class TokenLimits(CustomLogger):
         self.prefix, self.hash_tag = prefix, hash_tag
         self.reservation_header = reservation_header or os.environ.get("RATELIMIT_LITELLM_RESERVATION_HEADER")
         self.tz = tz or os.environ.get("RATELIMIT_LITELLM_TZ") or None
-        self._held: dict[str, Held] = {}
+        if max_open < 1:
+            raise ValueError("max_open must be at least 1")
+        self.max_open = max_open
+        # In the order the calls were admitted: the oldest go first.
+        self._held: OrderedDict[str, Held] = OrderedDict()
+        self.dropped_reservations = 0
+
+    @property
+    def open_reservations(self) -> int:
+        """The calls whose reservations are held, to be settled when they end."""
+        return len(self._held)
+
+    def _hold(self, call_id: str, held: Held) -> None:
+        """Holds a call's reservation, after dropping those whose windows have ended (from the
+        oldest, while they have) and the oldest past ``max_open``."""
+        now = time.monotonic()
+        while self._held:
+            oldest = next(iter(self._held.values()))
+            if oldest.until > now and len(self._held) < self.max_open:
+                break
+            self._held.popitem(last=False)
+            self.dropped_reservations += 1
+        self._held[call_id] = held
 
     @property
     def limiter(self) -> AsyncRateLimiter:
@@ -183,7 +216,8 @@ class TokenLimits(CustomLogger):
             raise refusal(proxied, 429, f"rate limit exceeded: {', '.join(refused_by)}", headers)
         data.setdefault("metadata", {})["ratelimit_decided"] = True
         if r is not None and r.token is not None:
-            self._held[call_id] = Held(r, prompt)
+            windows = max(d.reset_after for d in r.decision.decisions[-token_keys:])
+            self._hold(call_id, Held(r, prompt, until=time.monotonic() + windows))
             if self.reservation_header:
                 # An audit trail at the provider: which window each call counted in, and how much.
                 data["extra_headers"] = {**(data.get("extra_headers") or {}), self.reservation_header: r.token}
