@@ -7,8 +7,9 @@
 use ratelimit_testkit as common;
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -135,10 +136,8 @@ impl Cluster {
         let mut dst = self.node_connection(to.port);
         let mut migrate_ms = 0;
         for slot in slots.clone() {
-            let _: () =
-                redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("IMPORTING").arg(&from.id).query(&mut dst).unwrap();
-            let _: () =
-                redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("MIGRATING").arg(&to.id).query(&mut src).unwrap();
+            setslot(&mut dst, slot, "IMPORTING", &from.id);
+            setslot(&mut src, slot, "MIGRATING", &to.id);
         }
         for slot in slots.clone() {
             loop {
@@ -163,11 +162,49 @@ impl Cluster {
         for node in order {
             let mut con = self.node_connection(node.port);
             for slot in slots.clone() {
-                let _: () =
-                    redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("NODE").arg(&to.id).query(&mut con).unwrap();
+                setslot(&mut con, slot, "NODE", &to.id);
             }
         }
         migrate_ms
+    }
+}
+
+/// `CLUSTER SETSLOT slot state node`, tried again while the node answers `NOREPLICAS` (Valkey 8
+/// waits up to 2 s for its replicas to acknowledge, and a busy machine may take longer): a move
+/// that cannot be made in 60 s fails the test with the node's answer.
+fn setslot(con: &mut Connection, slot: i64, state: &str, node: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let args: &[&str] = if node.is_empty() { &[state] } else { &[state, node] };
+    loop {
+        match redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg(args).query::<()>(con) {
+            Ok(()) => return,
+            Err(e) if error_text(&e).starts_with("NOREPLICAS") && Instant::now() < deadline => {
+                SETSLOT_RETRIES.fetch_add(1, Ordering::Relaxed);
+                thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!("CLUSTER SETSLOT {slot} {state} {node}: {}", error_text(&e)),
+        }
+    }
+}
+
+/// The SETSLOTs tried again on `NOREPLICAS`, reported with the moves.
+static SETSLOT_RETRIES: AtomicUsize = AtomicUsize::new(0);
+
+impl Cluster {
+    /// Each node's log and view of the cluster (`CLUSTER NODES`), copied into a folder that
+    /// outlives the test, for a failure to point at: its path.
+    fn keep_evidence(&self, what: &str) -> String {
+        let folder = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cluster-{what}-{}", std::process::id()));
+        std::fs::create_dir_all(&folder).unwrap();
+        for s in &self.servers {
+            let nodes = s
+                .try_connect()
+                .and_then(|mut con| redis::cmd("CLUSTER").arg("NODES").query::<String>(&mut con))
+                .unwrap_or_else(|e| format!("(no answer: {e})"));
+            std::fs::write(folder.join(format!("{}.log", s.port)), s.log()).unwrap();
+            std::fs::write(folder.join(format!("{}.nodes", s.port)), nodes).unwrap();
+        }
+        folder.display().to_string()
     }
 }
 
@@ -179,6 +216,7 @@ fn a_cluster_keeps_every_promise() {
     a_wrong_node_answers_moved(&cluster);
     hash_tags_keep_keys_together(&cluster, &mut client);
     resharding_moves_live_counters(&cluster, &mut client);
+    a_hit_under_asking_counts_as_incr_does(&cluster);
     failover_keeps_counters_and_expiry_instants(&cluster, &mut client);
     audit_and_repair_fan_out_over_primaries(&cluster, &mut client);
 }
@@ -279,6 +317,47 @@ fn resharding_moves_live_counters(cluster: &Cluster, client: &mut ClusterConnect
     assert_eq!(common::slide(client, "{moving}:slide", &["100", "3600"]).unwrap()[0], 1);
 }
 
+/// During a classic migration the source answers for the keys it still holds; a client that sends
+/// ASKING to the importing node anyway gets a fresh count there, exactly as INCR does, and MIGRATE
+/// of that key then fails with BUSYKEY: the module changes nothing of the server's rules.
+fn a_hit_under_asking_counts_as_incr_does(cluster: &Cluster) {
+    let source = cluster.owner("{asking}");
+    let target = cluster.primaries().into_iter().find(|n| n.id != source.id).unwrap();
+    let mut src = cluster.node_connection(source.port);
+    let mut dst = cluster.node_connection(target.port);
+    let slot: i64 = redis::cmd("CLUSTER").arg("KEYSLOT").arg("{asking}").query(&mut src).unwrap();
+    for _ in 0..5 {
+        common::hit(&mut src, "{asking}:hit", &["100", "3600"]).unwrap();
+    }
+    run_all(&mut src, &["INCRBY {asking}:incr 5", "EXPIRE {asking}:incr 3600"]);
+    setslot(&mut dst, slot, "IMPORTING", &source.id);
+    setslot(&mut src, slot, "MIGRATING", &target.id);
+    assert_eq!(common::hit(&mut src, "{asking}:hit", &["100", "3600"]).unwrap()[1], 6, "the source still counts");
+    let (_, hit, _, incr): ((), Vec<i64>, (), i64) = redis::pipe()
+        .cmd("ASKING")
+        .cmd("RATELIMIT.HIT")
+        .arg(&["{asking}:hit", "100", "3600"])
+        .cmd("ASKING")
+        .cmd("INCR")
+        .arg("{asking}:incr")
+        .query(&mut dst)
+        .unwrap();
+    assert_eq!((hit[1], incr), (1, 1), "under ASKING, a fresh count on the importing node for both");
+    assert!(pttl(&mut src, "{asking}:hit") > 0);
+    for key in ["{asking}:hit", "{asking}:incr"] {
+        let migrated =
+            redis::cmd("MIGRATE").arg(&["127.0.0.1", &target.port.to_string(), key, "0", "5000"]).query::<()>(&mut src);
+        let error = error_of(migrated);
+        assert!(error.contains("BUSYKEY"), "MIGRATE of {key} onto the target's own copy: {error}");
+    }
+    // Back as it was: the target's copies gone, the slot the source's alone.
+    let _: ((), i64) =
+        redis::pipe().cmd("ASKING").cmd("DEL").arg(&["{asking}:hit", "{asking}:incr"]).query(&mut dst).unwrap();
+    setslot(&mut dst, slot, "STABLE", "");
+    setslot(&mut src, slot, "STABLE", "");
+    assert_eq!(common::hit(&mut src, "{asking}:hit", &["100", "3600"]).unwrap()[1], 7);
+}
+
 fn failover_keeps_counters_and_expiry_instants(cluster: &Cluster, client: &mut ClusterConnection) {
     let keys: Vec<String> = (0..10).map(|i| format!("{{failing}}:{i}")).collect();
     for key in &keys {
@@ -373,19 +452,21 @@ struct LoadSeen {
 /// HIT, HITALL and GCRA on the counters of `tags`, and a plain INCR without expiry (the guard's
 /// to heal), until `stop`. Limits too high to deny: every call counts, so each reply's count must
 /// be the one before plus one, wherever the key lives by then.
-fn load(cluster: &Cluster, tags: Vec<String>, stop: Arc<AtomicBool>) -> thread::JoinHandle<LoadSeen> {
+fn load(cluster: &Cluster, tags: Vec<String>, stop: Arc<AtomicBool>, started: Instant) -> thread::JoinHandle<LoadSeen> {
     let mut client = cluster.client();
     thread::spawn(move || {
         let mut seen = LoadSeen::default();
+        // Each error with the ms since the test's start, to set beside the moves' and the logs'.
+        let at = || format!("{:>6} ms", started.elapsed().as_millis());
         let record = |seen: &mut LoadSeen, key: String, count: Result<i64, String>| match count {
             Ok(count) => {
                 let expected = seen.counts.get(&key).copied().unwrap_or(0) + 1;
                 if count != expected {
-                    seen.errors.push(format!("{key}: count {count}, expected {expected}"));
+                    seen.errors.push(format!("{} {key}: count {count}, expected {expected}", at()));
                 }
                 seen.counts.insert(key, count);
             }
-            Err(e) => seen.errors.push(format!("{key}: {e}")),
+            Err(e) => seen.errors.push(format!("{} {key}: {e}", at())),
         };
         while !stop.load(Ordering::Relaxed) {
             for tag in &tags {
@@ -407,7 +488,7 @@ fn load(cluster: &Cluster, tags: Vec<String>, stop: Arc<AtomicBool>) -> thread::
                         record(&mut seen, a, Ok(ra[0]));
                         record(&mut seen, b, Ok(rb[0]));
                     }
-                    Err(e) => seen.errors.push(format!("HITALL {a} {b}: {}", error_text(&e))),
+                    Err(e) => seen.errors.push(format!("{} HITALL {a} {b}: {}", at(), error_text(&e))),
                 }
 
                 let key = format!("g:{{{tag}}}:live");
@@ -415,12 +496,12 @@ fn load(cluster: &Cluster, tags: Vec<String>, stop: Arc<AtomicBool>) -> thread::
                     redis::cmd("RATELIMIT.GCRA").arg(&key).arg(&["1000000000", "1", "1"]).query(&mut client);
                 match reply {
                     Ok(r) if r[0] == 0 => {}
-                    other => seen.errors.push(format!("{key}: {other:?}")),
+                    other => seen.errors.push(format!("{} {key}: {other:?}", at())),
                 }
 
                 let key = format!("rl:{{{tag}}}:leak");
                 if let Err(e) = redis::cmd("INCR").arg(&key).query::<i64>(&mut client) {
-                    seen.errors.push(format!("{key}: {}", error_text(&e)));
+                    seen.errors.push(format!("{} {key}: {}", at(), error_text(&e)));
                 }
             }
         }
@@ -566,8 +647,9 @@ fn slots_move_back_and_forth_under_load_and_every_counter_keeps_its_value_and_ex
 
     let primaries_before = primary_ids(&cluster);
     let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
     let loads: Vec<_> =
-        tags.chunks(tags.len() / 2).map(|chunk| load(&cluster, chunk.to_vec(), Arc::clone(&stop))).collect();
+        tags.chunks(tags.len() / 2).map(|chunk| load(&cluster, chunk.to_vec(), Arc::clone(&stop), started)).collect();
     // Every counter exists (with its window) before the first move.
     wait_for("the load's first rounds", Duration::from_secs(60), || {
         tags.iter().all(|tag| {
@@ -630,14 +712,46 @@ fn slots_move_back_and_forth_under_load_and_every_counter_keeps_its_value_and_ex
         run_all(&mut on_a, &["DEBUG SLOTMIGRATION PREVENT-PAUSE 0"]);
     }
 
-    // Back and forth, three times, under load.
+    // Back and forth, three times, under load. Each move is logged with the slots' keys on both
+    // sides, and the counters the load never touches are checked on their new owner at once: a
+    // failure then says whether a slot was wiped or one counter strayed, and when.
     let mut moved_ms = 0;
+    let mut moves: Vec<String> = Vec::new();
+    let keys_on = |node: &Node| -> i64 {
+        let mut con = cluster.node_connection(node.port);
+        slots
+            .clone()
+            .map(|slot| redis::cmd("CLUSTER").arg("COUNTKEYSINSLOT").arg(slot).query::<i64>(&mut con).unwrap())
+            .sum()
+    };
     for round in 0..3 {
         for (from, to) in [(&a, &b), (&b, &a)] {
+            let before_move = (keys_on(from), keys_on(to));
+            let begun = started.elapsed().as_millis();
             if atomic {
                 move_slots_atomically(&cluster, &slots, from, to);
             } else {
                 moved_ms += cluster.move_slots_classic(slots.clone(), from, to);
+            }
+            moves.push(format!(
+                "{begun:>6} to {:>6} ms: {} -> {}: keys in the slots {:?} before (source, target), {:?} after",
+                started.elapsed().as_millis(),
+                from.port,
+                to.port,
+                before_move,
+                (keys_on(from), keys_on(to)),
+            ));
+            let mut owner = cluster.node_connection(to.port);
+            for key in &still {
+                let (value, expiry) = value_and_expiry(&mut owner, key);
+                let (was, was_expiry) = &before[key];
+                if (was.is_some() && &value != was) || !(0..=moved_ms).contains(&(expiry - was_expiry)) {
+                    panic!(
+                        "{key}: {value:?} expiring at {expiry} after the move, {was:?} at {was_expiry} before\n{}\nevidence: {}",
+                        moves.join("\n"),
+                        cluster.keep_evidence("resharding")
+                    );
+                }
             }
             if round == 0 && from.id == a.id {
                 // The counter that arrived without a TTL: atomic migration brings it as it was
@@ -664,11 +778,17 @@ fn slots_move_back_and_forth_under_load_and_every_counter_keeps_its_value_and_ex
     let errors: Vec<&String> = seen.iter().flat_map(|s| &s.errors).collect();
     let calls: u64 = seen.iter().map(|s| s.calls).sum();
     let cancelled = if atomic { " (and a cancelled one)" } else { "" };
-    eprintln!("{calls} rounds of load over {} tags through 6 moves{cancelled}", tags.len());
+    let retries = SETSLOT_RETRIES.load(Ordering::Relaxed);
+    eprintln!(
+        "{calls} rounds of load over {} tags through 6 moves{cancelled}, {retries} SETSLOTs retried on NOREPLICAS",
+        tags.len()
+    );
+    eprintln!("{}", moves.join("\n"));
     // A failover (a node starved past the node timeout) loses what its replica had not received:
     // named here, not mistaken for the module's loss.
-    assert_eq!(primary_ids(&cluster), primaries_before, "a failover happened during the moves");
-    assert!(errors.is_empty(), "the load met errors: {errors:?}");
+    let evidence = || format!("moves:\n{}\nevidence: {}", moves.join("\n"), cluster.keep_evidence("resharding"));
+    assert!(primary_ids(&cluster) == primaries_before, "a failover happened during the moves\n{}", evidence());
+    assert!(errors.is_empty(), "the load met errors: {errors:#?}\n{}", evidence());
 
     // Back on the first primary: every counter has the count its client saw last, and the
     // expiry it had before the moves (moved by no more than MIGRATE's transfer times).
@@ -676,7 +796,7 @@ fn slots_move_back_and_forth_under_load_and_every_counter_keeps_its_value_and_ex
     let counts: HashMap<&String, i64> = seen.iter().flat_map(|s| &s.counts).map(|(k, c)| (k, *c)).collect();
     for (key, count) in &counts {
         let value: Option<i64> = redis::cmd("GET").arg(*key).query(&mut home).unwrap();
-        assert_eq!(value, Some(*count), "{key}");
+        assert!(value == Some(*count), "{key}: {value:?}, the load saw {count} last\n{}", evidence());
     }
     for (key, (value, expiry)) in &before {
         let now = value_and_expiry(&mut home, key);

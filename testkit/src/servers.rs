@@ -195,7 +195,7 @@ impl Server {
         false
     }
 
-    fn try_connect(&self) -> RedisResult<Connection> {
+    pub fn try_connect(&self) -> RedisResult<Connection> {
         let client = redis::Client::open(self.url())?;
         let con = client.get_connection_with_timeout(Duration::from_secs(5))?;
         con.set_read_timeout(Some(Duration::from_secs(30)))?;
