@@ -24,6 +24,7 @@ LIBRARY_TESTS := --test hit --test peek --test hitall --test slide --test lease 
 
 .PHONY: all deps package-deps test-deps build package package-test lint test integration $(INTEGRATION) servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
 	monitoring-tools monitoring-test \
+	bench-smoke \
 	python-dist python-envs python-test node-dist node-installed node-test go-ready go-test clients docs-test
 
 all: build
@@ -108,9 +109,10 @@ redis-cell: deps
 # (its output goes under target/).
 define test-on
 	@echo "== integration tests on $$($(1) --version | cut -d' ' -f1-3) =="
-	REDIS_SERVER=$(1) cargo test --release --locked --test '*'
+	REDIS_SERVER=$(1) $(TIMES) tests "$$($(1) --version | cut -d' ' -f1-3)" -- cargo test --release --locked --test '*'
 	@echo "== the limiter's tests against the Functions library on $$($(1) --version | cut -d' ' -f1-3) =="
-	RATELIMIT_IMPL=library REDIS_SERVER=$(1) cargo test --release --locked $(LIBRARY_TESTS)
+	RATELIMIT_IMPL=library REDIS_SERVER=$(1) $(TIMES) tests "library, $$($(1) --version | cut -d' ' -f1-3)" -- \
+		cargo test --release --locked $(LIBRARY_TESTS)
 
 endef
 
@@ -134,14 +136,26 @@ BENCH_SMOKE_SERVERS := $(firstword $(SERVERS)) $(filter-out $(firstword $(SERVER
 # The clients' packages and environments are made once, beside the integration suites (which
 # mostly wait), and the steps after take them as made (CLIENTS_READY=1, GO_READY=1); each of those
 # steps run alone makes them afresh. The Node and Go tests run side by side (both mostly wait).
-test: build servers redis-cell monitoring-tools lint
-	cargo test --release --locked --lib
-	$(MAKE) --no-print-directory monitoring-test
-	$(MAKE) --no-print-directory -j2 --output-sync=target integration clients
-	$(MAKE) --no-print-directory python-test CLIENTS_READY=1
-	$(MAKE) --no-print-directory -j2 --output-sync=target node-test go-test docs-test CLIENTS_READY=1 GO_READY=1
-	$(MAKE) --no-print-directory examples
-	$(MAKE) --no-print-directory package-test CLIENTS_READY=1
+# Each phase is timed, and the end prints the phases and the slowest tests (scripts/test-times.py).
+TIMES := $(CURDIR)/scripts/test-times.py
+test:
+	$(TIMES) start
+	$(TIMES) phase "set-up: packages, build, servers, redis-cell, monitoring tools, lint" -- \
+		$(MAKE) --no-print-directory build servers redis-cell monitoring-tools lint
+	$(TIMES) phase "unit and property tests" -- cargo test --release --locked --lib
+	$(TIMES) phase "monitoring rules" -- $(MAKE) --no-print-directory monitoring-test
+	$(TIMES) phase "integration suites, beside the clients' environments" -- \
+		$(MAKE) --no-print-directory -j2 --output-sync=target integration clients
+	$(TIMES) phase "the Python package" -- $(MAKE) --no-print-directory python-test CLIENTS_READY=1
+	$(TIMES) phase "the Node and Go packages and the docs' examples" -- \
+		$(MAKE) --no-print-directory -j2 --output-sync=target node-test go-test docs-test CLIENTS_READY=1 GO_READY=1
+	$(TIMES) phase "the TTL-leak demo" -- $(MAKE) --no-print-directory examples
+	$(TIMES) phase "the release files" -- $(MAKE) --no-print-directory package-test CLIENTS_READY=1
+	$(TIMES) phase "the benches' smoke runs" -- $(MAKE) --no-print-directory bench-smoke CLIENTS_READY=1
+	$(TIMES) report
+
+# Every bench, briefly, so that `make bench` cannot rot (its output goes under target/).
+bench-smoke: build servers redis-cell $(if $(CLIENTS_READY),,clients)
 	BENCH_SERVERS="$(call server_binaries,$(BENCH_SMOKE_SERVERS))" cargo bench --locked --bench ratelimit -- --quick
 	$(PY_LIMITS_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/python.md --quick
 	$(PY_REPLICA_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/replicas.md --quick
@@ -178,7 +192,8 @@ PY_FIRST_SERVER = $(firstword $(call server_binaries,$(SERVERS)))
 # $(1): the requirements set, $(2): the server binary, $(3): pytest's arguments.
 define py-test-on
 	@echo "== the Python package ($(1) requirements) on $$($(2) --version | cut -d' ' -f1-3) =="
-	cd $(PY_TESTS) && REDIS_SERVER=$(2) RATELIMIT_MODULE=$(CURDIR)/$(MODULE) $(CURDIR)/$(PY_ENVS)/$(1)/bin/python -m pytest -q $(3)
+	cd $(PY_TESTS) && REDIS_SERVER=$(2) RATELIMIT_MODULE=$(CURDIR)/$(MODULE) $(TIMES) tests "Python $(1), $$($(2) --version | cut -d' ' -f1-3)" -- \
+		$(CURDIR)/$(PY_ENVS)/$(1)/bin/python -m pytest -q --durations=5 $(3)
 
 endef
 
@@ -242,7 +257,8 @@ NODE_STORE_BENCH = cd $(NODE_INSTALLED) && RATELIMIT_MODULE=$(CURDIR)/$(MODULE) 
 NPM := npm --no-audit --no-fund --loglevel=error
 define node-test-on
 	@echo "== the Node package on $$($(1) --version | cut -d' ' -f1-3) =="
-	cd $(NODE_INSTALLED) && REDIS_SERVER=$(1) RATELIMIT_MODULE=$(CURDIR)/$(MODULE) node --test --test-concurrency=2 $(2)
+	cd $(NODE_INSTALLED) && REDIS_SERVER=$(1) RATELIMIT_MODULE=$(CURDIR)/$(MODULE) $(TIMES) tests "Node, $$($(1) --version | cut -d' ' -f1-3)" -- \
+		node --test --test-reporter=spec --test-concurrency=2 $(2)
 
 endef
 
