@@ -175,7 +175,7 @@ examples: build pydeps
 # The Python package (clients/python): its wheel and sdist (the wheel built from the sdist), each
 # requirements set of clients/python/tests installed beside the wheel in a fresh virtual
 # environment, and the package's tests run against that installed copy. The newest set runs the
-# whole suite on the first server and the client's on the others; the oldest and limits 4 sets
+# whole suite on the first server and the client's on CLIENT_SERVERS; the oldest and limits 4 sets
 # run all but the middlewares' on the first server; the LiteLLM set, the callback's tests through
 # the real proxy. PYTHON_OLDEST: the oldest Python supported.
 comma := ,
@@ -217,8 +217,13 @@ $(PY_ENVS)/%: python-dist
 
 PY_SETS := latest oldest limits4 bare litellm
 
+# The servers the clients' packages are tested on beside the first: the last (a Valkey). The
+# module's and the library's answers on every server are the integration suites' and the
+# differential fuzz's to prove; a client's own code is the same whatever server answers it (the Go
+# client's cluster routing, which the servers differ in, is tested on all four).
+CLIENT_SERVERS := $(filter-out $(firstword $(SERVERS)),$(lastword $(SERVERS)))
 # Each run of the tests, as set+server+tests (the longest first).
-PY_RUNS := latest+$(firstword $(SERVERS))+all $(foreach s,$(wordlist 2,9,$(SERVERS)),latest+$(s)+client) \
+PY_RUNS := latest+$(firstword $(SERVERS))+all $(foreach s,$(CLIENT_SERVERS),latest+$(s)+client) \
 	oldest+$(firstword $(SERVERS))+nomiddlewares limits4+$(firstword $(SERVERS))+nomiddlewares \
 	bare+$(firstword $(SERVERS))+bare litellm+$(firstword $(SERVERS))+litellm
 PY_TESTS_all := .
@@ -248,7 +253,7 @@ python-test: build servers $(if $(CLIENTS_READY),,python-envs)
 # The Node package (clients/node): linted and type-checked, packed (npm pack builds it), then the
 # tarball installed into a fresh folder beside the clients and frameworks it supports
 # (clients/node/test's package.json), and the package's tests run against that installed copy:
-# all of them on the first server, the client's on the others.
+# all of them on the first server, the client's on CLIENT_SERVERS.
 NODE_DIST := target/node/dist
 NODE_INSTALLED := target/node/installed
 NODE_CLIENT_TESTS := dist/client.test.js dist/command-docs.test.js dist/replicas.test.js
@@ -274,7 +279,7 @@ node-installed: node-dist
 
 node-test: build servers $(if $(CLIENTS_READY),,node-installed)
 	$(call node-test-on,$(PY_FIRST_SERVER),dist/*.test.js)
-	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call node-test-on,$(binary),$(NODE_CLIENT_TESTS)))
+	$(foreach binary,$(call server_binaries,$(CLIENT_SERVERS)),$(call node-test-on,$(binary),$(NODE_CLIENT_TESTS)))
 
 # Every example of the README and the docs run as written (scripts/docs-test.py says how): on the
 # first server, as make run starts it (on a port of its own), with the Python package's latest and
@@ -356,8 +361,10 @@ memcheck: build
 # benches/results/latest.md, chart in benches/results/ratios.svg; then the limits storage's rows
 # (benches/results/python.md), what waiting for a replica costs (benches/results/replicas.md), the
 # express-rate-limit store's rows (benches/results/node.md), and the Go packages' (benches/results/go.md).
-bench: build servers redis-cell $(PY_ENVS)/latest node-test go-ready
+bench: build servers redis-cell $(PY_ENVS)/latest $(PY_ENVS)/litellm node-test go-ready
 	BENCH_SERVERS="$(call server_binaries,$(SERVERS))" cargo bench --locked --bench ratelimit
+	cd $(PY_TESTS) && RATELIMIT_LITELLM_COMPARISON=1 REDIS_SERVER=$(PY_FIRST_SERVER) \
+		$(CURDIR)/$(PY_ENVS)/litellm/bin/python -m pytest -q -s test_litellm.py -k comparison
 	$(PY_LIMITS_BENCH) --servers $(call server_binaries,$(SERVERS)) --out benches/results/python.md
 	$(PY_REPLICA_BENCH) --servers $(call server_binaries,$(SERVERS)) --out benches/results/replicas.md
 	$(NODE_STORE_BENCH) --out $(CURDIR)/benches/results/node.md -- $(call server_binaries,$(SERVERS))
