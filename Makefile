@@ -109,16 +109,18 @@ redis-cell: deps
 # (its output goes under target/).
 define test-on
 	@echo "== integration tests on $$($(1) --version | cut -d' ' -f1-3) =="
-	REDIS_SERVER=$(1) $(TIMES) tests "$$($(1) --version | cut -d' ' -f1-3)" -- cargo test --release --locked --test '*'
+	REDIS_SERVER=$(1) $(TIMES) suite "$$($(1) --version | cut -d' ' -f1-3)" $(TEST_FILES_AT_ONCE) -- --test '*'
 	@echo "== the limiter's tests against the Functions library on $$($(1) --version | cut -d' ' -f1-3) =="
-	RATELIMIT_IMPL=library REDIS_SERVER=$(1) $(TIMES) tests "library, $$($(1) --version | cut -d' ' -f1-3)" -- \
-		cargo test --release --locked $(LIBRARY_TESTS)
+	RATELIMIT_IMPL=library REDIS_SERVER=$(1) $(TIMES) suite "library, $$($(1) --version | cut -d' ' -f1-3)" \
+		$(TEST_FILES_AT_ONCE) -- $(LIBRARY_TESTS)
 
 endef
 
-# Each server's integration tests, two servers at a time: they mostly wait on windows and leases,
-# and a pair loads the machine as two `make test` side by side do (which they pass). The test
-# binaries are built first, once; each server's output is printed whole when it is done.
+# Each server's integration tests, two servers at a time, and two test files at a time within
+# each (scripts/test-times.py suite): they mostly wait on windows, leases and servers, and four
+# files at once load the machine as two `make test` side by side do (which they pass). The test
+# binaries are built first, once; each file's output is printed whole when it is done.
+TEST_FILES_AT_ONCE := 2
 INTEGRATION := $(addprefix integration-,$(SERVERS))
 
 # (run through `make integration`, which builds what they need first)

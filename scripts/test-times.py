@@ -7,18 +7,25 @@
                                                   time of each test it reports (cargo test's test
                                                   files, pytest's --durations, node --test's and
                                                   go test -v's tests), named with LABEL
+  scripts/test-times.py suite LABEL JOBS -- ARGS   run the test files `cargo test --release --locked
+                                                  ARGS` builds, JOBS at a time (they mostly wait on
+                                                  windows, leases and servers), each one's output
+                                                  printed whole when it is done, and keep their times
   scripts/test-times.py report                    print the phases and the 15 slowest tests
 
 Times go to target/test-times/ (phases.tsv, tests.tsv). A command's exit status is the script's.
 """
 
+import json
 import os
 import re
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
-FOLDER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "target", "test-times")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FOLDER = os.path.join(ROOT, "target", "test-times")
 PHASES = os.path.join(FOLDER, "phases.tsv")
 TESTS = os.path.join(FOLDER, "tests.tsv")
 
@@ -72,6 +79,47 @@ def tests(args):
     return process.wait()
 
 
+def suite(args):
+    (label, jobs), cargo_args = command(args)
+    built = subprocess.run(
+        ["cargo", "test", "--release", "--locked", "--no-run", "--message-format=json", *cargo_args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    if built.returncode != 0:
+        sys.stderr.write(built.stderr)
+        return built.returncode
+    files = []
+    for line in built.stdout.splitlines():
+        artifact = json.loads(line)
+        if artifact.get("reason") != "compiler-artifact" or not artifact.get("executable"):
+            continue
+        if "test" in artifact["target"]["kind"]:
+            files.append((os.path.relpath(artifact["target"]["src_path"], ROOT), artifact["executable"]))
+
+    def run(file):
+        name, executable = file
+        started = time.monotonic()
+        done = subprocess.run(
+            [executable], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+        )
+        return name, executable, done.returncode, done.stdout, time.monotonic() - started
+
+    failed = []
+    with ThreadPoolExecutor(max_workers=int(jobs)) as pool:
+        for name, executable, code, output, seconds in pool.map(run, files):
+            sys.stdout.write(f"     Running {name} ({os.path.relpath(executable, ROOT)})\n{output}")
+            sys.stdout.flush()
+            append(TESTS, label, name, f"{seconds:.2f}")
+            if code != 0:
+                failed.append(name)
+    if failed:
+        print(f"test-times: failed in {label}: {' '.join(failed)}")
+        return 1
+    return 0
+
+
 def rows(path):
     if not os.path.exists(path):
         return []
@@ -107,6 +155,8 @@ def main():
         return phase(args)
     if what == "tests":
         return tests(args)
+    if what == "suite":
+        return suite(args)
     if what == "report":
         return report()
     sys.exit(__doc__)
