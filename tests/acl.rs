@@ -70,12 +70,8 @@ fn refused(con: &mut Connection, lines: &[&str]) {
 
 /// Every limiter on `rl:` keys, as an application calls them.
 fn calls_every_limiter(app: &mut Connection) {
-    answered(app, "RATELIMIT.HIT rl:h 10 60");
-    answered(app, "RATELIMIT.SLIDE rl:s 10 60");
-    answered(app, "RATELIMIT.HITALL 2 rl:a rl:b 10 60 10 60");
+    calls_every_limiter_but_settle(app);
     answered(app, "RATELIMIT.PEEK rl:h 10");
-    answered(app, "RATELIMIT.GCRA rl:g 5 1 60");
-    answered(app, "CL.THROTTLE rl:c 5 1 60");
     let reserved: Vec<Value> =
         redis::cmd("RATELIMIT.HIT").arg(&["rl:r", "100", "60", "COST", "10", "RESERVE"]).query(app).unwrap();
     let reservation: String = redis::from_redis_value(&reserved[4]).unwrap();
@@ -218,8 +214,8 @@ fn calls_every_limiter_but_settle(app: &mut Connection) {
         "RATELIMIT.HITALL 2 rl:a rl:b 10 60 10 60",
         "RATELIMIT.GCRA rl:g 5 1 60",
         "CL.THROTTLE rl:c 5 1 60",
-        "RATELIMIT.HIT rl:r 100 60 COST 10 RESERVE",
-        "RATELIMIT.ACQUIRE rl:l 2 60",
+        "RATELIMIT.HIT rl:reserved 100 60 COST 10 RESERVE",
+        "RATELIMIT.ACQUIRE rl:held 2 60",
     ] {
         answered(app, line);
     }
