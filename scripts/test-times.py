@@ -4,9 +4,8 @@
   scripts/test-times.py start                     forget the last run's times
   scripts/test-times.py phase NAME -- CMD ...     run CMD as phase NAME, timed
   scripts/test-times.py tests LABEL -- CMD ...    run CMD, its output passed through, and keep the
-                                                  time of each test it reports (cargo test's test
-                                                  files, pytest's --durations, node --test's and
-                                                  go test -v's tests), named with LABEL
+                                                  time of each test it reports (pytest's --durations,
+                                                  node --test's spec reporter), named with LABEL
   scripts/test-times.py suite LABEL JOBS -- ARGS   run the test files `cargo test --release --locked
                                                   ARGS` builds, JOBS at a time (they mostly wait on
                                                   windows, leases and servers), each one's output
@@ -30,11 +29,8 @@ PHASES = os.path.join(FOLDER, "phases.tsv")
 TESTS = os.path.join(FOLDER, "tests.tsv")
 
 # What each runner prints about a test's time.
-CARGO_FILE = re.compile(r"^\s+Running (?:unittests )?(\S+)")
-CARGO_DONE = re.compile(r"^test result: .* finished in ([0-9.]+)s")
 PYTEST = re.compile(r"^([0-9.]+)s (?:call|setup|teardown)\s+(\S+)")
 NODE = re.compile(r"^\s*✔ (.+) \(([0-9.]+)ms\)$")
-GO = re.compile(r"^\s*--- (?:PASS|FAIL): (\S+) \(([0-9.]+)s\)")
 
 
 def append(path, *fields):
@@ -61,20 +57,12 @@ def phase(args):
 def tests(args):
     (label,), cmd = command(args)
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
-    running = None
     for line in process.stdout:
         sys.stdout.write(line)
-        if m := CARGO_FILE.match(line):
-            running = m.group(1)
-        elif (m := CARGO_DONE.match(line)) and running:
-            append(TESTS, label, running, m.group(1))
-            running = None
-        elif m := PYTEST.match(line):
+        if m := PYTEST.match(line):
             append(TESTS, label, m.group(2), m.group(1))
         elif m := NODE.match(line):
             append(TESTS, label, m.group(1), f"{float(m.group(2)) / 1000:.2f}")
-        elif m := GO.match(line):
-            append(TESTS, label, m.group(1), m.group(2))
     sys.stdout.flush()
     return process.wait()
 
