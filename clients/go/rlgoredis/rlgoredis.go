@@ -1,7 +1,8 @@
 // Package rlgoredis runs redis-ratelimit's limiters over go-redis v9: a Client, ClusterClient,
 // Ring or any UniversalClient. Each call names its key's position, so that a cluster or a ring
 // sends it to the key's primary at once (no MOVED round trip, whatever go-redis's command cache
-// holds).
+// holds). ConnFor also takes a client that only runs scripts (a wrapper or a mock made for
+// redis_rate's or ulule's constructors), for the drop-ins.
 package rlgoredis
 
 import (
