@@ -244,14 +244,29 @@ fn keys_spread_over_every_primary(cluster: &Cluster, client: &mut ClusterConnect
             let key = format!("tspread:{i}");
             let (_, reservation) =
                 common::reserve(client, "RATELIMIT.HIT", &key, &["100", "3600", "COST", "3"]).unwrap();
-            let settled = common::settle(client, &key, &reservation.unwrap(), 1).unwrap();
+            let reservation = reservation.unwrap();
+            let settled = common::settle(client, &key, &reservation, 1).unwrap();
             assert_eq!((settled[1], settled[4]), (round, -2));
+            // Again (a retry after a lost reply): nothing changes, and the first's refund answered.
+            let again = common::settle(client, &key, &reservation, 1).unwrap();
+            assert_eq!((again[1], again[4]), (round, -2));
         }
     }
     for primary in cluster.primaries() {
         let mut con = cluster.node_connection(primary.port);
         let dbsize: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
         assert!(dbsize > 50, "primary {} holds only {dbsize} of 300 counters", primary.port);
+        // Each key's settle marks are in its slot, so on its node.
+        let marks: Vec<String> = redis::cmd("KEYS").arg("tspread:*:settled:*").query(&mut con).unwrap();
+        let settled: Vec<String> = redis::cmd("KEYS").arg("tspread:*").query(&mut con).unwrap();
+        assert_eq!(marks.len() * 2, settled.len(), "primary {}: {settled:?}", primary.port);
+        for marks in marks {
+            let key = &marks[..marks.find(":settled:").unwrap()];
+            let slot = |con: &mut Connection, name: &str| -> i64 {
+                redis::cmd("CLUSTER").arg("KEYSLOT").arg(name).query(con).unwrap()
+            };
+            assert_eq!(slot(&mut con, &marks), slot(&mut con, key), "{marks}");
+        }
     }
 }
 

@@ -110,19 +110,34 @@ fn reservation_shaped(text: &[u8]) -> bool {
     [b"h:", b"a:", b"c:", b"s:", b"g:"].iter().any(|kind| text.starts_with(*kind))
 }
 
-/// One reservation without its key's tag (a calendar window's: the kind and four numbers, the
-/// tag, then its zone); any other text as it is but for a tag-shaped end.
+/// One reservation without its key's tag and its id (a calendar window's: the kind and four
+/// numbers, the tag and id, then its zone); any other text as it is but for a tag-shaped end.
 fn untagged_entry(text: &[u8]) -> Vec<u8> {
+    let hex = |field: &[u8]| [8, 24].contains(&field.len()) && field.iter().all(u8::is_ascii_hexdigit);
     if text.starts_with(b"c:") {
         let colons: Vec<usize> = text.iter().enumerate().filter(|(_, &b)| b == b':').map(|(i, _)| i).collect();
-        if let Some(&at) = colons.get(4).filter(|&&at| text.len() >= at + 9) {
-            return [&text[..at], &text[at + 9..]].concat();
+        if let Some(&at) = colons.get(4) {
+            let end = colons.get(5).copied().unwrap_or(text.len());
+            if hex(&text[at + 1..end]) {
+                return [&text[..at], &text[end..]].concat();
+            }
         }
     }
-    if text.len() > 9 && text[text.len() - 9] == b':' {
-        return text[..text.len() - 9].to_vec();
+    match text.iter().rposition(|&b| b == b':') {
+        Some(at) if hex(&text[at + 1..]) => text[..at].to_vec(),
+        _ => text.to_vec(),
     }
-    text.to_vec()
+}
+
+/// A key's settle marks, as both sides must agree on them: what each settle applied (the ids are
+/// each side's own), and when the marks expire. `name` is the key's, then `:settled:`.
+fn settle_marks(con: &mut Connection, name: &str) -> (Option<String>, i64) {
+    let found: Vec<String> = redis::cmd("KEYS").arg(format!("{name}????")).query(con).unwrap();
+    let Some(marks) = found.first() else { return (None, -2) };
+    let mut applied: Vec<i64> = redis::cmd("HVALS").arg(marks).query(con).unwrap();
+    applied.sort();
+    let expiry: i64 = redis::cmd("PEXPIRETIME").arg(marks).query(con).unwrap();
+    (Some(format!("{applied:?}")), expiry)
 }
 
 /// A reservation made by both sides of one call, each for its own keys, and those keys' names
@@ -217,8 +232,17 @@ fn time_ms(value: &Value) -> i64 {
     s * 1_000 + us / 1_000
 }
 
-/// The library's copy of `key` made the module's again: value and absolute expiry.
+/// The library's copy of `key` made the module's again: value and absolute expiry, and its settle
+/// marks' expiry (their ids are each side's own).
 fn realign(con: &mut Connection, key: &str) {
+    let marks = |con: &mut Connection, side: &str| -> Option<String> {
+        let found: Vec<String> = redis::cmd("KEYS").arg(format!("{side}:{key}:settled:????")).query(con).unwrap();
+        found.into_iter().next()
+    };
+    if let (Some(m), Some(l)) = (marks(con, "m"), marks(con, "l")) {
+        let expiry: i64 = redis::cmd("PEXPIRETIME").arg(m).query(con).unwrap();
+        let _: Value = redis::cmd("PEXPIREAT").arg(l).arg(expiry).query(con).unwrap();
+    }
     let dump: Value = redis::cmd("DUMP").arg(format!("m:{key}")).query(con).unwrap();
     let expiry: i64 = redis::cmd("PEXPIRETIME").arg(format!("m:{key}")).query(con).unwrap();
     let _: () = redis::cmd("DEL").arg(format!("l:{key}")).query(con).unwrap();
@@ -261,7 +285,7 @@ fn the_library_answers_as_the_module_does() {
     let gcra_ms = if one_instant { 0 } else { 1 };
     let (mut compared, mut gcra_replies, mut slide_replies, mut ticked, mut mismatches) = (0, 0, 0, 0, Vec::new());
     let (mut beyond, mut lease_replies, mut settle_replies, mut laid_replies) = (0, 0, 0, 0);
-    let (mut token_replies, mut multi_settles, mut partial_replies) = (0, 0, 0);
+    let (mut token_replies, mut multi_settles, mut partial_replies, mut marks_compared) = (0, 0, 0, 0);
     let mut reservations: Vec<Reservation> = Vec::new();
     for i in 0..7_000 {
         let (command, function) = [
@@ -514,17 +538,28 @@ fn the_library_answers_as_the_module_does() {
     // The same keys, with the same values and expiry instants. Leases of a few ms end during the
     // comparison: a key missing on one side is one that expired between the two reads (its
     // other side's expiry has passed by the server's clock), or a mismatch.
+    // A key's settle marks are listed by the name they share on both sides: the key's, then
+    // `:settled:` (the four characters after it put them in their key's slot).
     let listed = |con: &mut Connection, side: &str| -> Vec<String> {
         let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{side}:f[zgsl]:*")).query(con).unwrap();
-        keys.into_iter().map(|k| k[2..].to_string()).collect()
+        keys.into_iter()
+            .map(|k| k[2..].to_string())
+            .map(|k| k.find(":settled:").map_or(k.clone(), |at| k[..at + 9].into()))
+            .collect()
     };
     let mut keys = listed(&mut con, "m");
     keys.extend(listed(&mut con, "l"));
     keys.sort();
     keys.dedup();
     for key in keys.iter().filter(|k| !k.ends_with("list")) {
-        let (value_m, expiry_m) = value_and_expiry(&mut con, &format!("m:{key}"));
-        let (value_l, expiry_l) = value_and_expiry(&mut con, &format!("l:{key}"));
+        let marks = key.ends_with(":settled:");
+        marks_compared += usize::from(marks);
+        let read = |con: &mut Connection, name: String| match marks {
+            true => settle_marks(con, &name),
+            false => value_and_expiry(con, &name),
+        };
+        let (value_m, expiry_m) = read(&mut con, format!("m:{key}"));
+        let (value_l, expiry_l) = read(&mut con, format!("l:{key}"));
         let now = time_ms(&redis::cmd("TIME").query(&mut con).unwrap());
         let expired_between =
             |value: &Option<String>, other_expiry: i64| value.is_none() && (0..=now).contains(&other_expiry);
@@ -535,6 +570,8 @@ fn the_library_answers_as_the_module_does() {
         let tat = |v: &Option<String>| v.as_deref().and_then(|v| v.parse::<i64>().ok());
         let same = match (key.starts_with("fg:"), tat(&value_m), tat(&value_l)) {
             (true, Some(a), Some(b)) => (a - b).abs() <= gcra_ms * 1_000_000 && (expiry_m - expiry_l).abs() <= gcra_ms,
+            // A bucket's marks last from the settle's instant, which the two clocks read apart.
+            (true, ..) if marks => value_m == value_l && (expiry_m - expiry_l).abs() <= gcra_ms,
             _ => value_m == value_l && expiry_m == expiry_l,
         };
         if !same {
@@ -543,8 +580,11 @@ fn the_library_answers_as_the_module_does() {
             ));
         }
     }
+    // The module's settles of a reservation settled before, which the library answered alike.
+    let settled_again: usize =
+        common::info_field(&mut con, "ratelimit", "ratelimit_settled_again").unwrap().parse().unwrap();
     eprintln!(
-        "{compared} calls ({gcra_replies} GCRA, {slide_replies} sliding-window, {lease_replies} lease, {settle_replies} settle ({multi_settles} of several keys), {token_replies} HITALL with TOKENS, {partial_replies} GCRA with PARTIAL, {laid_replies} aligned or calendar replies) and {} keys compared, {ticked} transactions across a \
+        "{compared} calls ({gcra_replies} GCRA, {slide_replies} sliding-window, {lease_replies} lease, {settle_replies} settle ({multi_settles} of several keys, {settled_again} settled again, {marks_compared} keys' settle marks compared), {token_replies} HITALL with TOKENS, {partial_replies} GCRA with PARTIAL, {laid_replies} aligned or calendar replies) and {} keys compared, {ticked} transactions across a \
          millisecond's tick and {beyond} documented differences (2^53, ACQUIRE without ID, a named zone) left out, {} mismatches (seed {seed})",
         keys.len(),
         mismatches.len()
@@ -557,6 +597,8 @@ fn the_library_answers_as_the_module_does() {
     assert!(laid_replies > 50, "too few aligned or calendar windows got through to compare: {laid_replies}");
     assert!(token_replies > 30, "too few HITALL with TOKENS got through to compare: {token_replies}");
     assert!(multi_settles > 5, "too few settles of several keys got through to compare: {multi_settles}");
+    assert!(settled_again > 10, "too few settles of a reservation settled before: {settled_again}");
+    assert!(marks_compared > 5, "too few keys' settle marks compared: {marks_compared}");
     assert!(partial_replies > 10, "too few GCRA calls with PARTIAL got through to compare: {partial_replies}");
 }
 

@@ -10,7 +10,7 @@ use redis::Connection;
 /// denied, denied without a write, COST, MS; GCRA's create, store, heal when denied; the sliding
 /// window's create, count, rotate, heal when admitted and when denied, and HITALL's SLIDE; each
 /// limiter's give-back and settles (a refund, an overage). Returns the keys to compare.
-fn every_write_path(con: &mut Connection) -> Vec<&'static str> {
+fn every_write_path(con: &mut Connection) -> Vec<String> {
     let set = |con: &mut Connection, key: &str, value: i64| {
         let _: () = redis::cmd("SET").arg(key).arg(value).query(con).unwrap();
     };
@@ -121,10 +121,10 @@ fn every_write_path(con: &mut Connection) -> Vec<&'static str> {
     let all: String = redis::from_redis_value(&reply.pop().unwrap()).unwrap();
     common::settle_all(con, &[tpm, tpd], &all, 10).unwrap();
     let _: () = redis::cmd("DEL").arg(tpd).query(con).unwrap();
-    common::settle_all(con, &[tpm, tpd], &all, 90).unwrap();
+    common::settle_all(con, &[tpm, tpd], &common::same_terms(&all, 1), 90).unwrap();
     set(con, "rl:refund-heal", 6);
     hit(con, "rl:refund-heal", &["10", "3600", "COST", "-2"]).unwrap();
-    vec![
+    let keys = [
         "rl:refund",
         "rl:refund:settle-refund",
         "rl:refund:settle-over",
@@ -156,7 +156,11 @@ fn every_write_path(con: &mut Connection) -> Vec<&'static str> {
         "s:heal-denied",
         "s:{all}:m",
         "s:{all}:h",
-    ]
+    ];
+    // And each settled key's settle marks (`HSET`, `PEXPIREAT`).
+    let marks: Vec<String> = redis::cmd("KEYS").arg("*:settled:*").query(con).unwrap();
+    assert!(marks.len() >= 10, "{marks:?}");
+    keys.into_iter().map(String::from).chain(marks).collect()
 }
 
 fn repl_offset(con: &mut Connection) -> i64 {
@@ -179,7 +183,7 @@ fn a_replica_without_the_module_gets_identical_counters() {
     assert_eq!(repl_offset(&mut p), before);
 
     common::wait_for_replica(&mut p);
-    for key in keys {
+    for key in &keys {
         let on_primary = value_and_expiry(&mut p, key);
         assert!(on_primary.1 > 0, "{key} has no expiry on the primary");
         assert_eq!(value_and_expiry(&mut r, key), on_primary, "{key}");

@@ -8,8 +8,8 @@ use ratelimit_testkit as common;
 use std::time::Duration;
 
 use common::{
-    assert_within, error_of, gcra, get, hit, info_field, limiter, module_only, reserve, settle, slide, snapshot,
-    wait_for, Server,
+    assert_within, error_of, gcra, get, hit, info_field, limiter, module_only, reserve, same_terms, settle, slide,
+    snapshot, wait_for, Server,
 };
 use redis::Connection;
 
@@ -101,12 +101,93 @@ fn settling_a_fixed_window_refunds_while_it_runs_and_charges_overage() {
     assert_eq!(reply[..3], [1, 3, 7]);
     assert_eq!(reply[4], -5);
     assert_eq!(expiry(&mut con, "k"), end);
-    // Not idempotent: settling again applies again (12 used of 8: 4 more, past the limit).
+    // 12 used of 7: 5 more, past the limit.
     let (_, r) = reserve(&mut con, "RATELIMIT.HIT", "k", &["10", "60", "COST", "7"]).unwrap();
     let r = r.unwrap();
     assert_eq!(settle(&mut con, "k", &r, 12).unwrap()[..3], [1, 15, 0]);
-    assert_eq!(settle(&mut con, "k", &r, 12).unwrap()[..3], [1, 20, 0]);
     assert_eq!(expiry(&mut con, "k"), end, "an overage in the running window keeps it");
+    // At most once: settled again (a retry after a lost reply), whatever it says was used, it
+    // changes nothing and answers what the first applied.
+    for used in [12, 0] {
+        let again = settle(&mut con, "k", &r, used).unwrap();
+        assert_eq!([again[0], again[1], again[2], again[4]], [1, 15, 0, 5], "used {used}");
+    }
+    // Another call's reservation on the same terms settles on its own.
+    assert_eq!(settle(&mut con, "k", &same_terms(&r, 1), 12).unwrap()[..3], [1, 20, 0]);
+}
+
+#[test]
+fn every_limiter_settles_a_reservation_at_most_once() {
+    let server = Server::start();
+    let mut con = server.connect();
+    for (command, key, args, applied) in [
+        ("RATELIMIT.HIT", "h", &["100", "60", "COST", "10"][..], -7),
+        ("RATELIMIT.HIT", "a", &["100", "60", "ALIGN", "COST", "10"], -7),
+        ("RATELIMIT.HIT", "c", &["100", "day", "COST", "10"], -7),
+        ("RATELIMIT.SLIDE", "s", &["100", "60", "COST", "10"], -7),
+        ("RATELIMIT.GCRA", "g", &["99", "100", "60", "TOKENS", "10"], -7),
+    ] {
+        let (_, r) = reserve(&mut con, command, key, args).unwrap();
+        let r = r.unwrap();
+        let first = settle(&mut con, key, &r, 3).unwrap();
+        assert_eq!(first[first.len() - 1], applied, "{command} {args:?}");
+        let value = get(&mut con, key);
+        for used in [3, 50] {
+            let again = settle(&mut con, key, &r, used).unwrap();
+            assert_eq!((again[1], again[again.len() - 1]), (first[1], applied), "{command} {args:?}");
+            assert_eq!(get(&mut con, key), value, "{command} {args:?}: settled twice");
+        }
+        // The key's marks expire when what was reserved stops counting, or with the key.
+        let marks: Vec<String> = redis::cmd("KEYS").arg(format!("{key}:settled:*")).query(&mut con).unwrap();
+        let (marks_expiry, key_expiry) = (expiry(&mut con, &marks[0]), expiry(&mut con, key));
+        assert!(marks_expiry >= key_expiry && key_expiry > 0, "{command} {args:?}: {marks_expiry} {key_expiry}");
+        let now = common::server_ms(&mut con);
+        let bound = if command == "RATELIMIT.SLIDE" { 120_000 } else { 60_000 };
+        assert!(
+            marks_expiry <= now + bound || args.contains(&"day"),
+            "{command} {args:?}: marks for {} ms",
+            marks_expiry - now
+        );
+    }
+    // A HITALL's token keys: each key's marks are its own, settled at most once together.
+    let call = ["2", "{t}:m", "{t}:d", "1000", "60", "5000", "day", "TOKENS", "400", "2", "RESERVE"];
+    let mut reply: Vec<redis::Value> = limiter("RATELIMIT.HITALL").arg(&call).query(&mut con).unwrap();
+    let r: String = redis::from_redis_value(&reply.pop().unwrap()).unwrap();
+    let first = common::settle_all(&mut con, &["{t}:m", "{t}:d"], &r, 100).unwrap();
+    let again = common::settle_all(&mut con, &["{t}:m", "{t}:d"], &r, 900).unwrap();
+    assert_eq!(again.iter().map(|k| (k[1], k[4])).collect::<Vec<_>>(), [(100, -300), (100, -300)]);
+    assert_eq!(first.iter().map(|k| (k[1], k[4])).collect::<Vec<_>>(), [(100, -300), (100, -300)]);
+}
+
+#[test]
+fn a_reservation_without_id_still_settles_without_the_guarantee() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let (_, r) = reserve(&mut con, "RATELIMIT.HIT", "k", &["100", "60", "COST", "10"]).unwrap();
+    // As a module before ids wrote it: the tag alone.
+    let r = r.unwrap();
+    let legacy = &r[..r.len() - 16];
+    assert_eq!(settle(&mut con, "k", legacy, 8).unwrap()[..2], [1, 8]);
+    assert_eq!(settle(&mut con, "k", legacy, 8).unwrap()[..2], [1, 6], "applied again");
+    let marks: Vec<String> = redis::cmd("KEYS").arg("k:settled:*").query(&mut con).unwrap();
+    assert!(marks.is_empty(), "{marks:?}");
+}
+
+#[test]
+fn marks_of_another_kind_are_refused_and_nothing_changes() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let (_, r) = reserve(&mut con, "RATELIMIT.HIT", "k", &["100", "60", "COST", "10"]).unwrap();
+    let r = r.unwrap();
+    settle(&mut con, "k", &r, 4).unwrap();
+    let marks: Vec<String> = redis::cmd("KEYS").arg("k:settled:*").query(&mut con).unwrap();
+    let _: () = redis::cmd("DEL").arg(&marks[0]).query(&mut con).unwrap();
+    let _: () = redis::cmd("SET").arg(&marks[0]).arg("x").query(&mut con).unwrap();
+    let before = snapshot(&mut con, "k");
+    let other = same_terms(&r, 1);
+    let e = error_of(settle(&mut con, "k", &other, 4));
+    assert_eq!(e, "WRONGTYPE the key's settle marks (its name, then ':settled:') hold another kind of value");
+    assert_eq!(snapshot(&mut con, "k"), before);
 }
 
 #[test]
@@ -120,11 +201,12 @@ fn a_refund_for_a_window_that_has_ended_is_dropped() {
     // The new window's count is never lowered by the old window's refund.
     let reply = settle(&mut con, "k", &r, 0).unwrap();
     assert_eq!((reply[1], reply[4]), (6, 0));
-    // An overage still counts, in the current window.
-    assert_eq!(settle(&mut con, "k", &r, 10).unwrap()[1], 8);
+    // An overage still counts, in the current window (another call's reservation of the first
+    // window: that one is settled).
+    assert_eq!(settle(&mut con, "k", &same_terms(&r, 1), 10).unwrap()[1], 8);
     // And after that one ends too, on a new counter with a window of its own.
     let _: () = redis::cmd("DEL").arg("k").query(&mut con).unwrap();
-    let reply = settle(&mut con, "k", &r, 11).unwrap();
+    let reply = settle(&mut con, "k", &same_terms(&r, 2), 11).unwrap();
     assert_eq!(reply, [1, 3, 7, 100, 3]);
 }
 
@@ -170,11 +252,12 @@ fn an_aligned_window_settles_into_the_window_laid_at_settle() {
     assert!(r.starts_with("a:100:60000:1800000060000:10:"), "{r}");
     assert_eq!(settle(&mut con, "a", &r, 4).unwrap(), [1, 4, 96, 47_655, -6]);
     clock.move_to(&mut con, 1_800_000_060_001);
-    // The overage's new window ends at the next multiple of 60 s, as a HIT's would.
-    assert_eq!(settle(&mut con, "a", &r, 30).unwrap(), [1, 20, 80, 59_999, 20]);
+    // The overage's new window ends at the next multiple of 60 s, as a HIT's would (another
+    // call's reservation of the first window: that one is settled).
+    assert_eq!(settle(&mut con, "a", &same_terms(&r, 1), 30).unwrap(), [1, 20, 80, 59_999, 20]);
     assert_eq!(expiry(&mut con, "a"), 1_800_000_120_000);
     // A refund for the ended window is dropped.
-    assert_eq!(settle(&mut con, "a", &r, 0).unwrap()[4], 0);
+    assert_eq!(settle(&mut con, "a", &same_terms(&r, 2), 0).unwrap()[4], 0);
 }
 
 #[test]
@@ -235,8 +318,9 @@ fn a_bucket_refund_and_an_overage_debt() {
     let reply = settle(&mut con, "g", &r, 2).unwrap();
     assert_eq!([reply[0], reply[1], reply[2], reply[3], reply[5]], [0, 5, 3, -1, -3]);
     hours(2, reply[4]);
-    // Used 9 of 5: the TAT moves 4 more hours ahead, past the bucket's tolerance.
-    let reply = settle(&mut con, "g", &r, 9).unwrap();
+    // Used 9 of 5 (another call's reservation): the TAT moves 4 more hours ahead, past the
+    // bucket's tolerance.
+    let reply = settle(&mut con, "g", &same_terms(&r, 1), 9).unwrap();
     assert_eq!((reply[2], reply[5]), (0, 4));
     hours(6, reply[4]);
     let denied = gcra(&mut con, "g", &["4", "1", "3600"]).unwrap();
@@ -309,7 +393,11 @@ fn a_settle_of_several_keys_checks_them_all_before_writing_any() {
         (vec!["{t}:m", "{t}:m"], r.clone(), "ERR each key may be given only once"),
         (vec!["{t}:d", "{t}:m"], r.clone(), "ERR the reservation is for another key"),
         (vec!["{t}:m", "{t}:d"], format!("{m},garbage"), "ERR invalid reservation"),
-        (vec!["{t}:m", "{t}:list"], format!("{m},{}", d.replace(&d[d.len() - 8..], &tag_of("{t}:list"))), "WRONGTYPE"),
+        (
+            vec!["{t}:m", "{t}:list"],
+            format!("{m},{}", d.replace(&d[d.len() - 24..d.len() - 16], &tag_of("{t}:list"))),
+            "WRONGTYPE",
+        ),
     ];
     for (keys, reservation, expected) in cases {
         let before = (snapshot(&mut con, "{t}:m"), snapshot(&mut con, "{t}:d"));
@@ -320,7 +408,7 @@ fn a_settle_of_several_keys_checks_them_all_before_writing_any() {
     // Each entry settles into its own key's window, whatever order it names them in.
     let per_key = settle_all(&mut con, &["{t}:m", "{t}:d"], &r).unwrap();
     assert_eq!(per_key.iter().map(|k| (k[1], k[4])).collect::<Vec<_>>(), [(100, -300), (100, -300)]);
-    let swapped = format!("{d},{m}");
+    let swapped = same_terms(&format!("{d},{m}"), 1);
     let per_key = settle_all(&mut con, &["{t}:d", "{t}:m"], &swapped).unwrap();
     assert_eq!(per_key.iter().map(|k| (k[1], k[4])).collect::<Vec<_>>(), [(0, -100), (0, -100)]);
 }
@@ -341,15 +429,18 @@ fn info_counts_reservations_settles_refunds_and_overage() {
     let (_, r) = reserve(&mut con, "RATELIMIT.HIT", "k", &["10", "100", "MS", "COST", "4"]).unwrap();
     let r = r.unwrap();
     settle(&mut con, "k", &r, 1).unwrap();
-    settle(&mut con, "k", &r, 9).unwrap();
+    settle(&mut con, "k", &r, 1).unwrap();
+    settle(&mut con, "k", &same_terms(&r, 1), 9).unwrap();
     hit(&mut con, "k", &["10", "60", "COST", "-1"]).unwrap();
     wait_for("the window to end", Duration::from_secs(10), || !exists(&mut con, "k"));
     hit(&mut con, "k", &["10", "60"]).unwrap();
-    settle(&mut con, "k", &r, 1).unwrap();
+    settle(&mut con, "k", &same_terms(&r, 2), 1).unwrap();
     let field = |con: &mut Connection, name: &str| info_field(con, "ratelimit", &format!("ratelimit_{name}")).unwrap();
-    let counts: Vec<String> =
-        ["reserved", "settled", "refunded", "refunds_dropped", "overage"].iter().map(|n| field(&mut con, n)).collect();
-    assert_eq!(counts, ["1", "3", "2", "1", "1"]);
+    let counts: Vec<String> = ["reserved", "settled", "settled_again", "refunded", "refunds_dropped", "overage"]
+        .iter()
+        .map(|n| field(&mut con, n))
+        .collect();
+    assert_eq!(counts, ["1", "3", "1", "2", "1", "1"]);
     // A give-back is no decision: one hit admitted, the reservation, and the last hit.
     assert_eq!(field(&mut con, "hits"), "2");
 }

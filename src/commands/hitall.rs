@@ -4,7 +4,7 @@
 //! keys count a request's tokens, and with RESERVE the reply ends with one reservation of them
 //! all for SETTLE.
 
-use crate::commands::{record, shadow, track, Counted, HITS, SLIDES};
+use crate::commands::{next_reservation_id, record, shadow, track, Counted, HITS, SLIDES};
 use crate::core::args::parse_hitall;
 use crate::core::decimal::parse_i64;
 use crate::core::reservation::{self, Reserved};
@@ -80,11 +80,13 @@ fn reservation<'z>(
 ) -> Option<Vec<u8>> {
     let mut text = Vec::new();
     let mut buf = [0; reservation::MAX_LEN];
+    // One id for the call: each key's marks are its own.
+    let id = next_reservation_id();
     for (i, l) in limits.iter().enumerate().skip(from) {
         if i > from {
             text.push(b',');
         }
-        text.extend_from_slice(reserved(i, l)?.write(call.arg(2 + i)?, &mut buf));
+        text.extend_from_slice(reserved(i, l)?.write(call.arg(2 + i)?, &id, &mut buf));
     }
     Some(text)
 }

@@ -125,10 +125,23 @@ fn reply_reserving(call: &crate::redis::call::Call, numbers: &[i64], reserved: O
         (Some(r), Some(key)) => {
             stats::RESERVED.add(1);
             let mut buf = [0; reservation::MAX_LEN];
-            call.reply_bulk(r.write(key, &mut buf));
+            call.reply_bulk(r.write(key, &next_reservation_id(), &mut buf));
         }
         _ => call.reply_null(),
     }
+}
+
+/// A new reservation's id: this process's next (`reservation::id`), from a seed drawn at random
+/// the first time.
+fn next_reservation_id() -> reservation::Id {
+    use std::hash::BuildHasher;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static SEED: OnceLock<u64> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    // std's hasher keys are drawn from the OS's randomness.
+    let seed = *SEED.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(0u64));
+    reservation::id(seed, NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// One decision of a limiter command at `now_ms`, for INFO's per-command line and RATELIMIT.TOP:

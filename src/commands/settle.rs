@@ -2,19 +2,25 @@
 //! a HITALL's token keys, one entry per key) settled with the amount used. Replies as the
 //! reserving command would after it, as admitted, and last how much it applied: negative for what
 //! it gave back, positive for an overage charged; with several keys, one such reply per key.
+//!
+//! A reservation settles at most once: its key's settle marks (`core::settle_marks`) keep what
+//! each reservation's settle applied, and a second SETTLE of it changes nothing and answers with
+//! the counts as they are and what the first applied.
 
 use crate::commands::healed;
 use crate::core::args::{parse_settle, ArgError};
 use crate::core::calendar::Zone;
 use crate::core::gcra::{self, Rate};
-use crate::core::reservation::Reserved;
+use crate::core::reservation::{Id, Reserved};
+use crate::core::settle_marks::mark_expiry;
 use crate::core::slide::{self, Unsettled};
 use crate::core::stored::{Change, Stored};
 use crate::core::top::View;
 use crate::core::window::{self, Limit};
 use crate::redis::call::{Call, Error};
 use crate::redis::clock::{self, Now};
-use crate::redis::key::{refuse_new_over_maxmemory, StoredKey, Written};
+use crate::redis::key::{refuse_new_over_maxmemory, KeyError, StoredKey, Written};
+use crate::redis::settle_marks::SettleMarks;
 use crate::redis::{stats, tracking};
 
 const OVERFLOW: &str = "ERR increment or decrement would overflow";
@@ -27,6 +33,12 @@ struct Settled<'a> {
     /// The reply's numbers (the reserving command's, then what was applied), and how many.
     reply: ([i64; 6], usize),
     amount: i64,
+    /// The key's marks and the reservation's id; None for a reservation without id.
+    marks: Option<(SettleMarks, Id)>,
+    /// Settled before: nothing to apply, and the reply says what the first settle applied.
+    again: bool,
+    /// Until when what was reserved counts (`Reserved::counts_until`).
+    counts_until: i64,
 }
 
 /// What a settle writes: a fixed window's or a bucket's integer, or a sliding window's counts.
@@ -53,19 +65,47 @@ pub fn settle(call: &Call) -> Result<(), Error> {
         let (Some(name), Some(key_name)) = (call.key(1 + i), call.arg(1 + i)) else {
             return Err(ArgError::Arity("ratelimit.settle").into());
         };
-        let reserved = Reserved::parse(entry, key_name).map_err(|r| Error::from(r.message()))?;
-        let s = decide(call, StoredKey::open(call, name)?, reserved, args.used, now)?;
+        let (reserved, id) = Reserved::parse(entry, key_name).map_err(|r| Error::from(r.message()))?;
+        let marks = match id.and_then(|id| Id::try_from(id).ok()) {
+            Some(id) => Some((SettleMarks::open(call, key_name)?, id)),
+            None => None,
+        };
+        let first = marks.as_ref().map(|(marks, id)| marks.settled(id)).transpose()?.flatten();
+        // Settled before: decided as if exactly what was reserved was used, which changes no count.
+        let used = if first.is_some() { reserved.amount() } else { args.used };
+        let mut s = decide(call, StoredKey::open(call, name)?, reserved, used, now)?;
+        if let Some(applied) = first {
+            s.reply.0[s.reply.1 - 1] = applied;
+        }
+        (s.marks, s.again, s.counts_until) = (marks, first.is_some(), reserved.counts_until(now.ms));
         settled.push(s);
+    }
+    // Marks of a key that has none yet are a new key: refused over maxmemory, as a first hit is.
+    let new_marks = settled.iter().any(|s| !s.again && s.marks.as_ref().is_some_and(|(m, _)| m.is_missing()));
+    if new_marks && call.is_out_of_memory() {
+        return Err(KeyError::OutOfMemory.into());
     }
     let used = args.used;
     for s in &mut settled {
-        match &s.write {
+        let key_expiry = match &s.write {
             Write::Integer(stored, change, written) => apply(&mut s.key, *stored, *change, *written)?,
             Write::Counts(stored, change) => apply(&mut s.key, *stored, *change, Written::Set)?,
+        };
+        if let (false, Some((marks, id))) = (s.again, &mut s.marks) {
+            let at = mark_expiry(s.counts_until, key_expiry, marks.expiry());
+            // Marks that would expire at once guard nothing: what was reserved no longer counts,
+            // and the settle wrote to no window.
+            if at > now.ms {
+                marks.mark(id, s.reply.0[s.reply.1 - 1], at)?;
+            }
         }
     }
     for (i, s) in settled.iter().enumerate() {
         let applied = s.reply.0[s.reply.1 - 1];
+        if s.again {
+            stats::SETTLED_AGAIN.add(1);
+            continue;
+        }
         stats::SETTLED.add(1);
         match applied {
             a if a > 0 => stats::OVERAGE.add(1),
@@ -134,19 +174,19 @@ fn decide<'a>(
             Write::Counts(stored, _) => refuse_new_over_maxmemory(call, &[*stored])?,
         }
     }
-    Ok(Settled { key, write, reply, amount })
+    Ok(Settled { key, write, reply, amount, marks: None, again: false, counts_until: 0 })
 }
 
-/// Makes a settle's change on the key read as `stored`.
+/// Makes a settle's change on the key read as `stored`; the key's expiry after it.
 fn apply<V: crate::core::stored::Value>(
     key: &mut StoredKey<'_>,
     stored: Stored<V>,
     change: Option<Change<V>>,
     written: Written,
-) -> Result<(), Error> {
+) -> Result<Option<i64>, Error> {
     if let Some(change) = change {
         key.apply(&change, written)?;
     }
     healed(&[stored]);
-    Ok(())
+    Ok(stored.expiry_after(change))
 }

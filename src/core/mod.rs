@@ -10,6 +10,7 @@ pub mod gcra;
 pub mod guard_rules;
 pub mod lease;
 pub mod reservation;
+pub mod settle_marks;
 pub mod shadow;
 pub mod slide;
 pub mod stored;

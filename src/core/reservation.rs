@@ -11,8 +11,9 @@
 //! - `s:<limit>:<window_ms>:<window_start_ms>:<amount>:<key>`: SLIDE's, the aligned window from then;
 //! - `g:<capacity>:<emission_ns>:<amount>:<key>`: GCRA's (a bucket has no windows).
 //!
-//! Short, so that the usual one fits in the 44 bytes Redis keeps inline with a string's header
-//! (one allocation less for every SETTLE's argument).
+//! `<key>` is the tag followed by the reservation's id, 16 lowercase hex digits: SETTLE marks the
+//! id settled (`core::settle_marks`), so that settling it again changes nothing. A reservation
+//! with the tag alone (made by a module before ids) still settles, without that guarantee.
 //!
 //! Clients treat it as opaque; the module reads it back with the rules below, so that a text it
 //! did not make is refused before anything is written.
@@ -26,9 +27,23 @@ use crate::core::window::MAX_WINDOW_MS;
 pub type KeyTag = [u8; TAG_LEN];
 const TAG_LEN: usize = 8;
 
-/// The longest reservation text: the kind, four 19-digit numbers and their separators, the tag,
-/// and a calendar window's zone.
-pub const MAX_LEN: usize = 1 + 4 * 20 + 1 + TAG_LEN + 1 + MAX_NAME_LEN;
+/// A reservation's id: unique among the reservations of one key while they count (`id`).
+pub type Id = [u8; ID_LEN];
+pub const ID_LEN: usize = 16;
+
+/// The longest reservation text: the kind, four 19-digit numbers and their separators, the tag
+/// and the id, and a calendar window's zone.
+pub const MAX_LEN: usize = 1 + 4 * 20 + 1 + TAG_LEN + ID_LEN + 1 + MAX_NAME_LEN;
+
+/// The `n`th id of a process whose ids start from `seed`: SplitMix64's output for `seed + n·γ`,
+/// a bijection, so that one process never hands out the same id twice, and processes with random
+/// seeds (restarts, a promoted replica) almost never one another's.
+pub fn id(seed: u64, n: u64) -> Id {
+    let mut z = seed.wrapping_add(n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    hex(z ^ (z >> 31))
+}
 
 /// What was reserved, and where.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,32 +110,36 @@ fn fnv1a(key: &[u8]) -> u32 {
     key.iter().fold(0x811c_9dc5u32, |h, &b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
 }
 
-/// A tag's value: 8 lowercase hex digits.
-fn tag_value(tag: &[u8]) -> Option<u32> {
-    tag.iter().try_fold(0u32, |v, &b| {
+/// A tag's value (8 lowercase hex digits), or an id's (16).
+fn hex_value(tag: &[u8]) -> Option<u64> {
+    tag.iter().try_fold(0u64, |v, &b| {
         let digit = match b {
             b'0'..=b'9' => b - b'0',
             b'a'..=b'f' => b - b'a' + 10,
             _ => return None,
         };
-        Some(v << 4 | u32::from(digit))
+        Some(v << 4 | u64::from(digit))
     })
+}
+
+/// `value`'s last `N` hex digits, lowercase.
+fn hex<const N: usize>(value: u64) -> [u8; N] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [0; N];
+    for (i, digit) in digits.iter_mut().enumerate() {
+        *digit = HEX[((value >> (4 * (N - 1 - i))) & 15) as usize];
+    }
+    digits
 }
 
 /// The tag of `key` in a reservation: FNV-1a, 32 bits, in hex.
 pub fn key_tag(key: &[u8]) -> KeyTag {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let hash = fnv1a(key);
-    let mut tag = [0; TAG_LEN];
-    for (i, digit) in tag.iter_mut().enumerate() {
-        *digit = HEX[((hash >> (28 - 4 * i)) & 15) as usize];
-    }
-    tag
+    hex(u64::from(fnv1a(key)))
 }
 
 impl<'z> Reserved<'z> {
-    /// The reservation's text for `key`, written into `buf`.
-    pub fn write<'b>(&self, key: &[u8], buf: &'b mut [u8; MAX_LEN]) -> &'b [u8] {
+    /// The reservation's text for `key`, with its id, written into `buf`.
+    pub fn write<'b>(&self, key: &[u8], id: &Id, buf: &'b mut [u8; MAX_LEN]) -> &'b [u8] {
         let (name, fields, zone): (&[u8], &[i64], &[u8]) = match self {
             Reserved::Hit { limit, window, zone, window_end_ms, amount } => match *window {
                 Window::Rolling(ms) => (b"h", &[*limit, ms, *window_end_ms, *amount], &[]),
@@ -141,7 +160,8 @@ impl<'z> Reserved<'z> {
         }
         buf[len] = b':';
         buf[len + 1..len + 1 + TAG_LEN].copy_from_slice(&key_tag(key));
-        len += 1 + TAG_LEN;
+        buf[len + 1 + TAG_LEN..len + 1 + TAG_LEN + ID_LEN].copy_from_slice(id);
+        len += 1 + TAG_LEN + ID_LEN;
         if !zone.is_empty() {
             buf[len] = b':';
             buf[len + 1..len + 1 + zone.len()].copy_from_slice(zone);
@@ -150,30 +170,36 @@ impl<'z> Reserved<'z> {
         &buf[..len]
     }
 
-    /// Reads a reservation for `key`: every field as RESERVE writes it (decimal integers as Redis
-    /// reads them, within the commands' bounds), then the key, then a calendar window's zone
-    /// (read as TZ when settling). One pass over the text: SETTLE reads one on every call.
-    pub fn parse(text: &'z [u8], key: &[u8]) -> Result<Reserved<'z>, Refused> {
+    /// Reads a reservation for `key`, and its id if it has one: every field as RESERVE writes it
+    /// (decimal integers as Redis reads them, within the commands' bounds), then the key, then a
+    /// calendar window's zone (read as TZ when settling).
+    pub fn parse(text: &'z [u8], key: &[u8]) -> Result<(Reserved<'z>, Option<&'z [u8]>), Refused> {
         let (name, rest, count) = match text {
             [name @ (b'h' | b'a' | b'c' | b's'), b':', rest @ ..] => (*name, rest, 4),
             [name @ b'g', b':', rest @ ..] => (*name, rest, 3),
             _ => return Err(Refused::Malformed),
         };
-        // The numbers, then ':' and the tag, then for a calendar window ':' and its zone.
-        let split = match name {
-            b'c' => rest.iter().enumerate().filter(|(_, &b)| b == b':').nth(count - 1).map(|(i, _)| i),
-            _ => rest.len().checked_sub(TAG_LEN + 1),
-        }
-        .ok_or(Refused::Malformed)?;
+        // The numbers, then ':', the tag and the id, then for a calendar window ':' and its zone.
+        let split = rest.iter().enumerate().filter(|(_, &b)| b == b':').nth(count - 1).map(|(i, _)| i);
+        let split = split.ok_or(Refused::Malformed)?;
         let (digits, after) = (&rest[..split], &rest[split + 1..]);
-        if rest[split] != b':' || after.len() < TAG_LEN {
+        if after.len() < TAG_LEN {
             return Err(Refused::Malformed);
         }
-        let (tag, zone) = match after.split_at(TAG_LEN) {
-            (tag, []) => (tag, &[][..]),
-            (tag, [b':', zone @ ..]) if name == b'c' && (1..=MAX_NAME_LEN).contains(&zone.len()) => (tag, zone),
+        let (tag, after) = after.split_at(TAG_LEN);
+        let (id, after) = match after {
+            [b':', ..] | [] => (None, after),
+            _ if after.len() >= ID_LEN => (Some(&after[..ID_LEN]), &after[ID_LEN..]),
             _ => return Err(Refused::Malformed),
         };
+        let zone = match after {
+            [] => &[][..],
+            [b':', zone @ ..] if name == b'c' && (1..=MAX_NAME_LEN).contains(&zone.len()) => zone,
+            _ => return Err(Refused::Malformed),
+        };
+        if id.is_some_and(|id| hex_value(id).is_none()) {
+            return Err(Refused::Malformed);
+        }
         let [a, b, c, d] = naturals(digits, count).ok_or(Refused::Malformed)?;
         let window = |limit: i64, window_ms: i64| limit >= 1 && (1..=MAX_WINDOW_MS).contains(&window_ms);
         let hit = |window, zone| Reserved::Hit { limit: a, window, zone, window_end_ms: c, amount: d };
@@ -189,10 +215,24 @@ impl<'z> Reserved<'z> {
             }
             _ => return Err(Refused::Malformed),
         };
-        match tag_value(tag) {
+        match hex_value(tag) {
             None => Err(Refused::Malformed),
-            Some(t) if t != fnv1a(key) => Err(Refused::OtherKey),
-            Some(_) => Ok(reserved),
+            Some(t) if t != u64::from(fnv1a(key)) => Err(Refused::OtherKey),
+            Some(_) => Ok((reserved, id)),
+        }
+    }
+
+    /// Until when (Unix ms) what was reserved counts: the end of a fixed window, of the sliding
+    /// window's count after the reserved one, or for a bucket (which has no windows) the time it
+    /// takes from empty to full, from `now_ms`.
+    pub fn counts_until(&self, now_ms: i64) -> i64 {
+        match *self {
+            Reserved::Hit { window_end_ms, .. } => window_end_ms,
+            Reserved::Slide { window_ms, start_ms, .. } => start_ms.saturating_add(window_ms.saturating_mul(2)),
+            Reserved::Gcra { capacity, emission_ns, .. } => {
+                // Within MAX_SPAN_NS: `parse` checks it.
+                now_ms.saturating_add((capacity.saturating_mul(emission_ns) as u64).div_ceil(1_000_000) as i64)
+            }
         }
     }
 
@@ -214,10 +254,25 @@ mod tests {
     use super::*;
 
     const KEY: &[u8] = b"user:1";
+    const ID: &Id = b"0123456789abcdef";
 
     fn text(r: Reserved) -> String {
         let mut buf = [0; MAX_LEN];
-        String::from_utf8(r.write(KEY, &mut buf).to_vec()).unwrap()
+        String::from_utf8(r.write(KEY, ID, &mut buf).to_vec()).unwrap()
+    }
+
+    /// A reservation's text without its id, as a module before ids wrote it.
+    fn without_id(text: &str) -> String {
+        text.replacen(std::str::from_utf8(ID).unwrap(), "", 1)
+    }
+
+    #[test]
+    fn ids_are_distinct_hex() {
+        let ids: std::collections::HashSet<Id> = (0..10_000).map(|n| id(0x5eed, n)).collect();
+        assert_eq!(ids.len(), 10_000);
+        assert!(ids.iter().all(|id| hex_value(id).is_some()));
+        // Another seed, other ids.
+        assert!((0..10_000).all(|n| !ids.contains(&id(0x5eee, n))));
     }
 
     #[test]
@@ -258,10 +313,12 @@ mod tests {
             ),
             (Reserved::Gcra { capacity: 5, emission_ns: 1_000_000_000, amount: 2 }, "g:5:1000000000:2"),
         ];
+        let id = Some(&ID[..]);
         for (r, prefix) in all {
             let t = text(r);
-            assert_eq!(t, format!("{prefix}:{tag}"));
-            assert_eq!(Reserved::parse(t.as_bytes(), KEY), Ok(r));
+            assert_eq!(t, format!("{prefix}:{tag}0123456789abcdef"));
+            assert_eq!(Reserved::parse(t.as_bytes(), KEY), Ok((r, id)));
+            assert_eq!(Reserved::parse(without_id(&t).as_bytes(), KEY), Ok((r, None)));
             assert_eq!(Reserved::parse(t.as_bytes(), b"user:2"), Err(Refused::OtherKey));
             assert!([4_000, 1, 2].contains(&r.amount()));
         }
@@ -278,8 +335,9 @@ mod tests {
                 let t = text(r);
                 let zone_part =
                     if zone.is_empty() { String::new() } else { format!(":{}", std::str::from_utf8(zone).unwrap()) };
-                assert_eq!(t, format!("c:2000000:{code}:1767225600000:4000:{tag}{zone_part}"));
-                assert_eq!(Reserved::parse(t.as_bytes(), KEY), Ok(r));
+                assert_eq!(t, format!("c:2000000:{code}:1767225600000:4000:{tag}0123456789abcdef{zone_part}"));
+                assert_eq!(Reserved::parse(t.as_bytes(), KEY), Ok((r, id)));
+                assert_eq!(Reserved::parse(without_id(&t).as_bytes(), KEY), Ok((r, None)));
                 assert_eq!(Reserved::parse(t.as_bytes(), b"user:2"), Err(Refused::OtherKey));
             }
         }
@@ -291,7 +349,7 @@ mod tests {
             amount: i64::MAX,
         };
         assert!(text(widest).len() <= MAX_LEN);
-        assert_eq!(Reserved::parse(text(widest).as_bytes(), KEY), Ok(widest));
+        assert_eq!(Reserved::parse(text(widest).as_bytes(), KEY), Ok((widest, id)));
         let zone = [b'z'; MAX_NAME_LEN];
         let widest = Reserved::Hit {
             limit: i64::MAX,
@@ -301,9 +359,22 @@ mod tests {
             amount: i64::MAX,
         };
         assert!(text(widest).len() <= MAX_LEN);
-        assert_eq!(Reserved::parse(text(widest).as_bytes(), KEY), Ok(widest));
+        assert_eq!(Reserved::parse(text(widest).as_bytes(), KEY), Ok((widest, id)));
         let zero = Reserved::Hit { limit: 1, window: Window::Rolling(1), zone: &[], window_end_ms: 0, amount: 1 };
-        assert_eq!(Reserved::parse(format!("h:1:1:0:1:{tag}").as_bytes(), KEY), Ok(zero));
+        assert_eq!(Reserved::parse(format!("h:1:1:0:1:{tag}").as_bytes(), KEY), Ok((zero, None)));
+    }
+
+    #[test]
+    fn what_was_reserved_counts_until_its_window_ends() {
+        let hit =
+            Reserved::Hit { limit: 1, window: Window::Rolling(1_000), zone: &[], window_end_ms: 7_000, amount: 1 };
+        assert_eq!(hit.counts_until(5_000), 7_000);
+        // A sliding window's count weighs on the window after it.
+        let slide = Reserved::Slide { limit: 1, window_ms: 1_000, start_ms: 4_000, amount: 1 };
+        assert_eq!(slide.counts_until(5_000), 6_000);
+        // A bucket of 5 tokens, one back every 1.5 ms: full 7.5 ms after empty, rounded up.
+        let gcra = Reserved::Gcra { capacity: 5, emission_ns: 1_500_000, amount: 1 };
+        assert_eq!(gcra.counts_until(5_000), 5_008);
     }
 
     #[test]
@@ -353,6 +424,12 @@ mod tests {
             format!("c:10:1:5000:1:{}", &tag[..7]),
             "c:10:1:5000:1".into(),
             format!("c:10:1:5000:{tag}"),
+            // An id: 16 lowercase hex digits, after the tag, before a calendar window's zone.
+            format!("h:10:1000:5000:1:{tag}0123456789abcde"),
+            format!("h:10:1000:5000:1:{tag}0123456789abcdef0"),
+            format!("h:10:1000:5000:1:{tag}0123456789ABCDEF"),
+            format!("h:10:1000:5000:1:{tag}:0123456789abcdef"),
+            format!("c:10:1:5000:1:{tag}0123456789abcdefUTC"),
         ] {
             assert_eq!(Reserved::parse(bad.as_bytes(), KEY), Err(Refused::Malformed), "{bad}");
         }

@@ -41,6 +41,18 @@ pub enum Stored<V = i64> {
     Present { value: V, expires_at: Option<i64> },
 }
 
+impl<V: Copy> Stored<V> {
+    /// The key's expiry after `change`: the one it sets, or else the one it had.
+    pub fn expiry_after(self, change: Option<Change<V>>) -> Option<i64> {
+        match (change, self) {
+            (Some(Change::Set { expires_at, .. }), _) => Some(expires_at),
+            (Some(Change::Expire { at }), _) => Some(at),
+            (_, Stored::Present { expires_at, .. }) => expires_at,
+            (_, Stored::Missing) => None,
+        }
+    }
+}
+
 /// A write to a key, value and expiry decided together: whatever it writes, the key ends up with
 /// an expiry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

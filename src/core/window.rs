@@ -169,12 +169,7 @@ pub fn settle_reserved(
 
 /// The absolute end of the window a counter read as `counter` runs in after the outcome `o`.
 pub fn window_end(counter: Stored, o: &Outcome) -> Option<i64> {
-    match (o.change, counter) {
-        (Some(Change::Set { expires_at, .. }), _) => Some(expires_at),
-        (Some(Change::Expire { at }), _) => Some(at),
-        (_, Stored::Present { expires_at, .. }) => expires_at,
-        (_, Stored::Missing) => None,
-    }
+    counter.expiry_after(o.change)
 }
 
 /// What a hit of `cost` would get, without making it: the counter as it is, and `reset_ms` -1

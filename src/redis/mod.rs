@@ -19,6 +19,7 @@ pub mod lease_set;
 pub mod register;
 pub mod resetstat;
 pub mod server;
+pub mod settle_marks;
 pub mod slot_migration;
 pub mod stats;
 pub mod tracking;

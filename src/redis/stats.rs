@@ -57,6 +57,8 @@ counters! {
     RESERVED => "reserved",
     /// RATELIMIT.SETTLE calls applied.
     SETTLED => "settled",
+    /// Settles of a reservation settled before: nothing applied again.
+    SETTLED_AGAIN => "settled_again",
     /// Calls that gave back: a negative COST or TOKENS, or a settle of less than was reserved.
     REFUNDED => "refunded",
     /// Settles of less than was reserved whose window no longer counted: nothing given back.

@@ -37,6 +37,22 @@ pub fn settle(con: &mut impl ConnectionLike, key: &str, reservation: &str, used:
     limiter("RATELIMIT.SETTLE").arg(key).arg(reservation).arg(used).query(con)
 }
 
+/// A reservation on the same terms as `reservation` (each entry of a HITALL's) but another id,
+/// `n`: another call's, which settles on its own.
+pub fn same_terms(reservation: &str, n: u64) -> String {
+    let entry = |entry: &str| -> String {
+        let fields: Vec<String> = entry
+            .split(':')
+            .map(|f| match f.len() == 24 && f.bytes().all(|b| b.is_ascii_hexdigit()) {
+                true => format!("{}{n:016x}", &f[..8]),
+                false => f.to_string(),
+            })
+            .collect();
+        fields.join(":")
+    };
+    reservation.split(',').map(entry).collect::<Vec<_>>().join(",")
+}
+
 /// `RATELIMIT.SETTLE key [key ...] reservation used` for several keys (a HITALL's token keys):
 /// one reply per key.
 pub fn settle_all(
@@ -100,6 +116,11 @@ pub fn value_and_expiry(con: &mut Connection, key: &str) -> (Option<String>, i64
         let members: Vec<(String, String)> =
             redis::cmd("ZRANGE").arg(key).arg(0).arg(-1).arg("WITHSCORES").query(con).unwrap();
         return (Some(format!("{members:?}")), expiry);
+    }
+    if kind == "hash" {
+        let mut fields: Vec<(String, String)> = redis::cmd("HGETALL").arg(key).query(con).unwrap();
+        fields.sort();
+        return (Some(format!("{fields:?}")), expiry);
     }
     (get(con, key), expiry)
 }
