@@ -1614,7 +1614,7 @@ local NOT_MARKS = "WRONGTYPE the key's settle marks (its name, then ':settled:')
 local function settled_before(key, id)
     local applied = redis_pcall('HGET', marks_of(key), id)
     if type(applied) == 'table' and applied.err then
-        fail(NOT_MARKS)
+        fail(find(applied.err, '^WRONGTYPE') and NOT_MARKS or applied.err)
     end
     if applied and not integer(applied) then
         fail('ERR a settle mark is not an integer')

@@ -238,7 +238,7 @@ fn the_explicit_command_list_grants_the_same() {
 /// The grant docs/operations.md gives for the library: a function runs its commands with the
 /// caller's permissions, so the user needs those it calls too (on its keys).
 const LIBRARY_GRANT: &str = "~rl:* +fcall +fcall_ro +function|list +time +get +set +incrby +pttl +pexpire \
-     +pexpireat +pexpiretime +zadd +zcard +zcount +zrangebyscore +zrem +zremrangebyscore +zrevrangebyscore +zscore";
+     +pexpireat +pexpiretime +hget +hset +zadd +zcard +zcount +zrangebyscore +zrem +zremrangebyscore +zrevrangebyscore +zscore";
 
 /// The library: FCALL (and FUNCTION LIST, which the packages send to find it) on `rl:*` keys, the
 /// library loaded by an operator; without the commands a function calls, a clear refusal.

@@ -80,7 +80,12 @@ pub enum Contender {
     GcraReserve,
     /// `RATELIMIT.SETTLE` of a reservation made before the run (a cost of 1,000 in an hour's
     /// window), alternately used 999 (a refund of 1) and 1,001 (an overage of 1): every call writes.
+    /// Each call's reservation has an id of its own (another call's on the same terms), so that
+    /// each is settled once: the count and the key's settle marks written.
     Settle,
+    /// The same settles of reservations without id, as made before ids: no settle marks, SETTLE's
+    /// cost before it settled at most once.
+    SettleWithoutId,
     /// redis-cell's `CL.THROTTLE` (its crates.io release), the same bucket.
     Cell,
     /// Floods: every call on 10 hot keys already over their limit, so nearly every call is
@@ -101,7 +106,7 @@ pub enum Contender {
     IncrGuarded,
 }
 
-pub const ALL: [Contender; 38] = [
+pub const ALL: [Contender; 39] = [
     Contender::Incr,
     Contender::TwoStep,
     Contender::IncrExpireNx,
@@ -132,6 +137,7 @@ pub const ALL: [Contender; 38] = [
     Contender::SlideReserve,
     Contender::GcraReserve,
     Contender::Settle,
+    Contender::SettleWithoutId,
     Contender::LibraryGcra,
     Contender::RedisRateShape,
     Contender::Cell,
@@ -177,6 +183,7 @@ impl Contender {
             Contender::SlideReserve => "RATELIMIT.SLIDE ... RESERVE",
             Contender::GcraReserve => "RATELIMIT.GCRA ... RESERVE",
             Contender::Settle => "RATELIMIT.SETTLE (a refund or an overage)",
+            Contender::SettleWithoutId => "RATELIMIT.SETTLE of a reservation without id (before ids)",
             Contender::Cell => "CL.THROTTLE (redis-cell 0.2.2)",
             Contender::IncrFlood => "flood: INCR on 10 hot keys",
             Contender::HitFlood => "flood: RATELIMIT.HIT, denied",
@@ -234,7 +241,7 @@ impl Contender {
             Contender::HitReserve => "b:hitr:",
             Contender::SlideReserve => "b:slider:",
             Contender::GcraReserve => "b:gcrar:",
-            Contender::Settle => SETTLE_PREFIX,
+            Contender::Settle | Contender::SettleWithoutId => SETTLE_PREFIX,
             Contender::Cell => "b:cell:",
             Contender::IncrFlood => "b:fincr:",
             Contender::HitFlood => "b:fhit:",
@@ -311,10 +318,19 @@ fn write_hit(contender: Contender, setup: &Setup, key: &[u8], out: &mut Vec<u8>)
             command(out, &[b"RATELIMIT.SLIDE", key, setup.hit_limit.as_bytes(), w, b"RESERVE"]);
             1
         }
-        Contender::Settle => {
+        Contender::Settle | Contender::SettleWithoutId => {
             let number: usize = std::str::from_utf8(&key[SETTLE_PREFIX.len()..]).unwrap().parse().unwrap();
-            let used: &[u8] = if next_lease_id().last().is_some_and(|d| d % 2 == 0) { b"999" } else { b"1001" };
-            command(out, &[b"RATELIMIT.SETTLE", key, &setup.reservations[number], used]);
+            let n = next_lease_id();
+            let used: &[u8] = if n.last().is_some_and(|d| d % 2 == 0) { b"999" } else { b"1001" };
+            // A reservation ends with its id, 16 hex digits.
+            let reserved = &setup.reservations[number];
+            let terms = &reserved[..reserved.len() - 16];
+            let reservation = match contender {
+                // A new id for each call: the process's counter, its decimal digits padded to 16.
+                Contender::Settle => [terms, format!("{:0>16}", String::from_utf8_lossy(&n)).as_bytes()].concat(),
+                _ => terms.to_vec(),
+            };
+            command(out, &[b"RATELIMIT.SETTLE", key, &reservation, used]);
             1
         }
         Contender::LibraryGcra => {

@@ -593,7 +593,8 @@ func readSettled(entry string) func(any) (Settlement, error) {
 
 // settleCall is RATELIMIT.SETTLE: a reservation settled with what was used. The unused part goes
 // back to the window it was counted in while that still counts; more than reserved is charged to
-// the current one. Settle each reservation once.
+// the current one. At most once: settled again (a retry), it changes nothing and answers what the
+// first applied.
 func settleCall(r Reservation, used int64) (command[Settlement], error) {
 	args, err := settleArgs(r.Token, used)
 	if err != nil {

@@ -188,6 +188,19 @@ local function key_tag(key)
     return format('%08x', h)
 end
 
+-- A reservation's id (the module's reservation::id): 16 hex digits, unique among one key's
+-- reservations while they count: the server's time in µs, and 12 random bits for calls in the
+-- same µs.
+local function reservation_id()
+    local t = redis_call('TIME')
+    return format('%08x%05x%03x', tonumber(t[1]) % 4294967296, tonumber(t[2]), math.random(0, 4095))
+end
+
+-- A reservation's last field: the key's tag, then the reservation's id (a new one unless given).
+local function reservation_key(key, id)
+    return key_tag(key) .. (id or reservation_id())
+end
+
 -- The options after the positional arguments, as the module reads them: names in any case, in any
 -- order, each at most once; `valued` ones take the next argument.
 local NO_OPTIONS = {}
@@ -504,8 +517,8 @@ end
 
 -- HIT's reservation of `cost` on `key`, for its window as the call laid it (`laid`: a length or
 -- a unit): rolling (h), ALIGNed (a) or a calendar one in the zone `offset` ms east of UTC (c).
-local function hit_reservation(key, limit, laid, align, offset, cost)
-    local window_end, tag = redis_call('PEXPIRETIME', key), key_tag(key)
+local function hit_reservation(key, limit, laid, align, offset, cost, id)
+    local window_end, tag = redis_call('PEXPIRETIME', key), reservation_key(key, id)
     if type(laid) == 'string' then
         return format('c:%d:%d:%d:%d:%s%s', limit, UNIT_CODES[laid], window_end, cost, tag, zone_text(offset))
     end
@@ -624,11 +637,12 @@ local function hitall_tokens(opts, n)
     return tokens, n - count + 1
 end
 
--- The reservation of a HITALL's token keys (from `first` on): each key's entry, joined by ','.
+-- The reservation of a HITALL's token keys (from `first` on): each key's entry, joined by ',',
+-- with the call's one id (each key's settle marks are its own).
 local function joined_reservation(keys, first, entry)
-    local entries = {}
+    local entries, id = {}, reservation_id()
     for i = first, #keys do
-        entries[#entries + 1] = entry(i)
+        entries[#entries + 1] = entry(i, id)
     end
     return table.concat(entries, ',')
 end
@@ -720,8 +734,8 @@ local function hitall(keys, args)
     end
     if opts.RESERVE then
         reply[n + 2] = admit
-            and joined_reservation(keys, first, function(i)
-                return hit_reservation(keys[i], t[4 * i - 3], laid[i], opts.ALIGN, offset, tokens)
+            and joined_reservation(keys, first, function(i, id)
+                return hit_reservation(keys[i], t[4 * i - 3], laid[i], opts.ALIGN, offset, tokens, id)
             end)
     end
     return reply
@@ -952,7 +966,7 @@ local function slide(keys, args)
     if opts.RESERVE then
         -- An admitted call stored its counts in the window its reset counts from.
         local reservation = fits
-            and format('s:%d:%d:%d:%d:%s', limit, window, now + reset - 2 * window, cost, key_tag(key))
+            and format('s:%d:%d:%d:%d:%s', limit, window, now + reset - 2 * window, cost, reservation_key(key))
         return { fits and 1 or 0, count, remaining, retry, reset, reservation }
     end
     return { fits and 1 or 0, count, remaining, retry, reset }
@@ -984,11 +998,11 @@ hitall_slide = function(keys, t, cost, tokens, first, reserve)
     end
     if reserve then
         reply[n + 2] = admit
-            and joined_reservation(keys, first, function(i)
+            and joined_reservation(keys, first, function(i, id)
                 -- An admitted call stored its counts in the window its reset counts from.
                 local window = t[4 * i - 2]
                 local start = now + reply[i + 1][4] - 2 * window
-                return format('s:%d:%d:%d:%d:%s', t[4 * i - 3], window, start, tokens, key_tag(keys[i]))
+                return format('s:%d:%d:%d:%d:%s', t[4 * i - 3], window, start, tokens, reservation_key(keys[i], id))
             end)
     end
     return reply
@@ -1482,7 +1496,7 @@ local function gcra(keys, args)
         return { admitted and 0 or 1, capacity, remaining, retry, full, admitted and tokens or 0 }
     end
     if opts.RESERVE then
-        local reservation = admitted and format('g:%d:%d:%d:%s', capacity, emission, tokens, key_tag(keys[1]))
+        local reservation = admitted and format('g:%d:%d:%d:%s', capacity, emission, tokens, reservation_key(keys[1]))
         return { admitted and 0 or 1, capacity, remaining, retry, full, reservation }
     end
     return { admitted and 0 or 1, capacity, remaining, retry, full }
@@ -1493,7 +1507,8 @@ end
 local NOT_RESERVATION = 'ERR invalid reservation'
 
 -- A reservation's fields: its kind and numbers (three for gcra, four otherwise), as the module
--- reads them; BEYOND where a number is past 2^53; then the key's tag.
+-- reads them; BEYOND where a number is past 2^53; then the key's tag and the reservation's id (nil
+-- for one made before ids).
 local function reservation_of(text, key)
     local kind, rest = match(text, '^(%l+):(.*)$')
     if not kind then
@@ -1514,9 +1529,12 @@ local function reservation_of(text, key)
         count = count + 1
         f[count] = field
     end
-    local tag = f[n + 1]
-    if count ~= n + 1 or #tag ~= 8 or not find(tag, '^[0-9a-f]+$') then
+    local tag, id = f[n + 1], nil
+    if count ~= n + 1 or (#tag ~= 8 and #tag ~= 24) or not find(tag, '^[0-9a-f]+$') then
         fail(NOT_RESERVATION)
+    end
+    if #tag == 24 then
+        tag, id = string.sub(tag, 1, 8), string.sub(tag, 9)
     end
     for i = 1, n do
         local v = integer(f[i])
@@ -1546,7 +1564,87 @@ local function reservation_of(text, key)
     if tag ~= key_tag(key) then
         fail('ERR the reservation is for another key')
     end
-    return kind, a, b, c, d, zone
+    return kind, a, b, c, d, zone, id
+end
+
+-- A key's settle marks (the module's core/settle_marks.rs): a hash named after the key, in its
+-- cluster slot, of settled reservations' ids and what each settle applied.
+
+local CRC16 -- Redis Cluster's CRC16 of each byte, made on first use (`bit` is a global).
+local function crc16(text)
+    local band, bxor, lshift, rshift, byte = bit.band, bit.bxor, bit.lshift, bit.rshift, string.byte
+    if not CRC16 then
+        CRC16 = {}
+        for i = 0, 255 do
+            local crc = lshift(i, 8)
+            for _ = 1, 8 do
+                crc = band(band(crc, 0x8000) ~= 0 and bxor(lshift(crc, 1), 0x1021) or lshift(crc, 1), 0xffff)
+            end
+            CRC16[i] = crc
+        end
+    end
+    local crc = 0
+    for i = 1, #text do
+        crc = band(bxor(lshift(crc, 8), CRC16[bxor(rshift(crc, 8), byte(text, i))]), 0xffff)
+    end
+    return crc
+end
+
+-- For each bit of a slot, the nibbles of the name's last four characters that flip it alone.
+local SLOT_BIT_NIBBLES =
+    { 0x88d4, 0x808a, 0x9007, 0x9efb, 0x19a2, 0x0c93, 0x1184, 0x8eed, 0x1efb, 0x8022, 0x89c4, 0x82aa, 0x9447, 0x967b }
+
+local function marks_of(key)
+    local band, bxor, rshift = bit.band, bit.bxor, bit.rshift
+    local differ, nibbles = band(bxor(crc16(key), crc16(key .. ':settled:@@@@')), 0x3fff), 0
+    for b = 0, 13 do
+        if band(rshift(differ, b), 1) == 1 then
+            nibbles = bxor(nibbles, SLOT_BIT_NIBBLES[b + 1])
+        end
+    end
+    local char = function(i)
+        return 64 + band(rshift(nibbles, 4 * i), 15)
+    end
+    return key .. ':settled:' .. string.char(char(0), char(1), char(2), char(3))
+end
+
+local NOT_MARKS = "WRONGTYPE the key's settle marks (its name, then ':settled:') hold another kind of value"
+
+-- What the settle of reservation `id` on `key` applied, if it was settled (false if not).
+local function settled_before(key, id)
+    local applied = redis_pcall('HGET', marks_of(key), id)
+    if type(applied) == 'table' and applied.err then
+        fail(find(applied.err, '^WRONGTYPE') and NOT_MARKS or applied.err)
+    end
+    if applied and not integer(applied) then
+        fail('ERR a settle mark is not an integer')
+    end
+    return applied and tonumber(applied)
+end
+
+-- Until when what a reservation counted counts (the module's Reserved::counts_until).
+local function counts_until(kind, a, b, c)
+    if kind == 's' then
+        return c + 2 * b
+    elseif kind == 'g' then
+        return now_ms() + ceil(a * b / 1000000)
+    end
+    return c
+end
+
+-- Marks reservation `id` settled on `key`, having applied `applied` (the module's
+-- commands/settle.rs): the marks expire when the last window they guard does.
+local function mark_settled(key, id, applied, until_ms)
+    local marks = marks_of(key)
+    local current, key_expiry = redis_call('PEXPIRETIME', marks), redis_call('PEXPIRETIME', key)
+    local at = max(until_ms, key_expiry, current)
+    if at <= now_ms() then
+        return
+    end
+    redis_call('HSET', marks, id, format('%d', applied))
+    if current ~= at then
+        redis_call('PEXPIREAT', marks, format('%d', at))
+    end
 end
 
 -- A calendar reservation's zone as an offset in ms: one TZ would refuse is not a reservation
@@ -1653,6 +1751,21 @@ local function settle_one(key, used, kind, a, b, c, d, zone)
     return settle_gcra(key, a, b, used - c)
 end
 
+-- One key's settle of a reservation entry read as { kind, a, b, c, d, zone, id, first } (`first`:
+-- what a settle of it applied before, or false): settled before, it is decided as if exactly what
+-- was reserved was used, which changes no count, and answered with what the first applied.
+local function settle_marked(key, used, e)
+    local kind, a, b, c, d, zone, id, first = e[1], e[2], e[3], e[4], e[5], e[6], e[7], e[8]
+    local amount = kind == 'g' and c or d
+    local reply = settle_one(key, first and amount or used, kind, a, b, c, d, zone)
+    if first then
+        reply[#reply] = first
+    elseif id then
+        mark_settled(key, id, reply[#reply], counts_until(kind, a, b, c))
+    end
+    return reply
+end
+
 local function settle_reservation(keys, args)
     if #keys < 1 or #keys + #args < 3 then
         fail("ERR wrong number of arguments for 'ratelimit.settle' command")
@@ -1673,19 +1786,20 @@ local function settle_reservation(keys, args)
         fail("ERR ratelimit library: SETTLE's keys are FCALL's keys (numkeys), not its arguments")
     end
     if #keys == 1 then
-        local kind, a, b, c, d, zone = reservation_of(entries[1], keys[1])
+        local kind, a, b, c, d, zone, id = reservation_of(entries[1], keys[1])
+        local first = id and settled_before(keys[1], id)
         if used == BIG then
             fail(BEYOND)
         end
-        return settle_one(keys[1], used, kind, a, b, c, d, zone)
+        return settle_marked(keys[1], used, { kind, a, b, c, d, zone, id, first })
     end
     refuse_repeated_keys(keys)
     -- Every entry and key checked before anything is written: the reservation's fields, the
     -- key's type, a sliding window's length; an error on one changes none.
     local read_entries = {}
     for i = 1, #keys do
-        local kind, a, b, c, d, zone = reservation_of(entries[i], keys[i])
-        read_entries[i] = { kind, a, b, c, d, zone }
+        local kind, a, b, c, d, zone, id = reservation_of(entries[i], keys[i])
+        read_entries[i] = { kind, a, b, c, d, zone, id, id and settled_before(keys[i], id) }
         if kind == 'c' then
             reserved_zone(zone)
         end
@@ -1705,8 +1819,7 @@ local function settle_reservation(keys, args)
     end
     local reply = {}
     for i = 1, #keys do
-        local e = read_entries[i]
-        reply[i] = settle_one(keys[i], used, e[1], e[2], e[3], e[4], e[5], e[6])
+        reply[i] = settle_marked(keys[i], used, read_entries[i])
     end
     return reply
 end

@@ -77,7 +77,7 @@ type Grant struct {
 type Reservation struct {
 	Decision
 	Key string
-	// Token is the reservation as the server made it: opaque, for Key only, settled once.
+	// Token is the reservation as the server made it: opaque, for Key only, settled at most once.
 	Token string
 	// Amount is what was reserved: the call's cost, or its tokens.
 	Amount int64

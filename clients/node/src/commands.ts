@@ -473,8 +473,9 @@ function settled(entry: string): (reply: unknown) => Settlement {
 
 /** RATELIMIT.SETTLE: the reservation made on `key` settled with `used`: the unused part back to
  * the window it was counted in while that still counts, more than reserved charged to the
- * current one. Not idempotent: settle each reservation once. A `reserveAll` reservation is
- * settled on its token keys (an array), one Settlement each. */
+ * current one. At most once: settled again (a retry), it changes nothing and answers what the
+ * first applied. A `reserveAll` reservation is settled on its token keys (an array), one
+ * Settlement each. */
 export const settle = define(['key', 'reservation', 'used'], settleOn) as unknown as {
   (key: string, reservation: string, used: number): Call<Settlement>;
   (keys: readonly string[], reservation: string, used: number): Call<Settlement[]>;

@@ -435,8 +435,9 @@ def settle(key: list[str] | tuple[str, ...], reservation: str, used: int) -> Cal
 def settle(key: str | list[str] | tuple[str, ...], reservation: str, used: int) -> Call[Any]:
     """RATELIMIT.SETTLE: the reservation made on ``key`` settled with ``used``: the unused part
     back to the window it was counted in while that still counts, more than reserved charged to
-    the current one. Not idempotent: settle each reservation once. A ``reserve_all``
-    reservation is settled on its token keys (a list), one Settlement each."""
+    the current one. At most once: settled again (a retry), it changes nothing and answers what
+    the first applied. A ``reserve_all`` reservation is settled on its token keys (a list), one
+    Settlement each."""
     if not isinstance(reservation, str):
         raise RateLimitError(f"a reservation must be a str, not {type(reservation).__name__}")
     used = _integer(used, "used", minimum=0)
