@@ -18,10 +18,12 @@ run is left in callgrind.out for callgrind_annotate.
 In the commands, {key} is one of --keys keys (round robin), {i} the iteration's number and {sha}
 the --script's SHA1 ({sha2} a second --script's); `;` separates the commands of one iteration.
 With --reserve, each key is first reserved on by that command (with RESERVE: the reservation ends
-its reply), in both runs alike, and {reservation} is that key's reservation:
+its reply), in both runs alike, and {reservation} is that key's reservation; {terms} is it without
+its id (its last 16 hex digits), and {id} the iteration's own id, so that {terms}{id} is another
+reservation on the same terms at each iteration (each settled once):
 
   scripts/callgrind.py --module target/release/libredis_ratelimit.so \
-      --reserve "RATELIMIT.HIT {key} 1000000 3600 COST 1000 RESERVE" -- RATELIMIT.SETTLE {key} {reservation} 999
+      --reserve "RATELIMIT.HIT {key} 1000000 3600 COST 1000 RESERVE" -- RATELIMIT.SETTLE {key} {terms}{id} 999
 With --cache-sim, callgrind also simulates the caches (the machine's sizes) and the branch
 predictor, and the whole cost of an iteration is printed with its misses, its mispredicted
 branches and the cycles KCachegrind would estimate from them: where a change adds few
@@ -196,6 +198,7 @@ def main():
             fill = {"key": f"cg:{i % args.keys}", "i": str(i), **shas}
             if reservations:
                 fill["reservation"] = reservations[i % args.keys].decode()
+                fill["terms"], fill["id"] = fill["reservation"][:-16], f"{i:016x}"
             made += [resp([w.format(**fill) for w in group]) for group in groups]
         return b"".join(made)
 

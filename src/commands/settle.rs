@@ -33,8 +33,8 @@ struct Settled<'a> {
     /// The reply's numbers (the reserving command's, then what was applied), and how many.
     reply: ([i64; 6], usize),
     amount: i64,
-    /// The key's marks and the reservation's id; None for a reservation without id.
-    marks: Option<(SettleMarks, Id)>,
+    /// The key's marks, for the reservation's id; None for a reservation without id.
+    marks: Option<SettleMarks>,
     /// Settled before: nothing to apply, and the reply says what the first settle applied.
     again: bool,
     /// Until when what was reserved counts (`Reserved::counts_until`).
@@ -67,10 +67,10 @@ pub fn settle(call: &Call) -> Result<(), Error> {
         };
         let (reserved, id) = Reserved::parse(entry, key_name).map_err(|r| Error::from(r.message()))?;
         let marks = match id.and_then(|id| Id::try_from(id).ok()) {
-            Some(id) => Some((SettleMarks::open(call, key_name)?, id)),
+            Some(id) => Some(SettleMarks::open(call, key_name, &id)?),
             None => None,
         };
-        let first = marks.as_ref().map(|(marks, id)| marks.settled(id)).transpose()?.flatten();
+        let first = marks.as_ref().map(SettleMarks::settled).transpose()?.flatten();
         // Settled before: decided as if exactly what was reserved was used, which changes no count.
         let used = if first.is_some() { reserved.amount() } else { args.used };
         let mut s = decide(call, StoredKey::open(call, name)?, reserved, used, now)?;
@@ -81,7 +81,7 @@ pub fn settle(call: &Call) -> Result<(), Error> {
         settled.push(s);
     }
     // Marks of a key that has none yet are a new key: refused over maxmemory, as a first hit is.
-    let new_marks = settled.iter().any(|s| !s.again && s.marks.as_ref().is_some_and(|(m, _)| m.is_missing()));
+    let new_marks = settled.iter().any(|s| !s.again && s.marks.as_ref().is_some_and(SettleMarks::is_missing));
     if new_marks && call.is_out_of_memory() {
         return Err(KeyError::OutOfMemory.into());
     }
@@ -91,12 +91,12 @@ pub fn settle(call: &Call) -> Result<(), Error> {
             Write::Integer(stored, change, written) => apply(&mut s.key, *stored, *change, *written)?,
             Write::Counts(stored, change) => apply(&mut s.key, *stored, *change, Written::Set)?,
         };
-        if let (false, Some((marks, id))) = (s.again, &mut s.marks) {
+        if let (false, Some(marks)) = (s.again, &mut s.marks) {
             let at = mark_expiry(s.counts_until, key_expiry, marks.expiry());
             // Marks that would expire at once guard nothing: what was reserved no longer counts,
             // and the settle wrote to no window.
             if at > now.ms {
-                marks.mark(id, s.reply.0[s.reply.1 - 1], at)?;
+                marks.mark(s.reply.0[s.reply.1 - 1], at)?;
             }
         }
     }

@@ -125,7 +125,7 @@ for (const kind of KINDS) {
           const key = fresh('reserve');
           const reservation = await rl.reserveHit(key, { limit: 10_000, windowMs: 60_000, cost: 4_000 });
           assert.equal(reservation.allowed, true);
-          assert.match(reservation.token ?? '', /^h:10000:60000:\d+:4000:[0-9a-f]{8}$/);
+          assert.match(reservation.token ?? '', /^h:10000:60000:\d+:4000:[0-9a-f]{24}$/);
           const settled = await rl.settle(key, reservation.token ?? '', 1_500);
           assert.deepEqual([settled.applied, settled.decision.count, settled.decision.remaining], [-2_500, 1_500, 8_500]);
           const refunded = await rl.refund(key, 500, { limit: 10_000, windowMs: 60_000 });
@@ -145,7 +145,7 @@ for (const kind of KINDS) {
           assert.ok(r.allowed);
           assert.deepEqual(r.keys, [`{${id}}:tpm`, `{${id}}:tpd`]);
           assert.deepEqual(r.decision.decisions.map((d) => d.count), [1, 4_000, 4_000]);
-          assert.match(r.token ?? '', /^h:10000:60000:\d+:4000:[0-9a-f]{8},c:20000:0:\d+:4000:[0-9a-f]{8}$/);
+          assert.match(r.token ?? '', /^h:10000:60000:\d+:4000:[0-9a-f]{24},c:20000:0:\d+:4000:[0-9a-f]{24}$/);
           await rl.settling(r, (s) => {
             s.used = 1_000;
           });
@@ -158,7 +158,7 @@ for (const kind of KINDS) {
           const denied = await rl.reserveAll(limits, { tokens: 1, tokenKeys: 2 });
           assert.ok(!denied.allowed && denied.token === null && (denied.retryAfterMs ?? 0) > 0);
           const month = await rl.reserveHit(fresh('month'), { limit: 1_000_000, calendar: 'month', tz: '+05:30', cost: 4_000 });
-          assert.match(month.token ?? '', /^c:1000000:2:\d+:4000:[0-9a-f]{8}:\+05:30$/);
+          assert.match(month.token ?? '', /^c:1000000:2:\d+:4000:[0-9a-f]{24}:\+05:30$/);
           assert.throws(() => commands.reserveAll(limits, { tokens: 5, tokenKeys: 4 }), new RateLimitError("TOKENS' key count must be between 1 and numkeys"));
           assert.throws(() => commands.hitAll(limits, { tokens: 0 }), new RateLimitError('TOKENS must be an integer >= 1'));
           assert.throws(() => commands.settle(['a', 'a'], 'x', 1), new RateLimitError('each key may be given only once'));
