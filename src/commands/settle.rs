@@ -11,7 +11,7 @@ use crate::commands::healed;
 use crate::core::args::{parse_settle, ArgError};
 use crate::core::calendar::Zone;
 use crate::core::gcra::{self, Rate};
-use crate::core::reservation::{Id, Reserved};
+use crate::core::reservation::Reserved;
 use crate::core::settle_marks::mark_expiry;
 use crate::core::slide::{self, Unsettled};
 use crate::core::stored::{Change, Stored};
@@ -66,10 +66,7 @@ pub fn settle(call: &Call) -> Result<(), Error> {
             return Err(ArgError::Arity("ratelimit.settle").into());
         };
         let (reserved, id) = Reserved::parse(entry, key_name).map_err(|r| Error::from(r.message()))?;
-        let marks = match id.and_then(|id| Id::try_from(id).ok()) {
-            Some(id) => Some(SettleMarks::open(call, key_name, &id)?),
-            None => None,
-        };
+        let marks = id.map(|id| SettleMarks::open(call, key_name, id)).transpose()?;
         let first = marks.as_ref().map(SettleMarks::settled).transpose()?.flatten();
         // Settled before: decided as if exactly what was reserved was used, which changes no count.
         let used = if first.is_some() { reserved.amount() } else { args.used };

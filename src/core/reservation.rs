@@ -173,7 +173,7 @@ impl<'z> Reserved<'z> {
     /// Reads a reservation for `key`, and its id if it has one: every field as RESERVE writes it
     /// (decimal integers as Redis reads them, within the commands' bounds), then the key, then a
     /// calendar window's zone (read as TZ when settling).
-    pub fn parse(text: &'z [u8], key: &[u8]) -> Result<(Reserved<'z>, Option<&'z [u8]>), Refused> {
+    pub fn parse(text: &'z [u8], key: &[u8]) -> Result<(Reserved<'z>, Option<&'z Id>), Refused> {
         let (name, rest, count) = match text {
             [name @ (b'h' | b'a' | b'c' | b's'), b':', rest @ ..] => (*name, rest, 4),
             [name @ b'g', b':', rest @ ..] => (*name, rest, 3),
@@ -189,8 +189,10 @@ impl<'z> Reserved<'z> {
         let (tag, after) = after.split_at(TAG_LEN);
         let (id, after) = match after {
             [b':', ..] | [] => (None, after),
-            _ if after.len() >= ID_LEN => (Some(&after[..ID_LEN]), &after[ID_LEN..]),
-            _ => return Err(Refused::Malformed),
+            _ => match after.split_first_chunk::<ID_LEN>() {
+                Some((id, after)) => (Some(id), after),
+                None => return Err(Refused::Malformed),
+            },
         };
         let zone = match after {
             [] => &[][..],
@@ -313,7 +315,7 @@ mod tests {
             ),
             (Reserved::Gcra { capacity: 5, emission_ns: 1_000_000_000, amount: 2 }, "g:5:1000000000:2"),
         ];
-        let id = Some(&ID[..]);
+        let id = Some(ID);
         for (r, prefix) in all {
             let t = text(r);
             assert_eq!(t, format!("{prefix}:{tag}0123456789abcdef"));
