@@ -1610,9 +1610,10 @@ end
 
 local NOT_MARKS = "WRONGTYPE the key's settle marks (its name, then ':settled:') hold another kind of value"
 
--- What the settle of reservation `id` on `key` applied, if it was settled (false if not).
-local function settled_before(key, id)
-    local applied = redis_pcall('HGET', marks_of(key), id)
+-- What the settle of reservation `id` applied, if the key's `marks` say it was settled (false if
+-- not).
+local function settled_before(marks, id)
+    local applied = redis_pcall('HGET', marks, id)
     if type(applied) == 'table' and applied.err then
         fail(find(applied.err, '^WRONGTYPE') and NOT_MARKS or applied.err)
     end
@@ -1632,10 +1633,9 @@ local function counts_until(kind, a, b, c)
     return c
 end
 
--- Marks reservation `id` settled on `key`, having applied `applied` (the module's
+-- Marks reservation `id` settled in `key`'s `marks`, having applied `applied` (the module's
 -- commands/settle.rs): the marks expire when the last window they guard does.
-local function mark_settled(key, id, applied, until_ms)
-    local marks = marks_of(key)
+local function mark_settled(key, marks, id, applied, until_ms)
     local current, key_expiry = redis_call('PEXPIRETIME', marks), redis_call('PEXPIRETIME', key)
     local at = max(until_ms, key_expiry, current)
     if at <= now_ms() then
@@ -1751,17 +1751,18 @@ local function settle_one(key, used, kind, a, b, c, d, zone)
     return settle_gcra(key, a, b, used - c)
 end
 
--- One key's settle of a reservation entry read as { kind, a, b, c, d, zone, id, first } (`first`:
--- what a settle of it applied before, or false): settled before, it is decided as if exactly what
--- was reserved was used, which changes no count, and answered with what the first applied.
+-- One key's settle of a reservation entry read as { kind, a, b, c, d, zone, id, first, marks }
+-- (`first`: what a settle of it applied before, or false; `marks`: the key's marks' name):
+-- settled before, it is decided as if exactly what was reserved was used, which changes no count,
+-- and answered with what the first applied.
 local function settle_marked(key, used, e)
-    local kind, a, b, c, d, zone, id, first = e[1], e[2], e[3], e[4], e[5], e[6], e[7], e[8]
+    local kind, a, b, c, d, zone, id, first, marks = e[1], e[2], e[3], e[4], e[5], e[6], e[7], e[8], e[9]
     local amount = kind == 'g' and c or d
     local reply = settle_one(key, first and amount or used, kind, a, b, c, d, zone)
     if first then
         reply[#reply] = first
     elseif id then
-        mark_settled(key, id, reply[#reply], counts_until(kind, a, b, c))
+        mark_settled(key, marks, id, reply[#reply], counts_until(kind, a, b, c))
     end
     return reply
 end
@@ -1787,11 +1788,12 @@ local function settle_reservation(keys, args)
     end
     if #keys == 1 then
         local kind, a, b, c, d, zone, id = reservation_of(entries[1], keys[1])
-        local first = id and settled_before(keys[1], id)
+        local marks = id and marks_of(keys[1])
+        local first = id and settled_before(marks, id)
         if used == BIG then
             fail(BEYOND)
         end
-        return settle_marked(keys[1], used, { kind, a, b, c, d, zone, id, first })
+        return settle_marked(keys[1], used, { kind, a, b, c, d, zone, id, first, marks })
     end
     refuse_repeated_keys(keys)
     -- Every entry and key checked before anything is written: the reservation's fields, the
@@ -1799,7 +1801,8 @@ local function settle_reservation(keys, args)
     local read_entries = {}
     for i = 1, #keys do
         local kind, a, b, c, d, zone, id = reservation_of(entries[i], keys[i])
-        read_entries[i] = { kind, a, b, c, d, zone, id, id and settled_before(keys[i], id) }
+        local marks = id and marks_of(keys[i])
+        read_entries[i] = { kind, a, b, c, d, zone, id, id and settled_before(marks, id), marks }
         if kind == 'c' then
             reserved_zone(zone)
         end
