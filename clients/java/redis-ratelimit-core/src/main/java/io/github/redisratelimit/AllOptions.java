@@ -1,0 +1,78 @@
+package io.github.redisratelimit;
+
+import java.util.List;
+
+/**
+ * {@code RATELIMIT.HITALL}'s options. {@link #DEFAULT} counts 1 on each fixed window.
+ *
+ * @param cost what the call counts for on each limit, at least 1
+ * @param sliding sliding windows instead of fixed ones
+ * @param align fixed windows at multiples of their length since the Unix epoch
+ * @param zone the calendar windows' zone, or {@code null} for UTC
+ * @param tokens when above 0, what is counted on the last {@code tokenKeys} limits instead of
+ *     {@code cost} (an LLM call's tokens beside a request count)
+ * @param tokenKeys how many of the last limits count {@code tokens}
+ */
+public record AllOptions(long cost, boolean sliding, boolean align, String zone, long tokens, int tokenKeys) {
+    /** Cost 1 on each fixed window. */
+    public static final AllOptions DEFAULT = new AllOptions(1, false, false, null, 0, 0);
+
+    /**
+     * The same options, counting {@code cost} on each limit.
+     *
+     * @param cost what the call counts for
+     * @return the options
+     */
+    public AllOptions withCost(long cost) {
+        return new AllOptions(cost, sliding, align, zone, tokens, tokenKeys);
+    }
+
+    /**
+     * The same options on sliding windows.
+     *
+     * @return the options
+     */
+    public AllOptions slidingWindows() {
+        return new AllOptions(cost, true, align, zone, tokens, tokenKeys);
+    }
+
+    /**
+     * The same options with fixed windows laid on the clock.
+     *
+     * @return the options
+     */
+    public AllOptions aligned() {
+        return new AllOptions(cost, sliding, true, zone, tokens, tokenKeys);
+    }
+
+    /**
+     * The same options with the calendar windows in {@code zone}.
+     *
+     * @param zone UTC, an offset, or an IANA name (the module only)
+     * @return the options
+     */
+    public AllOptions inZone(String zone) {
+        return new AllOptions(cost, sliding, align, zone, tokens, tokenKeys);
+    }
+
+    /**
+     * The same options, counting {@code tokens} on the last {@code tokenKeys} limits.
+     *
+     * @param tokens what those limits count
+     * @param tokenKeys how many of the last limits
+     * @return the options
+     */
+    public AllOptions withTokens(long tokens, int tokenKeys) {
+        return new AllOptions(cost, sliding, align, zone, tokens, tokenKeys);
+    }
+
+    /**
+     * Checks these options with {@code limits} as {@code hitAll} would, with no round trip.
+     *
+     * @param limits the limits
+     * @throws InvalidArgumentException what {@code hitAll} would refuse
+     */
+    public void validate(List<Limit> limits) {
+        io.github.redisratelimit.command.Commands.hitAll(limits, this);
+    }
+}

@@ -1,0 +1,440 @@
+package io.github.redisratelimit;
+
+import io.github.redisratelimit.command.Command;
+import io.github.redisratelimit.command.Commands;
+import io.github.redisratelimit.spi.Transport;
+import java.time.Duration;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Function;
+
+/**
+ * The limiters' calls over one {@link Transport}, each answered by a {@link CompletableFuture}.
+ * Arguments are checked before anything is sent: a refused one throws an
+ * {@link InvalidArgumentException} at once. The backend (the module, else the Functions library,
+ * loaded when missing) is found on first use, once for every caller, and remembered. Safe for
+ * concurrent use. {@link RateLimiter} is the same, blocking.
+ */
+public final class AsyncRateLimiter {
+    private final Transport transport;
+    private final RateLimiterOptions options;
+    /** The backend, or its search in progress; cleared when a search fails, to search again. */
+    private final AtomicReference<CompletableFuture<Backend>> backend = new AtomicReference<>();
+
+    /**
+     * A limiter over an adapter's transport, with the default options.
+     *
+     * @param transport the adapter's transport
+     */
+    public AsyncRateLimiter(Transport transport) {
+        this(transport, RateLimiterOptions.DEFAULT);
+    }
+
+    /**
+     * A limiter over an adapter's transport.
+     *
+     * @param transport the adapter's transport
+     * @param options how it finds its backend and bounds its own calls
+     */
+    public AsyncRateLimiter(Transport transport, RateLimiterOptions options) {
+        this.transport = Objects.requireNonNull(transport, "transport");
+        this.options = Objects.requireNonNull(options, "options");
+    }
+
+    /**
+     * The options the limiter was made with.
+     *
+     * @return its options
+     */
+    public RateLimiterOptions options() {
+        return options;
+    }
+
+    /**
+     * The backend, found on the first call (and by this one if none was made yet). A search that
+     * failed is made again by the next call.
+     *
+     * @return the backend
+     */
+    public CompletableFuture<Backend> backend() {
+        CompletableFuture<Backend> found = backend.get();
+        if (found != null) {
+            return found.copy();
+        }
+        CompletableFuture<Backend> search = new CompletableFuture<>();
+        if (!backend.compareAndSet(null, search)) {
+            return backend();
+        }
+        within(options.backgroundTimeout(), probe()).whenComplete((b, e) -> {
+            if (e != null) {
+                backend.compareAndSet(search, null);
+                search.completeExceptionally(unwrap(e));
+            } else {
+                search.complete(b);
+            }
+        });
+        return search.copy();
+    }
+
+    private static <T> CompletableFuture<T> within(Duration timeout, CompletionStage<T> stage) {
+        return stage.toCompletableFuture().copy().orTimeout(timeout.toNanos(), TimeUnit.NANOSECONDS);
+    }
+
+    static Throwable unwrap(Throwable e) {
+        while (e instanceof CompletionException && e.getCause() != null) {
+            e = e.getCause();
+        }
+        return e;
+    }
+
+    private static boolean serverSays(Throwable e, String words) {
+        return unwrap(e) instanceof ServerErrorException s && s.getMessage() != null
+                && s.getMessage().toLowerCase(Locale.ROOT).contains(words);
+    }
+
+    /** The module answers PEEK with no arguments by its arity error; a server without it "unknown command". */
+    private CompletableFuture<Backend> probe() {
+        return transport.send(-1, List.of("RATELIMIT.PEEK")).toCompletableFuture().handle((reply, e) -> {
+            if (e == null || unwrap(e) instanceof ServerErrorException && !serverSays(e, "unknown command")) {
+                return CompletableFuture.completedFuture(Backend.MODULE);
+            }
+            if (!(unwrap(e) instanceof ServerErrorException)) {
+                return CompletableFuture.<Backend>failedFuture(unwrap(e));
+            }
+            return ensureLibrary().thenApply(v -> Backend.LIBRARY);
+        }).thenCompose(Function.identity());
+    }
+
+    /** Loads the library on every primary that lacks it (never REPLACE: a newer one loaded by hand stays). */
+    private CompletableFuture<Void> ensureLibrary() {
+        return transport.eachPrimary(node -> node.send(-1, List.of("FUNCTION", "LIST", "LIBRARYNAME", Library.NAME))
+                .thenCompose(listing -> {
+                    if (hasLibrary(listing)) {
+                        return CompletableFuture.<Void>completedFuture(null);
+                    }
+                    if (!options.loadLibrary()) {
+                        return CompletableFuture.<Void>failedFuture(new LibraryNotLoadedException());
+                    }
+                    return node.send(-1, List.of("FUNCTION", "LOAD", Library.source())).handle((r, e) -> {
+                        if (e != null && !serverSays(e, "already exists")) {
+                            throw new CompletionException(unwrap(e));
+                        }
+                        return (Void) null;
+                    });
+                })).toCompletableFuture();
+    }
+
+    private static boolean hasLibrary(Object listing) {
+        if (listing instanceof List<?> entries) {
+            for (Object entry : entries) {
+                Object name = entry instanceof Map<?, ?> m ? m.get("library_name") : null;
+                if (entry instanceof List<?> fields) {
+                    for (int i = 0; i + 1 < fields.size(); i += 2) {
+                        if ("library_name".equals(fields.get(i))) {
+                            name = fields.get(i + 1);
+                        }
+                    }
+                }
+                if (Library.NAME.equals(name)) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
+    /**
+     * Sends any built call to the backend found, and reads its reply.
+     *
+     * @param <T> what the reply reads as
+     * @param call the call, from {@link Commands}
+     * @return its answer
+     */
+    public <T> CompletableFuture<T> execute(Command<T> call) {
+        Objects.requireNonNull(call, "call");
+        if (transport.cluster() && call.keys().size() > 1) {
+            int first = Slots.slot(call.keys().get(0));
+            for (String key : call.keys()) {
+                if (Slots.slot(key) != first) {
+                    throw new InvalidArgumentException("CROSSSLOT Keys in request don't hash to the same slot "
+                            + "(give them one hash tag, e.g. rl:{user:42}:s)");
+                }
+            }
+        }
+        return backend().thenCompose(b -> {
+            if (b == Backend.LIBRARY && call.function() == null) {
+                throw new InvalidArgumentException(call.command() + " needs the module (the Functions library has no such function)");
+            }
+            List<String> args = b == Backend.MODULE ? call.moduleArgs() : call.libraryArgs();
+            int keyPos = b == Backend.MODULE ? call.moduleKeyPosition() : call.libraryKeyPosition();
+            CompletionStage<Object> sent = transport.send(keyPos, args);
+            if (b == Backend.LIBRARY) {
+                // The server lost the library (a restart without persistence, FUNCTION FLUSH): again.
+                sent = sent.handle((reply, e) -> e != null && serverSays(e, "function not found")
+                        ? ensureLibrary().thenCompose(v -> transport.send(keyPos, args))
+                        : e != null ? CompletableFuture.failedFuture(unwrap(e)) : CompletableFuture.completedFuture(reply))
+                        .thenCompose(Function.identity());
+            }
+            return sent.thenApply(call::read);
+        });
+    }
+
+    /**
+     * Counts a call against a fixed window ({@code RATELIMIT.HIT}).
+     *
+     * @param key the counter
+     * @param limit the limit
+     * @return the decision
+     */
+    public CompletableFuture<Decision> hit(String key, Fixed limit) {
+        return execute(Commands.hit(key, limit));
+    }
+
+    /**
+     * Whether a HIT of {@code cost} would be admitted, writing nothing ({@code RATELIMIT.PEEK}).
+     *
+     * @param key the counter
+     * @param limit the limit
+     * @param cost the cost, at least 1
+     * @return the decision
+     */
+    public CompletableFuture<Decision> peek(String key, long limit, long cost) {
+        return execute(Commands.peek(key, limit, cost));
+    }
+
+    /**
+     * Counts a call against a sliding window ({@code RATELIMIT.SLIDE}).
+     *
+     * @param key the counter
+     * @param limit the limit
+     * @return the decision
+     */
+    public CompletableFuture<Decision> slide(String key, Sliding limit) {
+        return execute(Commands.slide(key, limit));
+    }
+
+    /**
+     * Whether a SLIDE would be admitted, writing nothing.
+     *
+     * @param key the counter
+     * @param limit the limit
+     * @return the decision
+     */
+    public CompletableFuture<Decision> slidePeek(String key, Sliding limit) {
+        return execute(Commands.slidePeek(key, limit));
+    }
+
+    /**
+     * Counts one call against several limits, all or nothing ({@code RATELIMIT.HITALL}).
+     *
+     * @param limits the limits
+     * @param options the options
+     * @return the decision
+     */
+    public CompletableFuture<MultiDecision> hitAll(List<Limit> limits, AllOptions options) {
+        return execute(Commands.hitAll(limits, options));
+    }
+
+    /**
+     * Takes tokens from a GCRA bucket ({@code RATELIMIT.GCRA}).
+     *
+     * @param key the bucket
+     * @param rate the rate
+     * @return the decision
+     */
+    public CompletableFuture<Decision> gcra(String key, Rate rate) {
+        return execute(Commands.gcra(key, rate));
+    }
+
+    /**
+     * Takes as many of the rate's tokens as the bucket has, at least one ({@code GCRA ... PARTIAL}).
+     *
+     * @param key the bucket
+     * @param rate the rate, its tokens the most to take
+     * @return the grant
+     */
+    public CompletableFuture<Grant> gcraUpTo(String key, Rate rate) {
+        return execute(Commands.gcraUpTo(key, rate));
+    }
+
+    /**
+     * Counts an estimate (the limit's cost) against a fixed window, and reserves it for settle.
+     *
+     * @param key the counter
+     * @param limit the limit, its cost the estimate
+     * @return the reservation
+     */
+    public CompletableFuture<Reservation> reserveHit(String key, Fixed limit) {
+        return execute(Commands.reserveHit(key, limit));
+    }
+
+    /**
+     * Counts an estimate against a sliding window, and reserves it.
+     *
+     * @param key the counter
+     * @param limit the limit, its cost the estimate
+     * @return the reservation
+     */
+    public CompletableFuture<Reservation> reserveSlide(String key, Sliding limit) {
+        return execute(Commands.reserveSlide(key, limit));
+    }
+
+    /**
+     * Takes an estimate from a bucket, and reserves it.
+     *
+     * @param key the bucket
+     * @param rate the rate, its tokens the estimate
+     * @return the reservation
+     */
+    public CompletableFuture<Reservation> reserveGcra(String key, Rate rate) {
+        return execute(Commands.reserveGcra(key, rate));
+    }
+
+    /**
+     * Decides a request's limits together, its estimated tokens on the token keys, and reserves
+     * them ({@code HITALL ... TOKENS ... RESERVE}).
+     *
+     * @param limits the limits
+     * @param options the options, their tokens the estimate
+     * @return the reservation
+     */
+    public CompletableFuture<MultiReservation> reserveAll(List<Limit> limits, AllOptions options) {
+        return execute(Commands.reserveAll(limits, options));
+    }
+
+    /**
+     * Settles a reservation with what was used, at most once ({@code RATELIMIT.SETTLE}).
+     *
+     * @param reservation the reservation
+     * @param used what was used
+     * @return the settlement
+     */
+    public CompletableFuture<Settlement> settle(Reservation reservation, long used) {
+        return execute(Commands.settle(reservation, used));
+    }
+
+    /**
+     * Settles a {@link #reserveAll} reservation: one settlement per token key.
+     *
+     * @param reservation the reservation
+     * @param used what was used
+     * @return the settlements
+     */
+    public CompletableFuture<List<Settlement>> settleAll(MultiReservation reservation, long used) {
+        return execute(Commands.settleAll(reservation, used));
+    }
+
+    /**
+     * Takes one of at most {@code limit} permits in flight for {@code lease}, under {@code id}.
+     *
+     * @param key the permits' key
+     * @param limit the permits there are
+     * @param lease how long it is held unless renewed
+     * @param id the lease's id, or {@code null} for a new one
+     * @return the acquisition
+     */
+    public CompletableFuture<Acquisition> acquire(String key, long limit, Duration lease, String id) {
+        return execute(Commands.acquire(key, limit, lease, id));
+    }
+
+    /**
+     * Gives back the permit under {@code id}.
+     *
+     * @param key the permits' key
+     * @param id the lease's id
+     * @return false if it was not live
+     */
+    public CompletableFuture<Boolean> release(String key, String id) {
+        return execute(Commands.release(key, id));
+    }
+
+    /**
+     * Extends the live lease under {@code id} to {@code lease} from now.
+     *
+     * @param key the permits' key
+     * @param id the lease's id
+     * @param lease the lease from now
+     * @return the lease it now has; zero when it was lost
+     */
+    public CompletableFuture<Duration> renew(String key, String id, Duration lease) {
+        return execute(Commands.renew(key, id, lease));
+    }
+
+    /**
+     * Takes one of at most {@code limit} permits of {@code key} and keeps its lease renewed (every
+     * third of it) until {@link Permit#close()}. No permit free: the future fails with a
+     * {@link PermitUnavailableException}.
+     *
+     * @param key the permits' key
+     * @param limit the permits there are
+     * @param lease the lease, 3 ms or more
+     * @return the permit held
+     */
+    public CompletableFuture<Permit> hold(String key, long limit, Duration lease) {
+        if (lease == null || lease.compareTo(Duration.ofMillis(3)) < 0) {
+            throw new InvalidArgumentException("a held lease must be 3 ms or more (it is renewed every third of it)");
+        }
+        return acquire(key, limit, lease, null).thenApply(got -> {
+            if (!got.acquired()) {
+                throw new PermitUnavailableException(got.inUse(), limit, got.waitTime());
+            }
+            return new Permit(this, key, got, lease);
+        });
+    }
+
+    /**
+     * Runs {@code work} holding one of at most {@code limit} permits of {@code key} (see
+     * {@link #hold}), and releases it when the stage {@code work} gives completes, or it throws.
+     *
+     * @param <T> what the work gives
+     * @param key the permits' key
+     * @param limit the permits there are
+     * @param lease the lease, 3 ms or more
+     * @param work the work, given the permit ({@link Permit#lost()} tells if its lease ends first)
+     * @return what the work gave
+     */
+    public <T> CompletableFuture<T> withPermit(String key, long limit, Duration lease,
+            Function<Permit, ? extends CompletionStage<T>> work) {
+        Objects.requireNonNull(work, "work");
+        return hold(key, limit, lease).thenCompose(permit -> {
+            CompletionStage<T> done;
+            try {
+                done = work.apply(permit);
+            } catch (RuntimeException e) {
+                done = CompletableFuture.failedFuture(e);
+            }
+            return done.handle((v, e) -> permit.end().handle((released, ignored) -> {
+                if (e != null) {
+                    throw new CompletionException(unwrap(e));
+                }
+                return v;
+            })).thenCompose(Function.identity());
+        });
+    }
+
+    /**
+     * {@code RATELIMIT.TOP} (the module only) on the node the connection reaches first.
+     *
+     * @param options the options
+     * @return the keys
+     */
+    public CompletableFuture<List<TopEntry>> top(TopOptions options) {
+        return execute(Commands.top(options));
+    }
+
+    /** The limiter's own calls' deadline, for its permits. */
+    Duration backgroundTimeout() {
+        return options.backgroundTimeout();
+    }
+
+    static <T> CompletableFuture<T> bounded(Duration timeout, CompletableFuture<T> call) {
+        return within(timeout, call);
+    }
+}

@@ -1,0 +1,46 @@
+package io.github.redisratelimit;
+
+import java.time.Duration;
+
+/**
+ * A GCRA bucket ({@code RATELIMIT.GCRA}): a burst of {@code maxBurst + 1}, then {@code perPeriod}
+ * tokens every {@code period}, smoothly.
+ *
+ * @param maxBurst the burst beyond the first token, at least 0
+ * @param perPeriod tokens per period, at least 1
+ * @param period the period, to the nanosecond
+ * @param tokens what the call takes (nonzero; negative ones are given back)
+ */
+public record Rate(long maxBurst, long perPeriod, Duration period, long tokens) {
+    /**
+     * A bucket of {@code maxBurst + 1} refilled by {@code perPeriod} every {@code period}, taking
+     * 1 token a call.
+     *
+     * @param maxBurst the burst beyond the first token
+     * @param perPeriod tokens per period
+     * @param period the period
+     * @return the bucket
+     */
+    public static Rate of(long maxBurst, long perPeriod, Duration period) {
+        return new Rate(maxBurst, perPeriod, period, 1);
+    }
+
+    /**
+     * The same bucket, taking {@code tokens} a call (negative: given back).
+     *
+     * @param tokens what the call takes
+     * @return the bucket
+     */
+    public Rate withTokens(long tokens) {
+        return new Rate(maxBurst, perPeriod, period, tokens);
+    }
+
+    /**
+     * Checks the bucket as {@code gcra} would, with no round trip.
+     *
+     * @throws InvalidArgumentException what {@code gcra} would refuse
+     */
+    public void validate() {
+        io.github.redisratelimit.command.Commands.gcra("", this);
+    }
+}

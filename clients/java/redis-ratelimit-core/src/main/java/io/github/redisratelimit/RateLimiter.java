@@ -1,0 +1,327 @@
+package io.github.redisratelimit;
+
+import io.github.redisratelimit.command.Command;
+import io.github.redisratelimit.spi.Transport;
+import java.time.Duration;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
+import java.util.function.Function;
+
+/**
+ * The limiters' calls over one {@link Transport}, blocking: each waits for its answer (as long as
+ * the Redis client's own timeout allows) and throws what went wrong as itself, not wrapped. The
+ * same calls as {@link AsyncRateLimiter}, which {@link #async()} gives. Safe for concurrent use.
+ */
+public final class RateLimiter {
+    private final AsyncRateLimiter async;
+
+    /**
+     * A limiter over an adapter's transport, with the default options.
+     *
+     * @param transport the adapter's transport
+     */
+    public RateLimiter(Transport transport) {
+        this(new AsyncRateLimiter(transport));
+    }
+
+    /**
+     * A limiter over an adapter's transport.
+     *
+     * @param transport the adapter's transport
+     * @param options how it finds its backend and bounds its own calls
+     */
+    public RateLimiter(Transport transport, RateLimiterOptions options) {
+        this(new AsyncRateLimiter(transport, options));
+    }
+
+    /**
+     * The blocking form of an asynchronous limiter (they share the backend found).
+     *
+     * @param async the limiter
+     */
+    public RateLimiter(AsyncRateLimiter async) {
+        this.async = Objects.requireNonNull(async, "async");
+    }
+
+    /**
+     * The same limiter, answering with futures.
+     *
+     * @return the asynchronous limiter
+     */
+    public AsyncRateLimiter async() {
+        return async;
+    }
+
+    /** Waits for a call's answer, throwing its failure as itself. */
+    static <T> T join(CompletionStage<T> stage) {
+        try {
+            return stage.toCompletableFuture().join();
+        } catch (CompletionException e) {
+            Throwable cause = AsyncRateLimiter.unwrap(e);
+            if (cause instanceof RuntimeException r) {
+                throw r;
+            }
+            if (cause instanceof Error err) {
+                throw err;
+            }
+            throw new RateLimitException(String.valueOf(cause.getMessage()), cause);
+        }
+    }
+
+    /**
+     * The backend, found on the first call.
+     *
+     * @return the backend
+     */
+    public Backend backend() {
+        return join(async.backend());
+    }
+
+    /**
+     * Sends any built call to the backend found, and reads its reply.
+     *
+     * @param <T> what the reply reads as
+     * @param call the call, from {@link io.github.redisratelimit.command.Commands}
+     * @return its answer
+     */
+    public <T> T execute(Command<T> call) {
+        return join(async.execute(call));
+    }
+
+    /**
+     * Counts a call against a fixed window ({@code RATELIMIT.HIT}).
+     *
+     * @param key the counter
+     * @param limit the limit
+     * @return the decision
+     */
+    public Decision hit(String key, Fixed limit) {
+        return join(async.hit(key, limit));
+    }
+
+    /**
+     * Whether a HIT of {@code cost} would be admitted, writing nothing ({@code RATELIMIT.PEEK}).
+     *
+     * @param key the counter
+     * @param limit the limit
+     * @param cost the cost, at least 1
+     * @return the decision
+     */
+    public Decision peek(String key, long limit, long cost) {
+        return join(async.peek(key, limit, cost));
+    }
+
+    /**
+     * Counts a call against a sliding window ({@code RATELIMIT.SLIDE}).
+     *
+     * @param key the counter
+     * @param limit the limit
+     * @return the decision
+     */
+    public Decision slide(String key, Sliding limit) {
+        return join(async.slide(key, limit));
+    }
+
+    /**
+     * Whether a SLIDE would be admitted, writing nothing.
+     *
+     * @param key the counter
+     * @param limit the limit
+     * @return the decision
+     */
+    public Decision slidePeek(String key, Sliding limit) {
+        return join(async.slidePeek(key, limit));
+    }
+
+    /**
+     * Counts one call against several limits, all or nothing ({@code RATELIMIT.HITALL}).
+     *
+     * @param limits the limits
+     * @param options the options
+     * @return the decision
+     */
+    public MultiDecision hitAll(List<Limit> limits, AllOptions options) {
+        return join(async.hitAll(limits, options));
+    }
+
+    /**
+     * Takes tokens from a GCRA bucket ({@code RATELIMIT.GCRA}).
+     *
+     * @param key the bucket
+     * @param rate the rate
+     * @return the decision
+     */
+    public Decision gcra(String key, Rate rate) {
+        return join(async.gcra(key, rate));
+    }
+
+    /**
+     * Takes as many of the rate's tokens as the bucket has, at least one ({@code GCRA ... PARTIAL}).
+     *
+     * @param key the bucket
+     * @param rate the rate, its tokens the most to take
+     * @return the grant
+     */
+    public Grant gcraUpTo(String key, Rate rate) {
+        return join(async.gcraUpTo(key, rate));
+    }
+
+    /**
+     * Counts an estimate (the limit's cost) against a fixed window, and reserves it for settle.
+     *
+     * @param key the counter
+     * @param limit the limit, its cost the estimate
+     * @return the reservation
+     */
+    public Reservation reserveHit(String key, Fixed limit) {
+        return join(async.reserveHit(key, limit));
+    }
+
+    /**
+     * Counts an estimate against a sliding window, and reserves it.
+     *
+     * @param key the counter
+     * @param limit the limit, its cost the estimate
+     * @return the reservation
+     */
+    public Reservation reserveSlide(String key, Sliding limit) {
+        return join(async.reserveSlide(key, limit));
+    }
+
+    /**
+     * Takes an estimate from a bucket, and reserves it.
+     *
+     * @param key the bucket
+     * @param rate the rate, its tokens the estimate
+     * @return the reservation
+     */
+    public Reservation reserveGcra(String key, Rate rate) {
+        return join(async.reserveGcra(key, rate));
+    }
+
+    /**
+     * Decides a request's limits together, its estimated tokens on the token keys, and reserves
+     * them ({@code HITALL ... TOKENS ... RESERVE}).
+     *
+     * @param limits the limits
+     * @param options the options, their tokens the estimate
+     * @return the reservation
+     */
+    public MultiReservation reserveAll(List<Limit> limits, AllOptions options) {
+        return join(async.reserveAll(limits, options));
+    }
+
+    /**
+     * Settles a reservation with what was used, at most once ({@code RATELIMIT.SETTLE}).
+     *
+     * @param reservation the reservation
+     * @param used what was used
+     * @return the settlement
+     */
+    public Settlement settle(Reservation reservation, long used) {
+        return join(async.settle(reservation, used));
+    }
+
+    /**
+     * Settles a {@link #reserveAll} reservation: one settlement per token key.
+     *
+     * @param reservation the reservation
+     * @param used what was used
+     * @return the settlements
+     */
+    public List<Settlement> settleAll(MultiReservation reservation, long used) {
+        return join(async.settleAll(reservation, used));
+    }
+
+    /**
+     * Takes one of at most {@code limit} permits in flight for {@code lease}, under {@code id}.
+     *
+     * @param key the permits' key
+     * @param limit the permits there are
+     * @param lease how long it is held unless renewed
+     * @param id the lease's id, or {@code null} for a new one
+     * @return the acquisition
+     */
+    public Acquisition acquire(String key, long limit, Duration lease, String id) {
+        return join(async.acquire(key, limit, lease, id));
+    }
+
+    /**
+     * Gives back the permit under {@code id}.
+     *
+     * @param key the permits' key
+     * @param id the lease's id
+     * @return false if it was not live
+     */
+    public boolean release(String key, String id) {
+        return join(async.release(key, id));
+    }
+
+    /**
+     * Extends the live lease under {@code id} to {@code lease} from now.
+     *
+     * @param key the permits' key
+     * @param id the lease's id
+     * @param lease the lease from now
+     * @return the lease it now has; zero when it was lost
+     */
+    public Duration renew(String key, String id, Duration lease) {
+        return join(async.renew(key, id, lease));
+    }
+
+    /**
+     * Takes one of at most {@code limit} permits of {@code key} and keeps its lease renewed until
+     * {@link Permit#close()}: for try-with-resources.
+     *
+     * @param key the permits' key
+     * @param limit the permits there are
+     * @param lease the lease, 3 ms or more
+     * @return the permit held
+     * @throws PermitUnavailableException every permit is in use
+     */
+    public Permit hold(String key, long limit, Duration lease) {
+        return join(async.hold(key, limit, lease));
+    }
+
+    /**
+     * Runs {@code work} holding one of at most {@code limit} permits of {@code key}, renewed while
+     * it runs and released in a finally, whatever it throws.
+     *
+     * @param <T> what the work gives
+     * @param key the permits' key
+     * @param limit the permits there are
+     * @param lease the lease, 3 ms or more
+     * @param work the work, given the permit ({@link Permit#isLost()} tells if its lease ended first)
+     * @return what the work gave
+     * @throws PermitUnavailableException every permit is in use (the work does not run)
+     */
+    public <T> T withPermit(String key, long limit, Duration lease, Function<Permit, T> work) {
+        Objects.requireNonNull(work, "work");
+        Permit permit = hold(key, limit, lease);
+        T result;
+        try {
+            result = work.apply(permit);
+        } catch (RuntimeException | Error e) {
+            try {
+                permit.close();
+            } catch (RuntimeException released) {
+                e.addSuppressed(released);
+            }
+            throw e;
+        }
+        permit.close();
+        return result;
+    }
+
+    /**
+     * {@code RATELIMIT.TOP} (the module only) on the node the connection reaches first.
+     *
+     * @param options the options
+     * @return the keys
+     */
+    public List<TopEntry> top(TopOptions options) {
+        return join(async.top(options));
+    }
+}

@@ -1,0 +1,655 @@
+package io.github.redisratelimit.command;
+
+import static io.github.redisratelimit.command.Replies.integer;
+import static io.github.redisratelimit.command.Replies.integers;
+import static io.github.redisratelimit.command.Replies.list;
+import static io.github.redisratelimit.command.Replies.ms;
+
+import io.github.redisratelimit.Acquisition;
+import io.github.redisratelimit.AllOptions;
+import io.github.redisratelimit.Calendar;
+import io.github.redisratelimit.Decision;
+import io.github.redisratelimit.Fixed;
+import io.github.redisratelimit.Grant;
+import io.github.redisratelimit.InvalidArgumentException;
+import io.github.redisratelimit.Limit;
+import io.github.redisratelimit.MultiDecision;
+import io.github.redisratelimit.MultiReservation;
+import io.github.redisratelimit.Rate;
+import io.github.redisratelimit.Reservation;
+import io.github.redisratelimit.Settlement;
+import io.github.redisratelimit.Sliding;
+import io.github.redisratelimit.TopEntry;
+import io.github.redisratelimit.TopOptions;
+import io.github.redisratelimit.UnexpectedReplyException;
+import java.math.BigDecimal;
+import java.security.SecureRandom;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.function.Function;
+
+/**
+ * One builder per command: each checks its arguments as the server would (an
+ * {@link InvalidArgumentException}, worded as the server words it, before anything is sent) and
+ * gives the {@link Command} to send.
+ */
+public final class Commands {
+    private Commands() {
+    }
+
+    /** The longest window or lease the server takes. */
+    private static final long MAX_MS = 1L << 62;
+    /** The longest lease id the server takes. */
+    private static final int MAX_ID_BYTES = 256;
+    private static final SecureRandom RANDOM = new SecureRandom();
+
+    private static InvalidArgumentException invalid(String message) {
+        return new InvalidArgumentException(message);
+    }
+
+    private static void positive(long n, String name) {
+        if (n < 1) {
+            throw invalid(name + " must be an integer >= 1");
+        }
+    }
+
+    private static void nonzero(long n, String name) {
+        if (n == 0) {
+            throw invalid(name + " must be a nonzero integer");
+        }
+    }
+
+    /** A window or lease as sent: whole seconds, or milliseconds with MS. */
+    private record Length(long ms, boolean inMs) {
+        String text(boolean asMs) {
+            return Long.toString(asMs ? ms : ms / 1000);
+        }
+    }
+
+    private static Length length(Duration d, String name) {
+        if (d == null || d.isNegative() || d.getNano() % 1_000_000 != 0 || d.compareTo(Duration.ofMillis(1)) < 0
+                || d.getSeconds() > MAX_MS / 1000) {
+            throw invalid(name + " must be a whole number of milliseconds from 1ms to 2^62 ms");
+        }
+        long ms = d.toMillis();
+        return new Length(ms, ms % 1000 != 0);
+    }
+
+    /** A HIT window: a calendar unit (null length) or a length. */
+    private static Length fixedWindow(Duration window, Calendar calendar) {
+        if (calendar != null) {
+            if (window != null) {
+                throw invalid("give a window or a calendar, not both");
+            }
+            return null;
+        }
+        return length(window, "window");
+    }
+
+    private static List<String> laidOnClock(boolean calendar, boolean align, String zone) {
+        List<String> args = new ArrayList<>();
+        if (align) {
+            args.add("ALIGN");
+        }
+        if (zone != null) {
+            if (!calendar) {
+                throw invalid("TZ needs a calendar window (day, week, month or year)");
+            }
+            if (zone.isEmpty()) {
+                throw invalid("TZ must name a zone");
+            }
+            args.add("TZ");
+            args.add(zone);
+        }
+        return args;
+    }
+
+    private static void signedCost(List<String> args, long n, String name) {
+        if (n != 1) {
+            args.add(name);
+            args.add(Long.toString(n));
+        }
+    }
+
+    private static String key(String key) {
+        return Objects.requireNonNull(key, "key");
+    }
+
+    private static Function<Object, Decision> readFixed(long limit, Duration window, long cost) {
+        return reply -> {
+            long[] n = integers(reply, 4, "a fixed window");
+            boolean allowed = n[0] == 1;
+            Duration reset = ms(n[3]);
+            Duration retry = allowed ? Duration.ZERO : cost > limit ? Decision.FOREVER : reset;
+            return new Decision(allowed, n[1], n[2], limit, reset, retry, window);
+        };
+    }
+
+    private static Function<Object, Decision> readSliding(long limit, Duration window) {
+        return reply -> {
+            long[] n = integers(reply, 5, "a sliding window");
+            boolean allowed = n[0] == 1;
+            return new Decision(allowed, n[1], n[2], limit, ms(n[4]), allowed ? Duration.ZERO : ms(n[3]), window);
+        };
+    }
+
+    private static Function<Object, Decision> readBucket(Duration period) {
+        return reply -> {
+            long[] n = integers(reply, 5, "a GCRA bucket");
+            boolean allowed = n[0] == 0;
+            return new Decision(allowed, n[1] - n[2], n[2], n[1], ms(n[4]), allowed ? Duration.ZERO : ms(n[3]), period);
+        };
+    }
+
+    private static Duration orZero(Duration d) {
+        return d == null ? Duration.ZERO : d;
+    }
+
+    /**
+     * {@code RATELIMIT.HIT}: a fixed window counted, its expiry set in the same step.
+     *
+     * @param key the counter
+     * @param f the limit
+     * @return the call
+     */
+    public static Command<Decision> hit(String key, Fixed f) {
+        Objects.requireNonNull(f, "limit");
+        positive(f.limit(), "limit");
+        Length window = fixedWindow(f.window(), f.calendar());
+        List<String> clock = laidOnClock(f.calendar() != null, f.align(), f.zone());
+        nonzero(f.cost(), "COST");
+        List<String> args = new ArrayList<>();
+        args.add(Long.toString(f.limit()));
+        args.add(window == null ? f.calendar().name().toLowerCase(java.util.Locale.ROOT) : window.text(window.inMs()));
+        signedCost(args, f.cost(), "COST");
+        if (window != null && window.inMs()) {
+            args.add("MS");
+        }
+        args.addAll(clock);
+        return new Command<>("RATELIMIT.HIT", "ratelimit_hit", List.of(key(key)), args, false,
+                readFixed(f.limit(), orZero(f.window()), f.cost()));
+    }
+
+    /**
+     * {@code RATELIMIT.PEEK}: whether a HIT of {@code cost} would be admitted, writing nothing.
+     *
+     * @param key the counter
+     * @param limit the limit
+     * @param cost the cost, at least 1
+     * @return the call
+     */
+    public static Command<Decision> peek(String key, long limit, long cost) {
+        positive(limit, "limit");
+        positive(cost, "COST");
+        List<String> args = new ArrayList<>(List.of(Long.toString(limit)));
+        signedCost(args, cost, "COST");
+        return new Command<>("RATELIMIT.PEEK", "ratelimit_peek", List.of(key(key)), args, false,
+                readFixed(limit, Duration.ZERO, cost));
+    }
+
+    private static List<String> slideArgs(Sliding s) {
+        Objects.requireNonNull(s, "limit");
+        positive(s.limit(), "limit");
+        Length window = length(s.window(), "window");
+        nonzero(s.cost(), "COST");
+        List<String> args = new ArrayList<>(List.of(Long.toString(s.limit()), window.text(window.inMs())));
+        signedCost(args, s.cost(), "COST");
+        if (window.inMs()) {
+            args.add("MS");
+        }
+        return args;
+    }
+
+    /**
+     * {@code RATELIMIT.SLIDE}: a sliding window (the previous window weighted by its overlap).
+     *
+     * @param key the counter
+     * @param s the limit
+     * @return the call
+     */
+    public static Command<Decision> slide(String key, Sliding s) {
+        return new Command<>("RATELIMIT.SLIDE", "ratelimit_slide", List.of(key(key)), slideArgs(s), false,
+                readSliding(s.limit(), s.window()));
+    }
+
+    /**
+     * {@code RATELIMIT.SLIDE} with {@code PEEK}: the decision without counting.
+     *
+     * @param key the counter
+     * @param s the limit
+     * @return the call
+     */
+    public static Command<Decision> slidePeek(String key, Sliding s) {
+        List<String> args = slideArgs(s);
+        args.add("PEEK");
+        return new Command<>("RATELIMIT.SLIDE", "ratelimit_slide", List.of(key(key)), args, false,
+                readSliding(s.limit(), s.window()));
+    }
+
+    /**
+     * {@code RATELIMIT.HITALL}: one call counted against several limits, all or nothing.
+     *
+     * @param limits the limits, at least one
+     * @param o the options
+     * @return the call
+     */
+    public static Command<MultiDecision> hitAll(List<Limit> limits, AllOptions o) {
+        Objects.requireNonNull(o, "options");
+        if (limits == null || limits.isEmpty()) {
+            throw invalid("HITALL needs at least one limit");
+        }
+        boolean anyMs = false;
+        boolean calendar = false;
+        for (Limit l : limits) {
+            Objects.requireNonNull(l, "limit");
+            key(l.key());
+            Length w = fixedWindow(l.window(), l.calendar());
+            positive(l.limit(), "limit");
+            anyMs |= w != null && w.inMs();
+            calendar |= w == null;
+        }
+        if (o.sliding() && calendar) {
+            throw invalid("SLIDE and a calendar window cannot be given together");
+        }
+        List<String> keys = new ArrayList<>();
+        List<String> args = new ArrayList<>();
+        for (Limit l : limits) {
+            keys.add(l.key());
+            args.add(Long.toString(l.limit()));
+            // One unit for all the lengths: ms if any needs them.
+            args.add(l.calendar() != null ? l.calendar().name().toLowerCase(java.util.Locale.ROOT)
+                    : Long.toString(anyMs ? l.window().toMillis() : l.window().toMillis() / 1000));
+        }
+        positive(o.cost(), "COST");
+        signedCost(args, o.cost(), "COST");
+        if (anyMs) {
+            args.add("MS");
+        }
+        if (o.sliding()) {
+            if (o.align()) {
+                throw invalid("SLIDE and ALIGN cannot be given together");
+            }
+            args.add("SLIDE");
+        }
+        args.addAll(laidOnClock(calendar, o.align(), o.zone()));
+        long[] costs = new long[limits.size()];
+        java.util.Arrays.fill(costs, o.cost());
+        if (o.tokens() != 0 || o.tokenKeys() != 0) {
+            positive(o.tokens(), "TOKENS");
+            if (o.tokenKeys() < 1 || o.tokenKeys() > limits.size()) {
+                throw invalid("TOKENS' key count must be between 1 and numkeys");
+            }
+            for (int i = limits.size() - o.tokenKeys(); i < limits.size(); i++) {
+                costs[i] = o.tokens();
+            }
+            args.add("TOKENS");
+            args.add(Long.toString(o.tokens()));
+            args.add(Integer.toString(o.tokenKeys()));
+        }
+        List<Limit> given = List.copyOf(limits);
+        boolean sliding = o.sliding();
+        Function<Object, MultiDecision> reader = reply -> {
+            List<?> items = list(reply, "HITALL");
+            if (items.size() != given.size() + 1) {
+                throw new UnexpectedReplyException("HITALL", reply);
+            }
+            Long all = integer(items.get(0));
+            boolean allowed = all != null && all == 1;
+            List<Decision> decisions = new ArrayList<>();
+            for (int i = 0; i < given.size(); i++) {
+                Limit l = given.get(i);
+                Duration window = orZero(l.window());
+                if (sliding) {
+                    long[] n = integers(items.get(i + 1), 4, "HITALL");
+                    decisions.add(readSliding(l.limit(), window).apply(List.of(n[2] < 0 ? 1L : 0L, n[0], n[1], n[2], n[3])));
+                } else {
+                    long[] n = integers(items.get(i + 1), 3, "HITALL");
+                    long fits = allowed || n[0] + costs[i] <= l.limit() ? 1 : 0;
+                    decisions.add(readFixed(l.limit(), window, costs[i]).apply(List.of(fits, n[0], n[1], n[2])));
+                }
+            }
+            return new MultiDecision(allowed, decisions);
+        };
+        return new Command<>("RATELIMIT.HITALL", "ratelimit_hitall", keys, args, true, reader);
+    }
+
+    /** A GCRA period in decimal seconds, to the nanosecond. */
+    private static String periodText(Duration d) {
+        BigDecimal seconds = BigDecimal.valueOf(d.getSeconds()).add(BigDecimal.valueOf(d.getNano(), 9));
+        return seconds.stripTrailingZeros().toPlainString();
+    }
+
+    /**
+     * {@code RATELIMIT.GCRA}: tokens from a GCRA bucket (smooth limiting).
+     *
+     * @param key the bucket
+     * @param r the rate
+     * @return the call
+     */
+    public static Command<Decision> gcra(String key, Rate r) {
+        Objects.requireNonNull(r, "rate");
+        if (r.maxBurst() < 0) {
+            throw invalid("max_burst must be an integer >= 0");
+        }
+        positive(r.perPeriod(), "tokens_per_period");
+        if (r.period() == null || r.period().isNegative() || r.period().isZero()) {
+            throw invalid("period must be > 0");
+        }
+        nonzero(r.tokens(), "TOKENS");
+        List<String> args = new ArrayList<>(List.of(Long.toString(r.maxBurst()), Long.toString(r.perPeriod()),
+                periodText(r.period())));
+        signedCost(args, r.tokens(), "TOKENS");
+        return new Command<>("RATELIMIT.GCRA", "ratelimit_gcra", List.of(key(key)), args, false, readBucket(r.period()));
+    }
+
+    /**
+     * {@code RATELIMIT.GCRA} with {@code PARTIAL}: as many of the rate's tokens as the bucket has
+     * whole, at least one.
+     *
+     * @param key the bucket
+     * @param r the rate, its tokens the most to take
+     * @return the call
+     */
+    public static Command<Grant> gcraUpTo(String key, Rate r) {
+        Objects.requireNonNull(r, "rate");
+        positive(r.tokens(), "TOKENS");
+        Command<Decision> call = gcra(key, r);
+        List<String> args = new ArrayList<>(call.args());
+        args.add("PARTIAL");
+        return new Command<>(call.command(), call.function(), call.keys(), args, false, reply -> {
+            List<?> items = list(reply, "GCRA PARTIAL");
+            Long granted = items.size() == 6 ? integer(items.get(5)) : null;
+            if (granted == null) {
+                throw new UnexpectedReplyException("GCRA PARTIAL", reply);
+            }
+            return new Grant(call.read(items.subList(0, 5)), granted);
+        });
+    }
+
+    private static Command<Reservation> reserving(Command<Decision> call, long amount, String name) {
+        if (amount < 1) {
+            throw invalid("RESERVE needs " + name + " >= 1");
+        }
+        List<String> args = new ArrayList<>(call.args());
+        args.add("RESERVE");
+        String key = call.keys().get(0);
+        return new Command<>(call.command(), call.function(), call.keys(), args, false, reply -> {
+            List<?> items = list(reply, "a reservation");
+            if (items.isEmpty()) {
+                throw new UnexpectedReplyException("a reservation", reply);
+            }
+            Decision d = call.read(items.subList(0, items.size() - 1));
+            return new Reservation(d, key, token(items.get(items.size() - 1)), amount);
+        });
+    }
+
+    private static String token(Object item) {
+        return item instanceof String s && !s.isEmpty() ? s : null;
+    }
+
+    /**
+     * {@code RATELIMIT.HIT} with {@code RESERVE}: the cost (the estimate) counted now, and a
+     * reservation to settle with what was used.
+     *
+     * @param key the counter
+     * @param f the limit, its cost the estimate
+     * @return the call
+     */
+    public static Command<Reservation> reserveHit(String key, Fixed f) {
+        return reserving(hit(key, f), f.cost(), "COST");
+    }
+
+    /**
+     * {@code RATELIMIT.SLIDE} with {@code RESERVE}.
+     *
+     * @param key the counter
+     * @param s the limit, its cost the estimate
+     * @return the call
+     */
+    public static Command<Reservation> reserveSlide(String key, Sliding s) {
+        return reserving(slide(key, s), s.cost(), "COST");
+    }
+
+    /**
+     * {@code RATELIMIT.GCRA} with {@code RESERVE}.
+     *
+     * @param key the bucket
+     * @param r the rate, its tokens the estimate
+     * @return the call
+     */
+    public static Command<Reservation> reserveGcra(String key, Rate r) {
+        return reserving(gcra(key, r), r.tokens(), "TOKENS");
+    }
+
+    /**
+     * {@code RATELIMIT.HITALL} with {@code TOKENS} and {@code RESERVE}: the limits decided together,
+     * the estimated tokens counted on the last token keys (1 unless given) and reserved there.
+     *
+     * @param limits the limits
+     * @param o the options, their tokens the estimate
+     * @return the call
+     */
+    public static Command<MultiReservation> reserveAll(List<Limit> limits, AllOptions o) {
+        Objects.requireNonNull(o, "options");
+        if (o.tokens() < 1) {
+            throw invalid("RESERVE needs TOKENS >= 1");
+        }
+        AllOptions withKeys = o.tokenKeys() == 0 ? o.withTokens(o.tokens(), 1) : o;
+        Command<MultiDecision> call = hitAll(limits, withKeys);
+        List<String> tokenKeys = call.keys().subList(call.keys().size() - withKeys.tokenKeys(), call.keys().size());
+        List<String> args = new ArrayList<>(call.args());
+        args.add("RESERVE");
+        return new Command<>(call.command(), call.function(), call.keys(), args, true, reply -> {
+            List<?> items = list(reply, "a reservation");
+            if (items.isEmpty()) {
+                throw new UnexpectedReplyException("a reservation", reply);
+            }
+            MultiDecision m = call.read(items.subList(0, items.size() - 1));
+            return new MultiReservation(m, tokenKeys, token(items.get(items.size() - 1)), o.tokens());
+        });
+    }
+
+    /** SETTLE's reply for one entry, read by the reservation's kind. */
+    private static Function<Object, Settlement> readSettled(String entry) {
+        String[] fields = entry.split(":");
+        java.util.function.IntToLongFunction number = i -> {
+            try {
+                return i < fields.length ? Long.parseLong(fields[i]) : 0;
+            } catch (NumberFormatException e) {
+                return 0;
+            }
+        };
+        Function<Object, Decision> read = switch (fields[0]) {
+            case "h", "a" -> readFixed(number.applyAsLong(1), Duration.ofMillis(number.applyAsLong(2)), 1);
+            case "c" -> readFixed(number.applyAsLong(1), Duration.ZERO, 1);
+            case "s" -> readSliding(number.applyAsLong(1), Duration.ofMillis(number.applyAsLong(2)));
+            default -> readBucket(Duration.ZERO);
+        };
+        return reply -> {
+            List<?> items = list(reply, "SETTLE");
+            Long applied = items.size() >= 2 ? integer(items.get(items.size() - 1)) : null;
+            if (applied == null) {
+                throw new UnexpectedReplyException("SETTLE", reply);
+            }
+            return new Settlement(read.apply(items.subList(0, items.size() - 1)), applied);
+        };
+    }
+
+    private static List<String> settleArgs(String token, long used) {
+        if (used < 0) {
+            throw invalid("used must be an integer >= 0");
+        }
+        if (token == null || token.isEmpty()) {
+            throw invalid("a denied call has no reservation to settle");
+        }
+        return List.of(token, Long.toString(used));
+    }
+
+    /**
+     * {@code RATELIMIT.SETTLE}: a reservation settled with what was used, at most once (settled
+     * again, it changes nothing and answers what the first applied).
+     *
+     * @param r the reservation
+     * @param used what was used
+     * @return the call
+     */
+    public static Command<Settlement> settle(Reservation r, long used) {
+        Objects.requireNonNull(r, "reservation");
+        List<String> args = settleArgs(r.token(), used);
+        return new Command<>("RATELIMIT.SETTLE", "ratelimit_settle", List.of(key(r.key())), args, false,
+                readSettled(r.token()));
+    }
+
+    /**
+     * {@code RATELIMIT.SETTLE} of a {@code HITALL} reservation: one settlement per token key.
+     *
+     * @param r the reservation
+     * @param used what was used
+     * @return the call
+     */
+    public static Command<List<Settlement>> settleAll(MultiReservation r, long used) {
+        Objects.requireNonNull(r, "reservation");
+        List<String> args = settleArgs(r.token(), used);
+        String[] entries = r.token().split(",");
+        return new Command<>("RATELIMIT.SETTLE", "ratelimit_settle", r.keys(), args, false, reply -> {
+            if (entries.length == 1) {
+                return List.of(readSettled(entries[0]).apply(reply));
+            }
+            List<?> items = list(reply, "SETTLE");
+            if (items.size() != entries.length) {
+                throw new UnexpectedReplyException("SETTLE", reply);
+            }
+            List<Settlement> out = new ArrayList<>();
+            for (int i = 0; i < entries.length; i++) {
+                out.add(readSettled(entries[i]).apply(items.get(i)));
+            }
+            return out;
+        });
+    }
+
+    /**
+     * A fresh lease id: 128 random bits in hex.
+     *
+     * @return the id
+     */
+    public static String newLeaseId() {
+        byte[] b = new byte[16];
+        RANDOM.nextBytes(b);
+        return HexFormat.of().formatHex(b);
+    }
+
+    private static String leaseId(String id) {
+        if (id == null || id.isEmpty() || id.getBytes(java.nio.charset.StandardCharsets.UTF_8).length > MAX_ID_BYTES) {
+            throw invalid("ID must be 1 to 256 bytes");
+        }
+        return id;
+    }
+
+    private static List<String> leaseArgs(Duration lease) {
+        Length l = length(lease, "lease");
+        return l.inMs() ? List.of(l.text(true), "MS") : List.of(l.text(false));
+    }
+
+    /**
+     * {@code RATELIMIT.ACQUIRE}: one of at most {@code limit} permits in flight, a lease under
+     * {@code id} ({@code null}: a new one); a retry with the same id is counted once.
+     *
+     * @param key the permits' key
+     * @param limit the permits there are
+     * @param lease how long the permit is held unless renewed
+     * @param id the lease's id, or {@code null}
+     * @return the call
+     */
+    public static Command<Acquisition> acquire(String key, long limit, Duration lease, String id) {
+        positive(limit, "limit");
+        String held = leaseId(id == null ? newLeaseId() : id);
+        List<String> args = new ArrayList<>(List.of(Long.toString(limit)));
+        args.addAll(leaseArgs(lease));
+        args.add("ID");
+        args.add(held);
+        return new Command<>("RATELIMIT.ACQUIRE", "ratelimit_acquire", List.of(key(key)), args, false, reply -> {
+            List<?> items = list(reply, "ACQUIRE");
+            if (items.size() != 5) {
+                throw new UnexpectedReplyException("ACQUIRE", reply);
+            }
+            long[] n = integers(items.subList(0, 4), 4, "ACQUIRE");
+            return new Acquisition(n[0] == 1, n[1], n[2], ms(n[3]), token(items.get(4)));
+        });
+    }
+
+    /**
+     * {@code RATELIMIT.RELEASE}: the permit under {@code id} given back.
+     *
+     * @param key the permits' key
+     * @param id the lease's id
+     * @return the call: false if the permit was not live
+     */
+    public static Command<Boolean> release(String key, String id) {
+        List<String> args = List.of(leaseId(id));
+        return new Command<>("RATELIMIT.RELEASE", "ratelimit_release", List.of(key(key)), args, false, reply -> {
+            Long n = integer(reply);
+            if (n == null) {
+                throw new UnexpectedReplyException("RELEASE", reply);
+            }
+            return n == 1;
+        });
+    }
+
+    /**
+     * {@code RATELIMIT.RENEW}: the live lease under {@code id} extended to {@code lease} from now.
+     *
+     * @param key the permits' key
+     * @param id the lease's id
+     * @param lease the lease from now
+     * @return the call: the lease it now has, or zero when it was lost
+     */
+    public static Command<Duration> renew(String key, String id, Duration lease) {
+        List<String> args = new ArrayList<>(List.of(leaseId(id)));
+        args.addAll(leaseArgs(lease));
+        return new Command<>("RATELIMIT.RENEW", "ratelimit_renew", List.of(key(key)), args, false, reply -> {
+            Long n = integer(reply);
+            if (n == null) {
+                throw new UnexpectedReplyException("RENEW", reply);
+            }
+            return n < 0 ? Duration.ZERO : Duration.ofMillis(n);
+        });
+    }
+
+    /**
+     * {@code RATELIMIT.TOP} (the module only): the keys this node denied most (or admitted the most
+     * cost for, or would have denied in shadow mode) lately, each with its error bound.
+     *
+     * @param o the options
+     * @return the call
+     */
+    public static Command<List<TopEntry>> top(TopOptions o) {
+        Objects.requireNonNull(o, "options");
+        List<String> args = new ArrayList<>();
+        args.add((o.view() == null ? TopOptions.View.DENIED : o.view()).name());
+        if (o.count() != 0) {
+            positive(o.count(), "COUNT");
+            args.add("COUNT");
+            args.add(Long.toString(o.count()));
+        }
+        if (o.reset()) {
+            args.add("RESET");
+        }
+        return new Command<>("RATELIMIT.TOP", null, List.of(), args, false, reply -> {
+            List<TopEntry> entries = new ArrayList<>();
+            for (Object row : list(reply, "TOP")) {
+                Map<String, Object> f = Replies.fields(row);
+                Long count = integer(f.get("count"));
+                Long error = integer(f.get("error"));
+                if (!(f.get("key") instanceof String key) || count == null || error == null) {
+                    throw new UnexpectedReplyException("TOP", reply);
+                }
+                entries.add(new TopEntry(key, count, error));
+            }
+            return entries;
+        });
+    }
+}
