@@ -25,7 +25,7 @@ LIBRARY_TESTS := --test hit --test peek --test hitall --test slide --test lease 
 .PHONY: all deps package-deps test-deps build package package-test lint test integration $(INTEGRATION) servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
 	monitoring-tools monitoring-test \
 	bench-smoke \
-	python-dist python-envs python-test node-dist node-installed node-test go-ready go-test clients docs-test
+	python-dist python-envs python-test node-dist node-installed node-test go-ready go-test java-test clients docs-test
 
 all: build
 
@@ -149,8 +149,8 @@ test:
 	$(TIMES) phase "integration suites, beside the clients' environments" -- \
 		$(MAKE) --no-print-directory -j2 --output-sync=target integration clients
 	$(TIMES) phase "the Python package" -- $(MAKE) --no-print-directory python-test CLIENTS_READY=1
-	$(TIMES) phase "the Node and Go packages and the docs' examples" -- \
-		$(MAKE) --no-print-directory -j2 --output-sync=target node-test go-test docs-test CLIENTS_READY=1 GO_READY=1
+	$(TIMES) phase "the Node, Go and Java packages and the docs' examples" -- \
+		$(MAKE) --no-print-directory -j2 --output-sync=target node-test go-test java-test docs-test CLIENTS_READY=1 GO_READY=1
 	$(TIMES) phase "the TTL-leak demo" -- $(MAKE) --no-print-directory examples
 	$(TIMES) phase "the release files" -- $(MAKE) --no-print-directory package-test CLIENTS_READY=1
 	$(TIMES) phase "the benches' smoke runs" -- $(MAKE) --no-print-directory bench-smoke CLIENTS_READY=1
@@ -322,6 +322,23 @@ go-test: build servers $(if $(GO_READY),,go-ready)
 	cd $(GO_DIR) && REDIS_SERVER=$(PY_FIRST_SERVER) RATELIMIT_MODULE=$(CURDIR)/$(MODULE) $(GO_UNIT_TESTS) -test.timeout 5m
 	$(call go-test-on,$(PY_FIRST_SERVER))
 	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call go-test-on,$(binary),-test.run 'Client|RedisRate'))
+
+# The Java packages (clients/java: one Maven module per Redis client, on a core that needs none):
+# built for Java 17 with their sources and Javadoc (doclint holds every public type and member to
+# a comment), and their tests (clients/java/tests) on real servers: all of them on the first server
+# (with the jars built) and on CLIENT_SERVERS. Maven keeps its downloads in ~/.m2 between runs.
+JAVA_DIR := clients/java
+MVN := mvn -B --no-transfer-progress
+define java-test-on
+	@echo "== the Java packages on $$($(1) --version | cut -d' ' -f1-3) =="
+	cd $(JAVA_DIR) && REDIS_SERVER=$(1) RATELIMIT_MODULE=$(CURDIR)/$(MODULE) $(TIMES) tests "Java, $$($(1) --version | cut -d' ' -f1-3)" -- \
+		$(MVN) $(2)
+
+endef
+
+java-test: build servers
+	$(call java-test-on,$(PY_FIRST_SERVER),package)
+	$(foreach binary,$(call server_binaries,$(CLIENT_SERVERS)),$(call java-test-on,$(binary),test -pl tests -am))
 
 # The release files under target/package/ (scripts/package.py): the Debian package (checked by
 # lintian), the tarball for this machine's target, the Python wheel and sdist, the npm tarball,

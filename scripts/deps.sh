@@ -22,6 +22,9 @@ if [ "$mode" != build ]; then
     python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
     python3 -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
     need npm nodejs npm
+    # The Java packages: a JDK (17 or newer) and Maven.
+    need javac openjdk-17-jdk-headless
+    need mvn maven
     # scripts/package.py: the module stripped, its Depends computed, the .deb checked.
     need strip binutils
     need dpkg-shlibdeps dpkg-dev

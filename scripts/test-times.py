@@ -5,7 +5,8 @@
   scripts/test-times.py phase NAME -- CMD ...     run CMD as phase NAME, timed
   scripts/test-times.py tests LABEL -- CMD ...    run CMD, its output passed through, and keep the
                                                   time of each test it reports (pytest's --durations,
-                                                  node --test's spec reporter), named with LABEL
+                                                  node --test's spec reporter, Maven Surefire's
+                                                  classes), named with LABEL
   scripts/test-times.py suite LABEL JOBS -- ARGS   run the test files `cargo test --release --locked
                                                   ARGS` builds, JOBS at a time (they mostly wait on
                                                   windows, leases and servers), each one's output
@@ -31,6 +32,7 @@ TESTS = os.path.join(FOLDER, "tests.tsv")
 # What each runner prints about a test's time.
 PYTEST = re.compile(r"^([0-9.]+)s (?:call|setup|teardown)\s+(\S+)")
 NODE = re.compile(r"^\s*✔ (.+) \(([0-9.]+)ms\)$")
+SUREFIRE = re.compile(r"Tests run: .*, Time elapsed: ([0-9.]+) s.* -- in (\S+)")
 
 
 def append(path, *fields):
@@ -63,6 +65,8 @@ def tests(args):
             append(TESTS, label, m.group(2), m.group(1))
         elif m := NODE.match(line):
             append(TESTS, label, m.group(1), f"{float(m.group(2)) / 1000:.2f}")
+        elif m := SUREFIRE.search(line):
+            append(TESTS, label, m.group(2), m.group(1))
     sys.stdout.flush()
     return process.wait()
 
