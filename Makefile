@@ -326,19 +326,22 @@ go-test: build servers $(if $(GO_READY),,go-ready)
 # The Java packages (clients/java: one Maven module per Redis client, on a core that needs none):
 # built for Java 17 with their sources and Javadoc (doclint holds every public type and member to
 # a comment), and their tests (clients/java/tests) on real servers: all of them on the first server
-# (with the jars built) and on CLIENT_SERVERS. Maven keeps its downloads in ~/.m2 between runs.
+# (with the jars built) by the machine's JDK, and on CLIENT_SERVERS built afresh by the newest JDK
+# there is (JAVA_NEWEST: Java 25, where the machine has it). Maven keeps its downloads in ~/.m2.
 JAVA_DIR := clients/java
 MVN := mvn -B --no-transfer-progress
+JAVA_NEWEST ?= $(firstword $(wildcard /usr/lib/jvm/temurin-25-jdk-amd64))
+# $(1): the server binary, $(2): the JDK ("": the machine's), $(3): Maven's goals.
 define java-test-on
-	@echo "== the Java packages on $$($(1) --version | cut -d' ' -f1-3) =="
-	cd $(JAVA_DIR) && REDIS_SERVER=$(1) RATELIMIT_MODULE=$(CURDIR)/$(MODULE) $(TIMES) tests "Java, $$($(1) --version | cut -d' ' -f1-3)" -- \
-		$(MVN) $(2)
+	@echo "== the Java packages on $$($(1) --version | cut -d' ' -f1-3), $(or $(2),the machine's JDK) =="
+	cd $(JAVA_DIR) && $(if $(2),JAVA_HOME=$(2)) REDIS_SERVER=$(1) RATELIMIT_MODULE=$(CURDIR)/$(MODULE) \
+		$(TIMES) tests "Java, $$($(1) --version | cut -d' ' -f1-3)" -- $(MVN) $(3)
 
 endef
 
 java-test: build servers
-	$(call java-test-on,$(PY_FIRST_SERVER),package)
-	$(foreach binary,$(call server_binaries,$(CLIENT_SERVERS)),$(call java-test-on,$(binary),test -pl tests -am))
+	$(call java-test-on,$(PY_FIRST_SERVER),,clean package)
+	$(foreach binary,$(call server_binaries,$(CLIENT_SERVERS)),$(call java-test-on,$(binary),$(JAVA_NEWEST),clean test))
 
 # The release files under target/package/ (scripts/package.py): the Debian package (checked by
 # lintian), the tarball for this machine's target, the Python wheel and sdist, the npm tarball,
