@@ -24,7 +24,7 @@ address, fails the check before it runs (it would reach a server this test did n
   sharing their names as in a session; top-level `await` runs on one event loop.
 - `js`: each block is an ES module run by Node beside the clients the Node tests install.
 - a `text` block right after a python or js block is what that block prints.
-- `go`, `go.mod`, `yaml` and the like are files: `<!-- docs-test: file NAME -->` before the block
+- `go`, `go.mod`, `java`, `xml`, `yaml` and the like are files: `<!-- docs-test: file NAME -->` before the block
   writes it into the terminal's current folder, where the next commands find it.
 
 The terminal starts in the clone; its `~` is a folder of the page's own.
@@ -76,8 +76,8 @@ PROXY_PORT = "4000"
 DEFAULT_CLOCK = "2026-12-01T12:00:00Z"
 # Languages a block runs in, or is a file of; any other tagged block must say why it does not run.
 RUN = {"console", "sh", "python", "js"}
-FILES = {"go", "go.mod", "yaml", "json", "toml", "ini", "conf"}
-CODE = RUN | FILES | {"bash", "shell", "ts", "typescript", "rust", "lua", "java", "dockerfile"}
+FILES = {"go", "go.mod", "java", "xml", "yaml", "json", "toml", "ini", "conf"}
+CODE = RUN | FILES | {"bash", "shell", "ts", "typescript", "rust", "lua", "dockerfile"}
 # A block that would connect to a server this test did not start.
 DEFAULT_SERVER = re.compile(
     r"6379|Redis\(\)|Valkey\(\)|createClient\(\)|Redis\.from_url\(\)|Addr:\s*\"\"|redis://localhost[/\"']"
@@ -94,6 +94,10 @@ WITHIN = re.compile(r"\(within (\d+) s\)")
 MARK = "\x1e"
 
 
+# A terminal's colour and style codes.
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 class Failure(Exception):
     pass
 
@@ -108,6 +112,9 @@ def go_caches():
 
 
 GO_CACHES = go_caches()
+# Maven's repository where it is for the caller (the pages' `~` is another folder): what a page
+# installs there stays, as it would for a reader.
+MAVEN_CACHE = {"MAVEN_OPTS": f"-Dmaven.repo.local={Path.home() / '.m2' / 'repository'}"}
 
 
 def free_port():
@@ -217,7 +224,8 @@ class Shell:
                 text = out.decode(errors="replace")
                 found = re.search(f"{MARK}(\\d+){MARK}", text)
                 if found:
-                    return int(found.group(1)), text[: found.start()].replace("\r\n", "\n")
+                    # What a person sees: no colour codes (Maven writes them even with nothing to colour).
+                    return int(found.group(1)), ANSI.sub("", text[: found.start()]).replace("\r\n", "\n")
 
     def close(self):
         try:
@@ -305,6 +313,7 @@ class Page:
         env["PATH"] = os.pathsep.join([str(self.args.litellm_bin), env["PATH"]])
         env.update({"TERM": "dumb", "LC_ALL": "C.UTF-8", "HOME": str(self.folder)})
         env.update(GO_CACHES)
+        env.update(MAVEN_CACHE)
         env.pop("REDIS_URL", None)
         return env
 
@@ -359,7 +368,9 @@ class Page:
         name = block.directive("file")
         if name:
             _, cwd = self.shell.run("pwd", timeout=10)
-            (Path(cwd.strip()) / name).write_text(self.local(block.text))
+            path = Path(cwd.strip()) / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(self.local(block.text))
             self.ran += 1
             return
         if block.lang not in RUN:
