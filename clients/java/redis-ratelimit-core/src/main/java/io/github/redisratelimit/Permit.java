@@ -80,12 +80,17 @@ public final class Permit implements AutoCloseable {
             return;
         }
         Duration timeout = min(lease.dividedBy(3), limiter.backgroundTimeout());
-        // A renewal that fails (the server away for a moment) is tried again at the next tick.
-        AsyncRateLimiter.bounded(timeout, limiter.renew(key, acquisition.id(), lease)).thenAccept(left -> {
-            if (left.isZero() && lost.completeExceptionally(new PermitLostException(key))) {
-                renewals.cancel(false);
-            }
-        });
+        // A renewal that fails (the server away for a moment) is tried again at the next tick; one
+        // that throws here must not either, or the executor would never run this task again.
+        try {
+            AsyncRateLimiter.bounded(timeout, limiter.renew(key, acquisition.id(), lease)).thenAccept(left -> {
+                if (left.isZero() && lost.completeExceptionally(new PermitLostException(key))) {
+                    renewals.cancel(false);
+                }
+            });
+        } catch (RuntimeException tryAgain) {
+            // The next tick tries again.
+        }
     }
 
     private static Duration min(Duration a, Duration b) {
@@ -102,7 +107,11 @@ public final class Permit implements AutoCloseable {
             ended.set(true);
             renewals.cancel(false);
             lost.complete(null);
-            release = AsyncRateLimiter.bounded(limiter.backgroundTimeout(), limiter.release(key, acquisition.id()));
+            try {
+                release = AsyncRateLimiter.bounded(limiter.backgroundTimeout(), limiter.release(key, acquisition.id()));
+            } catch (RuntimeException e) {
+                release = CompletableFuture.failedFuture(e);
+            }
         }
         return release.copy();
     }

@@ -19,6 +19,7 @@ import io.github.redisratelimit.Limit;
 import io.github.redisratelimit.MultiDecision;
 import io.github.redisratelimit.MultiReservation;
 import io.github.redisratelimit.Permit;
+import io.github.redisratelimit.PermitLostException;
 import io.github.redisratelimit.PermitUnavailableException;
 import io.github.redisratelimit.RateLimiter;
 import io.github.redisratelimit.Rate;
@@ -204,8 +205,17 @@ class ClientTest {
             throw new IllegalStateException("the work failed");
         }));
         assertTrue(rl.acquire(held, 1, Duration.ofSeconds(1), null).acquired(), "released when the work threw");
-        try (Permit p = rl.hold(key("hold"), 2, Duration.ofSeconds(1))) {
+        String taken = key("taken");
+        try (Permit p = rl.hold(taken, 2, Duration.ofMillis(300))) {
             assertTrue(p.acquisition().acquired());
+            assertTrue(rl.release(taken, p.acquisition().id()), "released behind the permit's back");
+            long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+            while (!p.isLost() && System.nanoTime() < deadline) {
+                sleep(20);
+            }
+            assertTrue(p.isLost(), "a renewal finds the lease gone");
+            assertInstanceOf(PermitLostException.class, assertThrows(java.util.concurrent.CompletionException.class,
+                    () -> p.lost().join()).getCause());
         }
     }
 
