@@ -112,9 +112,9 @@ def go_caches():
 
 
 GO_CACHES = go_caches()
-# Maven's repository where it is for the caller (the pages' `~` is another folder): what a page
-# installs there stays, as it would for a reader.
-MAVEN_CACHE = {"MAVEN_OPTS": f"-Dmaven.repo.local={Path.home() / '.m2' / 'repository'}"}
+# Maven's repository, the clone's own: what a page installs there (this clone's jars) stays for the
+# next run, and a `make test` of another clone beside never reads it half-written.
+MAVEN_CACHE = {"MAVEN_OPTS": f"-Dmaven.repo.local={ROOT / 'target' / 'docs-test-maven'}"}
 
 
 def free_port():

@@ -34,9 +34,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionStage;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.function.Function;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
@@ -274,25 +272,10 @@ class ClientTest {
 
     /** The stack's transport, counting the backend's searches (PEEK with no arguments). */
     private Transport spy(Stack stack) {
-        Transport inner = stack.transport();
-        return new Transport() {
-            @Override
-            public CompletionStage<Object> send(int keyPos, List<String> args) {
-                if (args.equals(List.of("RATELIMIT.PEEK"))) {
-                    probes.incrementAndGet();
-                }
-                return inner.send(keyPos, args);
+        return new Watched(stack.transport(), args -> {
+            if (args.equals(List.of("RATELIMIT.PEEK"))) {
+                probes.incrementAndGet();
             }
-
-            @Override
-            public CompletionStage<Void> eachPrimary(Function<Transport, CompletionStage<Void>> fn) {
-                return inner.eachPrimary(fn);
-            }
-
-            @Override
-            public boolean cluster() {
-                return inner.cluster();
-            }
-        };
+        });
     }
 }

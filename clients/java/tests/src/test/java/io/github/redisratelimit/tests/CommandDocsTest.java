@@ -29,8 +29,6 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
-import java.util.concurrent.CompletionStage;
-import java.util.function.Function;
 import org.junit.jupiter.api.Test;
 import redis.clients.jedis.Jedis;
 import redis.clients.jedis.Protocol;
@@ -68,27 +66,12 @@ class CommandDocsTest {
     /** Each call with every option set, as the limiter sends it to the module (the replies do not matter). */
     private static Map<String, List<List<String>>> everyOption() {
         Map<String, List<List<String>>> sent = new HashMap<>();
-        Transport inner = Stack.JEDIS_MODULE.transport();
-        Transport recording = new Transport() {
-            @Override
-            public CompletionStage<Object> send(int keyPos, List<String> args) {
-                String name = args.get(0).toLowerCase(Locale.ROOT);
-                if (args.size() > 1 && name.startsWith("ratelimit.")) {
-                    sent.computeIfAbsent(name, n -> new ArrayList<>()).add(args);
-                }
-                return inner.send(keyPos, args);
+        Transport recording = new Watched(Stack.JEDIS_MODULE.transport(), args -> {
+            String name = args.get(0).toLowerCase(Locale.ROOT);
+            if (args.size() > 1 && name.startsWith("ratelimit.")) {
+                sent.computeIfAbsent(name, n -> new ArrayList<>()).add(args);
             }
-
-            @Override
-            public CompletionStage<Void> eachPrimary(Function<Transport, CompletionStage<Void>> fn) {
-                return inner.eachPrimary(fn);
-            }
-
-            @Override
-            public boolean cluster() {
-                return inner.cluster();
-            }
-        };
+        });
         RateLimiter rl = new RateLimiter(recording);
         List<Runnable> calls = List.of(
                 () -> rl.hit("k", Fixed.of(5, Calendar.MONTH).withCost(2).aligned().inZone("Europe/Paris")),
