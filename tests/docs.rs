@@ -207,3 +207,58 @@ fn every_install_line_names_this_projects_packages() {
         wrong.join("\n")
     );
 }
+
+/// Every Maven coordinate of the docs (`io.github.redis-ratelimit:name[:version]`, and a pom's
+/// `<groupId>io.github.redis-ratelimit</groupId>` with its `<artifactId>` and `<version>`) names
+/// an artifact clients/java publishes (each module's pom but the tests'), at its version.
+#[test]
+fn every_maven_coordinate_names_a_published_java_artifact() {
+    const GROUP: &str = "io.github.redis-ratelimit";
+    let between = |text: &str, open: &str, close: &str| -> Option<String> {
+        let start = text.find(open)? + open.len();
+        Some(text[start..start + text[start..].find(close)?].trim().to_string())
+    };
+    let parent = std::fs::read_to_string(root().join("clients/java/pom.xml")).unwrap();
+    let version = between(&parent, "<artifactId>redis-ratelimit-parent</artifactId>", "</version>").unwrap();
+    let version = version.trim_start_matches("<version>").to_string();
+    let mut published = Vec::new();
+    for module in std::fs::read_dir(root().join("clients/java")).unwrap() {
+        let pom = module.unwrap().path().join("pom.xml");
+        if pom.exists() && !pom.starts_with(root().join("clients/java/tests")) {
+            let text = std::fs::read_to_string(&pom).unwrap();
+            published.push(between(&text, "</parent>", "</artifactId>").unwrap().replace("<artifactId>", ""));
+        }
+    }
+    assert!(published.len() >= 3, "published artifacts: {published:?}");
+    let (mut coordinates, mut wrong) = (0, Vec::new());
+    for page in user_pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let name = page.strip_prefix(root()).unwrap().display().to_string();
+        let mut found: Vec<(String, Option<String>)> = Vec::new();
+        for (at, _) in text.match_indices(&format!("{GROUP}:")) {
+            let rest = &text[at + GROUP.len() + 1..];
+            let coordinate: String =
+                rest.chars().take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | ':')).collect();
+            let mut parts = coordinate.splitn(2, ':');
+            found.push((parts.next().unwrap().to_string(), parts.next().map(str::to_string)));
+        }
+        for (at, _) in text.match_indices(&format!("<groupId>{GROUP}</groupId>")) {
+            let rest = &text[at..];
+            let dependency = &rest[..rest.find("</dependency>").unwrap_or(rest.len())];
+            let artifact = between(dependency, "<artifactId>", "</artifactId>").unwrap_or_default();
+            found.push((artifact, between(dependency, "<version>", "</version>")));
+        }
+        for (artifact, at_version) in found {
+            coordinates += 1;
+            if !published.contains(&artifact) || at_version.as_ref().is_some_and(|v| *v != version) {
+                wrong.push(format!("{name}: {artifact}{}", at_version.map(|v| format!(":{v}")).unwrap_or_default()));
+            }
+        }
+    }
+    assert!(coordinates >= 3, "only {coordinates} Maven coordinates found: is the search still right?");
+    assert!(
+        wrong.is_empty(),
+        "Maven coordinates that clients/java does not publish ({published:?} {version}):\n{}",
+        wrong.join("\n")
+    );
+}
