@@ -25,7 +25,7 @@ LIBRARY_TESTS := --test hit --test peek --test hitall --test slide --test lease 
 .PHONY: all deps package-deps test-deps build package package-test lint test integration $(INTEGRATION) servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
 	monitoring-tools monitoring-test \
 	bench-smoke \
-	python-dist python-envs python-test node-dist node-installed node-test go-ready go-test java-test java-then-docs-test clients docs-test
+	python-dist python-envs python-test node-dist node-installed node-test go-ready go-test java-test java-dist java-then-docs-test clients docs-test
 
 all: build
 
@@ -343,6 +343,15 @@ java-test: build servers
 	$(call java-test-on,$(PY_FIRST_SERVER),,clean package)
 	$(foreach binary,$(call server_binaries,$(CLIENT_SERVERS)),$(call java-test-on,$(binary),$(JAVA_NEWEST),clean test))
 
+# The Java jars, with their sources, Javadoc and poms, as a Maven repository (what Maven Central
+# would serve) under JAVA_REPO, for make package: every file's time the last commit's, as in the
+# other release files. Built afresh each time: java-test's last run cleans the jars away.
+JAVA_REPO := target/java/repository
+java-dist: package-deps
+	rm -rf $(JAVA_REPO)
+	cd $(JAVA_DIR) && $(MVN) -q clean deploy -DskipTests -DaltDeploymentRepository=release::file:$(CURDIR)/$(JAVA_REPO) \
+		-Dproject.build.outputTimestamp=$$(git log -1 --format=%cI)
+
 # The Java guide's page builds clients/java as a reader does (mvn install), in the folders
 # java-test builds in: the two one after the other.
 java-then-docs-test:
@@ -352,14 +361,14 @@ java-then-docs-test:
 # The release files under target/package/ (scripts/package.py): the Debian package (checked by
 # lintian), the tarball for this machine's target, the Python wheel and sdist, the npm tarball,
 # and their SHA256SUMS.
-PACKAGE = scripts/package.py --module $(MODULE) --out target/package --python $(PY_DIST) --node $(NODE_DIST)
+PACKAGE = scripts/package.py --module $(MODULE) --out target/package --python $(PY_DIST) --node $(NODE_DIST) --java $(JAVA_REPO)
 
-package: build python-dist node-dist
+package: build python-dist node-dist java-dist
 	$(PACKAGE)
 
 # The .deb installed into throwaway copies of Debian 12's, 13's and forky's servers and loaded by
 # their own configs, and the tarball's module loaded (scripts/package-test.py).
-package-test: build test-deps $(if $(CLIENTS_READY),,python-dist node-dist) $(PACKAGE_SERVERS)
+package-test: build test-deps $(if $(CLIENTS_READY),,python-dist node-dist) java-dist $(PACKAGE_SERVERS)
 	$(PACKAGE)
 	scripts/package-test.py target/package $(dir $(PACKAGE_SERVERS))
 

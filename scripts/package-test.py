@@ -22,7 +22,9 @@ Then the tarball: its SHA256SUMS and its own .sha256 verify, and its module load
 suite's server, its exporter script answering there; PACKAGE_DIR's SHA256SUMS verifies too. Last,
 the clients' packages: every release file README.md tells users to install is one of these, and
 the Python wheel and the npm tarball install (offline, each in a fresh place) and import under the
-names the docs give.
+names the docs give; the Java repository holds each published artifact (every module of
+clients/java but its tests) with its sources, Javadoc and pom, beside the parent pom, as Java 17
+bytecode, the core's jar carrying functions/ratelimit.lua as it is.
 """
 
 import glob
@@ -36,6 +38,7 @@ import sys
 import tarfile
 import time
 import tomllib
+import zipfile
 
 from package import fail, read, run, sha256
 
@@ -248,7 +251,7 @@ def the_tarball(package_dir, server_dir):
 
 def the_client_packages(package_dir):
     for name in re.findall(r"\./target/package/([^\s\"\[]+)", read(os.path.join(ROOT, "README.md")).decode()):
-        if not os.path.isfile(os.path.join(package_dir, name)):
+        if not os.path.exists(os.path.join(package_dir, name)):
             fail(f"README.md names target/package/{name}, which make package did not make")
     with open(os.path.join(ROOT, "clients", "python", "pyproject.toml"), "rb") as f:
         project = tomllib.load(f)["project"]
@@ -280,6 +283,33 @@ def the_client_packages(package_dir):
           "every release file README.md names was made")
 
 
+def the_java_artifacts(package_dir, listed):
+    group = "maven/io/github/redis-ratelimit"
+    modules = sorted(
+        name
+        for name in os.listdir(os.path.join(ROOT, "clients", "java"))
+        if name != "tests" and os.path.exists(os.path.join(ROOT, "clients", "java", name, "pom.xml"))
+    )
+    with open(os.path.join(ROOT, "clients", "java", "pom.xml")) as f:
+        version = re.search(r"<artifactId>redis-ratelimit-parent</artifactId>\s*<version>([^<]+)</version>", f.read()).group(1)
+    expected = {f"{group}/redis-ratelimit-parent/{version}/redis-ratelimit-parent-{version}.pom"}
+    for module in modules:
+        base = f"{group}/{module}/{version}/{module}-{version}"
+        expected |= {f"{base}.jar", f"{base}-sources.jar", f"{base}-javadoc.jar", f"{base}.pom"}
+    expect("the Java artifacts listed in SHA256SUMS", sorted(n for n in listed if n.startswith("maven/")), sorted(expected))
+    for module in modules:
+        jar = os.path.join(package_dir, f"{group}/{module}/{version}/{module}-{version}.jar")
+        with zipfile.ZipFile(jar) as z:
+            classes = [n for n in z.namelist() if n.endswith(".class")]
+            majors = {int.from_bytes(z.read(n)[6:8], "big") for n in classes}
+            expect(f"{module}'s class files' Java version (61: Java 17)", majors, {61})
+            if module == "redis-ratelimit-core":
+                with open(os.path.join(ROOT, "functions", "ratelimit.lua"), "rb") as f:
+                    same = z.read("io/github/redisratelimit/ratelimit.lua") == f.read()
+                expect("the core jar's library is functions/ratelimit.lua, byte for byte", same, True)
+    print(f"package-test: the Java artifacts {', '.join(modules)} {version}: jars, sources, Javadoc and poms")
+
+
 def main():
     if len(sys.argv) < 3:
         fail("usage: package-test.py PACKAGE_DIR SERVER_DIR...")
@@ -295,6 +325,7 @@ def main():
         on_a_suite(os.path.join(package_dir, debs[0]), server_dir)
     the_tarball(package_dir, server_dirs[0])
     the_client_packages(package_dir)
+    the_java_artifacts(package_dir, listed)
 
 
 if __name__ == "__main__":

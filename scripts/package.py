@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Builds the release files under OUT (`make package`: target/package/).
 
-    scripts/package.py --module SO --out OUT [--python DIST] [--node DIST]
+    scripts/package.py --module SO --out OUT [--python DIST] [--node DIST] [--java REPOSITORY]
 
 - redis-ratelimit_VERSION_ARCH.deb: the module in /usr/lib/redis/modules (mode 0755: Redis and
   Valkey refuse a module without an execute bit), the Functions library, the loadmodule line and
@@ -14,7 +14,9 @@
 - redis-ratelimit-VERSION-TARGET.tar.gz: the module, the library, the loadmodule line, the
   monitoring, the license, the third-party notices and a README page, with their SHA256SUMS
   inside and the archive's own .sha256 beside it.
-- The Python wheel and sdist and the npm tarball, copied from where make built them.
+- The Python wheel and sdist and the npm tarball, copied from where make built them; the Java
+  jars (each with its sources, Javadoc and pom, and the parent pom) as the Maven repository
+  `make java-dist` deployed them to, under maven/.
 - SHA256SUMS of everything above.
 
 Every file's time is the last commit's (SOURCE_DATE_EPOCH), so a rebuild gives the same bytes.
@@ -274,12 +276,31 @@ def copy_dists(out, folders):
     return copied
 
 
+def copy_maven_repository(repository, out):
+    """The Java artifacts: the repository's tree under OUT/maven/, and its jars and poms."""
+    if not repository:
+        return []
+    if not os.path.isdir(repository):
+        fail(f"{repository} is not there: make java-dist first")
+    shutil.copytree(repository, os.path.join(out, "maven"))
+    found = sorted(
+        os.path.join(folder, name)
+        for folder, _, names in os.walk(os.path.join(out, "maven"))
+        for name in names
+        if name.endswith((".jar", ".pom"))
+    )
+    if not found:
+        fail(f"{repository} holds no jar or pom")
+    return found
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--module", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--python", help="the folder of the wheel and the sdist")
     parser.add_argument("--node", help="the folder of the npm tarball")
+    parser.add_argument("--java", help="the Maven repository the Java jars were deployed to")
     args = parser.parse_args()
     needed = glibc_needed(args.module)
     if needed > GLIBC_FLOOR:
@@ -302,8 +323,8 @@ def main():
             (args.node, [r"redis-ratelimit-.*\.tgz"]),
         ],
     )
-    artifacts = [deb, tarball, *dists]
-    write(os.path.join(args.out, "SHA256SUMS"), "".join(f"{sha256(p)}  {os.path.basename(p)}\n" for p in artifacts))
+    artifacts = [deb, tarball, *dists, *copy_maven_repository(args.java, args.out)]
+    write(os.path.join(args.out, "SHA256SUMS"), "".join(f"{sha256(p)}  {os.path.relpath(p, args.out)}\n" for p in artifacts))
     for path in artifacts:
         print(f"package: {os.path.relpath(path, ROOT)} ({os.path.getsize(path):,} bytes)")
 
