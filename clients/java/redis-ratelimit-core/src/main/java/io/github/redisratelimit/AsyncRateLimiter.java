@@ -72,7 +72,14 @@ public final class AsyncRateLimiter {
         if (!backend.compareAndSet(null, search)) {
             return backend();
         }
-        within(options.backgroundTimeout(), probe()).whenComplete((b, e) -> {
+        CompletableFuture<Backend> probed;
+        try {
+            probed = probe();
+        } catch (RuntimeException e) {
+            // A transport that throws rather than fail its future must not leave the search open.
+            probed = CompletableFuture.failedFuture(e);
+        }
+        within(options.backgroundTimeout(), probed).whenComplete((b, e) -> {
             if (e != null) {
                 backend.compareAndSet(search, null);
                 search.completeExceptionally(unwrap(e));
