@@ -268,6 +268,20 @@ class ClientTest {
         assertEquals(1, probes.get(), "one search for every caller");
     }
 
+    @org.junit.jupiter.api.Test
+    void aSearchThatThrowsIsMadeAgain() throws Exception {
+        java.util.concurrent.atomic.AtomicBoolean down = new java.util.concurrent.atomic.AtomicBoolean(true);
+        RateLimiter rl = new RateLimiter(new Watched(Stack.JEDIS_MODULE.transport(), args -> {
+            if (down.getAndSet(false)) {
+                throw new IllegalStateException("the client threw instead of failing its future");
+            }
+        }));
+        assertThrows(IllegalStateException.class, rl::backend);
+        // Bounded: a search left open would never complete.
+        assertEquals(Backend.MODULE, rl.async().backend().get(30, java.util.concurrent.TimeUnit.SECONDS),
+                "the next call searches again");
+    }
+
     private final AtomicInteger probes = new AtomicInteger();
 
     /** The stack's transport, counting the backend's searches (PEEK with no arguments). */
