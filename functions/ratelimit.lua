@@ -13,7 +13,7 @@
 --   FCALL ratelimit_acquire 1 key limit lease [MS] ID id   (the module makes an id when none is given)
 --   FCALL ratelimit_release 1 key id
 --   FCALL ratelimit_renew 1 key id lease [MS]
---   FCALL ratelimit_gcra 1 key max_burst tokens_per_period period [TOKENS count] [PARTIAL | RESERVE]
+--   FCALL ratelimit_gcra 1 key max_burst tokens_per_period period [TOKENS count] [PARTIAL | RESERVE] [ALIGN]
 --   FCALL ratelimit_settle numkeys key [key ...] reservation used   (a HITALL's token keys)
 --
 -- Calendar windows take UTC and fixed offsets here; named time zones are the module's (NAMED_ZONE).
@@ -38,6 +38,7 @@ local EXACT = 2 ^ 53 - 1
 -- as a float (%.17g), several times slower.
 local MAX_WINDOW_MS = '4611686018427387903' -- i64::MAX / 2, the module's bound
 local BEYOND = 'ERR ratelimit library: a number above 2^53 cannot be computed exactly here; use the module'
+local ALIGN_WHOLE_US = 'ERR ratelimit library: ALIGN needs a period of whole microseconds here; use the module'
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 local NOT_INTEGER = 'ERR value is not an integer or out of range'
 local NOT_SLIDE = 'ERR value is not a ratelimit sliding window'
@@ -1312,6 +1313,7 @@ local GCRA_OPTIONS = {
     { name = 'TOKENS', valued = true, missing = 'ERR Missing TOKENS value' },
     { name = 'RESERVE' },
     { name = 'PARTIAL' },
+    { name = 'ALIGN' },
 }
 
 -- A rate's emission `e` ns as e_us, e_r, and its tolerance (`capacity` emissions) as tol_us, tol_r.
@@ -1333,9 +1335,38 @@ local function gcra_now()
     return now_us, floor(now_us / 1000)
 end
 
--- A bucket's TAT stored with its expiry (at the TAT, never at or before now).
-local function gcra_store(key, us, r, now_ms)
-    redis_call('SET', key, text_of(us, r), 'PXAT', format('%d', max(ceil_ms(us, r), now_ms + 1)))
+-- ALIGN (the module's gcra::on_boundaries): the first boundary at or after (us, r), in whole µs,
+-- of a period of `align` µs.
+local function boundary_after(us, r, align)
+    local t = us + (r > 0 and 1 or 0)
+    local rem = math.fmod(t, align)
+    if rem < 0 then
+        rem = rem + align
+    end
+    return rem == 0 and t or t - rem + align
+end
+
+-- When a bucket at TAT (us, r) expires: at its TAT (with ALIGN, at the boundary after it), never
+-- at or before now.
+local function gcra_expiry(us, r, now_ms, align)
+    if align then
+        us, r = boundary_after(us, r, align), 0
+    end
+    return format('%d', max(ceil_ms(us, r), now_ms + 1))
+end
+
+-- A bucket's TAT stored with its expiry.
+local function gcra_store(key, us, r, now_ms, align)
+    redis_call('SET', key, text_of(us, r), 'PXAT', gcra_expiry(us, r, now_ms, align))
+end
+
+-- Milliseconds until (us, r), decided at `now_us`: with ALIGN, until the boundary after it, from
+-- the clock's own `clock_us`.
+local function gcra_until(us, r, now_us, clock_us, align)
+    if align then
+        return max(ceil_ms(boundary_after(us, r, align) - clock_us, 0), 0)
+    end
+    return ceil_ms(us - now_us, r)
 end
 
 -- The reply's `remaining, full_after_ms` for a bucket at TAT `after` (not before now).
@@ -1356,13 +1387,13 @@ end
 -- `n` tokens given back (the module's gcra give_back) to a bucket stored at s_us, s_r (nil if
 -- missing): its TAT back by their emission, not before now. The TAT after (now at least) and the
 -- tokens given.
-local function gcra_give_back(key, s_us, s_r, n, now_us, now_ms, e_us, e_r, emission)
+local function gcra_give_back(key, s_us, s_r, n, now_us, now_ms, e_us, e_r, emission, align)
     if not s_us then
         return now_us, 0, 0
     end
     if cmp(s_us, s_r, now_us, 0) <= 0 or n == 0 then
         if redis_call('PTTL', key) == -1 then
-            redis_call('PEXPIREAT', key, max(ceil_ms(s_us, s_r), now_ms + 1))
+            redis_call('PEXPIREAT', key, gcra_expiry(s_us, s_r, now_ms, align))
         end
         if cmp(s_us, s_r, now_us, 0) <= 0 then
             return now_us, 0, 0
@@ -1378,7 +1409,7 @@ local function gcra_give_back(key, s_us, s_r, n, now_us, now_ms, e_us, e_r, emis
         after_us, after_r = norm(s_us - b_us, s_r - b_r)
         given = n
     end
-    gcra_store(key, after_us, after_r, now_ms)
+    gcra_store(key, after_us, after_r, now_ms, align)
     return after_us, after_r, given
 end
 
@@ -1395,7 +1426,7 @@ local function gcra(keys, args)
         fail('ERR tokens_per_period is out of range, must be >= 1')
     end
     local period = period_ns(args[3])
-    local opts = #args > 3 and options(args, 4, GCRA_OPTIONS, 'TOKENS, PARTIAL or RESERVE') or NO_OPTIONS
+    local opts = #args > 3 and options(args, 4, GCRA_OPTIONS, 'TOKENS, PARTIAL, RESERVE or ALIGN') or NO_OPTIONS
     local tokens = 1
     if opts.TOKENS then
         tokens = must(argument(opts.TOKENS), 'ERR TOKENS is not an integer or out of range')
@@ -1406,6 +1437,9 @@ local function gcra(keys, args)
     check_reserve(opts, tokens, 'TOKENS')
     if opts.PARTIAL and opts.RESERVE then
         fail('ERR syntax error: PARTIAL and RESERVE cannot be given together')
+    end
+    if opts.ALIGN and opts.RESERVE then
+        fail('ERR syntax error: ALIGN and RESERVE cannot be given together')
     end
     if opts.PARTIAL and tokens ~= BIG and tokens < 1 then
         fail('ERR PARTIAL needs TOKENS >= 1')
@@ -1438,12 +1472,19 @@ local function gcra(keys, args)
     if max_burst == BIG or per_period == BIG or tokens == BIG or tokens == BIG_NEGATIVE or period > EXACT then
         fail(BEYOND)
     end
+    -- ALIGN: the period in µs; the bucket decides at the boundary just passed.
+    local align = opts.ALIGN and period / 1000
+    if align and align ~= floor(align) then
+        fail(ALIGN_WHOLE_US)
+    end
     local e_us, e_r, tol_us, tol_r = gcra_spans(emission, capacity)
-    local now_us, now_ms = gcra_now()
+    local clock_us, now_ms = gcra_now()
+    local now_us = align and clock_us - math.fmod(clock_us, align) or clock_us
     if tokens < 0 then
-        local after_us, after_r = gcra_give_back(keys[1], stored_us, stored_r, -tokens, now_us, now_ms, e_us, e_r, emission)
-        local remaining, full = gcra_fields(after_us, after_r, now_us, tol_us, tol_r, e_us, e_r, emission)
-        return { 0, capacity, remaining, -1, full }
+        local after_us, after_r =
+            gcra_give_back(keys[1], stored_us, stored_r, -tokens, now_us, now_ms, e_us, e_r, emission, align)
+        local remaining = gcra_fields(after_us, after_r, now_us, tol_us, tol_r, e_us, e_r, emission)
+        return { 0, capacity, remaining, -1, gcra_until(after_us, after_r, now_us, clock_us, align) }
     end
     local tat_us, tat_r = now_us, 0
     if stored_us and (stored_us > now_us or (stored_us == now_us and stored_r > 0)) then
@@ -1462,8 +1503,8 @@ local function gcra(keys, args)
         elseif whole < tokens then
             -- Granted, and the bucket left empty.
             local after_us, after_r = norm(now_us + tol_us, tol_r)
-            gcra_store(keys[1], after_us, after_r, now_ms)
-            return { 0, capacity, 0, -1, ceil_ms(tol_us, tol_r), whole }
+            gcra_store(keys[1], after_us, after_r, now_ms, align)
+            return { 0, capacity, 0, -1, gcra_until(after_us, after_r, now_us, clock_us, align), whole }
         end
     end
     local inc_us, inc_r = e_us * tokens, 0
@@ -1483,14 +1524,15 @@ local function gcra(keys, args)
     local after_us, after_r = tat_us, tat_r
     if admitted then
         after_us, after_r = next_us, next_r
-        gcra_store(keys[1], after_us, after_r, now_ms)
+        gcra_store(keys[1], after_us, after_r, now_ms, align)
     elseif stored_us and redis_call('PTTL', keys[1]) == -1 then
-        redis_call('PEXPIREAT', keys[1], max(ceil_ms(stored_us, stored_r), now_ms + 1))
+        redis_call('PEXPIREAT', keys[1], gcra_expiry(stored_us, stored_r, now_ms, align))
     end
-    local remaining, full = gcra_fields(after_us, after_r, now_us, tol_us, tol_r, e_us, e_r, emission)
+    local remaining = gcra_fields(after_us, after_r, now_us, tol_us, tol_r, e_us, e_r, emission)
+    local full = gcra_until(after_us, after_r, now_us, clock_us, align)
     local retry = -1
     if not admitted and cmp(inc_us, inc_r, tol_us, tol_r) <= 0 then
-        retry = ceil_ms(late_us, late_r)
+        retry = gcra_until(now_us + late_us, late_r, now_us, clock_us, align)
     end
     if opts.PARTIAL then
         return { admitted and 0 or 1, capacity, remaining, retry, full, admitted and tokens or 0 }

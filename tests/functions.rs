@@ -286,6 +286,7 @@ fn the_library_answers_as_the_module_does() {
     let (mut compared, mut gcra_replies, mut slide_replies, mut ticked, mut mismatches) = (0, 0, 0, 0, Vec::new());
     let (mut beyond, mut lease_replies, mut settle_replies, mut laid_replies) = (0, 0, 0, 0);
     let (mut token_replies, mut multi_settles, mut partial_replies, mut marks_compared) = (0, 0, 0, 0);
+    let mut aligned_buckets = 0;
     let mut reservations: Vec<Reservation> = Vec::new();
     for i in 0..7_000 {
         let (command, function) = [
@@ -424,6 +425,10 @@ fn the_library_answers_as_the_module_does() {
             if gcra && (!reserving || rng.below(8) == 0) && rng.below(2) == 0 {
                 args.push("PARTIAL".into());
             }
+            // Buckets refilled at their period's boundaries (with RESERVE now and then: refused).
+            if gcra && (!reserving || rng.below(8) == 0) && rng.below(3) == 0 {
+                args.push("ALIGN".into());
+            }
             // A request's tokens on HITALL's last keys (now and then a count it does not have),
             // reserved often.
             if hitall && rng.below(2) == 0 {
@@ -516,6 +521,8 @@ fn the_library_answers_as_the_module_does() {
             usize::from(hitall && args.iter().any(|a| a == "TOKENS") && !matches!(module, Value::ServerError(_)));
         partial_replies +=
             usize::from(gcra && args.iter().any(|a| a == "PARTIAL") && !matches!(module, Value::ServerError(_)));
+        aligned_buckets +=
+            usize::from(gcra && args.iter().any(|a| a == "ALIGN") && !matches!(module, Value::ServerError(_)));
         // A GCRA bucket's settle answers as GCRA does, times and all.
         let settles_gcra = settled.as_ref().is_some_and(|(module, _, _)| module.starts_with("g:"));
         let command = if settles_gcra { "RATELIMIT.GCRA" } else { command };
@@ -584,7 +591,7 @@ fn the_library_answers_as_the_module_does() {
     let settled_again: usize =
         common::info_field(&mut con, "ratelimit", "ratelimit_settled_again").unwrap().parse().unwrap();
     eprintln!(
-        "{compared} calls ({gcra_replies} GCRA, {slide_replies} sliding-window, {lease_replies} lease, {settle_replies} settle ({multi_settles} of several keys, {settled_again} settled again, {marks_compared} keys' settle marks compared), {token_replies} HITALL with TOKENS, {partial_replies} GCRA with PARTIAL, {laid_replies} aligned or calendar replies) and {} keys compared, {ticked} transactions across a \
+        "{compared} calls ({gcra_replies} GCRA, {slide_replies} sliding-window, {lease_replies} lease, {settle_replies} settle ({multi_settles} of several keys, {settled_again} settled again, {marks_compared} keys' settle marks compared), {token_replies} HITALL with TOKENS, {partial_replies} GCRA with PARTIAL, {aligned_buckets} with ALIGN, {laid_replies} aligned or calendar replies) and {} keys compared, {ticked} transactions across a \
          millisecond's tick and {beyond} documented differences (2^53, ACQUIRE without ID, a named zone) left out, {} mismatches (seed {seed})",
         keys.len(),
         mismatches.len()
@@ -600,6 +607,7 @@ fn the_library_answers_as_the_module_does() {
     assert!(settled_again > 10, "too few settles of a reservation settled before: {settled_again}");
     assert!(marks_compared > 5, "too few keys' settle marks compared: {marks_compared}");
     assert!(partial_replies > 10, "too few GCRA calls with PARTIAL got through to compare: {partial_replies}");
+    assert!(aligned_buckets > 10, "too few GCRA calls with ALIGN got through to compare: {aligned_buckets}");
 }
 
 #[test]
@@ -613,6 +621,10 @@ fn numbers_beyond_2_53_get_the_library_error_and_write_nothing() {
         let error = common::error_of(redis::cmd("FCALL").arg(args).query::<Value>(&mut con));
         assert_eq!(error, BEYOND, "{args:?}");
     }
+    // ALIGN on a period of a fraction of a microsecond (the module's alone).
+    let args = ["ratelimit_gcra", "1", "k", "1", "1", "0.0000015", "ALIGN"];
+    let error = common::error_of(redis::cmd("FCALL").arg(&args).query::<Value>(&mut con));
+    assert_eq!(error, "ERR ratelimit library: ALIGN needs a period of whole microseconds here; use the module");
     let exists: i64 = redis::cmd("EXISTS").arg("k").query(&mut con).unwrap();
     assert_eq!(exists, 0);
     // Invalid numbers get the module's errors, not the library's.

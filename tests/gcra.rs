@@ -147,6 +147,52 @@ fn a_bucket_without_ttl_heals_admitted_or_not() {
     }
 }
 
+/// The server's clock in ms.
+fn server_ms(con: &mut Connection) -> i64 {
+    let (s, us): (i64, i64) = redis::cmd("TIME").query(con).unwrap();
+    s * 1_000 + us / 1_000
+}
+
+#[test]
+fn aligned_buckets_refill_at_the_period_boundaries() {
+    let server = Server::start();
+    let mut con = server.connect();
+    // 10 an hour (one every 6 minutes), capacity 10: 3 taken in this hour leave the TAT 18
+    // minutes past the hour, and the key lives to the next hour, when the 3 come back together.
+    const HOUR_MS: i64 = 3_600_000;
+    let (before, reply, after) = loop {
+        let before = server_ms(&mut con);
+        let reply = gcra(&mut con, "g", &["9", "10", "3600", "TOKENS", "3", "ALIGN"]).unwrap();
+        let after = server_ms(&mut con);
+        // Called across an hour's boundary: once more, in the next hour.
+        if before / HOUR_MS == after / HOUR_MS {
+            break (before, reply, after);
+        }
+        run_all(&mut con, &["DEL g"]);
+    };
+    let next_hour = (before / HOUR_MS + 1) * HOUR_MS;
+    assert_eq!(reply[..4], [0, 10, 7, -1]);
+    assert_within(reply[4], next_hour - after, next_hour - before, "full_after_ms: to the next hour");
+    assert_eq!(tat(&mut con, "g"), (next_hour - HOUR_MS + 18 * 60_000) * NS_PER_MS);
+    assert_eq!(pexpiretime(&mut con, "g"), next_hour, "the key lives to the boundary where the bucket is full");
+    // Without ALIGN the same bucket counts from now: 3 tokens 18 minutes ahead of it.
+    gcra(&mut con, "running", &["9", "10", "3600", "TOKENS", "3"]).unwrap();
+    assert!(tat(&mut con, "running") >= (before + 18 * 60_000) * NS_PER_MS);
+
+    // One a second: a request denied waits to the next second's boundary, never longer.
+    let one = ["0", "1", "1", "ALIGN"];
+    let first = gcra(&mut con, "s", &one).unwrap();
+    let denied = gcra(&mut con, "s", &one).unwrap();
+    if first[0] == 0 && denied[0] == 1 {
+        assert!((1..=1_000).contains(&denied[3]), "retry_after_ms within the second: {denied:?}");
+        thread::sleep(Duration::from_millis(denied[3] as u64));
+        assert_eq!(gcra(&mut con, "s", &one).unwrap()[0], 0, "admitted at the boundary");
+    } else {
+        // The two calls fell in two seconds: both admitted.
+        assert_eq!((first[0], denied[0]), (0, 0));
+    }
+}
+
 #[test]
 fn errors_change_nothing() {
     let server = Server::start();
@@ -167,7 +213,13 @@ fn errors_change_nothing() {
         ("g", &["4", "1", "60", "TOKENS", "x"], "not an integer"),
         ("g", &["1", "1", "86400", "TOKENS", "200000000"], "would cause an overflow"),
         ("g", &["200000000", "1", "86400"], "would cause an overflow"),
-        ("g", &["4", "1", "60", "COST", "1"], "ERR syntax error: unknown option (expected TOKENS, PARTIAL or RESERVE)"),
+        (
+            "g",
+            &["4", "1", "60", "COST", "1"],
+            "ERR syntax error: unknown option (expected TOKENS, PARTIAL, RESERVE or ALIGN)",
+        ),
+        ("g", &["4", "1", "60", "ALIGN", "RESERVE"], "ERR syntax error: ALIGN and RESERVE cannot be given together"),
+        ("g", &["4", "1", "60", "ALIGN", "ALIGN"], "ERR syntax error: ALIGN given more than once"),
         (
             "g",
             &["4", "1", "60", "PARTIAL", "RESERVE"],

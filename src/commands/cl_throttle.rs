@@ -13,7 +13,7 @@ const NS_PER_S: i64 = 1_000_000_000;
 
 pub fn cl_throttle(call: &Call) -> Result<(), Error> {
     let rate = parse_cl_throttle(call.args())?;
-    let o = take(call, &rate, "cl.throttle", &stats::CL_THROTTLE_DECISIONS, false, decide_cell)?;
+    let o = take(call, &rate, "cl.throttle", &stats::CL_THROTTLE_DECISIONS, false, None, decide_cell)?;
     let retry_after_s = o.retry_after_ns.map_or(-1, |ns| ns / NS_PER_S);
     call.reply_integers(&[i64::from(o.limited), rate.capacity, o.remaining, retry_after_s, o.full_after_ns / NS_PER_S]);
     Ok(())

@@ -1,10 +1,11 @@
-//! `RATELIMIT.GCRA key max_burst tokens_per_period period [TOKENS count] [PARTIAL | RESERVE]`:
-//! tokens from a GCRA bucket (negative ones given back); replies `[limited, capacity, remaining,
+//! `RATELIMIT.GCRA key max_burst tokens_per_period period [TOKENS count] [PARTIAL | RESERVE] [ALIGN]`:
+//! tokens from a GCRA bucket (negative ones given back; with ALIGN refilled at the period's
+//! boundaries); replies `[limited, capacity, remaining,
 //! retry_after_ms, full_after_ms]`, with PARTIAL the tokens granted, with RESERVE the reservation.
 
 use crate::commands::{gave_back, may_give_back, reply, shadow, track};
 use crate::core::args::{parse_gcra, ArgError};
-use crate::core::gcra::{admit_anyway, decide, decide_partial, Outcome, Rate};
+use crate::core::gcra::{admit_anyway, decide, decide_partial, on_boundaries, Outcome, Rate};
 use crate::core::reservation::Reserved;
 use crate::core::stored::Stored;
 use crate::redis::call::{Call, Error};
@@ -19,7 +20,7 @@ pub fn gcra(call: &Call) -> Result<(), Error> {
         true => Some(decide_partial(r, b, ns, ms)),
         false => Some(decide(r, b, ns, ms)),
     };
-    let o = take(call, &rate, "ratelimit.gcra", &stats::GCRA_DECISIONS, args.reserve, decision)?;
+    let o = take(call, &rate, "ratelimit.gcra", &stats::GCRA_DECISIONS, args.reserve, args.align_ns, decision)?;
     let numbers = [i64::from(o.limited), rate.capacity, o.remaining, o.retry_after_ms(), o.full_after_ms(), o.taken];
     if args.partial {
         call.reply_integers(&numbers);
@@ -40,13 +41,14 @@ const GIVES_BACK_TOO_MUCH: &str =
 
 /// One request of a parsed rate against the bucket at the call's first argument, decided by
 /// `decide` (GCRA's or CL.THROTTLE's; None: refused, nothing written); `reserving`: its tokens
-/// count for RATELIMIT.TOP when settled.
+/// count for RATELIMIT.TOP when settled; `align_ns`: ALIGN's period.
 pub fn take(
     call: &Call,
     rate: &Rate,
     command: &'static str,
     decisions: &Decisions,
     reserving: bool,
+    align_ns: Option<i64>,
     decide: impl Fn(&Rate, Stored, i64, i64) -> Option<Outcome>,
 ) -> Result<Outcome, Error> {
     let name = call.key(1).ok_or(ArgError::Arity(command))?;
@@ -59,10 +61,15 @@ pub fn take(
     if rate.tokens >= 0 {
         refuse_new_over_maxmemory(call, &[bucket])?;
     }
-    let outcome = decide(rate, bucket, now.ns, now.ms).ok_or(GIVES_BACK_TOO_MUCH)?;
+    // Decided at now, or with ALIGN at the period's boundary just passed.
+    let at = |decide: &dyn Fn(i64) -> Option<Outcome>| match align_ns {
+        None => decide(now.ns),
+        Some(period_ns) => on_boundaries(period_ns, bucket, now.ns, now.ms, decide),
+    };
+    let outcome = at(&|ns| decide(rate, bucket, ns, now.ms)).ok_or(GIVES_BACK_TOO_MUCH)?;
     // CL.THROTTLE's quantity 0 only looks: shadow mode admits what takes tokens.
     let denied = outcome.limited && rate.tokens > 0;
-    let anyway = shadow::admitted(call, denied, || admit_anyway(rate, bucket, now.ns, now.ms));
+    let anyway = shadow::admitted(call, denied, || at(&|ns| admit_anyway(rate, bucket, ns, now.ms)));
     let outcome = anyway.unwrap_or(outcome);
     if let Some(change) = outcome.change {
         key.apply(&change, Written::Set)?;

@@ -364,7 +364,7 @@ pub const COMMANDS: &[Command] = &[
         arity: -5,
         entry: entry_point!(gcra::gcra),
         opt_in: None,
-        summary: c"Takes tokens from a GCRA bucket (smooth rate limiting, as redis-cell): value and expiry in one step. Replies [limited, capacity, remaining, retry_after_ms, full_after_ms], with PARTIAL the tokens granted, and with RESERVE the reservation.",
+        summary: c"Takes tokens from a GCRA bucket (smooth rate limiting, as redis-cell): value and expiry in one step. Replies [limited, capacity, remaining, retry_after_ms, full_after_ms], with PARTIAL the tokens granted, and with RESERVE the reservation. ALIGN refills at the period's boundaries.",
         complexity: c"O(1)",
         args: &[
             Arg { summary: Some(c"the bucket: its theoretical arrival time in Unix ns"), ..arg(c"key", KEY) },
@@ -386,6 +386,10 @@ pub const COMMANDS: &[Command] = &[
                     Arg { optional: false, ..RESERVE },
                 ],
                 ..arg(c"mode", ONEOF)
+            },
+            Arg {
+                summary: Some(c"tokens come back tokens_per_period at once, at multiples of the period since the Unix epoch"),
+                ..ALIGN
             },
         ],
     },

@@ -199,6 +199,43 @@ fn admitted(rate: &Rate, tat_ns: i64, now_ns: i64, change: Option<Change>) -> Ou
     }
 }
 
+/// ALIGN: the bucket reads the clock in whole periods since the Unix epoch (`period_ns`), so that its
+/// tokens come back `tokens_per_period` at once, at each boundary (as Spring Cloud Gateway's bucket
+/// refills at each whole second). `decide` runs at the boundary just passed; the times it answers
+/// are then counted from now to the boundary where they fall, and a key expires at the boundary
+/// where its bucket is full (expiring at the TAT itself would hand out tokens before their
+/// boundary).
+pub fn on_boundaries(
+    period_ns: i64,
+    bucket: Stored,
+    now_ns: i64,
+    now_ms: i64,
+    decide: impl FnOnce(i64) -> Option<Outcome>,
+) -> Option<Outcome> {
+    let p = i128::from(period_ns);
+    let boundary = now_ns - now_ns.rem_euclid(period_ns);
+    let up = |t: i128| (t + (-t).rem_euclid(p)).min(i128::from(i64::MAX)) as i64;
+    let from_now = |t: i128| (i128::from(up(t)) - i128::from(now_ns)).max(0) as i64;
+    let o = decide(boundary)?;
+    let change = match (o.change, bucket) {
+        (Some(Change::Set { value, .. }), _) => {
+            Some(Change::Set { value, expires_at: expiry_of(up(i128::from(value)), now_ms) })
+        }
+        // The heal's expiry, at the stored TAT's boundary.
+        (Some(Change::Expire { .. }), Stored::Present { value, .. }) => {
+            Some(Change::Expire { at: expiry_of(up(i128::from(value)), now_ms) })
+        }
+        (change, _) => change,
+    };
+    let at = |after_ns: i64| i128::from(boundary) + i128::from(after_ns);
+    Some(Outcome {
+        retry_after_ns: o.retry_after_ns.map(|r| from_now(at(r))),
+        full_after_ns: if o.full_after_ns == 0 { 0 } else { from_now(at(o.full_after_ns)) },
+        change,
+        ..o
+    })
+}
+
 /// `tokens` given back: the TAT moves back by their emission, not before now. The outcome, and
 /// how many tokens that gave back (the last one maybe in part).
 fn give_back(rate: &Rate, bucket: Stored, now_ns: i64, now_ms: i64, tokens: u64) -> (Outcome, i64) {
@@ -458,6 +495,37 @@ mod tests {
     }
 
     #[test]
+    fn aligned_tokens_come_back_at_the_period_boundaries() {
+        // One token a second, capacity 1; NOW is a whole second.
+        let r = Rate::new(0, SECOND, 1).unwrap();
+        let aligned = |bucket, now_ns: i64| {
+            on_boundaries(SECOND, bucket, now_ns, now_ns.div_euclid(NS_PER_MS), |ns| {
+                Some(decide(&r, bucket, ns, now_ns.div_euclid(NS_PER_MS)))
+            })
+            .unwrap()
+        };
+        // At 0.1 s: admitted, and the key lives to the next boundary.
+        let o = aligned(Stored::Missing, NOW + SECOND / 10);
+        assert_eq!((o.limited, o.full_after_ms()), (false, 900));
+        assert_eq!(o.change, store(NOW + SECOND, NOW_MS + 1_000));
+        let bucket = at(NOW + SECOND);
+        // At 0.9 s: denied, retry at the boundary; at 1.0 s admitted (running GCRA waits to 1.1 s).
+        let o = aligned(bucket, NOW + 9 * SECOND / 10);
+        assert_eq!((o.limited, o.remaining, o.retry_after_ms(), o.change), (true, 0, 100, None));
+        assert!(!aligned(bucket, NOW + SECOND).limited);
+        // Two a second: the key expires at the boundary, not at its TAT half-way.
+        let two = Rate::new(1, SECOND / 2, 1).unwrap();
+        let o = on_boundaries(SECOND, Stored::Missing, NOW + SECOND / 10, NOW_MS + 100, |ns| {
+            Some(decide(&two, Stored::Missing, ns, NOW_MS + 100))
+        })
+        .unwrap();
+        assert_eq!((o.remaining, o.full_after_ms(), o.change), (1, 900, store(NOW + SECOND / 2, NOW_MS + 1_000)));
+        // A heal expires at the stored TAT's boundary.
+        let leaked = Stored::Present { value: NOW + SECOND + 1, expires_at: None };
+        assert_eq!(aligned(leaked, NOW + SECOND / 10).change, heal(NOW_MS + 2_000));
+    }
+
+    #[test]
     fn products_past_146_years_are_refused() {
         let day = 86_400 * SECOND;
         assert_eq!(Rate::new(0, day, 200_000_000), Err(Overflow::Tokens));
@@ -507,6 +575,50 @@ mod properties {
                 if o.limited && o.retry_after_ms() >= 0 {
                     let later = now + o.retry_after_ms() * NS_PER_MS;
                     prop_assert!(!decide(&rate, bucket, later, later.div_euclid(NS_PER_MS)).limited);
+                }
+            }
+        }
+
+        /// ALIGN with `max_burst = burst - 1` over one-second periods decides as Spring Cloud
+        /// Gateway's Lua bucket (its `request_rate_limiter.lua`): tokens refilled `rate` per whole
+        /// second of the clock, capped at `burst`, both keys kept `floor(2 * burst / rate)` s after
+        /// each call. Same decisions, same tokens left, at any instants.
+        #[test]
+        fn aligned_decides_as_spring_cloud_gateways_bucket(
+            per_second in 1i64..1_000,
+            burst in 1i64..3_000,
+            calls in proptest::collection::vec((0i64..1_500_000_000, 1i64..40), 1..80),
+        ) {
+            let ttl_s = 2 * burst / per_second;
+            prop_assume!(ttl_s > 0);
+            // The script's state: (tokens, last refill in whole seconds), and when its keys expire.
+            let mut script: Option<(i64, i64, i64)> = None;
+            let mut bucket = Stored::Missing;
+            let mut now = 1_700_000_000_000 * NS_PER_MS + 123_456_789;
+            for (step, requested) in calls {
+                now += step;
+                let now_ms = now.div_euclid(NS_PER_MS);
+                let now_s = now.div_euclid(1_000_000_000);
+                let (tokens, last) = match script {
+                    Some((tokens, last, expires_ms)) if now_ms < expires_ms => (tokens, last),
+                    _ => (burst, 0),
+                };
+                let filled = burst.min(tokens + (now_s - last).max(0) * per_second);
+                let allowed = filled >= requested;
+                let left = if allowed { filled - requested } else { filled };
+                script = Some((left, now_s, now_ms + ttl_s * 1_000));
+
+                let rate = Rate::new(burst - 1, 1_000_000_000 / per_second, requested).unwrap();
+                if let Stored::Present { expires_at: Some(at), .. } = bucket {
+                    if now_ms >= at {
+                        bucket = Stored::Missing;
+                    }
+                }
+                let o = on_boundaries(1_000_000_000, bucket, now, now_ms, |ns| Some(decide(&rate, bucket, ns, now_ms)))
+                    .unwrap();
+                prop_assert_eq!((!o.limited, o.remaining), (allowed, left));
+                if let Some(Change::Set { value, expires_at }) = o.change {
+                    bucket = Stored::Present { value, expires_at: Some(expires_at) };
                 }
             }
         }

@@ -6,7 +6,7 @@ use crate::core::gcra::{Overflow, Rate};
 use super::error::ArgError;
 use super::read::*;
 
-/// `RATELIMIT.GCRA key max_burst tokens_per_period period [TOKENS count] [PARTIAL | RESERVE]`,
+/// `RATELIMIT.GCRA key max_burst tokens_per_period period [TOKENS count] [PARTIAL | RESERVE] [ALIGN]`,
 /// validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GcraArgs {
@@ -14,6 +14,8 @@ pub struct GcraArgs {
     pub reserve: bool,
     /// Grant as many of the tokens as there are, at least one.
     pub partial: bool,
+    /// ALIGN: the period in ns, on whose multiples since the epoch the tokens come back.
+    pub align_ns: Option<i64>,
 }
 
 /// A period in seconds as a decimal number (`60`, `0.5`, `1e-3`), to the nearest nanosecond.
@@ -29,7 +31,8 @@ fn period_ns(bytes: &[u8]) -> Result<i64, ArgError> {
     (ns < i64::MAX as f64).then_some(ns as i64).ok_or(ArgError::Overflow("period"))
 }
 
-/// `key max_burst tokens_per_period period [TOKENS count] [RESERVE]`, after the command name: the
+/// `key max_burst tokens_per_period period [TOKENS count] [PARTIAL | RESERVE] [ALIGN]`, after the
+/// command name: the
 /// shape of Redis's `GCRA` command. The emission interval is `period / tokens_per_period`, to the
 /// nanosecond below (at least 1 ns), as redis-cell computes it. Negative TOKENS give back.
 pub fn parse_gcra<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<GcraArgs, ArgError> {
@@ -43,12 +46,17 @@ pub fn parse_gcra<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<GcraAr
     let max_burst = parse_i64(max_burst).filter(|&b| b >= 0).ok_or(ArgError::OutOfRange("max_burst", 0))?;
     let per_period = at_least(per_period, "tokens_per_period", 1)?;
     let period_ns = period_ns(period)?;
-    let spec =
-        [Opt { name: "TOKENS", values: 1 }, Opt { name: "RESERVE", values: 0 }, Opt { name: "PARTIAL", values: 0 }];
-    let [tokens, reserve, partial] = options(args, spec, "TOKENS, PARTIAL or RESERVE").map_err(|e| match e {
-        ArgError::MissingValue(name) => ArgError::Missing(name),
-        e => e,
-    })?;
+    let spec = [
+        Opt { name: "TOKENS", values: 1 },
+        Opt { name: "RESERVE", values: 0 },
+        Opt { name: "PARTIAL", values: 0 },
+        Opt { name: "ALIGN", values: 0 },
+    ];
+    let [tokens, reserve, partial, align] =
+        options(args, spec, "TOKENS, PARTIAL, RESERVE or ALIGN").map_err(|e| match e {
+            ArgError::MissingValue(name) => ArgError::Missing(name),
+            e => e,
+        })?;
     let tokens = match tokens {
         None => 1,
         Some(t) => parse_i64(t).ok_or(ArgError::NotAnInteger("TOKENS")).and_then(|t| match t {
@@ -60,6 +68,10 @@ pub fn parse_gcra<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<GcraAr
     if partial.is_some() && reserve {
         return Err(ArgError::Exclusive("PARTIAL", "RESERVE"));
     }
+    // A settle gives back against the running clock, not the boundaries.
+    if align.is_some() && reserve {
+        return Err(ArgError::Exclusive("ALIGN", "RESERVE"));
+    }
     if partial.is_some() && tokens < 1 {
         return Err(ArgError::PartialNeedsTokens);
     }
@@ -68,7 +80,7 @@ pub fn parse_gcra<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<GcraAr
         Overflow::Burst => ArgError::Overflow("(max_burst + 1) * period / tokens_per_period"),
         Overflow::Tokens => ArgError::Overflow("TOKENS * period / tokens_per_period"),
     })?;
-    Ok(GcraArgs { rate, reserve, partial: partial.is_some() })
+    Ok(GcraArgs { rate, reserve, partial: partial.is_some(), align_ns: align.map(|_| period_ns) })
 }
 
 /// `key max_burst count_per_period period [quantity]` after `CL.THROTTLE`, as redis-cell reads it:
@@ -123,6 +135,13 @@ mod tests {
         assert_eq!(gcra("k 9 1 1e-3").unwrap().emission_ns, 1_000_000);
         assert_eq!(gcra("k 9 1000 0.000000001").unwrap().emission_ns, 1, "at least 1 ns");
         assert_eq!(gcra("k 1 1 1 tokens 2").unwrap().tokens, 2);
+        let aligned = |line| parse_gcra(words(line)).map(|a| a.align_ns);
+        assert_eq!(
+            aligned("k 9 3 1.5 align TOKENS 2 PARTIAL"),
+            Ok(Some(3 * SECOND / 2)),
+            "the period, not the emission"
+        );
+        assert_eq!(aligned("k 9 3 1.5"), Ok(None));
     }
 
     #[test]
@@ -142,7 +161,9 @@ mod tests {
             ("k 1 1 1 TOKENS 0", ArgError::Zero("TOKENS")),
             ("k 1 1 1 TOKENS 1.5", ArgError::NotAnInteger("TOKENS")),
             ("k 1 1 1 TOKENS 1 TOKENS 1", ArgError::Repeated("TOKENS")),
-            ("k 1 1 1 COST 1", ArgError::UnknownOption("TOKENS, PARTIAL or RESERVE")),
+            ("k 1 1 1 COST 1", ArgError::UnknownOption("TOKENS, PARTIAL, RESERVE or ALIGN")),
+            ("k 1 1 1 ALIGN RESERVE", ArgError::Exclusive("ALIGN", "RESERVE")),
+            ("k 1 1 1 align ALIGN", ArgError::Repeated("ALIGN")),
             ("k 1 1 1 TOKENS 2 PARTIAL RESERVE", ArgError::Exclusive("PARTIAL", "RESERVE")),
             ("k 1 1 1 TOKENS -2 PARTIAL", ArgError::PartialNeedsTokens),
             ("k 1 1 1 PARTIAL partial", ArgError::Repeated("PARTIAL")),
