@@ -85,6 +85,9 @@ type Rate struct {
 	Period    time.Duration
 	// Tokens is what the call takes (0 means 1); negative ones are given back.
 	Tokens int64
+	// Align brings the tokens back PerPeriod at once, at each multiple of Period since the Unix
+	// epoch (Spring Cloud Gateway's bucket, with Period a second). Not with a reservation.
+	Align bool
 }
 
 // Limit is one key's limit in HITALL.
@@ -459,6 +462,9 @@ func gcraCall(key string, r Rate) (command[Decision], error) {
 	}
 	args := []string{strconv.FormatInt(r.MaxBurst, 10), strconv.FormatInt(r.PerPeriod, 10), periodText(r.Period)}
 	args = append(args, signedCost(cost(r.Tokens), "TOKENS")...)
+	if r.Align {
+		args = append(args, "ALIGN")
+	}
 	return command[Decision]{Command: "RATELIMIT.GCRA", Function: "ratelimit_gcra", Keys: []string{key}, Args: args,
 		parse: readBucket(r.Period)}, nil
 }
@@ -526,6 +532,10 @@ func reserveSlideCall(key string, s Sliding) (command[Reservation], error) {
 
 // reserveGCRACall is RATELIMIT.GCRA with RESERVE.
 func reserveGCRACall(key string, r Rate) (command[Reservation], error) {
+	if r.Align {
+		// A settle gives back against the running clock, not the boundaries.
+		return command[Reservation]{}, invalid("ALIGN and RESERVE cannot be given together")
+	}
 	call, err := gcraCall(key, r)
 	return reserving(call, r.Tokens, "TOKENS", err)
 }

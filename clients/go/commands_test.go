@@ -35,6 +35,7 @@ func TestArgumentsRefusedBeforeSending(t *testing.T) {
 		{"no period", Rate{PerPeriod: 1}.Validate(), "period must be > 0"},
 		{"PEEK's cost", builderError(peekCall("k", 1, -2)), "COST must be an integer >= 1"},
 		{"PARTIAL giving back", builderError(gcraUpToCall("k", Rate{PerPeriod: 1, Period: time.Second, Tokens: -1})), "TOKENS must be an integer >= 1"},
+		{"ALIGN reserved", builderError(reserveGCRACall("k", Rate{PerPeriod: 1, Period: time.Second, Tokens: 1, Align: true})), "ALIGN and RESERVE cannot be given together"},
 		{"RESERVE of a give-back", builderError(reserveHitCall("k", Fixed{Limit: 1, Window: time.Second, Cost: -1})), "RESERVE needs COST >= 1"},
 		{"RESERVE with no tokens", builderError(reserveAllCall(second, AllOptions{})), "RESERVE needs TOKENS >= 1"},
 		{"settled below 0", builderError(settleCall(Reservation{Key: "k", Token: "h:1"}, -1)), "used must be an integer >= 0"},
@@ -88,6 +89,12 @@ func TestArgumentsSent(t *testing.T) {
 			fcall:  []string{"FCALL", "ratelimit_gcra", "1", "k", "0", "3", "0.000000001", "TOKENS", "-2"},
 			build: func() (command[Decision], error) {
 				return gcraCall("k", Rate{PerPeriod: 3, Period: time.Nanosecond, Tokens: -2})
+			}},
+		{name: "a GCRA bucket refilled at its period's boundaries",
+			module: []string{"RATELIMIT.GCRA", "k", "9", "10", "3600", "ALIGN"},
+			fcall:  []string{"FCALL", "ratelimit_gcra", "1", "k", "9", "10", "3600", "ALIGN"},
+			build: func() (command[Decision], error) {
+				return gcraCall("k", Rate{MaxBurst: 9, PerPeriod: 10, Period: time.Hour, Align: true})
 			}},
 		{name: "HITALL's lengths in one unit, ms when one needs it",
 			module: []string{"RATELIMIT.HITALL", "3", "{u}1", "{u}2", "{u}3", "1", "1000", "2", "1500", "3", "day", "MS",

@@ -26,7 +26,7 @@ var taken = map[string]map[string]string{
 		"cost": "AllOptions.Cost", "ms": "folded", "slide": "AllOptions.Sliding", "align": "AllOptions.Align", "zone": "AllOptions.TZ",
 		"tokens": "AllOptions.Tokens", "numtokenkeys": "AllOptions.TokenKeys", "reserve": "folded"},
 	"ratelimit.gcra": {"key": "param", "max_burst": "Rate.MaxBurst", "tokens_per_period": "Rate.PerPeriod", "period": "Rate.Period",
-		"count": "Rate.Tokens", "partial": "folded", "reserve": "folded"},
+		"count": "Rate.Tokens", "partial": "folded", "reserve": "folded", "align": "Rate.Align"},
 	"ratelimit.settle":  {"key": "Reservation.Key", "reservation": "Reservation.Token", "used": "param"},
 	"ratelimit.acquire": {"key": "param", "limit": "param", "lease": "param", "ms": "folded", "id": "param"},
 	"ratelimit.release": {"key": "param", "id": "param"},
@@ -76,7 +76,7 @@ func everyOption(t *testing.T, rdb *redis.Client) map[string][][]string {
 	sent(l.ReserveAll(ctx, limits, ratelimit.AllOptions{Cost: 2, Align: true, TZ: "+01:00", Tokens: 40, TokenKeys: 1}))
 	sent(l.HitAll(ctx, limits[:1], ratelimit.AllOptions{Sliding: true}))
 	rate := ratelimit.Rate{MaxBurst: 1, PerPeriod: 2, Period: 500 * time.Millisecond, Tokens: 2}
-	sent(l.GCRAUpTo(ctx, "g", rate))
+	sent(l.GCRAUpTo(ctx, "g", ratelimit.Rate{MaxBurst: 1, PerPeriod: 2, Period: 500 * time.Millisecond, Tokens: 2, Align: true}))
 	sent(l.ReserveGCRA(ctx, "g", rate))
 	sent(l.Settle(ctx, ratelimit.Reservation{Key: "k", Token: "h:1:1:1:1:01234567"}, 3))
 	sent(l.Acquire(ctx, "l", 2, 1500*time.Millisecond, "i"))

@@ -341,15 +341,25 @@ export interface GcraOptions {
   periodMs: number;
   /** What the call takes (default 1); negative ones are given back. */
   tokens?: number;
+  /** The tokens come back `tokensPerPeriod` at once, at each multiple of `periodMs` since the Unix
+   * epoch (Spring Cloud Gateway's bucket, with `periodMs` 1000). */
+  align?: boolean;
 }
 
-const GCRA = ['maxBurst', 'tokensPerPeriod', 'periodMs', 'tokens'] as const;
+const RESERVE_GCRA = ['maxBurst', 'tokensPerPeriod', 'periodMs', 'tokens'] as const;
+const GCRA = [...RESERVE_GCRA, 'align'] as const;
 
 /** RATELIMIT.GCRA: a burst of `maxBurst + 1`, then `tokensPerPeriod` per `periodMs`. */
 export const gcra = define(['key', ...GCRA], (key: string, o: GcraOptions): Call<Decision> => {
-  const { maxBurst, tokensPerPeriod, periodMs, tokens } = options(o, GCRA, 'gcra');
+  const { maxBurst, tokensPerPeriod, periodMs, tokens, align } = options(o, GCRA, 'gcra');
   const period = duration(periodMs, 'periodMs');
-  const args = [integer(maxBurst, 'maxBurst', 0), integer(tokensPerPeriod, 'tokensPerPeriod'), String(period / 1000), ...signedCostArgs(tokens, 'TOKENS')];
+  const args = [
+    integer(maxBurst, 'maxBurst', 0),
+    integer(tokensPerPeriod, 'tokensPerPeriod'),
+    String(period / 1000),
+    ...signedCostArgs(tokens, 'TOKENS'),
+    ...laidOnClock(false, align, undefined),
+  ];
   return { command: 'RATELIMIT.GCRA', fn: 'ratelimit_gcra', keys: [text(key, 'key')], args, parse: bucket(period) };
 });
 
@@ -420,14 +430,16 @@ export const reserveSlide = define(['key', ...RESERVE_WINDOW], (key: string, o: 
   reserving(slide(key, { ...o, cost: reserved(o.cost, 'COST') }), o.cost),
 );
 
-export interface ReserveGcraOptions extends GcraOptions {
+export interface ReserveGcraOptions extends Omit<GcraOptions, 'align'> {
   tokens: number;
 }
 
-/** RATELIMIT.GCRA with RESERVE: as `gcra`, and a reservation to settle. */
-export const reserveGcra = define(['key', ...GCRA], (key: string, o: ReserveGcraOptions): Call<Reservation> =>
-  reserving(gcra(key, { ...o, tokens: reserved(o.tokens, 'TOKENS') }), o.tokens),
-);
+/** RATELIMIT.GCRA with RESERVE: as `gcra`, and a reservation to settle (not aligned: a settle gives
+ * back against the running clock). */
+export const reserveGcra = define(['key', ...RESERVE_GCRA], (key: string, o: ReserveGcraOptions): Call<Reservation> => {
+  options(o, RESERVE_GCRA, 'reserveGcra');
+  return reserving(gcra(key, { ...o, tokens: reserved(o.tokens, 'TOKENS') }), o.tokens);
+});
 
 export interface ReserveAllOptions extends HitAllOptions {
   /** The request's estimate, counted on the last `tokenKeys` limits and reserved there (>= 1). */

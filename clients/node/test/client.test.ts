@@ -74,6 +74,11 @@ for (const kind of KINDS) {
           const [perMinute, perDay] = [fresh('{t}:m'), fresh('{t}:d')];
           const both = await rl.hitAll([{ key: perMinute, limit: 5, windowMs: 3_600_000 }, { key: perDay, limit: 100, calendar: 'day' }], { align: true });
           assert.deepEqual([both.allowed, ...both.decisions.map((d) => d.remaining)], [true, 4, 99]);
+          // A bucket refilled at each hour's boundary lives to the next one.
+          const hourly = fresh('hourly');
+          const refilled = await rl.gcra(hourly, { maxBurst: 9, tokensPerPeriod: 10, periodMs: 3_600_000, tokens: 3, align: true });
+          assert.deepEqual([refilled.allowed, refilled.remaining], [true, 7]);
+          assert.equal(Number(await raw.sendCommand(['PEXPIRETIME', hourly])) % 3_600_000, 0);
           const dayEnds = Number(await raw.sendCommand(['PEXPIRETIME', perDay]));
           assert.equal(dayEnds % 86_400_000, 0, `the day ends at ${String(dayEnds)}, ${JSON.stringify(both)}`);
           const newYork = rl.hit(fresh('ny'), { limit: 10, calendar: 'day', tz: 'America/New_York' });

@@ -49,7 +49,7 @@ const CASES: [string, string, Builder, string[], () => { command: string; args: 
     [],
     () => commands.reserveAll([{ key: 'a', limit: 1, windowMs: 2_000 }, { key: 'b', limit: 2, calendar: 'day' }], { cost: 2, align: true, tz: '+01:00', tokens: 40 }),
   ],
-  ['ratelimit.gcra', 'gcra', commands.gcra, [], () => commands.gcra('k', { maxBurst: 1, tokensPerPeriod: 2, periodMs: 500, tokens: 2 })],
+  ['ratelimit.gcra', 'gcra', commands.gcra, [], () => commands.gcra('k', { maxBurst: 1, tokensPerPeriod: 2, periodMs: 500, tokens: 2, align: true })],
   ['ratelimit.settle', 'settle', commands.settle, [], () => commands.settle('k', 'h:1:1:1:1:01234567', 3)],
   ['ratelimit.acquire', 'acquire', commands.acquire, [], () => commands.acquire('k', { limit: 2, leaseMs: 1_500, id: 'i' })],
   ['ratelimit.release', 'release', commands.release, [], () => commands.release('k', 'i')],
@@ -57,8 +57,8 @@ const CASES: [string, string, Builder, string[], () => { command: string; args: 
   ['ratelimit.top', 'top', commands.top, [], () => commands.top({ view: 'admitted', count: 3, reset: true })],
   ['ratelimit.hit', 'reserveHit', commands.reserveHit, [], () => commands.reserveHit('k', { limit: 5, calendar: 'month', cost: 2, align: true, tz: '+05:30' })],
   ['ratelimit.slide', 'reserveSlide', commands.reserveSlide, ['peek'], () => commands.reserveSlide('k', { limit: 5, windowMs: 1_500, cost: 2 })],
-  ['ratelimit.gcra', 'gcraUpTo', commands.gcraUpTo, [], () => commands.gcraUpTo('k', { maxBurst: 1, tokensPerPeriod: 2, periodMs: 500, tokens: 2 })],
-  ['ratelimit.gcra', 'reserveGcra', commands.reserveGcra, [], () => commands.reserveGcra('k', { maxBurst: 1, tokensPerPeriod: 2, periodMs: 500, tokens: 2 })],
+  ['ratelimit.gcra', 'gcraUpTo', commands.gcraUpTo, [], () => commands.gcraUpTo('k', { maxBurst: 1, tokensPerPeriod: 2, periodMs: 500, tokens: 2, align: true })],
+  ['ratelimit.gcra', 'reserveGcra', commands.reserveGcra, ['align'], () => commands.reserveGcra('k', { maxBurst: 1, tokensPerPeriod: 2, periodMs: 500, tokens: 2 })],
 ];
 
 interface Argument {

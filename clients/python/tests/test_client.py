@@ -81,6 +81,23 @@ def test_gcra_bursts_then_waits(rl: RateLimiter) -> None:
     assert rl.gcra("g3", 4, 1, 60, tokens=6).retry_after == math.inf
 
 
+def test_gcra_aligned_refills_at_the_periods_boundary(rl: RateLimiter) -> None:
+    def server_time() -> float:
+        seconds, micros = rl.client.time()
+        return float(seconds) + micros / 1e6
+
+    # One a day, back at each UTC midnight: the denial waits for midnight, not for a day.
+    before = server_time()
+    assert rl.gcra("ga", 0, 1, 86400, align=True).allowed
+    denied = rl.gcra("ga", 0, 1, 86400, align=True)
+    after = server_time()
+    midnight = (before // 86400 + 1) * 86400
+    assert not denied.allowed and denied.retry_after is not None
+    assert midnight - after - 0.001 <= denied.retry_after <= midnight - before + 0.001
+    with pytest.raises(RateLimitError, match="align"):
+        rl.gcra("ga", 0, 1, 86400, align=1)  # type: ignore[arg-type]
+
+
 def test_gcra_up_to_grants_what_the_bucket_has(rl: RateLimiter) -> None:
     first = rl.gcra_up_to("gp", 4, 1, 60, tokens=3)
     assert first.allowed and first.granted == 3 and first.decision.remaining == 2

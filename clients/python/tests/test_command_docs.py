@@ -46,12 +46,12 @@ VARIANTS: dict[str, tuple[str, Any, set[str], dict[str, Any]]] = {
         "ratelimit.gcra",
         commands.gcra_up_to,
         set(),
-        {"key": "k", "max_burst": 1, "tokens_per_period": 2, "period": 0.5, "tokens": 2},
+        {"key": "k", "max_burst": 1, "tokens_per_period": 2, "period": 0.5, "tokens": 2, "align": True},
     ),
     "reserve_gcra": (
         "ratelimit.gcra",
         commands.reserve_gcra,
-        set(),
+        {"align"},
         {"key": "k", "max_burst": 1, "tokens_per_period": 2, "period": 0.5, "tokens": 2},
     ),
 }
@@ -81,7 +81,7 @@ BUILDERS: dict[str, tuple[Any, dict[str, str], dict[str, Any]]] = {
     "ratelimit.gcra": (
         commands.gcra,
         {"count": "tokens"},
-        {"key": "k", "max_burst": 1, "tokens_per_period": 2, "period": 0.5, "tokens": 2},
+        {"key": "k", "max_burst": 1, "tokens_per_period": 2, "period": 0.5, "tokens": 2, "align": True},
     ),
     "ratelimit.acquire": (commands.acquire, {}, {"key": "k", "limit": 2, "lease": 1.5, "id": "i"}),
     "ratelimit.release": (commands.release, {}, {"key": "k", "id": "i"}),

@@ -313,20 +313,27 @@ def _bucket(period: float | None) -> Callable[[Any], Decision]:
     return parse
 
 
-def gcra(key: str, max_burst: int, tokens_per_period: int, period: Seconds, *, tokens: int = 1) -> Call[Decision]:
+def gcra(
+    key: str, max_burst: int, tokens_per_period: int, period: Seconds, *, tokens: int = 1, align: bool = False
+) -> Call[Decision]:
     """RATELIMIT.GCRA: a burst of ``max_burst + 1``, then ``tokens_per_period`` per ``period``
-    seconds; ``tokens`` is what this call takes (negative ones are given back)."""
+    seconds; ``tokens`` is what this call takes (negative ones are given back). With ``align``,
+    the tokens come back ``tokens_per_period`` at once, at each multiple of ``period`` since the
+    Unix epoch (Spring Cloud Gateway's bucket, with ``period`` 1)."""
     text, seconds = _period(period)
     burst = _integer(max_burst, "max_burst", minimum=0)
     args = (burst, _integer(tokens_per_period, "tokens_per_period"), text, *_signed_cost_args(tokens, "TOKENS"))
+    args += _laid_on_clock(False, align, None)
     return Call("RATELIMIT.GCRA", "ratelimit_gcra", (_key(key),), args, _bucket(seconds))
 
 
-def gcra_up_to(key: str, max_burst: int, tokens_per_period: int, period: Seconds, *, tokens: int) -> Call[Grant]:
+def gcra_up_to(
+    key: str, max_burst: int, tokens_per_period: int, period: Seconds, *, tokens: int, align: bool = False
+) -> Call[Grant]:
     """RATELIMIT.GCRA with PARTIAL: as many of ``tokens`` as the bucket has whole, at least one.
     Granted fewer than asked, the bucket is left empty (the part of the next token goes with
     them); none, it is denied until one comes back."""
-    call = gcra(key, max_burst, tokens_per_period, period, tokens=_integer(tokens, "TOKENS"))
+    call = gcra(key, max_burst, tokens_per_period, period, tokens=_integer(tokens, "TOKENS"), align=align)
     decided = call.parse
 
     def parse(reply: Any) -> Grant:

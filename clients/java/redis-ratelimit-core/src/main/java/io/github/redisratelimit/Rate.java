@@ -10,8 +10,11 @@ import java.time.Duration;
  * @param perPeriod tokens per period, at least 1
  * @param period the period, to the nanosecond
  * @param tokens what the call takes (nonzero; negative ones are given back)
+ * @param align whether the tokens come back {@code perPeriod} at once, at each multiple of
+ *     {@code period} since the Unix epoch ({@code ALIGN}: Spring Cloud Gateway's bucket, with a
+ *     period of a second), rather than one every {@code period / perPeriod}
  */
-public record Rate(long maxBurst, long perPeriod, Duration period, long tokens) {
+public record Rate(long maxBurst, long perPeriod, Duration period, long tokens, boolean align) {
     /**
      * A bucket of {@code maxBurst + 1} refilled by {@code perPeriod} every {@code period}, taking
      * 1 token a call.
@@ -22,7 +25,7 @@ public record Rate(long maxBurst, long perPeriod, Duration period, long tokens) 
      * @return the bucket
      */
     public static Rate of(long maxBurst, long perPeriod, Duration period) {
-        return new Rate(maxBurst, perPeriod, period, 1);
+        return new Rate(maxBurst, perPeriod, period, 1, false);
     }
 
     /**
@@ -32,7 +35,18 @@ public record Rate(long maxBurst, long perPeriod, Duration period, long tokens) 
      * @return the bucket
      */
     public Rate withTokens(long tokens) {
-        return new Rate(maxBurst, perPeriod, period, tokens);
+        return new Rate(maxBurst, perPeriod, period, tokens, align);
+    }
+
+    /**
+     * The same bucket, its tokens coming back {@code perPeriod} at once at each multiple of
+     * {@code period} since the Unix epoch. Not for reservations: a settle gives back against the
+     * running clock.
+     *
+     * @return the bucket
+     */
+    public Rate aligned() {
+        return new Rate(maxBurst, perPeriod, period, tokens, true);
     }
 
     /**

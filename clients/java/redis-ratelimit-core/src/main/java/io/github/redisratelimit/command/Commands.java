@@ -343,6 +343,9 @@ public final class Commands {
         List<String> args = new ArrayList<>(List.of(Long.toString(r.maxBurst()), Long.toString(r.perPeriod()),
                 periodText(r.period())));
         signedCost(args, r.tokens(), "TOKENS");
+        if (r.align()) {
+            args.add("ALIGN");
+        }
         return new Command<>("RATELIMIT.GCRA", "ratelimit_gcra", List.of(key(key)), args, false, readBucket(r.period()));
     }
 
@@ -422,6 +425,9 @@ public final class Commands {
      * @return the call
      */
     public static Command<Reservation> reserveGcra(String key, Rate r) {
+        if (r != null && r.align()) {
+            throw invalid("ALIGN and RESERVE cannot be given together");
+        }
         return reserving(gcra(key, r), r.tokens(), "TOKENS");
     }
 

@@ -60,6 +60,7 @@ class CommandsTest {
         refused("TOKENS must be an integer >= 1", () -> Commands.gcraUpTo("k", Rate.of(0, 1, SECOND).withTokens(-1)));
         refused("RESERVE needs COST >= 1", () -> Commands.reserveHit("k", Fixed.of(1, SECOND).withCost(-1)));
         refused("RESERVE needs TOKENS >= 1", () -> Commands.reserveAll(second, AllOptions.DEFAULT));
+        refused("ALIGN and RESERVE cannot be given together", () -> Commands.reserveGcra("k", Rate.of(0, 1, SECOND).aligned()));
         Reservation made = new Reservation(null, "k", "h:1", 1);
         refused("used must be an integer >= 0", () -> Commands.settle(made, -1));
         refused("a denied call has no reservation to settle", () -> Commands.settle(new Reservation(null, "k", null, 1), 1));
@@ -87,6 +88,8 @@ class CommandsTest {
         assertEquals(List.of("RATELIMIT.GCRA", "k", "0", "3", "0.000000001", "TOKENS", "-2"), gcra.moduleArgs());
         assertEquals(List.of("RATELIMIT.GCRA", "k", "4", "1", "2.5"),
                 Commands.gcra("k", Rate.of(4, 1, Duration.ofMillis(2500))).moduleArgs());
+        assertEquals(List.of("RATELIMIT.GCRA", "k", "9", "10", "3600", "TOKENS", "3", "ALIGN"),
+                Commands.gcra("k", Rate.of(9, 10, Duration.ofHours(1)).withTokens(3).aligned()).moduleArgs());
         Command<MultiDecision> all = Commands.hitAll(List.of(Limit.of("{u}1", 1, SECOND), Limit.of("{u}2", 2, Duration.ofMillis(1500)),
                 Limit.of("{u}3", 3, Calendar.DAY)), AllOptions.DEFAULT.withTokens(40, 1));
         assertEquals(List.of("RATELIMIT.HITALL", "3", "{u}1", "{u}2", "{u}3", "1", "1000", "2", "1500", "3", "day", "MS",
