@@ -1,6 +1,8 @@
 package io.github.redisratelimit;
 
 import java.time.Duration;
+import java.util.List;
+import java.util.Map;
 
 /**
  * One limit's answer ({@code HIT}, {@code SLIDE}, {@code PEEK}, {@code GCRA}, and each limit of
@@ -26,4 +28,15 @@ public record Decision(boolean allowed, long count, long remaining, long limit, 
 
     /** No decision: what a {@link MultiDecision} with no limit has as its tightest. */
     static final Decision NONE = new Decision(false, 0, 0, 0, Duration.ZERO, Duration.ZERO, Duration.ZERO);
+
+    /**
+     * This answer's HTTP headers: {@code RateLimit-Policy} and {@code RateLimit} (the IETF draft's
+     * fields), and {@code Retry-After} when denied (RFC 9110), in whole seconds rounded up.
+     *
+     * @param name the limit's name in them
+     * @return the headers, in that order
+     */
+    public Map<String, String> headers(String name) {
+        return Headers.of(List.of(name), List.of(this));
+    }
 }

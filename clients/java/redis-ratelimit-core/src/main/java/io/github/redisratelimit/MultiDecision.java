@@ -2,6 +2,7 @@ package io.github.redisratelimit;
 
 import java.time.Duration;
 import java.util.List;
+import java.util.Map;
 
 /**
  * {@code HITALL}'s answer: one decision for several limits, all or nothing.
@@ -53,5 +54,18 @@ public record MultiDecision(boolean allowed, List<Decision> decisions) {
             }
         }
         return best == null ? Decision.NONE : best;
+    }
+
+    /**
+     * This answer's HTTP headers: every limit in {@code RateLimit-Policy}, the tightest in
+     * {@code RateLimit} (of those that refused, when one did), and {@code Retry-After} when denied:
+     * when every limit that refused admits again.
+     *
+     * @param names the limits' names, in order
+     * @return the headers, in that order
+     * @throws IllegalArgumentException when there is not one name per limit
+     */
+    public Map<String, String> headers(List<String> names) {
+        return Headers.of(List.copyOf(names), decisions);
     }
 }
