@@ -303,10 +303,10 @@ class Page:
         self.ran = self.skipped = 0
 
     def local(self, text):
-        """`text` with the docs' ports made this page's (the proxy's where it is one:
-        `localhost:4000`, `--port 4000`; 4000 is also a count)."""
+        """`text` with the docs' ports made this page's (an HTTP server's where it is one:
+        `localhost:4000`, `--port 4000`, `--server.port=4000`; 4000 is also a count)."""
         text = re.sub(rf"(?<![0-9]){DOC_PORT}(?![0-9])", self.ports[DOC_PORT], text)
-        return re.sub(rf"(localhost:|--port ){PROXY_PORT}(?![0-9])", rf"\g<1>{self.ports[PROXY_PORT]}", text)
+        return re.sub(rf"(localhost:|--port |--server\.port=){PROXY_PORT}(?![0-9])", rf"\g<1>{self.ports[PROXY_PORT]}", text)
 
     def env(self):
         env = dict(os.environ)
