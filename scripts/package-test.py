@@ -24,7 +24,9 @@ the clients' packages: every release file README.md tells users to install is on
 the Python wheel and the npm tarball install (offline, each in a fresh place) and import under the
 names the docs give; the Java repository holds each published artifact (every module of
 clients/java but its tests) with its sources, Javadoc and pom, beside the parent pom, as Java 17
-bytecode, the core's jar carrying functions/ratelimit.lua as it is.
+bytecode, the core's jar carrying functions/ratelimit.lua as it is; and the gateway of
+docs/clients/java.md builds offline from that repository (Spring's jars from a cache filled
+online first) and limits on the tarball's module.
 """
 
 import glob
@@ -38,6 +40,8 @@ import sys
 import tarfile
 import time
 import tomllib
+import urllib.error
+import urllib.request
 import zipfile
 
 from package import fail, read, run, sha256
@@ -243,10 +247,88 @@ def the_tarball(package_dir, server_dir):
         expect("the tarball's module: RATELIMIT.HIT", server.call("RATELIMIT.HIT", "pkg:tar", "10", "60"), FIRST_HIT)
         metrics = server.call("--eval", os.path.join(folder, "monitoring/exporter/ratelimit-metrics.lua"))
         expect("the tarball's exporter script: ratelimit_hits", metrics[metrics.index("ratelimit_hits") + 1], "1")
+        the_gateway(package_dir, server.port)
     finally:
         server.stop()
     shutil.rmtree(into)
     print(f"package-test: {os.path.basename(tarballs[0])}: sums verified, its module answered on {source}-server")
+
+
+MAVEN_SETTINGS = """<settings>
+  <profiles>
+    <profile>
+      <id>release</id>
+      <repositories>
+        <repository><id>release</id><url>file://{release}</url></repository>
+        <repository><id>cache</id><url>file://{cache}</url></repository>
+      </repositories>
+      <pluginRepositories>
+        <pluginRepository><id>cache</id><url>file://{cache}</url></pluginRepository>
+      </pluginRepositories>
+    </profile>
+  </profiles>
+  <activeProfiles><activeProfile>release</activeProfile></activeProfiles>
+</settings>
+"""
+
+
+def the_gateway(package_dir, redis_port):
+    """The gateway of docs/clients/java.md (its files, as the page writes them), built offline from
+    an empty local repository: the starter and its jars from the release's Maven repository alone,
+    Spring's from a cache that an online build filled first (the release's jars taken out of it).
+    Then it runs on the tarball's module: two reports, then 429."""
+    page = read(os.path.join(ROOT, "docs", "clients", "java.md")).decode()
+    section = page[page.index("## Spring Cloud Gateway") :]
+    files = re.findall(r"<!-- docs-test: file (\S+) -->\n```\w+\n(.*?)```", section, re.S)
+    expect("the gateway files of docs/clients/java.md", [name for name, _ in files],
+           ["pom.xml", "src/main/java/gw/Gateway.java", "src/main/resources/application.yml"])
+    app, cache, empty = (os.path.join(WORK, name) for name in ("gateway", "gateway-maven-cache", "gateway-maven-empty"))
+    for folder in (app, empty):
+        shutil.rmtree(folder, ignore_errors=True)
+    for name, text in files:
+        os.makedirs(os.path.dirname(os.path.join(app, name)), exist_ok=True)
+        with open(os.path.join(app, name), "w") as f:
+            f.write(text.replace("6380", str(redis_port)))
+    settings = os.path.join(WORK, "gateway-settings.xml")
+    with open(settings, "w") as f:
+        f.write(MAVEN_SETTINGS.format(release=os.path.abspath(os.path.join(package_dir, "maven")), cache=cache))
+    mvn = ["mvn", "-B", "-q", "--no-transfer-progress", "-s", settings, "package", "-DskipTests"]
+    run(*mvn, f"-Dmaven.repo.local={cache}", cwd=app)
+    shutil.rmtree(os.path.join(cache, "io", "github", "redis-ratelimit"))
+    shutil.rmtree(os.path.join(app, "target"))
+    run(*mvn, "-o", "-Daether.offline.protocols=file", f"-Dmaven.repo.local={empty}", cwd=app)
+    ours = sorted(os.listdir(os.path.join(empty, "io", "github", "redis-ratelimit")))
+    expect("the release's artifacts the gateway took", ours,
+           ["redis-ratelimit-core", "redis-ratelimit-lettuce", "redis-ratelimit-parent", "redis-ratelimit-spring-cloud-gateway"])
+    port = free_port()
+    with open(os.path.join(WORK, "gateway.log"), "w") as log:
+        gateway = subprocess.Popen(["java", "-jar", "target/gateway-1.jar", f"--server.port={port}"], cwd=app,
+                                   stdout=log, stderr=log)
+    try:
+        statuses = []
+        deadline = time.monotonic() + 120
+        while not statuses:
+            if gateway.poll() is not None or time.monotonic() > deadline:
+                with open(os.path.join(WORK, "gateway.log")) as f:
+                    fail(f"the gateway did not start; its log:\n{f.read()[-3000:]}")
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/backend", timeout=5)
+                statuses = [0]
+            except OSError:
+                time.sleep(0.5)
+        statuses = []
+        for _ in range(3):
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/reports/q3", headers={"X-User": "package-test"})
+            try:
+                statuses.append(urllib.request.urlopen(request, timeout=10).status)
+            except urllib.error.HTTPError as e:
+                statuses.append(e.code)
+        expect("the gateway's answers to three reports (2 a minute)", statuses, [200, 200, 429])
+    finally:
+        gateway.terminate()
+        gateway.wait(timeout=30)
+    shutil.rmtree(empty)
+    print("package-test: the docs' gateway, built offline from the release's Maven repository, limited on the tarball's module")
 
 
 def the_client_packages(package_dir):
