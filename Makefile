@@ -163,6 +163,7 @@ bench-smoke: build servers redis-cell $(if $(CLIENTS_READY),,clients)
 	$(PY_REPLICA_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/replicas.md --quick
 	$(NODE_STORE_BENCH) --out $(CURDIR)/target/bench-quick/node.md --quick -- $(PY_FIRST_SERVER)
 	$(GO_BENCH) --module $(MODULE) --out target/bench-quick/go.md --quick $(PY_FIRST_SERVER)
+	$(call java-bench,$(PY_FIRST_SERVER),$(CURDIR)/target/bench-quick/java.md,-Dbench.quick=true)
 
 # The TTL-leak demo's package (redis-py), under target/.
 pydeps: test-deps
@@ -343,6 +344,13 @@ java-test: build servers
 	$(call java-test-on,$(PY_FIRST_SERVER),,clean package)
 	$(foreach binary,$(call server_binaries,$(CLIENT_SERVERS)),$(call java-test-on,$(binary),$(JAVA_NEWEST),clean test))
 
+# The gateway starter's server CPU per decision against the gateway's Lua script and Bucket4j
+# (clients/java/tests, GatewayBench): $(1) the servers, $(2) the report, $(3) more properties.
+define java-bench
+	cd $(JAVA_DIR) && RATELIMIT_MODULE=$(CURDIR)/$(MODULE) $(MVN) -q test -pl tests -am -Dtest=GatewayBench \
+		-Dsurefire.failIfNoSpecifiedTests=false -Dbench.servers="$(1)" -Dbench.out=$(2) $(3)
+endef
+
 # The Java jars, with their sources, Javadoc and poms, as a Maven repository (what Maven Central
 # would serve) under JAVA_REPO, for make package: every file's time the last commit's, as in the
 # other release files. Built afresh each time: java-test's last run cleans the jars away.
@@ -406,6 +414,7 @@ bench: build servers redis-cell $(PY_ENVS)/latest $(PY_ENVS)/litellm node-test g
 	$(PY_REPLICA_BENCH) --servers $(call server_binaries,$(SERVERS)) --out benches/results/replicas.md
 	$(NODE_STORE_BENCH) --out $(CURDIR)/benches/results/node.md -- $(call server_binaries,$(SERVERS))
 	$(GO_BENCH) --module $(MODULE) --out benches/results/go.md $(call server_binaries,$(SERVERS))
+	$(call java-bench,$(call server_binaries,$(SERVERS)),$(CURDIR)/benches/results/java.md)
 
 # The Redis Functions library (for servers that cannot load modules) into the server on PORT.
 functions: deps

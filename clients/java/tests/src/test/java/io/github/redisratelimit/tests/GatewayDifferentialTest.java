@@ -12,13 +12,8 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 import org.springframework.cloud.gateway.filter.ratelimit.RateLimiter.Response;
 import org.springframework.cloud.gateway.filter.ratelimit.RedisRateLimiter;
-import org.springframework.core.io.ClassPathResource;
-import org.springframework.data.redis.connection.RedisStandaloneConfiguration;
 import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactory;
 import org.springframework.data.redis.core.ReactiveStringRedisTemplate;
-import org.springframework.data.redis.core.script.DefaultRedisScript;
-import org.springframework.data.redis.core.script.RedisScript;
-import org.springframework.scripting.support.ResourceScriptSource;
 import redis.clients.jedis.Protocol;
 import redis.clients.jedis.UnifiedJedis;
 
@@ -35,26 +30,17 @@ class GatewayDifferentialTest {
     @EnumSource(value = Stack.class, names = { "LETTUCE_MODULE", "LETTUCE_LIBRARY" })
     void theSameDecisionsAsTheGatewaysScript(Stack stack) throws InterruptedException {
         int port = stack.servers().get(0).port;
-        LettuceConnectionFactory factory = new LettuceConnectionFactory(new RedisStandaloneConfiguration("127.0.0.1", port));
-        factory.afterPropertiesSet();
-        factory.start();
+        LettuceConnectionFactory factory = GatewayScript.factory(port);
         try {
             ReactiveStringRedisTemplate template = new ReactiveStringRedisTemplate(factory);
-            RedisRateLimiter theirs = new RedisRateLimiter(template, script(), null);
-            NativeRedisRateLimiter ours = new NativeRedisRateLimiter(stack.async(), template, script(), null);
+            RedisRateLimiter theirs = new RedisRateLimiter(template, GatewayScript.script(), null);
+            NativeRedisRateLimiter ours = new NativeRedisRateLimiter(stack.async(), template, GatewayScript.script(), null);
             compare(stack, theirs, ours);
         } finally {
             factory.destroy();
         }
     }
 
-    @SuppressWarnings({ "unchecked", "rawtypes" })
-    private static RedisScript<List<Long>> script() {
-        DefaultRedisScript script = new DefaultRedisScript<>();
-        script.setScriptSource(new ResourceScriptSource(new ClassPathResource("META-INF/scripts/request_rate_limiter.lua")));
-        script.setResultType(List.class);
-        return script;
-    }
 
     private static void compare(Stack stack, RedisRateLimiter theirs, NativeRedisRateLimiter ours) throws InterruptedException {
         long seed = System.nanoTime();

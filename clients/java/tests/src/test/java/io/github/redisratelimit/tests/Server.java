@@ -46,10 +46,15 @@ final class Server implements AutoCloseable {
 
     /** Starts a server; a port another process took first is tried again. */
     static Server start(boolean module, boolean cluster) {
+        return start(binary(), module, cluster);
+    }
+
+    /** Starts a server of the binary given (the bench's, one after another). */
+    static Server start(String binary, boolean module, boolean cluster) {
         IllegalStateException last = null;
         for (int attempt = 0; attempt < 5; attempt++) {
             try {
-                return tryStart(module, cluster);
+                return tryStart(binary, module, cluster);
             } catch (IllegalStateException e) {
                 last = e;
             }
@@ -63,11 +68,11 @@ final class Server implements AutoCloseable {
         }
     }
 
-    private static Server tryStart(boolean module, boolean cluster) {
+    private static Server tryStart(String binary, boolean module, boolean cluster) {
         try {
             int port = freePort();
             Path dir = Files.createTempDirectory("ratelimit-java-server-");
-            List<String> args = new ArrayList<>(List.of(binary(), "--port", Integer.toString(port), "--bind", "127.0.0.1",
+            List<String> args = new ArrayList<>(List.of(binary, "--port", Integer.toString(port), "--bind", "127.0.0.1",
                     "--dir", dir.toString(), "--save", "", "--appendonly", "no"));
             if (module) {
                 args.addAll(List.of("--loadmodule", module().toString()));
@@ -84,7 +89,7 @@ final class Server implements AutoCloseable {
             while (System.nanoTime() < deadline) {
                 if (!process.isAlive()) {
                     server.close();
-                    throw new IllegalStateException(binary() + " exited before it answered on " + port);
+                    throw new IllegalStateException(binary + " exited before it answered on " + port);
                 }
                 // Dialled by hand first: Jedis would throw for every refusal.
                 try (Socket probe = new Socket()) {
@@ -104,12 +109,21 @@ final class Server implements AutoCloseable {
                 }
             }
             server.close();
-            throw new IllegalStateException(binary() + " did not answer on " + port);
+            throw new IllegalStateException(binary + " did not answer on " + port);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new IllegalStateException(e);
+        }
+    }
+
+    /** The server process's time on a CPU so far, in ns (from /proc: the bench's measure). */
+    long cpuNanos() {
+        try {
+            return Long.parseLong(Files.readString(Path.of("/proc/" + process.pid() + "/schedstat")).split(" ")[0]);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
     }
 
