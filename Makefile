@@ -25,7 +25,7 @@ LIBRARY_TESTS := --test hit --test peek --test hitall --test slide --test lease 
 .PHONY: all deps package-deps test-deps build package package-test lint test integration $(INTEGRATION) servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
 	monitoring-tools monitoring-test \
 	bench-smoke \
-	python-dist python-envs python-test node-dist node-installed node-test go-ready go-test java-test java-dist java-then-docs-test clients docs-test
+	python-dist python-envs python-test node-dist node-installed node-test go-ready go-test java-test java-dist clients docs-test
 
 all: build
 
@@ -146,11 +146,11 @@ test:
 		$(MAKE) --no-print-directory build servers redis-cell monitoring-tools lint
 	$(TIMES) phase "unit and property tests" -- cargo test --release --locked --lib
 	$(TIMES) phase "monitoring rules" -- $(MAKE) --no-print-directory monitoring-test
-	$(TIMES) phase "integration suites, beside the clients' environments" -- \
-		$(MAKE) --no-print-directory -j2 --output-sync=target integration clients
+	$(TIMES) phase "integration suites, beside the clients' environments and the Java packages" -- \
+		$(MAKE) --no-print-directory -j2 --output-sync=target integration clients java-test
 	$(TIMES) phase "the Python package" -- $(MAKE) --no-print-directory python-test CLIENTS_READY=1
-	$(TIMES) phase "the Node, Go and Java packages and the docs' examples" -- \
-		$(MAKE) --no-print-directory -j2 --output-sync=target node-test go-test java-then-docs-test CLIENTS_READY=1 GO_READY=1
+	$(TIMES) phase "the Node and Go packages and the docs' examples" -- \
+		$(MAKE) --no-print-directory -j2 --output-sync=target node-test go-test docs-test CLIENTS_READY=1 GO_READY=1
 	$(TIMES) phase "the TTL-leak demo" -- $(MAKE) --no-print-directory examples
 	$(TIMES) phase "the release files" -- $(MAKE) --no-print-directory package-test CLIENTS_READY=1
 	$(TIMES) phase "the benches' smoke runs" -- $(MAKE) --no-print-directory bench-smoke CLIENTS_READY=1
@@ -359,12 +359,6 @@ java-dist: package-deps
 	rm -rf $(JAVA_REPO)
 	cd $(JAVA_DIR) && $(MVN) -q clean deploy -DskipTests -DaltDeploymentRepository=release::file:$(CURDIR)/$(JAVA_REPO) \
 		-Dproject.build.outputTimestamp=$$(git log -1 --format=%cI)
-
-# The Java guide's page builds clients/java as a reader does (mvn install), in the folders
-# java-test builds in: the two one after the other.
-java-then-docs-test:
-	$(MAKE) --no-print-directory java-test
-	$(MAKE) --no-print-directory docs-test
 
 # The release files under target/package/ (scripts/package.py): the Debian package (checked by
 # lintian), the tarball for this machine's target, the Python wheel and sdist, the npm tarball,

@@ -1,6 +1,7 @@
 package io.github.redisratelimit.tests;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -35,7 +36,6 @@ import org.springframework.web.reactive.function.server.RequestPredicates;
 import org.springframework.web.reactive.function.server.RouterFunction;
 import org.springframework.web.reactive.function.server.RouterFunctions;
 import org.springframework.web.reactive.function.server.ServerResponse;
-import reactor.blockhound.BlockHound;
 import reactor.blockhound.BlockingOperationError;
 import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Schedulers;
@@ -44,7 +44,7 @@ import redis.clients.jedis.Jedis;
 /**
  * A real gateway (Spring Boot, Spring Cloud Gateway, Netty) with the starter on its classpath and
  * routes in its properties, over HTTP, on the server with the module; BlockHound watching every
- * event loop for a blocking call.
+ * event loop for a blocking call (BlockHoundEverywhere).
  */
 class GatewayTest {
     private static final HttpClient HTTP = HttpClient.newHttpClient();
@@ -76,8 +76,13 @@ class GatewayTest {
     }
 
     private static ConfigurableApplicationContext start(int redisPort, Map<String, List<String>> routes) {
-        List<String> properties = new ArrayList<>(List.of("server.port=0", "spring.data.redis.host=127.0.0.1",
-                "spring.data.redis.port=" + redisPort, "spring.data.redis.timeout=2s", "spring.data.redis.connect-timeout=2s",
+        return start(List.of("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=" + redisPort), routes);
+    }
+
+    /** A gateway on the server the properties {@code redis} name, with {@code routes} (their limiters' properties). */
+    private static ConfigurableApplicationContext start(List<String> redis, Map<String, List<String>> routes) {
+        List<String> properties = new ArrayList<>(redis);
+        properties.addAll(List.of("server.port=0", "spring.data.redis.timeout=2s", "spring.data.redis.connect-timeout=2s",
                 "spring.main.banner-mode=off", "logging.level.root=warn",
                 // Not the application.yml of the gateway's test jar, beside on the classpath.
                 "spring.config.name=gateway-test"));
@@ -98,7 +103,6 @@ class GatewayTest {
 
     @BeforeAll
     static void startGateway() {
-        BlockHound.install();
         gateway = start(GatewayServer.port(), new java.util.LinkedHashMap<>(Map.of(
                 "bucket", List.of("replenishRate=1", "burstCapacity=2"),
                 "minute", List.of("limit=3", "window=1m"),
@@ -251,6 +255,33 @@ class GatewayTest {
                 HttpResponse<String> response = get(downPort, "/bucket", "u");
                 assertEquals(200, response.statusCode());
                 assertEquals("-1", header(response, "X-RateLimit-Remaining"));
+            }
+        }
+    }
+
+    @Test
+    void onAClusterEveryCallGoesToItsKeysPrimary() throws Exception {
+        List<Server> nodes = Stack.LETTUCE_CLUSTER_MODULE.servers();
+        for (Server node : nodes) {
+            try (Jedis j = node.jedis()) {
+                j.configResetStat();
+            }
+        }
+        Map<String, List<String>> routes = Map.of("bucket", List.of("replenishRate=1", "burstCapacity=2"));
+        try (ConfigurableApplicationContext cluster =
+                start(List.of("spring.data.redis.cluster.nodes=127.0.0.1:" + nodes.get(0).port), routes)) {
+            int clusterPort = Integer.parseInt(cluster.getEnvironment().getProperty("local.server.port"));
+            for (int i = 0; i < 20; i++) {
+                HttpResponse<String> response = get(clusterPort, "/bucket", "c" + i + "-" + UUID.randomUUID());
+                assertEquals(200, response.statusCode());
+                assertEquals("1", header(response, "X-RateLimit-Remaining"));
+            }
+        }
+        for (Server node : nodes) {
+            try (Jedis j = node.jedis()) {
+                assertTrue(j.info("commandstats").contains("cmdstat_ratelimit.gcra"), "keys on every node");
+                String errors = j.info("errorstats");
+                assertFalse(errors.contains("errorstat_MOVED") || errors.contains("errorstat_ASK"), "no redirect: " + errors);
             }
         }
     }
