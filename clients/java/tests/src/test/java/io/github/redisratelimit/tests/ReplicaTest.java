@@ -31,7 +31,9 @@ class ReplicaTest {
     @ValueSource(booleans = { true, false })
     void callsGoToThePrimaryAndReachTheReplica(boolean module) throws InterruptedException {
         try (Server primary = Server.start(module, false); Server replica = Server.start(module, false)) {
-            try (Jedis r = replica.jedis()) {
+            try (Jedis p = primary.jedis(); Jedis r = replica.jedis()) {
+                // The primary's full sync starts at once (by default it waits 5 s for more replicas).
+                p.configSet("repl-diskless-sync-delay", "0");
                 r.replicaof("127.0.0.1", primary.port);
                 long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
                 while (!r.info("replication").contains("master_link_status:up")) {
