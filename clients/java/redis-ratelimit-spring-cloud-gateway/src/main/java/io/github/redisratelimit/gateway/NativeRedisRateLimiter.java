@@ -250,6 +250,8 @@ public class NativeRedisRateLimiter extends RedisRateLimiter {
         private boolean shadow;
 
         /** A configuration of the gateway's defaults. */
+        // The gateway's own setter, called on this before a subclass's fields are set, reads none of them.
+        @SuppressWarnings("this-escape")
         public Config() {
             // The gateway holds replenishRate to @Min(1): a route that sets a window instead still
             // binds. isComplete() tells the two apart.
