@@ -327,8 +327,9 @@ go-test: build servers $(if $(GO_READY),,go-ready)
 # The Java packages (clients/java: one Maven module per Redis client, on a core that needs none):
 # built for Java 17 with their sources and Javadoc (doclint holds every public type and member to
 # a comment), and their tests (clients/java/tests) on real servers: all of them on the first server
-# (with the jars built) by the machine's JDK, and on CLIENT_SERVERS built afresh by the newest JDK
-# there is (JAVA_NEWEST: Java 25, where the machine has it). Maven keeps its downloads in ~/.m2.
+# (with the jars built) by the machine's JDK, the client's on the servers between, and all of them
+# on CLIENT_SERVERS built afresh by the newest JDK there is (JAVA_NEWEST: Java 25, where the machine
+# has it). Maven keeps its downloads in ~/.m2.
 JAVA_DIR := clients/java
 MVN := mvn -B --no-transfer-progress
 JAVA_NEWEST ?= $(firstword $(wildcard /usr/lib/jvm/temurin-25-jdk-amd64))
@@ -340,8 +341,14 @@ define java-test-on
 
 endef
 
+# The servers between the first and the last: the client's tests alone, as built for the first.
+JAVA_MIDDLE_SERVERS := $(filter-out $(firstword $(SERVERS)) $(lastword $(SERVERS)),$(SERVERS))
+JAVA_CLIENT_TESTS := ClientTest,ClusterTest,LibraryTest,ReplicaTest,ReactiveTest,CommandDocsTest
+
 java-test: build servers
 	$(call java-test-on,$(PY_FIRST_SERVER),,clean package)
+	$(foreach binary,$(call server_binaries,$(JAVA_MIDDLE_SERVERS)),$(call java-test-on,$(binary),,test \
+		-Dtest='$(JAVA_CLIENT_TESTS)' -Dsurefire.failIfNoSpecifiedTests=false))
 	$(foreach binary,$(call server_binaries,$(CLIENT_SERVERS)),$(call java-test-on,$(binary),$(JAVA_NEWEST),clean test))
 
 # The gateway starter's server CPU per decision against the gateway's Lua script and Bucket4j
