@@ -52,10 +52,7 @@ final class Headers {
         }
         int current = candidates.get(0);
         for (int i : candidates) {
-            Decision d = decisions.get(i);
-            Decision best = decisions.get(current);
-            if (d.remaining() < best.remaining()
-                    || d.remaining() == best.remaining() && d.resetAfter().compareTo(best.resetAfter()) > 0) {
+            if (MultiDecision.tighter(decisions.get(i), decisions.get(current))) {
                 current = i;
             }
         }

@@ -48,12 +48,17 @@ public record MultiDecision(boolean allowed, List<Decision> decisions) {
     public Decision tightest() {
         Decision best = null;
         for (Decision d : decisions) {
-            if (best == null || d.remaining() < best.remaining()
-                    || d.remaining() == best.remaining() && d.resetAfter().compareTo(best.resetAfter()) > 0) {
+            if (best == null || tighter(d, best)) {
                 best = d;
             }
         }
         return best == null ? Decision.NONE : best;
+    }
+
+    /** Whether {@code d} restricts more than {@code than}: fewer remaining, then a later reset. */
+    static boolean tighter(Decision d, Decision than) {
+        return d.remaining() < than.remaining()
+                || d.remaining() == than.remaining() && d.resetAfter().compareTo(than.resetAfter()) > 0;
     }
 
     /**

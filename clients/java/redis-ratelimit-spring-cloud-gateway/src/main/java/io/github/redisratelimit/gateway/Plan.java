@@ -13,7 +13,6 @@ import io.github.redisratelimit.gateway.NativeRedisRateLimiter.Config.Algorithm;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Locale;
 import org.springframework.boot.convert.DurationStyle;
 
 /**
@@ -132,13 +131,12 @@ record Plan(String key, Rate rate, Fixed fixed, Sliding sliding, List<Limit> lim
 
     /** A calendar window's unit, or null for a duration. */
     private static Calendar calendar(String window) {
-        return switch (window.toLowerCase(Locale.ROOT)) {
-            case "day" -> Calendar.DAY;
-            case "week" -> Calendar.WEEK;
-            case "month" -> Calendar.MONTH;
-            case "year" -> Calendar.YEAR;
-            default -> null;
-        };
+        for (Calendar unit : Calendar.values()) {
+            if (unit.name().equalsIgnoreCase(window)) {
+                return unit;
+            }
+        }
+        return null;
     }
 
     /** A duration as Spring Boot reads one: {@code 1m}, {@code 500ms}, {@code PT1H}. */
