@@ -233,7 +233,9 @@ func connect(ctx context.Context, o rueidis.ClientOption, connected func(rueidis
 	return client.get, nil
 }
 
-type atomicClient struct{ p atomic.Pointer[rueidis.Client] }
+type atomicClient struct {
+	p atomic.Pointer[rueidis.Client]
+}
 
 func (a *atomicClient) set(c rueidis.Client) { a.p.Store(&c) }
 

@@ -68,7 +68,9 @@ func (s *Service) key(domain string, d *rlv3.RateLimitDescriptor, l *config.Limi
 	return b.String()
 }
 
-func window(l *config.Limit) time.Duration { return time.Duration(config.Seconds(l.Unit)) * time.Second }
+func window(l *config.Limit) time.Duration {
+	return time.Duration(config.Seconds(l.Unit)) * time.Second
+}
 
 func calendar(l *config.Limit) ratelimit.Calendar {
 	return ratelimit.Calendar(strings.ToLower(l.Unit.String()))

@@ -261,11 +261,11 @@ func (s *Service) reset(c *check, now int64) *durationpb.Duration {
 
 // Stats are the service's counters, named as the peer's are in Prometheus.
 type Stats struct {
-	mu                                sync.Mutex
-	limits                            map[string]*limitStats
+	mu                                 sync.Mutex
+	limits                             map[string]*limitStats
 	configLoadSuccess, configLoadError atomic.Uint64
-	redisErrors, serviceErrors        atomic.Uint64
-	globalShadowMode                  atomic.Uint64
+	redisErrors, serviceErrors         atomic.Uint64
+	globalShadowMode                   atomic.Uint64
 }
 
 type limitStats struct {

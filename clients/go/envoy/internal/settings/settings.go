@@ -43,14 +43,14 @@ type Settings struct {
 // unsupported are the peer's settings that would change what it does in a way this service does
 // not: refused at start rather than ignored.
 var unsupported = map[string]string{
-	"BACKEND_TYPE":                           "redis",
-	"CONFIG_TYPE":                            "FILE",
-	"REDIS_PERSECOND":                        "false",
+	"BACKEND_TYPE":    "redis",
+	"CONFIG_TYPE":     "FILE",
+	"REDIS_PERSECOND": "false",
 	"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "false",
-	"LOCAL_CACHE_SIZE_IN_BYTES":              "0",
-	"GLOBAL_QUOTA_MODE":                      "false",
-	"RESPONSE_DYNAMIC_METADATA":              "false",
-	"GRPC_SERVER_USE_TLS":                    "false",
+	"LOCAL_CACHE_SIZE_IN_BYTES":               "0",
+	"GLOBAL_QUOTA_MODE":                       "false",
+	"RESPONSE_DYNAMIC_METADATA":               "false",
+	"GRPC_SERVER_USE_TLS":                     "false",
 }
 
 // FromEnv reads the settings from the environment, or says which variable it refuses.
