@@ -68,8 +68,9 @@ func run() error {
 
 	dir := runtime.Directory{Root: s.RuntimeRoot, Subdirectory: s.RuntimeSubdirectory, AppDirectory: s.RuntimeAppDirectory,
 		WatchRoot: s.RuntimeWatchRoot, IgnoreDotFiles: s.RuntimeIgnoreDotFiles}
-	svc.Load(dir.Files())
-	go dir.Watch(ctx, time.Second, svc.Load)
+	files := dir.Files()
+	svc.Load(files)
+	go dir.Watch(ctx, time.Second, files, svc.Load)
 
 	h := service.NewHealth(svc)
 	grpcHealth := health.NewServer()

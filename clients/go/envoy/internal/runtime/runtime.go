@@ -81,11 +81,10 @@ func fingerprint(files []config.File) []byte {
 	return b.Bytes()
 }
 
-// Watch calls load with the files now, then again each time they change, until ctx ends.
-func (d Directory) Watch(ctx context.Context, every time.Duration, load func([]config.File)) {
-	files := d.Files()
-	seen := fingerprint(files)
-	load(files)
+// Watch calls load with the files each time they differ from the last seen (loaded: those read
+// at start), until ctx ends.
+func (d Directory) Watch(ctx context.Context, every time.Duration, loaded []config.File, load func([]config.File)) {
+	seen := fingerprint(loaded)
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
 	for {
