@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,8 +14,9 @@ import (
 )
 
 // uncapped is the limit HIT is given where the service decides, as the peer does, from the count:
-// every hit counts, admitted or not, and the counter gets its expiry in the same step.
-const uncapped = math.MaxInt64
+// every hit counts, admitted or not, and the counter gets its expiry in the same step. Below
+// 2^53: a number the Functions library's Lua holds exactly.
+const uncapped = 1<<53 - 1
 
 // check is one limited descriptor of a request: what to send, and what came back.
 type check struct {
@@ -146,39 +146,38 @@ func together(ctx context.Context, rl *ratelimit.Limiter, checks []*check) {
 }
 
 // decide sends a request's checks, at once (the client pipelines them: one round trip), and
-// waits for every answer.
+// waits for every answer. A key named twice in a request is counted in the request's order, as
+// the peer's pipeline counts it: then the calls go one after the other.
 func (s *Service) decide(ctx context.Context, rl *ratelimit.Limiter, checks []*check) {
 	var groups [][]*check
-	if s.settings.AllOrNothing {
-		byShape := map[string]int{}
-		for _, c := range checks {
-			l := c.limit
-			if l.Algorithm != config.Fixed || l.ShadowMode || c.addend == 0 {
-				groups = append(groups, []*check{c})
-				continue
-			}
-			shape := strconv.FormatInt(c.addend, 10) + "@" + l.TimeZone
-			if i, seen := byShape[shape]; seen {
-				groups[i] = append(groups[i], c)
-			} else {
-				byShape[shape] = len(groups)
-				groups = append(groups, []*check{c})
-			}
+	byShape, keys := map[string]int{}, map[string]bool{}
+	repeated := false
+	for _, c := range checks {
+		repeated = repeated || keys[c.key]
+		keys[c.key] = true
+		if !s.together(c) || repeated {
+			groups = append(groups, []*check{c})
+			continue
 		}
-	} else {
-		for _, c := range checks {
+		shape := strconv.FormatInt(c.addend, 10) + "@" + c.limit.TimeZone
+		if i, seen := byShape[shape]; seen {
+			groups[i] = append(groups[i], c)
+		} else {
+			byShape[shape] = len(groups)
 			groups = append(groups, []*check{c})
 		}
 	}
 	run := func(group []*check) {
-		if s.settings.AllOrNothing && group[0].addend > 0 && group[0].limit.Algorithm == config.Fixed && !group[0].limit.ShadowMode {
+		if s.together(group[0]) {
 			together(ctx, rl, group)
 		} else {
 			group[0].one(ctx, rl)
 		}
 	}
-	if len(groups) == 1 {
-		run(groups[0])
+	if repeated || len(groups) == 1 {
+		for _, group := range groups {
+			run(group)
+		}
 		return
 	}
 	var wg sync.WaitGroup
@@ -191,4 +190,10 @@ func (s *Service) decide(ctx context.Context, rl *ratelimit.Limiter, checks []*c
 	}
 	run(groups[0])
 	wg.Wait()
+}
+
+// together reports whether c is decided with the request's others, all or nothing: a fixed
+// window, counted, not in shadow mode, with REDIS_RATELIMIT_ALL_OR_NOTHING.
+func (s *Service) together(c *check) bool {
+	return s.settings.AllOrNothing && c.limit.Algorithm == config.Fixed && !c.limit.ShadowMode && c.addend > 0
 }

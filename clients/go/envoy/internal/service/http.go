@@ -107,8 +107,8 @@ func (s *Stats) write(w io.Writer) {
 	type labels struct{ domain, key1, key2 string }
 	perLimit := map[labels]*[5]uint64{}
 	s.mu.Lock()
-	for fullKey, l := range s.limits {
-		parts := strings.SplitN(fullKey, ".", 4)
+	for _, l := range s.limits {
+		parts := strings.SplitN(l.name, ".", 4)
 		var at labels
 		at.domain = parts[0]
 		if len(parts) > 1 {

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -269,7 +271,16 @@ type Stats struct {
 }
 
 type limitStats struct {
+	// name is the limit's stat name, as the peer writes it (an IPv4 address's dots, : and | as _).
+	name                                                     string
 	totalHits, overLimit, nearLimit, withinLimit, shadowMode atomic.Uint64
+}
+
+var ipv4 = regexp.MustCompile(`\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}`)
+
+func statName(key string) string {
+	key = strings.NewReplacer(":", "_", "|", "_").Replace(key)
+	return ipv4.ReplaceAllStringFunc(key, func(ip string) string { return strings.ReplaceAll(ip, ".", "_") })
 }
 
 func newStats() *Stats { return &Stats{limits: map[string]*limitStats{}} }
@@ -279,7 +290,7 @@ func (s *Stats) of(fullKey string) *limitStats {
 	defer s.mu.Unlock()
 	l := s.limits[fullKey]
 	if l == nil {
-		l = &limitStats{}
+		l = &limitStats{name: statName(fullKey)}
 		s.limits[fullKey] = l
 	}
 	return l
