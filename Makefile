@@ -298,16 +298,30 @@ docs-test: build servers $(if $(CLIENTS_READY),,python-envs node-installed)
 # redis_rate's on the others (16 tests at once: they mostly wait on leases and servers).
 # GO_READY=1: take the built tests as they are.
 GO_DIR := clients/go
-GO_MODULES := ./... ./rlgoredis/... ./rlrueidis/... ./rlvalkey/... ./redis_rate/... ./ulule/... ./tests/...
+GO_MODULES := ./... ./rlgoredis/... ./rlrueidis/... ./rlvalkey/... ./redis_rate/... ./ulule/... ./envoy/... ./tests/...
 GO_BIN := $(CURDIR)/target/go/bin
 GO_TESTS := $(CURDIR)/target/go/tests.test
 GO_UNIT_TESTS := $(CURDIR)/target/go/ratelimit.test
+# The Envoy rate limit service (clients/go/envoy), and envoyproxy/ratelimit, the service it stands
+# in for, built from the Go module proxy: its tests run both, and compare them.
+ENVOY_SERVICE := $(GO_BIN)/redis-ratelimit-envoy
+ENVOY_PEER_VERSION := v1.4.1-0.20260122083618-3fb702589d36
+ENVOY_PEER := $(CURDIR)/target/go/peer-$(ENVOY_PEER_VERSION)/service_cmd
+ENVOY_TESTS := $(CURDIR)/target/go/envoy.test
 # The Go packages against redis_rate's Lua and ulule's Redis store, by server CPU (benches/results/go.md).
 GO_BENCH := $(CURDIR)/target/go/bench
 STATICCHECK_VERSION := v0.8.2
 define go-test-on
 	@echo "== the Go packages on $$($(1) --version | cut -d' ' -f1-3) =="
 	cd $(GO_DIR)/tests && REDIS_SERVER=$(1) RATELIMIT_MODULE=$(CURDIR)/$(MODULE) $(GO_TESTS) -test.timeout 10m -test.parallel 16 $(2)
+
+endef
+
+define envoy-test-on
+	@echo "== the Envoy service on $$($(1) --version | cut -d' ' -f1-3) =="
+	cd $(GO_DIR)/tests/envoy && REDIS_SERVER=$(1) RATELIMIT_MODULE=$(CURDIR)/$(MODULE) ENVOY_SERVICE=$(ENVOY_SERVICE) ENVOY_PEER=$(ENVOY_PEER) \
+		ENVOY_PEER_SOURCE=$$(cd /tmp && go mod download -json github.com/envoyproxy/ratelimit@$(ENVOY_PEER_VERSION) | sed -n 's/.*"Dir": "\(.*\)".*/\1/p') \
+		$(ENVOY_TESTS) -test.timeout 5m -test.parallel 8 $(2)
 
 endef
 
@@ -318,11 +332,16 @@ go-ready: test-deps
 	cd $(GO_DIR) && go vet $(GO_MODULES) && $(GO_BIN)/staticcheck $(GO_MODULES)
 	cd $(GO_DIR) && go test -race -c -o $(GO_UNIT_TESTS) .
 	cd $(GO_DIR)/tests && go test -race -c -o $(GO_TESTS) . && go build -o $(GO_BENCH) ./bench
+	cd $(GO_DIR)/envoy && go build -o $(ENVOY_SERVICE) ./cmd/redis-ratelimit-envoy
+	cd $(GO_DIR)/tests && go test -c -o $(ENVOY_TESTS) ./envoy
+	test -x $(ENVOY_PEER) || GOBIN=$(dir $(ENVOY_PEER)) go install github.com/envoyproxy/ratelimit/src/service_cmd@$(ENVOY_PEER_VERSION)
 
 go-test: build servers $(if $(GO_READY),,go-ready)
 	cd $(GO_DIR) && REDIS_SERVER=$(PY_FIRST_SERVER) RATELIMIT_MODULE=$(CURDIR)/$(MODULE) $(GO_UNIT_TESTS) -test.timeout 5m
 	$(call go-test-on,$(PY_FIRST_SERVER))
 	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call go-test-on,$(binary),-test.run 'Client|RedisRate'))
+	$(call envoy-test-on,$(PY_FIRST_SERVER))
+	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call envoy-test-on,$(binary),-test.run 'Answers'))
 
 # The Java packages (clients/java: one Maven module per Redis client, on a core that needs none):
 # built for Java 17 with their sources and Javadoc (doclint holds every public type and member to

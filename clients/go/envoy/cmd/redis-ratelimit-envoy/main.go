@@ -164,7 +164,7 @@ func redisOptions(s settings.Settings) (rueidis.ClientOption, error) {
 		o.InitAddress, o.ForceSingleClient = []string{s.RedisURL}, true
 	case "sentinel":
 		if len(urls) < 2 {
-			return o, errors.New("Expected master name and a list of urls for the sentinels, in the format: <redis master name>,<sentinel1>,...,<sentineln>")
+			return o, errors.New("REDIS_URL for sentinel: the master's name, then the sentinels: <redis master name>,<sentinel1>,...,<sentineln>")
 		}
 		o.InitAddress = urls[1:]
 		o.Sentinel = rueidis.SentinelOption{MasterSet: urls[0], TLSConfig: o.TLSConfig}

@@ -105,7 +105,7 @@ func FromEnv() (Settings, error) {
 	switch s.RedisType {
 	case "single", "sentinel", "cluster":
 	default:
-		return Settings{}, fmt.Errorf("Unrecognized redis type %s", s.RedisType)
+		return Settings{}, fmt.Errorf("REDIS_TYPE must be single, sentinel or cluster, not %q", s.RedisType)
 	}
 	switch s.LogLevel {
 	case "debug", "info", "warn", "warning", "error", "fatal", "panic", "trace":
