@@ -163,6 +163,7 @@ bench-smoke: build servers redis-cell $(if $(CLIENTS_READY),,clients)
 	$(PY_REPLICA_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/replicas.md --quick
 	$(NODE_STORE_BENCH) --out $(CURDIR)/target/bench-quick/node.md --quick -- $(PY_FIRST_SERVER)
 	$(GO_BENCH) --module $(MODULE) --out target/bench-quick/go.md --quick $(PY_FIRST_SERVER)
+	$(call envoy-bench,ENVOY_BENCH_OUT=$(CURDIR)/target/bench-quick/envoy.md ENVOY_BENCH_QUICK=1)
 	$(call java-bench,$(PY_FIRST_SERVER),$(CURDIR)/target/bench-quick/java.md,-Dbench.quick=true)
 
 # The TTL-leak demo's package (redis-py), under target/.
@@ -317,12 +318,17 @@ define go-test-on
 
 endef
 
+ENVOY_ENV = RATELIMIT_MODULE=$(CURDIR)/$(MODULE) ENVOY_SERVICE=$(ENVOY_SERVICE) ENVOY_PEER=$(ENVOY_PEER) \
+	ENVOY_PEER_SOURCE=$$(cd /tmp && go mod download -json github.com/envoyproxy/ratelimit@$(ENVOY_PEER_VERSION) | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
 define envoy-test-on
 	@echo "== the Envoy service on $$($(1) --version | cut -d' ' -f1-3) =="
-	cd $(GO_DIR)/tests/envoy && REDIS_SERVER=$(1) RATELIMIT_MODULE=$(CURDIR)/$(MODULE) ENVOY_SERVICE=$(ENVOY_SERVICE) ENVOY_PEER=$(ENVOY_PEER) \
-		ENVOY_PEER_SOURCE=$$(cd /tmp && go mod download -json github.com/envoyproxy/ratelimit@$(ENVOY_PEER_VERSION) | sed -n 's/.*"Dir": "\(.*\)".*/\1/p') \
-		$(ENVOY_TESTS) -test.timeout 5m -test.parallel 8 $(2)
+	cd $(GO_DIR)/tests/envoy && REDIS_SERVER=$(1) $(ENVOY_ENV) $(ENVOY_TESTS) -test.timeout 5m -test.parallel 8 $(2)
 
+endef
+# The Envoy service against envoyproxy/ratelimit, on the first server (benches/results/envoy.md).
+define envoy-bench
+	cd $(GO_DIR)/tests/envoy && REDIS_SERVER=$(PY_FIRST_SERVER) $(ENVOY_ENV) $(1) \
+		$(ENVOY_TESTS) -test.run '^$$$$' -test.bench Services -test.benchtime 1x -test.timeout 10m
 endef
 
 go-ready: test-deps
@@ -434,6 +440,7 @@ bench: build servers redis-cell $(PY_ENVS)/latest $(PY_ENVS)/litellm node-test g
 	$(PY_REPLICA_BENCH) --servers $(call server_binaries,$(SERVERS)) --out benches/results/replicas.md
 	$(NODE_STORE_BENCH) --out $(CURDIR)/benches/results/node.md -- $(call server_binaries,$(SERVERS))
 	$(GO_BENCH) --module $(MODULE) --out benches/results/go.md $(call server_binaries,$(SERVERS))
+	$(call envoy-bench,ENVOY_BENCH_OUT=$(CURDIR)/benches/results/envoy.md)
 	$(call java-bench,$(call server_binaries,$(SERVERS)),$(CURDIR)/benches/results/java.md)
 
 # The Redis Functions library (for servers that cannot load modules) into the server on PORT.

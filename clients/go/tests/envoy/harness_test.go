@@ -77,7 +77,7 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func freePorts(t *testing.T, n int) []int {
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var listeners []net.Listener
 	var ports []int
@@ -109,7 +109,7 @@ type options struct {
 
 // start runs a service on free loopback ports, its files in RUNTIME_ROOT/ratelimit/config, and
 // waits until it answers on every port.
-func start(t *testing.T, o options) *service {
+func start(t testing.TB, o options) *service {
 	t.Helper()
 	for attempt := 0; ; attempt++ {
 		s, err := try(t, o)
@@ -122,7 +122,7 @@ func start(t *testing.T, o options) *service {
 	}
 }
 
-func try(t *testing.T, o options) (*service, error) {
+func try(t testing.TB, o options) (*service, error) {
 	runtime := t.TempDir()
 	configDir := filepath.Join(runtime, "ratelimit", "config")
 	if err := os.MkdirAll(configDir, 0o755); err != nil {
@@ -229,7 +229,7 @@ func (s *service) stop() {
 }
 
 // ask sends one request.
-func (s *service) ask(t *testing.T, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+func (s *service) ask(t testing.TB, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -251,7 +251,7 @@ func request(domain string, addend uint32, descriptors ...[]string) *pb.RateLimi
 
 // redisServer starts a server: with the module, or without (the service loads the library;
 // envoyproxy/ratelimit needs neither).
-func redisServer(t *testing.T, module bool) *servers.Server {
+func redisServer(t testing.TB, module bool) *servers.Server {
 	t.Helper()
 	o := servers.Options{}
 	if module {

@@ -145,7 +145,7 @@ func logging(s settings.Settings) {
 // password or user:password.
 func redisOptions(s settings.Settings) (rueidis.ClientOption, error) {
 	urls := strings.Split(s.RedisURL, ",")
-	o := rueidis.ClientOption{DisableCache: true, InitAddress: urls}
+	o := rueidis.ClientOption{DisableCache: true, InitAddress: urls, MaxFlushDelay: s.RedisPipelineWindow}
 	o.Username, o.Password = credentials(s.RedisAuth)
 	if s.RedisSocketType == "unix" {
 		o.DialCtxFn = func(ctx context.Context, path string, dialer *net.Dialer, _ *tls.Config) (net.Conn, error) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Settings is the service's configuration.
@@ -22,6 +23,7 @@ type Settings struct {
 	RedisURL, RedisAuth               string
 	RedisSentinelAuth                 string
 	RedisTLS                          bool
+	RedisPipelineWindow               time.Duration
 	RedisHealthCheckActiveConnection  bool
 	HealthyWithAtLeastOneConfigLoaded bool
 	CacheKeyPrefix                    string
@@ -75,6 +77,7 @@ func FromEnv() (Settings, error) {
 		RedisAuth:                         r.text("REDIS_AUTH", ""),
 		RedisSentinelAuth:                 r.text("REDIS_SENTINEL_AUTH", ""),
 		RedisTLS:                          r.boolean("REDIS_TLS", false),
+		RedisPipelineWindow:               r.duration("REDIS_PIPELINE_WINDOW", 0),
 		RedisHealthCheckActiveConnection:  r.boolean("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false),
 		HealthyWithAtLeastOneConfigLoaded: r.boolean("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false),
 		CacheKeyPrefix:                    r.text("CACHE_KEY_PREFIX", ""),
@@ -153,6 +156,18 @@ func (r *reader) boolean(name string, fallback bool) bool {
 		r.fail(name, value, "true or false")
 	}
 	return b
+}
+
+func (r *reader) duration(name string, fallback time.Duration) time.Duration {
+	value, set := os.LookupEnv(name)
+	if !set {
+		return fallback
+	}
+	d, err := time.ParseDuration(value)
+	if err != nil || d < 0 {
+		r.fail(name, value, "a duration such as 150us")
+	}
+	return d
 }
 
 func (r *reader) ratio(name string, fallback float64) float64 {
