@@ -22,7 +22,7 @@ FETCHED := $(filter /%,$(call server_binaries,$(SERVERS)))
 # The tests that run both against the module and against the Functions library (functions/).
 LIBRARY_TESTS := --test hit --test peek --test hitall --test slide --test lease --test gcra --test settle --test replication
 
-.PHONY: all deps package-deps test-deps build package package-test lint test integration $(INTEGRATION) servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
+.PHONY: all deps package-deps test-deps build envoy-dist package package-test lint test integration $(INTEGRATION) servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
 	monitoring-tools monitoring-test \
 	bench-smoke \
 	python-dist python-envs python-test node-dist node-installed node-test go-ready go-test java-test java-dist clients docs-test
@@ -395,14 +395,19 @@ java-dist: package-deps
 # The release files under target/package/ (scripts/package.py): the Debian package (checked by
 # lintian), the tarball for this machine's target, the Python wheel and sdist, the npm tarball,
 # and their SHA256SUMS.
-PACKAGE = scripts/package.py --module $(MODULE) --out target/package --python $(PY_DIST) --node $(NODE_DIST) --java $(JAVA_REPO)
+PACKAGE = scripts/package.py --module $(MODULE) --envoy $(ENVOY_DIST) --out target/package --python $(PY_DIST) --node $(NODE_DIST) --java $(JAVA_REPO)
 
-package: build python-dist node-dist java-dist
+# The Envoy service as released: static, without paths or build ids (the same bytes again).
+ENVOY_DIST := $(CURDIR)/target/envoy/redis-ratelimit-envoy
+envoy-dist: test-deps
+	cd $(GO_DIR)/envoy && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w -buildid=' -o $(ENVOY_DIST) ./cmd/redis-ratelimit-envoy
+
+package: build python-dist node-dist java-dist envoy-dist
 	$(PACKAGE)
 
 # The .deb installed into throwaway copies of Debian 12's, 13's and forky's servers and loaded by
 # their own configs, and the tarball's module loaded (scripts/package-test.py).
-package-test: build test-deps $(if $(CLIENTS_READY),,python-dist node-dist) java-dist $(PACKAGE_SERVERS)
+package-test: build test-deps $(if $(CLIENTS_READY),,python-dist node-dist) java-dist envoy-dist $(PACKAGE_SERVERS)
 	$(PACKAGE)
 	scripts/package-test.py target/package $(dir $(PACKAGE_SERVERS))
 

@@ -6,13 +6,15 @@
 - redis-ratelimit_VERSION_ARCH.deb: the module in /usr/lib/redis/modules (mode 0755: Redis and
   Valkey refuse a module without an execute bit), the Functions library, the loadmodule line and
   the monitoring (redis_exporter's script, alert rules, dashboard) in /usr/share/redis-ratelimit,
-  the docs in /usr/share/doc/redis-ratelimit. Depends is computed by dpkg-shlibdeps from the
+  the docs in /usr/share/doc/redis-ratelimit; the Envoy rate limit service (clients/go/envoy) in
+  /usr/bin, its systemd unit (not enabled), its /etc/default file and an example configuration
+  in /usr/share/redis-ratelimit/envoy. Depends is computed by dpkg-shlibdeps from the
   module; the rest of the control file is packaging/debian/control.
   No maintainer script: the admin adds the loadmodule line (packaging/ratelimit.conf says why).
   lintian must find no error and no warning (overrides, each explained, in
   packaging/debian/lintian-overrides).
 - redis-ratelimit-VERSION-TARGET.tar.gz: the module, the library, the loadmodule line, the
-  monitoring, the license, the third-party notices and a README page, with their SHA256SUMS
+  Envoy service with its unit and example, the monitoring, the license, the third-party notices and a README page, with their SHA256SUMS
   inside and the archive's own .sha256 beside it.
 - The Python wheel and sdist and the npm tarball, copied from where make built them; the Java
   jars (each with its sources, Javadoc and pom, and the parent pom) as the Maven repository
@@ -56,6 +58,8 @@ MONITORING = (
 # The oldest glibc the module may need: what packaging/README.md and docs/operations.md promise
 # (Debian 12, Ubuntu 22.04, RHEL 9). A build that needs a newer one fails here, not on a user's host.
 GLIBC_FLOOR = (2, 34)
+ENVOY = "redis-ratelimit-envoy"
+ENVOY_PACKAGING = os.path.join(PACKAGING, "envoy")
 
 
 def fail(message):
@@ -177,7 +181,7 @@ def shlib_depends(build, staged):
     return re.search(r"^shlibs:Depends=(.*)$", out, re.M).group(1)
 
 
-def build_deb(module, notices, out, build, epoch):
+def build_deb(module, envoy, notices, out, build, epoch):
     arch = run("dpkg", "--print-architecture").strip()
     tree = os.path.join(build, "debian", NAME)
     staged = os.path.join(tree, MODULE_DIR, MODULE)
@@ -188,6 +192,11 @@ def build_deb(module, notices, out, build, epoch):
     write(os.path.join(tree, SHARE_DIR, "ratelimit.conf"), read(os.path.join(PACKAGING, "ratelimit.conf")))
     for name in MONITORING:
         write(os.path.join(tree, SHARE_DIR, "monitoring", name), read(os.path.join(ROOT, "monitoring", name)))
+    write(os.path.join(tree, "usr/bin", ENVOY), read(envoy), mode=0o755)
+    write(os.path.join(tree, "lib/systemd/system", ENVOY + ".service"), read(os.path.join(ENVOY_PACKAGING, ENVOY + ".service")))
+    write(os.path.join(tree, "etc/default", ENVOY), read(os.path.join(ENVOY_PACKAGING, "default")))
+    write(os.path.join(tree, SHARE_DIR, "envoy", "example.yaml"), read(os.path.join(ENVOY_PACKAGING, "example.yaml")))
+    write(os.path.join(tree, DOC_DIR, "envoy.md"), read(os.path.join(ROOT, "docs", "envoy.md")))
     write(os.path.join(tree, DOC_DIR, "README.md"), read(os.path.join(PACKAGING, "debian", "README.md")))
     write(os.path.join(tree, DOC_DIR, "copyright"), notices)
     changelog = read(os.path.join(PACKAGING, "debian", "changelog"))
@@ -215,6 +224,7 @@ def build_deb(module, notices, out, build, epoch):
     write(os.path.join(tree, "DEBIAN", "control"), control)
     md5sums = "".join(f"{hashlib.md5(read(os.path.join(tree, f))).hexdigest()}  {f}\n" for f in files)
     write(os.path.join(tree, "DEBIAN", "md5sums"), md5sums)
+    write(os.path.join(tree, "DEBIAN", "conffiles"), "".join(f"/{f}\n" for f in files if f.startswith("etc/")))
     for folder, dirs, names in os.walk(tree):
         for name in dirs:
             os.chmod(os.path.join(folder, name), 0o755)
@@ -233,13 +243,17 @@ def lintian(deb):
         fail(f"lintian finds fault with {deb} (above)")
 
 
-def build_tarball(module, notices, out, epoch):
+def build_tarball(module, envoy, notices, out, epoch):
     """The module and what goes with it, in one folder named for the release and the target."""
     base = f"{NAME}-{version()}-{host_target()}"
     members = {
         MODULE: (read(module), 0o755),
         "ratelimit.lua": (read(os.path.join(ROOT, "functions", "ratelimit.lua")), 0o644),
         "ratelimit.conf": (read(os.path.join(PACKAGING, "ratelimit.conf")), 0o644),
+        f"envoy/{ENVOY}": (read(envoy), 0o755),
+        f"envoy/{ENVOY}.service": (read(os.path.join(ENVOY_PACKAGING, ENVOY + ".service")), 0o644),
+        "envoy/example.yaml": (read(os.path.join(ENVOY_PACKAGING, "example.yaml")), 0o644),
+        "envoy/envoy.md": (read(os.path.join(ROOT, "docs", "envoy.md")), 0o644),
         **{f"monitoring/{name}": (read(os.path.join(ROOT, "monitoring", name)), 0o644) for name in MONITORING},
         "LICENSE": (read(os.path.join(ROOT, "LICENSE")), 0o644),
         "COPYRIGHT": (notices.encode(), 0o644),
@@ -298,6 +312,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--module", required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--envoy", required=True, help="the Envoy rate limit service's binary")
     parser.add_argument("--python", help="the folder of the wheel and the sdist")
     parser.add_argument("--node", help="the folder of the npm tarball")
     parser.add_argument("--java", help="the Maven repository the Java jars were deployed to")
@@ -313,9 +328,9 @@ def main():
         module = os.path.join(build, MODULE)
         stripped_module(args.module, module)
         notices = copyright_text()
-        deb = build_deb(module, notices, args.out, os.path.join(build, "deb"), epoch)
+        deb = build_deb(module, args.envoy, notices, args.out, os.path.join(build, "deb"), epoch)
         lintian(deb)
-        tarball = build_tarball(module, notices, args.out, epoch)
+        tarball = build_tarball(module, args.envoy, notices, args.out, epoch)
     dists = copy_dists(
         args.out,
         [
