@@ -198,20 +198,7 @@ func TestAllOrNothing(t *testing.T) {
 	})
 	t.Run("cluster", func(t *testing.T) {
 		t.Parallel()
-		var nodes []*servers.Server
-		var addrs []string
-		module, _ := servers.Module()
-		for i := 0; i < 3; i++ {
-			node, err := servers.Start(servers.Options{Module: module, Cluster: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(node.Stop)
-			nodes, addrs = append(nodes, node), append(addrs, node.Addr())
-		}
-		if err := servers.Cluster(nodes); err != nil {
-			t.Fatal(err)
-		}
+		addrs := cluster(t)
 		s := start(t, options{binary: ourBinary, redis: strings.Join(addrs, ","), redisType: "CLUSTER", files: map[string]string{"a.yaml": config},
 			env: []string{"REDIS_RATELIMIT_ALL_OR_NOTHING=true"}})
 		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
@@ -225,6 +212,26 @@ func TestAllOrNothing(t *testing.T) {
 			return total
 		})
 	})
+}
+
+// cluster starts three nodes with the module, forms a cluster of them, and gives their addresses.
+func cluster(t *testing.T) []string {
+	t.Helper()
+	var nodes []*servers.Server
+	var addrs []string
+	module, _ := servers.Module()
+	for i := 0; i < 3; i++ {
+		node, err := servers.Start(servers.Options{Module: module, Cluster: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(node.Stop)
+		nodes, addrs = append(nodes, node), append(addrs, node.Addr())
+	}
+	if err := servers.Cluster(nodes); err != nil {
+		t.Fatal(err)
+	}
+	return addrs
 }
 
 // countOf sums the counters whose keys match pattern.
@@ -250,20 +257,7 @@ func countOf(t *testing.T, rdb *redis.Client, pattern string) int64 {
 // keys all in one third of the slots: once in 177,000 runs).
 func TestCluster(t *testing.T) {
 	t.Parallel()
-	var nodes []*servers.Server
-	var addrs []string
-	module, _ := servers.Module()
-	for i := 0; i < 3; i++ {
-		node, err := servers.Start(servers.Options{Module: module, Cluster: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(node.Stop)
-		nodes, addrs = append(nodes, node), append(addrs, node.Addr())
-	}
-	if err := servers.Cluster(nodes); err != nil {
-		t.Fatal(err)
-	}
+	addrs := cluster(t)
 	s := start(t, options{binary: ourBinary, redis: strings.Join(addrs, ","), redisType: "CLUSTER", files: map[string]string{"a.yaml": withLimit(3)}})
 	var req *pb.RateLimitRequest = request("d", 0)
 	for i := 0; i < 12; i++ {

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -24,8 +25,10 @@ import (
 	"github.com/redis-ratelimit/redis-ratelimit/clients/go/rlrueidis"
 	"github.com/redis/rueidis"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/redis-ratelimit/redis-ratelimit/clients/go/envoy/internal/runtime"
 	"github.com/redis-ratelimit/redis-ratelimit/clients/go/envoy/internal/service"
@@ -79,7 +82,7 @@ func run() error {
 		go watchRedis(ctx, client, h, grpcHealth)
 	}
 
-	grpcServer := grpc.NewServer()
+	grpcServer := grpc.NewServer(grpc.UnaryInterceptor(recovered))
 	pb.RegisterRateLimitServiceServer(grpcServer, svc)
 	healthpb.RegisterHealthServer(grpcServer, grpcHealth)
 	grpcListener, err := net.Listen("tcp", net.JoinHostPort(s.GrpcHost, strconv.Itoa(s.GrpcPort)))
@@ -120,6 +123,18 @@ func run() error {
 	_ = httpServer.Shutdown(shutdown)
 	_ = debugServer.Shutdown(shutdown)
 	return nil
+}
+
+// recovered answers a call whose handler panicked with Internal, and logs it, rather than end
+// the process (gRPC does not recover).
+func recovered(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (response any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			slog.Error("a call panicked", "method", info.FullMethod, "panic", p, "stack", string(debug.Stack()))
+			response, err = nil, status.Errorf(codes.Internal, "internal error: %v", p)
+		}
+	}()
+	return handler(ctx, req)
 }
 
 func logging(s settings.Settings) {

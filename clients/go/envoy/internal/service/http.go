@@ -106,8 +106,8 @@ var escape = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 func (s *Stats) write(w io.Writer) {
 	type labels struct{ domain, key1, key2 string }
 	perLimit := map[labels]*[5]uint64{}
-	s.mu.Lock()
-	for _, l := range s.limits {
+	s.limits.Range(func(_, value any) bool {
+		l := value.(*limitStats)
 		parts := strings.SplitN(l.name, ".", 4)
 		var at labels
 		at.domain = parts[0]
@@ -125,8 +125,8 @@ func (s *Stats) write(w io.Writer) {
 		for i, counter := range []*atomic.Uint64{&l.totalHits, &l.overLimit, &l.nearLimit, &l.withinLimit, &l.shadowMode} {
 			sums[i] += counter.Load()
 		}
-	}
-	s.mu.Unlock()
+		return true
+	})
 	keys := make([]labels, 0, len(perLimit))
 	for at := range perLimit {
 		keys = append(keys, at)

@@ -118,6 +118,9 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		if l == nil || l.Name != "" && replaced[l.Name] {
 			continue
 		}
+		if config.Seconds(l.Unit) == 0 {
+			return nil, errService("invalid rate limit unit " + l.Unit.String() + " in the request's limit")
+		}
 		c := &check{limit: l, key: s.key(req.Domain, req.Descriptors[i], l, now), addend: addend(req, i)}
 		checks[i] = c
 		toSend = append(toSend, c)
@@ -263,8 +266,8 @@ func (s *Service) reset(c *check, now int64) *durationpb.Duration {
 
 // Stats are the service's counters, named as the peer's are in Prometheus.
 type Stats struct {
-	mu                                 sync.Mutex
-	limits                             map[string]*limitStats
+	// limits maps a limit's full key to its *limitStats.
+	limits                             sync.Map
 	configLoadSuccess, configLoadError atomic.Uint64
 	redisErrors, serviceErrors         atomic.Uint64
 	globalShadowMode                   atomic.Uint64
@@ -283,15 +286,12 @@ func statName(key string) string {
 	return ipv4.ReplaceAllStringFunc(key, func(ip string) string { return strings.ReplaceAll(ip, ".", "_") })
 }
 
-func newStats() *Stats { return &Stats{limits: map[string]*limitStats{}} }
+func newStats() *Stats { return &Stats{} }
 
 func (s *Stats) of(fullKey string) *limitStats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l := s.limits[fullKey]
-	if l == nil {
-		l = &limitStats{name: statName(fullKey)}
-		s.limits[fullKey] = l
+	if l, ok := s.limits.Load(fullKey); ok {
+		return l.(*limitStats)
 	}
-	return l
+	l, _ := s.limits.LoadOrStore(fullKey, &limitStats{name: statName(fullKey)})
+	return l.(*limitStats)
 }
