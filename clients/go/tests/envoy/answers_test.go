@@ -9,6 +9,7 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -66,15 +67,21 @@ var descriptorChoices = [][]string{
 	{"year", "y"}, {"quota", "q"}, {"nomatch", "z"},
 }
 
+// overridable are the descriptors a request gives its own limit to in the test.
+var overridable = [][]string{{"path", "/api/v1"}, {"path", "/other"}, {"user", "u3", "plan", "gold"}, {"nomatch", "z"}}
+
 // randomRequest is 1 to 4 descriptors, a request's hits_addend (mostly 0: one hit) and, now and
-// then, a descriptor's own (0 there: a look that counts nothing).
+// then, a descriptor's own (0 there: a look that counts nothing) or its own limit.
 func randomRequest(r *rand.Rand) *pb.RateLimitRequest {
 	req := request("diff", []uint32{0, 0, 0, 1, 2, 3}[r.IntN(6)])
 	for n := 1 + r.IntN(4); n > 0; n-- {
-		pairs := descriptorChoices[r.IntN(len(descriptorChoices))]
-		d := &rlv3.RateLimitDescriptor{}
-		for i := 0; i < len(pairs); i += 2 {
-			d.Entries = append(d.Entries, &rlv3.RateLimitDescriptor_Entry{Key: pairs[i], Value: pairs[i+1]})
+		d := descriptorOf(descriptorChoices[r.IntN(len(descriptorChoices))])
+		if r.IntN(10) == 0 {
+			// The request's own limit, per minute, on a descriptor whose configured limit (if
+			// any) is per minute too: the peer's keys for two units of one descriptor meet at
+			// their windows' common starts, and there its counts mix (docs/envoy.md).
+			d = descriptorOf(overridable[r.IntN(len(overridable))])
+			d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: uint32(1 + r.IntN(5)), Unit: typev3.RateLimitUnit_MINUTE}
 		}
 		if r.IntN(8) == 0 {
 			d.HitsAddend = wrapperspb.UInt64([]uint64{0, 1, 2, 5}[r.IntN(4)])

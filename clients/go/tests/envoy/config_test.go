@@ -98,7 +98,8 @@ func TestConfigFiles(t *testing.T) {
 				return
 			}
 			if peerRefused {
-				if ourFile != peerFile {
+				// Of several files, the peer reads them in a map's order: it names either.
+				if _, ofTheCase := c.files[ourFile]; ourFile != peerFile && !(len(c.files) > 1 && ofTheCase) {
 					t.Fatalf("ours refused %q, the peer %q", ourFile, peerFile)
 				}
 				for _, s := range []*service{peer, ours} {

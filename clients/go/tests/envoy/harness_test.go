@@ -240,13 +240,18 @@ func (s *service) ask(t testing.TB, req *pb.RateLimitRequest) (*pb.RateLimitResp
 func request(domain string, addend uint32, descriptors ...[]string) *pb.RateLimitRequest {
 	req := &pb.RateLimitRequest{Domain: domain, HitsAddend: addend}
 	for _, pairs := range descriptors {
-		d := &rlv3.RateLimitDescriptor{}
-		for i := 0; i+1 < len(pairs); i += 2 {
-			d.Entries = append(d.Entries, &rlv3.RateLimitDescriptor_Entry{Key: pairs[i], Value: pairs[i+1]})
-		}
-		req.Descriptors = append(req.Descriptors, d)
+		req.Descriptors = append(req.Descriptors, descriptorOf(pairs))
 	}
 	return req
+}
+
+// descriptorOf is a descriptor of key, value pairs.
+func descriptorOf(pairs []string) *rlv3.RateLimitDescriptor {
+	d := &rlv3.RateLimitDescriptor{}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		d.Entries = append(d.Entries, &rlv3.RateLimitDescriptor_Entry{Key: pairs[i], Value: pairs[i+1]})
+	}
+	return d
 }
 
 // redisServer starts a server: with the module, or without (the service loads the library;

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
@@ -344,6 +345,18 @@ func codeNames(codes []pb.RateLimitResponse_Code) []string {
 		names = append(names, c.String())
 	}
 	return names
+}
+
+// TestUnknownUnit: a request's own limit of no known unit is refused (the peer ends on it).
+func TestUnknownUnit(t *testing.T) {
+	t.Parallel()
+	rs := redisServer(t, true)
+	s := start(t, options{binary: ourBinary, redis: rs.Addr(), files: map[string]string{"a.yaml": withLimit(5)}})
+	req := request("d", 0, []string{"k", "v"})
+	req.Descriptors[0].Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5}
+	if _, err := s.ask(t, req); status.Code(err) != codes.Unknown || !strings.Contains(err.Error(), "invalid rate limit unit") {
+		t.Fatalf("a limit of no unit: %v", err)
+	}
 }
 
 // TestShutdown: SIGTERM ends the service gracefully, with code 0.
