@@ -77,20 +77,30 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// handedOut are the ports freePorts gave: never twice in one test binary, since the services of
+// parallel tests start at once (and the peer binds with SO_REUSEPORT: a port taken twice would
+// not even fail).
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	var listeners []net.Listener
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	var ports []int
-	for i := 0; i < n; i++ {
+	for len(ports) < n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range listeners {
+		port := l.Addr().(*net.TCPAddr).Port
 		l.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			ports = append(ports, port)
+		}
 	}
 	return ports
 }
