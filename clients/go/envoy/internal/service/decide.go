@@ -129,7 +129,7 @@ func together(ctx context.Context, rl *ratelimit.Limiter, checks []*check) {
 	if blocked {
 		for _, c := range checks {
 			d, err := rl.Peek(ctx, c.key, uncapped, 1)
-			c.byServer, c.allowed, c.err = true, c.limit.RequestsPerUnit > 0, err
+			c.byServer, c.allowed, c.err = true, c.limit.RequestsPerUnit > 0 && d.Count <= int64(c.limit.RequestsPerUnit), err
 			c.count, c.remaining, c.resetAfter = d.Count, max(0, int64(c.limit.RequestsPerUnit)-d.Count), d.ResetAfter
 		}
 		return
