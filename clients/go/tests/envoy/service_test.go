@@ -171,7 +171,8 @@ func lookPath(t *testing.T, binary string) string {
 // count. On a cluster too (the keys share the domain's slot).
 func TestAllOrNothing(t *testing.T) {
 	t.Parallel()
-	config := "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 2}\n  - key: b\n    rate_limit: {unit: hour, requests_per_unit: 10}\n"
+	config := "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 2}\n  - key: b\n    rate_limit: {unit: hour, requests_per_unit: 10}\n" +
+		"  - key: block\n    rate_limit: {unit: hour, requests_per_unit: 0}\n"
 	check := func(t *testing.T, s *service, count func(pattern string) int64) {
 		both := request("d", 0, []string{"a", "x"}, []string{"b", "y"})
 		for i := 0; i < 2; i++ {
@@ -183,6 +184,12 @@ func TestAllOrNothing(t *testing.T) {
 		if err != nil || r.OverallCode != pb.RateLimitResponse_OVER_LIMIT || r.Statuses[0].Code != pb.RateLimitResponse_OVER_LIMIT ||
 			r.Statuses[1].Code != pb.RateLimitResponse_OK || r.Statuses[1].LimitRemaining != 8 {
 			t.Fatalf("the third: %v %v", r, err)
+		}
+		// A limit of 0 admits nothing: the others are only looked at.
+		r, err = s.ask(t, request("d", 0, []string{"b", "y"}, []string{"block", "z"}))
+		if err != nil || r.OverallCode != pb.RateLimitResponse_OVER_LIMIT || r.Statuses[0].Code != pb.RateLimitResponse_OK ||
+			r.Statuses[0].LimitRemaining != 8 || r.Statuses[1].Code != pb.RateLimitResponse_OVER_LIMIT {
+			t.Fatalf("beside a limit of 0: %v %v", r, err)
 		}
 		if a, b := count("*_a_x_*"), count("*_b_y_*"); a != 2 || b != 2 {
 			t.Fatalf("counts a=%d b=%d, want 2 and 2: a denied request counts on none", a, b)
