@@ -3,6 +3,7 @@ package envoy_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -363,6 +364,26 @@ func TestUnknownUnit(t *testing.T) {
 	req.Descriptors[0].Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5}
 	if _, err := s.ask(t, req); status.Code(err) != codes.Unknown || !strings.Contains(err.Error(), "invalid rate limit unit") {
 		t.Fatalf("a limit of no unit: %v", err)
+	}
+}
+
+// TestRefusedCredentials: credentials Redis refuses stop the service at start, as they stop the peer.
+func TestRefusedCredentials(t *testing.T) {
+	t.Parallel()
+	rs := redisServer(t, true)
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	defer rdb.Close()
+	if err := rdb.ConfigSet(context.Background(), "requirepass", "secret").Err(); err != nil {
+		t.Fatal(err)
+	}
+	ports := freePorts(t, 3)
+	cmd := exec.Command(ourBinary)
+	cmd.Env = append(os.Environ(), "REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+rs.Addr(), "REDIS_AUTH=wrong", "RUNTIME_ROOT="+t.TempDir(),
+		"HOST=127.0.0.1", "GRPC_HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1", "PORT="+strconv.Itoa(ports[0]),
+		"GRPC_PORT="+strconv.Itoa(ports[1]), "DEBUG_PORT="+strconv.Itoa(ports[2]))
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "redis refused the credentials (REDIS_AUTH): WRONGPASS") {
+		t.Fatalf("with a wrong password: %v\n%s", err, out)
 	}
 }
 
