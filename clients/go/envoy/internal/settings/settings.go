@@ -3,6 +3,7 @@
 package settings
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -134,50 +135,37 @@ func (r *reader) fail(name, value, want string) {
 	}
 }
 
-func (r *reader) integer(name string, fallback int) int {
+// parsed is the variable name read by parse, fallback when unset; want says what it takes.
+func parsed[T any](r *reader, name string, fallback T, want string, parse func(string) (T, error)) T {
 	value, set := os.LookupEnv(name)
 	if !set {
 		return fallback
 	}
-	n, err := strconv.Atoi(value)
+	v, err := parse(value)
 	if err != nil {
-		r.fail(name, value, "an integer")
+		r.fail(name, value, want)
 	}
-	return n
+	return v
+}
+
+func (r *reader) integer(name string, fallback int) int {
+	return parsed(r, name, fallback, "an integer", strconv.Atoi)
 }
 
 func (r *reader) boolean(name string, fallback bool) bool {
-	value, set := os.LookupEnv(name)
-	if !set {
-		return fallback
-	}
-	b, err := strconv.ParseBool(value)
-	if err != nil {
-		r.fail(name, value, "true or false")
-	}
-	return b
+	return parsed(r, name, fallback, "true or false", strconv.ParseBool)
 }
 
 func (r *reader) duration(name string, fallback time.Duration) time.Duration {
-	value, set := os.LookupEnv(name)
-	if !set {
-		return fallback
-	}
-	d, err := time.ParseDuration(value)
-	if err != nil || d < 0 {
-		r.fail(name, value, "a duration such as 150us")
-	}
-	return d
+	return parsed(r, name, fallback, "a duration such as 150us", func(value string) (time.Duration, error) {
+		d, err := time.ParseDuration(value)
+		if err == nil && d < 0 {
+			err = errors.New("negative")
+		}
+		return d, err
+	})
 }
 
 func (r *reader) ratio(name string, fallback float64) float64 {
-	value, set := os.LookupEnv(name)
-	if !set {
-		return fallback
-	}
-	f, err := strconv.ParseFloat(value, 32)
-	if err != nil {
-		r.fail(name, value, "a number")
-	}
-	return f
+	return parsed(r, name, fallback, "a number", func(value string) (float64, error) { return strconv.ParseFloat(value, 32) })
 }
