@@ -400,3 +400,44 @@ func TestShutdown(t *testing.T) {
 		t.Fatalf("no graceful shutdown:\n%s", s.log)
 	}
 }
+
+// TestMetricsBounded: detailed_metric names a limit by its descriptor's value; past 1,000 names
+// the service counts new ones in the domain's overflow series, and no hit goes uncounted.
+func TestMetricsBounded(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{"a.yaml": "domain: d\ndescriptors:\n  - key: k\n    detailed_metric: true\n" +
+		"    rate_limit:\n      unit: hour\n      requests_per_unit: 5\n"}
+	ours := start(t, options{binary: ourBinary, redis: redisServer(t, true).Addr(), files: files})
+	const values = 1100
+	errs := make(chan error, values)
+	for i := range values {
+		go func() {
+			_, err := ours.ask(t, request("d", 0, []string{"k", "v" + strconv.Itoa(i)}))
+			errs <- err
+		}()
+	}
+	for range values {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, text := ours.get("/metrics", ours.httpPort)
+	series, total := 0, 0
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, "ratelimit_service_rate_limit_total_hits{") {
+			continue
+		}
+		series++
+		n, err := strconv.Atoi(line[strings.LastIndexByte(line, ' ')+1:])
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		total += n
+		if strings.Contains(line, `key1="__overflow__"`) && n != values-1000 {
+			t.Errorf("the overflow series counts %d hits, want %d", n, values-1000)
+		}
+	}
+	if series != 1001 || total != values {
+		t.Fatalf("%d total_hits series counting %d hits, want 1001 counting %d", series, total, values)
+	}
+}

@@ -266,8 +266,9 @@ func (s *Service) reset(c *check, now int64) *durationpb.Duration {
 
 // Stats are the service's counters, named as the peer's are in Prometheus.
 type Stats struct {
-	// limits maps a limit's full key to its *limitStats.
+	// limits maps a limit's full key to its *limitStats; named counts them.
 	limits                             sync.Map
+	named                              atomic.Int64
 	configLoadSuccess, configLoadError atomic.Uint64
 	redisErrors, serviceErrors         atomic.Uint64
 	globalShadowMode                   atomic.Uint64
@@ -288,10 +289,26 @@ func statName(key string) string {
 
 func newStats() *Stats { return &Stats{} }
 
+// maxLimitStats bounds the limits counted apart: detailed_metric and value_to_metric name a
+// limit by its descriptor's values, which the clients behind Envoy choose. Past it, a name not
+// seen before counts in its domain's overflow series (`overflowKey`), one per domain.
+const maxLimitStats = 1000
+
+// overflowKey is the first key of a domain's overflow series (a descriptor's key of that name
+// would share it).
+const overflowKey = "__overflow__"
+
 func (s *Stats) of(fullKey string) *limitStats {
 	if l, ok := s.limits.Load(fullKey); ok {
 		return l.(*limitStats)
 	}
-	l, _ := s.limits.LoadOrStore(fullKey, &limitStats{name: statName(fullKey)})
+	if s.named.Load() >= maxLimitStats {
+		domain, _, _ := strings.Cut(fullKey, ".")
+		fullKey = domain + "." + overflowKey
+	}
+	l, loaded := s.limits.LoadOrStore(fullKey, &limitStats{name: statName(fullKey)})
+	if !loaded {
+		s.named.Add(1)
+	}
 	return l.(*limitStats)
 }
