@@ -111,20 +111,25 @@ func (c *check) one(ctx context.Context, rl *ratelimit.Limiter) {
 	c.count, c.remaining, c.resetAfter = d.Count, d.Remaining, d.ResetAfter
 }
 
-// together decides checks in one HITALL, all or nothing (AllOrNothing), all of one cost and
-// zone. A limit of 0 admits nothing: then none is counted, and each is only looked at.
-func together(ctx context.Context, rl *ratelimit.Limiter, checks []*check) {
+// together decides checks in one HITALL, all of one cost and zone. Capped (all or nothing,
+// AllOrNothing): each limit its own, and a limit of 0 admits nothing, so that then none is
+// counted and each is only looked at. Uncapped: every hit counts, as separate HITs would count
+// it, and the service decides from each count; one call whatever the number of descriptors.
+func together(ctx context.Context, rl *ratelimit.Limiter, checks []*check, capped bool) {
 	limits := make([]ratelimit.Limit, len(checks))
 	blocked := false
 	for i, c := range checks {
 		l := c.limit
-		limits[i] = ratelimit.Limit{Key: c.key, Limit: int64(l.RequestsPerUnit)}
+		limits[i] = ratelimit.Limit{Key: c.key, Limit: uncapped}
+		if capped {
+			limits[i].Limit = int64(l.RequestsPerUnit)
+		}
 		if l.TimeZone != "" {
 			limits[i].Calendar = calendar(l)
 		} else {
 			limits[i].Window = window(l)
 		}
-		blocked = blocked || l.RequestsPerUnit == 0
+		blocked = blocked || limits[i].Limit == 0
 	}
 	if blocked {
 		for _, c := range checks {
@@ -137,7 +142,7 @@ func together(ctx context.Context, rl *ratelimit.Limiter, checks []*check) {
 	first := checks[0]
 	m, err := rl.HitAll(ctx, limits, ratelimit.AllOptions{Cost: first.addend, Align: true, TZ: first.limit.TimeZone})
 	for i, c := range checks {
-		c.byServer, c.err = true, err
+		c.byServer, c.err = capped, err
 		if err == nil {
 			d := m.Decisions[i]
 			c.allowed, c.count, c.remaining, c.resetAfter = d.Allowed, d.Count, d.Remaining, d.ResetAfter
@@ -146,8 +151,9 @@ func together(ctx context.Context, rl *ratelimit.Limiter, checks []*check) {
 }
 
 // decide sends a request's checks, at once (the client pipelines them: one round trip), and
-// waits for every answer. A key named twice in a request is counted in the request's order, as
-// the peer's pipeline counts it: then the calls go one after the other.
+// waits for every answer. Fixed windows counted at one cost and zone go in one HITALL (capped or
+// not: see together). A key named twice in a request is counted in the request's order, as the
+// peer's pipeline counts it: then the calls go one after the other.
 func (s *Service) decide(ctx context.Context, rl *ratelimit.Limiter, checks []*check) {
 	var groups [][]*check
 	byShape, keys := map[string]int{}, map[string]bool{}
@@ -155,11 +161,11 @@ func (s *Service) decide(ctx context.Context, rl *ratelimit.Limiter, checks []*c
 	for _, c := range checks {
 		repeated = repeated || keys[c.key]
 		keys[c.key] = true
-		if !s.together(c) || repeated {
+		if !s.groups(c) || repeated {
 			groups = append(groups, []*check{c})
 			continue
 		}
-		shape := strconv.FormatInt(c.addend, 10) + "@" + c.limit.TimeZone
+		shape := strconv.FormatBool(s.capped(c)) + strconv.FormatInt(c.addend, 10) + "@" + c.limit.TimeZone
 		if i, seen := byShape[shape]; seen {
 			groups[i] = append(groups[i], c)
 		} else {
@@ -168,8 +174,8 @@ func (s *Service) decide(ctx context.Context, rl *ratelimit.Limiter, checks []*c
 		}
 	}
 	run := func(group []*check) {
-		if s.together(group[0]) {
-			together(ctx, rl, group)
+		if capped := s.capped(group[0]); capped || len(group) > 1 {
+			together(ctx, rl, group, capped)
 		} else {
 			group[0].one(ctx, rl)
 		}
@@ -192,8 +198,15 @@ func (s *Service) decide(ctx context.Context, rl *ratelimit.Limiter, checks []*c
 	wg.Wait()
 }
 
-// together reports whether c is decided with the request's others, all or nothing: a fixed
-// window, counted, not in shadow mode, with REDIS_RATELIMIT_ALL_OR_NOTHING.
-func (s *Service) together(c *check) bool {
-	return s.settings.AllOrNothing && c.limit.Algorithm == config.Fixed && !c.limit.ShadowMode && c.addend > 0
+// groups reports whether c can be decided in one HITALL with the request's others: a counted
+// fixed window, where the request's keys share a slot (not on a cluster, or with the domain as
+// their hash tag).
+func (s *Service) groups(c *check) bool {
+	return c.limit.Algorithm == config.Fixed && c.addend > 0 && (s.settings.RedisType != "cluster" || s.tagDomain)
+}
+
+// capped reports whether c is decided all or nothing with the request's others, by the server:
+// with REDIS_RATELIMIT_ALL_OR_NOTHING, not in shadow mode.
+func (s *Service) capped(c *check) bool {
+	return s.settings.AllOrNothing && !c.limit.ShadowMode && s.groups(c)
 }
