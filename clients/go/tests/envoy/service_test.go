@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/redis-ratelimit/redis-ratelimit/clients/go/tests/servers"
 )
@@ -439,5 +440,121 @@ func TestMetricsBounded(t *testing.T) {
 	}
 	if series != 1001 || total != values {
 		t.Fatalf("%d total_hits series counting %d hits, want 1001 counting %d", series, total, values)
+	}
+}
+
+// TestBatches: in the default mode, concurrent requests' descriptors go in shared HITALLs
+// (while one is in flight, the next requests' wait for it), every hit counted once; a key all
+// requests share still counts each; a key Redis refuses fails its request alone. Redis is held
+// (CLIENT PAUSE WRITE) while the requests come, so that they certainly meet behind the first
+// call, whatever the machine's load.
+func TestBatches(t *testing.T) {
+	t.Parallel()
+	perDay := "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: day\n      requests_per_unit: 1000\n"
+	for _, module := range []bool{true, false} {
+		t.Run(map[bool]string{true: "module", false: "library"}[module], func(t *testing.T) {
+			t.Parallel()
+			rs := redisServer(t, module)
+			s := start(t, options{binary: ourBinary, redis: rs.Addr(), files: map[string]string{"a.yaml": perDay}})
+			rdb := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+			defer rdb.Close()
+			ctx := context.Background()
+			calls := func() int64 {
+				info, err := rdb.Info(ctx, "commandstats").Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var n int64
+				for _, line := range strings.Split(info, "\n") {
+					if strings.HasPrefix(line, "cmdstat_ratelimit.hit") || strings.HasPrefix(line, "cmdstat_fcall:") {
+						calls, _, _ := strings.Cut(strings.TrimPrefix(line[strings.Index(line, ":")+1:], "calls="), ",")
+						c, _ := strconv.ParseInt(calls, 10, 64)
+						n += c
+					}
+				}
+				return n
+			}
+			// Each value's key, as the service names it: today's and tomorrow's window (a day
+			// may end during the test).
+			dayKeys := func(value string) []string {
+				day := time.Now().Unix() / 86400 * 86400
+				return []string{"d_k_" + value + "_" + strconv.FormatInt(day, 10), "d_k_" + value + "_" + strconv.FormatInt(day+86400, 10)}
+			}
+			for _, key := range dayKeys("refused") {
+				if err := rdb.RPush(ctx, key, "x").Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			held := func(values []string) map[string]error {
+				if err := rdb.Do(ctx, "CLIENT", "PAUSE", 1000, "WRITE").Err(); err != nil {
+					t.Fatal(err)
+				}
+				errs := make(chan [2]any, len(values))
+				for _, v := range values {
+					go func() {
+						_, err := s.ask(t, request("d", 0, []string{"k", v}))
+						errs <- [2]any{v, err}
+					}()
+				}
+				out := map[string]error{}
+				for range values {
+					got := <-errs
+					err, _ := got[1].(error)
+					out[got[0].(string)] = err
+				}
+				return out
+			}
+			remaining := func(value string) uint32 {
+				look := request("d", 0, []string{"k", value})
+				look.Descriptors[0].HitsAddend = wrapperspb.UInt64(0)
+				r, err := s.ask(t, look)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r.Statuses[0].LimitRemaining
+			}
+
+			before := calls()
+			var distinct []string
+			for i := range 100 {
+				distinct = append(distinct, "v"+strconv.Itoa(i))
+			}
+			for v, err := range held(distinct) {
+				if err != nil {
+					t.Fatalf("%s: %v", v, err)
+				}
+			}
+			if n := calls() - before; n > 10 {
+				t.Errorf("100 requests held behind one call went in %d calls", n)
+			}
+			for _, v := range distinct {
+				if left := remaining(v); left != 999 {
+					t.Fatalf("%s: %d remaining, want 999", v, left)
+				}
+			}
+
+			hot := make([]string, 100)
+			for i := range hot {
+				hot[i] = "hot"
+			}
+			if err := held(hot)["hot"]; err != nil {
+				t.Fatal(err)
+			}
+			if left := remaining("hot"); left != 900 {
+				t.Fatalf("a key every request shares: %d remaining, want 900", left)
+			}
+
+			mixed := append([]string{"refused"}, "w0", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "w8", "w9")
+			for v, err := range held(mixed) {
+				if (v == "refused") != (status.Code(err) == codes.Unknown) {
+					t.Fatalf("%s: %v (only the refused key's request fails)", v, err)
+				}
+			}
+			for _, v := range mixed[1:] {
+				if left := remaining(v); left != 999 {
+					t.Fatalf("%s beside a refused key: %d remaining, want 999", v, left)
+				}
+			}
+		})
 	}
 }

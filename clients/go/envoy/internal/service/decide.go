@@ -152,7 +152,7 @@ func together(ctx context.Context, rl *ratelimit.Limiter, checks []*check, cappe
 
 // decide sends a request's checks, at once (the client pipelines them: one round trip), and
 // waits for every answer. Fixed windows counted at one cost and zone go in one HITALL (capped or
-// not: see together). A key named twice in a request is counted in the request's order, as the
+// not: see together), uncapped ones with other requests' where they can (batcher). A key named twice in a request is counted in the request's order, as the
 // peer's pipeline counts it: then the calls go one after the other.
 func (s *Service) decide(ctx context.Context, rl *ratelimit.Limiter, checks []*check) {
 	var groups [][]*check
@@ -174,9 +174,12 @@ func (s *Service) decide(ctx context.Context, rl *ratelimit.Limiter, checks []*c
 		}
 	}
 	run := func(group []*check) {
-		if capped := s.capped(group[0]); capped || len(group) > 1 {
+		switch capped := s.capped(group[0]); {
+		case !capped && s.batches(group[0]):
+			s.batch.decide(ctx, rl, group)
+		case capped || len(group) > 1:
 			together(ctx, rl, group, capped)
-		} else {
+		default:
 			group[0].one(ctx, rl)
 		}
 	}
@@ -203,6 +206,12 @@ func (s *Service) decide(ctx context.Context, rl *ratelimit.Limiter, checks []*c
 // their hash tag).
 func (s *Service) groups(c *check) bool {
 	return c.limit.Algorithm == config.Fixed && c.addend > 0 && (s.settings.RedisType != "cluster" || s.tagDomain)
+}
+
+// batches reports whether c, uncapped, is counted with other requests' checks in one HITALL
+// (batcher): where any request's keys share a call, off a cluster.
+func (s *Service) batches(c *check) bool {
+	return s.groups(c) && s.settings.RedisType != "cluster"
 }
 
 // capped reports whether c is decided all or nothing with the request's others, by the server:

@@ -35,11 +35,13 @@ type Service struct {
 	config    atomic.Pointer[config.Config]
 	Stats     *Stats
 	now       func() time.Time
+	batch     batcher
 }
 
 // New is a service with no configuration and no Redis yet.
 func New(s settings.Settings) *Service {
-	return &Service{settings: s, tagDomain: s.AllOrNothing && s.RedisType == "cluster", Stats: newStats(), now: time.Now}
+	return &Service{settings: s, tagDomain: s.AllOrNothing && s.RedisType == "cluster", Stats: newStats(), now: time.Now,
+		batch: batcher{lanes: map[string]*lane{}}}
 }
 
 // SetLimiter gives the service its Redis (once connected).
