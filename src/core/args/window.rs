@@ -169,19 +169,34 @@ pub fn parse_peek<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<PeekAr
 
 /// `numkeys key [key ...] limit window [limit window ...] [COST cost] [MS] [SLIDE | ALIGN] [TZ
 /// zone]`, after the command name.
+/// Whether a key is given twice: compared pairwise when few, sorted when many (a batch of a
+/// hundred keys would compare each pair).
+fn repeats(keys: &[&[u8]]) -> bool {
+    if keys.len() <= 8 {
+        return keys.iter().enumerate().any(|(i, k)| keys[..i].contains(k));
+    }
+    let mut sorted = keys.to_vec();
+    sorted.sort_unstable();
+    sorted.windows(2).any(|w| w[0] == w[1])
+}
+
 pub fn parse_hitall<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitAllArgs<'a>, ArgError> {
     const ARITY: ArgError = ArgError::Arity("ratelimit.hitall");
     let mut args = args.into_iter();
     let numkeys = args.next().ok_or(ARITY)?;
     let numkeys = positive(numkeys, "numkeys")?;
-    // Taken one by one, so that a huge numkeys with few arguments allocates nothing.
+    // Taken one by one, so that a huge numkeys with few arguments allocates nothing. A key
+    // given twice is refused before a missing one, as when each was checked on arrival.
     let mut keys: Vec<&[u8]> = Vec::new();
     for _ in 0..numkeys {
-        let key = args.next().ok_or(ARITY)?;
-        if keys.contains(&key) {
-            return Err(ArgError::DuplicateKey);
+        match args.next() {
+            Some(key) => keys.push(key),
+            None if repeats(&keys) => return Err(ArgError::DuplicateKey),
+            None => return Err(ARITY),
         }
-        keys.push(key);
+    }
+    if repeats(&keys) {
+        return Err(ArgError::DuplicateKey);
     }
     let mut pairs = Vec::with_capacity(keys.len());
     for _ in 0..keys.len() {
@@ -345,6 +360,17 @@ mod tests {
         assert_eq!(parse_hitall(words("0 a 1 1")), Err(ArgError::NotPositive("numkeys")));
         assert_eq!(parse_hitall(words("x a 1 1")), Err(ArgError::NotPositive("numkeys")));
         assert_eq!(parse_hitall(words("2 a a 1 1 1 1")), Err(ArgError::DuplicateKey));
+        assert_eq!(parse_hitall(words("3 a a")), Err(ArgError::DuplicateKey));
+        assert_eq!(parse_hitall(words("3 a b")), Err(ArgError::Arity("ratelimit.hitall")));
+        let many = |last: &str| {
+            format!(
+                "12 {} {last} {}",
+                (0..11).map(|i| format!("k{i}")).collect::<Vec<_>>().join(" "),
+                "1 1 ".repeat(12).trim_end()
+            )
+        };
+        assert_eq!(parse_hitall(words(&many("k3"))), Err(ArgError::DuplicateKey));
+        assert_eq!(parse_hitall(words(&many("k11"))).err(), None);
         assert_eq!(parse_hitall(words("1 a 0 1")), Err(ArgError::NotPositive("limit")));
         assert_eq!(parse_hitall(words("1 a 1 0")), Err(ArgError::NotPositive("window")));
         assert_eq!(
