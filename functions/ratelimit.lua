@@ -5,7 +5,7 @@
 -- as RATELIMIT.HIT, RATELIMIT.PEEK, RATELIMIT.SLIDE, RATELIMIT.HITALL and RATELIMIT.GCRA, proven by
 -- tests/functions.rs.
 --
---   FCALL ratelimit_hit 1 key limit window [COST cost] [MS] [RESERVE] [ALIGN] [TZ zone]
+--   FCALL ratelimit_hit 1 key limit window [COST cost] [MS] [PARTIAL] [RESERVE] [ALIGN] [TZ zone]
 --   FCALL_RO ratelimit_peek 1 key limit [COST cost]
 --   FCALL ratelimit_slide 1 key limit window [COST cost] [MS] [PEEK | RESERVE]
 --   FCALL ratelimit_hitall numkeys key [key ...] limit window [limit window ...] [COST cost] [MS] [SLIDE | ALIGN]
@@ -466,6 +466,7 @@ end
 local HIT_OPTIONS = {
     { name = 'COST', valued = true },
     { name = 'MS' },
+    { name = 'PARTIAL' },
     { name = 'RESERVE' },
     { name = 'ALIGN' },
     { name = 'TZ', valued = true },
@@ -527,17 +528,20 @@ local function hit_reservation(key, limit, laid, align, offset, cost, id)
 end
 
 -- HIT's arguments after `limit window` in their module's order: the window (a length or a unit),
--- the zone, the cost, then RESERVE's rules.
+-- the zone, the cost, then PARTIAL's and RESERVE's rules.
 local function hit_args(args)
     if #args < 2 then
         fail("ERR wrong number of arguments for 'ratelimit.hit' command")
     end
     local limit = positive(args[1], 'limit')
-    local opts = options(args, 3, HIT_OPTIONS, 'COST, MS, RESERVE, ALIGN or TZ')
+    local opts = options(args, 3, HIT_OPTIONS, 'COST, MS, PARTIAL, RESERVE, ALIGN or TZ')
     local window = fixed_window(args[2], opts.MS)
     local calendar = type(window) == 'string'
     local offset = zone_offset(opts.TZ, calendar)
     local cost = signed_cost_of(opts)
+    if opts.PARTIAL and cost ~= BIG and cost < 1 then
+        fail('ERR PARTIAL needs COST >= 1')
+    end
     check_reserve(opts, cost, 'COST')
     return limit, window, cost, opts, offset
 end
@@ -561,6 +565,17 @@ local function hit(keys, args)
     if cost < 0 then
         local final, reset = hit_give_back(keys[1], window, count, ttl, cost, at)
         return { 1, final, max(limit - final, 0), reset }
+    end
+    if opts.PARTIAL then
+        -- The module's decide_partial: what the window has left of the cost, at least one.
+        local granted = count + cost <= limit and cost or max(limit - count, 0)
+        local admitted, final, remaining, reset = settle(keys[1], limit, window, max(granted, 1), count, ttl,
+            granted > 0, at)
+        local reply = { admitted and 1 or 0, final, remaining, reset, granted }
+        if opts.RESERVE then
+            reply[6] = admitted and hit_reservation(keys[1], limit, laid, opts.ALIGN, offset, granted)
+        end
+        return reply
     end
     if opts.RESERVE then
         local admitted, final, remaining, reset = settle(keys[1], limit, window, cost, count, ttl, true, at)

@@ -63,6 +63,30 @@ fn cost_counts_as_several_hits() {
 }
 
 #[test]
+fn partial_grants_what_is_left_at_least_one() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let partial = ["10", "60", "COST", "4", "PARTIAL"];
+    // All there: as without PARTIAL, the hits granted last.
+    assert_eq!(hit(&mut con, "k", &partial).unwrap(), [1, 4, 6, 60_000, 4]);
+    assert_eq!(hit(&mut con, "k", &partial).unwrap()[..3], [1, 8, 2]);
+    // Fewer: those, the count at the limit.
+    let fewer = hit(&mut con, "k", &partial).unwrap();
+    assert_eq!((fewer[0], fewer[1], fewer[2], fewer[4]), (1, 10, 0, 2));
+    // None: denied, nothing counted.
+    let none = hit(&mut con, "k", &partial).unwrap();
+    assert_eq!((none[0], none[1], none[2], none[4]), (0, 10, 0, 0));
+    assert_eq!(get(&mut con, "k").as_deref(), Some("10"));
+    // A cost above the limit on a new counter: the limit, in a window of its own.
+    assert_eq!(hit(&mut con, "new", &["3", "60", "COST", "5", "PARTIAL"]).unwrap(), [1, 3, 0, 60_000, 3]);
+    // On an aligned window: it ends at a multiple of the window, as without PARTIAL.
+    let aligned = hit(&mut con, "a", &["10", "60", "ALIGN", "COST", "30", "PARTIAL"]).unwrap();
+    assert_eq!((aligned[0], aligned[1], aligned[4]), (1, 10, 10));
+    let expiry: i64 = redis::cmd("PEXPIRETIME").arg("a").query(&mut con).unwrap();
+    assert_eq!(expiry % 60_000, 0);
+}
+
+#[test]
 fn cost_above_the_limit_is_denied_and_creates_nothing() {
     let server = Server::start();
     let mut con = server.connect();
@@ -238,6 +262,8 @@ fn bad_arguments_are_refused_and_change_nothing() {
         (&["10", "60", "COST", "-0"], "COST must be a nonzero integer"),
         (&["10", "60", "COST", "-3", "RESERVE"], "RESERVE needs COST >= 1"),
         (&["10", "60", "RESERVE", "RESERVE"], "RESERVE given more than once"),
+        (&["10", "60", "COST", "-2", "PARTIAL"], "PARTIAL needs COST >= 1"),
+        (&["10", "60", "PARTIAL", "partial"], "PARTIAL given more than once"),
         (&["10", "60", "COST", "x"], "COST"),
         (&["10", "60", "COST", "1", "COST", "1"], "COST given more than once"),
         (&["10", "60", "MS", "MS"], "MS given more than once"),

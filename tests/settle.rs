@@ -191,6 +191,24 @@ fn marks_of_another_kind_are_refused_and_nothing_changes() {
 }
 
 #[test]
+fn a_partial_grant_reserves_what_it_granted() {
+    let server = Server::start();
+    let mut con = server.connect();
+    hit(&mut con, "k", &["10", "60", "COST", "8"]).unwrap();
+    let (numbers, r) = reserve(&mut con, "RATELIMIT.HIT", "k", &["10", "60", "COST", "5", "PARTIAL"]).unwrap();
+    assert_eq!((numbers[0], numbers[1], numbers[4]), (1, 10, 2));
+    let r = r.unwrap();
+    assert!(r.starts_with("h:10:60000:") && r.contains(":2:"), "{r}");
+    // One of the two granted used: the other back to the window.
+    let reply = settle(&mut con, "k", &r, 1).unwrap();
+    assert_eq!((reply[1], reply[4]), (9, -1));
+    // Denied: no reservation.
+    hit(&mut con, "k", &["10", "60"]).unwrap();
+    let (numbers, r) = reserve(&mut con, "RATELIMIT.HIT", "k", &["10", "60", "COST", "5", "PARTIAL"]).unwrap();
+    assert_eq!((numbers[0], numbers[4], r), (0, 0, None));
+}
+
+#[test]
 fn a_refund_for_a_window_that_has_ended_is_dropped() {
     let server = Server::start();
     let mut con = server.connect();

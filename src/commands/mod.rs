@@ -207,7 +207,7 @@ pub const COMMANDS: &[Command] = &[
         arity: -4,
         entry: entry_point!(hit::hit),
         opt_in: None,
-        summary: c"Counts a hit against a fixed-window limit (started by the first hit, aligned to the epoch, or a calendar window in a time zone) and sets the window's expiry in one step; gives a counter without TTL one. Replies [allowed, count, remaining, reset_ms], and with RESERVE the reservation.",
+        summary: c"Counts a hit against a fixed-window limit (started by the first hit, aligned to the epoch, or a calendar window in a time zone) and sets the window's expiry in one step; gives a counter without TTL one. Replies [allowed, count, remaining, reset_ms], with PARTIAL the hits granted, and with RESERVE the reservation.",
         complexity: c"O(1)",
         args: &[
             Arg { summary: Some(c"the counter"), ..arg(c"key", KEY) },
@@ -215,6 +215,10 @@ pub const COMMANDS: &[Command] = &[
             FIXED_WINDOW,
             COST_OR_REFUND,
             MS,
+            Arg {
+                summary: Some(c"grant as many of the cost as the window has left, at least one; the number granted follows reset_ms in the reply"),
+                ..option(c"partial", PURE_TOKEN, c"PARTIAL")
+            },
             RESERVE,
             ALIGN,
             TZ,

@@ -61,6 +61,20 @@ pub fn decide(limit: &Limit, counter: Stored, now_ms: i64) -> Outcome {
     settle(limit, counter, now_ms, admitted_count(count, limit.cost, limit.limit).is_some())
 }
 
+/// Decides a hit with PARTIAL (`limit.cost` >= 1, the parser's rule): as many of its `cost` as
+/// the window has left, at least one. With all of them there, it decides as `decide`; with fewer
+/// (but one), it counts those, the count reaching the limit; with none, it is denied as `decide`
+/// denies (writing nothing but the heal). The outcome, and how many were granted (0: denied).
+pub fn decide_partial(limit: &Limit, counter: Stored, now_ms: i64) -> (Outcome, i64) {
+    let (count, _, _) = state(counter);
+    let granted = match admitted_count(count, limit.cost, limit.limit) {
+        Some(_) => limit.cost,
+        None => limit.limit.saturating_sub(count).clamp(0, limit.cost),
+    };
+    let granting = Limit { cost: granted.max(1), ..*limit };
+    (settle(&granting, counter, now_ms, granted > 0), granted)
+}
+
 /// Decides one hit against several limits, all or nothing: it is admitted only if every limit
 /// admits it, and then counts on every counter; otherwise on none (each counter still heals).
 /// A limit in shadow mode (`shadowed[i]`) never denies: admitted, its counter counts the hit
@@ -405,6 +419,25 @@ mod tests {
     }
 
     #[test]
+    fn partial_grants_what_is_left_at_least_one() {
+        // All there: as without PARTIAL.
+        let (o, granted) = decide_partial(&args(10, 60_000, 4), present(3, Some(NOW + 500)), NOW);
+        assert_eq!((o.allowed, o.count, o.remaining, granted, o.change), (true, 7, 3, 4, add(4, 7)));
+        // Fewer: those, the count at the limit.
+        let (o, granted) = decide_partial(&args(10, 60_000, 4), present(8, Some(NOW + 500)), NOW);
+        assert_eq!((o.allowed, o.count, o.remaining, o.reset_ms, granted), (true, 10, 0, 500, 2));
+        assert_eq!(o.change, add(2, 10));
+        // A new window: its first hits, with its expiry.
+        let (o, granted) = decide_partial(&args(3, 60_000, 5), Stored::Missing, NOW);
+        assert_eq!((o.count, granted, o.change), (3, 3, set(3, NOW + 60_000)));
+        // None: denied, only the heal written.
+        let (o, granted) = decide_partial(&args(10, 60_000, 4), present(10, None), NOW);
+        assert_eq!((o.allowed, o.count, granted, o.change), (false, 10, 0, heal(NOW + 60_000)));
+        let (o, granted) = decide_partial(&args(10, 60_000, 1), present(12, Some(NOW + 5)), NOW);
+        assert_eq!((o.allowed, granted, o.change), (false, 0, None));
+    }
+
+    #[test]
     fn window_already_past_reports_zero_reset() {
         let o = decide(&args(10, 1_000, 1), present(1, Some(NOW - 1)), NOW);
         assert_eq!(o.reset_ms, 0);
@@ -469,6 +502,32 @@ mod properties {
             if !exists && !o.allowed {
                 prop_assert_eq!(o.change, None);
                 prop_assert_eq!(o.reset_ms, 0);
+            }
+        }
+
+        #[test]
+        fn partial_grants_at_most_what_is_left(
+            (args, counter, now) in (0i64..4_000_000_000_000).prop_flat_map(|now| (any_args(), any_counter(now), Just(now)))
+        ) {
+            let (o, granted) = decide_partial(&args, counter, now);
+            let whole = decide(&args, counter, now);
+            let before = match counter { Stored::Missing => 0, Stored::Present { value, .. } => value };
+            prop_assert!((0..=args.cost).contains(&granted));
+            prop_assert_eq!(o.allowed, granted > 0);
+            if whole.allowed {
+                // All there: exactly as without PARTIAL.
+                prop_assert_eq!((o, granted), (whole, args.cost));
+            } else if granted > 0 {
+                // Fewer: what was left, the count at the limit, the window kept or started.
+                prop_assert_eq!(o.count, args.limit);
+                prop_assert_eq!(i128::from(granted), i128::from(args.limit) - i128::from(before));
+                let reset = match counter {
+                    Stored::Present { expires_at: Some(at), .. } => at.saturating_sub(now).max(0),
+                    _ => args.window_ms,
+                };
+                prop_assert_eq!(o.reset_ms, reset);
+            } else {
+                prop_assert_eq!(o, whole);
             }
         }
 

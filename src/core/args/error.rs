@@ -15,8 +15,8 @@ pub enum ArgError {
     Zero(&'static str),
     /// RESERVE with the named amount below 1 (a give-back reserves nothing), or without it.
     ReserveNeeds(&'static str),
-    /// GCRA's PARTIAL with a give-back.
-    PartialNeedsTokens,
+    /// PARTIAL with the named amount below 1 (a give-back).
+    PartialNeeds(&'static str),
     /// HITALL's TOKENS names more keys than the call has, or fewer than one.
     TokenKeys,
     /// The named length of time exceeds 2^62 ms.
@@ -55,7 +55,7 @@ impl ArgError {
             ArgError::Negative(name) => format!("ERR {name} must be an integer >= 0"),
             ArgError::Zero(name) => format!("ERR {name} must be a nonzero integer"),
             ArgError::ReserveNeeds(name) => format!("ERR RESERVE needs {name} >= 1"),
-            ArgError::PartialNeedsTokens => "ERR PARTIAL needs TOKENS >= 1".to_string(),
+            ArgError::PartialNeeds(name) => format!("ERR PARTIAL needs {name} >= 1"),
             ArgError::TokenKeys => "ERR TOKENS' key count must be between 1 and numkeys".into(),
             ArgError::TooLarge(name) => format!("ERR {name} is too large"),
             ArgError::IdLength => format!("ERR ID must be 1 to {MAX_ID_LEN} bytes"),

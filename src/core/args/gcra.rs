@@ -73,7 +73,7 @@ pub fn parse_gcra<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<GcraAr
         return Err(ArgError::Exclusive("ALIGN", "RESERVE"));
     }
     if partial.is_some() && tokens < 1 {
-        return Err(ArgError::PartialNeedsTokens);
+        return Err(ArgError::PartialNeeds("TOKENS"));
     }
     let emission_ns = (period_ns / per_period).max(1);
     let rate = Rate::new(max_burst, emission_ns, tokens).map_err(|o| match o {
@@ -165,7 +165,7 @@ mod tests {
             ("k 1 1 1 ALIGN RESERVE", ArgError::Exclusive("ALIGN", "RESERVE")),
             ("k 1 1 1 align ALIGN", ArgError::Repeated("ALIGN")),
             ("k 1 1 1 TOKENS 2 PARTIAL RESERVE", ArgError::Exclusive("PARTIAL", "RESERVE")),
-            ("k 1 1 1 TOKENS -2 PARTIAL", ArgError::PartialNeedsTokens),
+            ("k 1 1 1 TOKENS -2 PARTIAL", ArgError::PartialNeeds("TOKENS")),
             ("k 1 1 1 PARTIAL partial", ArgError::Repeated("PARTIAL")),
             ("k 1 1 86400 TOKENS 200000000", ArgError::Overflow("TOKENS * period / tokens_per_period")),
             ("k 200000000 1 86400", ArgError::Overflow("(max_burst + 1) * period / tokens_per_period")),

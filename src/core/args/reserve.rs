@@ -39,7 +39,14 @@ mod tests {
         assert_eq!(hit("k 10 60 COST -9223372036854775808"), ok(10, 60_000, i64::MIN));
         assert_eq!(
             parse_hit(words("k 10 60 reserve COST 3")),
-            Ok(HitArgs { limit: 10, cost: 3, window: Window::Rolling(60_000), zone: Zone::Offset(0), reserve: true })
+            Ok(HitArgs {
+                limit: 10,
+                cost: 3,
+                window: Window::Rolling(60_000),
+                zone: Zone::Offset(0),
+                partial: false,
+                reserve: true
+            })
         );
         assert!(!parse_hit(words("k 10 60")).unwrap().reserve);
         assert_eq!(parse_settle(words("k h:x 5")), Ok(SettleArgs { keys: 1, reservation: b"h:x", used: 5 }));

@@ -14,7 +14,8 @@ pub struct PeekArgs {
     pub cost: i64,
 }
 
-/// `RATELIMIT.HIT key limit window [COST cost] [MS] [RESERVE] [ALIGN] [TZ zone]`, validated.
+/// `RATELIMIT.HIT key limit window [COST cost] [MS] [PARTIAL] [RESERVE] [ALIGN] [TZ zone]`,
+/// validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HitArgs {
     pub limit: i64,
@@ -22,6 +23,8 @@ pub struct HitArgs {
     pub window: Window,
     /// A calendar window's zone (UTC when not given).
     pub zone: Zone,
+    /// Grant as many of `cost` as the window has left, at least one.
+    pub partial: bool,
     /// Reply with a reservation for SETTLE.
     pub reserve: bool,
 }
@@ -96,23 +99,27 @@ impl HitAllArgs<'_> {
     }
 }
 
-/// Parses the arguments after the command name: `key limit window [COST cost] [MS] [RESERVE]
-/// [ALIGN] [TZ zone]`. The key itself is not inspected here; it is only counted.
+/// Parses the arguments after the command name: `key limit window [COST cost] [MS] [PARTIAL]
+/// [RESERVE] [ALIGN] [TZ zone]`. The key itself is not inspected here; it is only counted.
 pub fn parse_hit<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitArgs, ArgError> {
     let spec = [
         Opt { name: "COST", values: 1 },
         Opt { name: "MS", values: 0 },
+        Opt { name: "PARTIAL", values: 0 },
         Opt { name: "RESERVE", values: 0 },
         Opt { name: "ALIGN", values: 0 },
         Opt { name: "TZ", values: 1 },
     ];
-    let (limit, window, cost, [ms, reserve, align, tz]) =
-        limit_and(args, "ratelimit.hit", spec, "COST, MS, RESERVE, ALIGN or TZ")?;
+    let (limit, window, cost, [ms, partial, reserve, align, tz]) =
+        limit_and(args, "ratelimit.hit", spec, "COST, MS, PARTIAL, RESERVE, ALIGN or TZ")?;
     let window = fixed_window(window, ms.is_some(), align.is_some())?;
     let zone = zone(tz, &[window])?;
     let cost = signed_cost(cost)?;
+    if partial.is_some() && cost < 1 {
+        return Err(ArgError::PartialNeeds("COST"));
+    }
     let reserve = reserved(reserve, cost, "COST")?;
-    Ok(HitArgs { limit, cost, window, zone, reserve })
+    Ok(HitArgs { limit, cost, window, zone, partial: partial.is_some(), reserve })
 }
 
 /// A fixed window from its `window` argument: a calendar unit (not in ms), else a length,
@@ -308,9 +315,9 @@ mod tests {
     fn hit_syntax() {
         assert_eq!(hit("k 10 60 COST 1 COST 2"), Err(ArgError::Repeated("COST")));
         assert_eq!(hit("k 10 60 MS MS"), Err(ArgError::Repeated("MS")));
-        assert_eq!(hit("k 10 60 SECONDS"), Err(ArgError::UnknownOption("COST, MS, RESERVE, ALIGN or TZ")));
-        assert_eq!(hit("k 10 60 MS extra"), Err(ArgError::UnknownOption("COST, MS, RESERVE, ALIGN or TZ")));
-        assert_eq!(hit("k 10 60 "), Err(ArgError::UnknownOption("COST, MS, RESERVE, ALIGN or TZ")));
+        assert_eq!(hit("k 10 60 SECONDS"), Err(ArgError::UnknownOption("COST, MS, PARTIAL, RESERVE, ALIGN or TZ")));
+        assert_eq!(hit("k 10 60 MS extra"), Err(ArgError::UnknownOption("COST, MS, PARTIAL, RESERVE, ALIGN or TZ")));
+        assert_eq!(hit("k 10 60 "), Err(ArgError::UnknownOption("COST, MS, PARTIAL, RESERVE, ALIGN or TZ")));
         assert_eq!(hit("k 10 60 RESERVE RESERVE"), Err(ArgError::Repeated("RESERVE")));
     }
 
