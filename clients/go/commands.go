@@ -524,6 +524,35 @@ func reserveHitCall(key string, f Fixed) (command[Reservation], error) {
 	return reserving(call, f.Cost, "COST", err)
 }
 
+// reserveHitUpToCall is RATELIMIT.HIT with PARTIAL and RESERVE: as many of f.Cost as the window
+// has left, at least one, counted now, and a reservation of what was granted (its Amount).
+func reserveHitUpToCall(key string, f Fixed) (command[Reservation], error) {
+	call, err := hitCall(key, f)
+	if err != nil {
+		return command[Reservation]{}, err
+	}
+	if cost(f.Cost) < 1 {
+		return command[Reservation]{}, invalid("PARTIAL needs COST >= 1")
+	}
+	// Denied only with none left: then again when the window ends, whatever the cost.
+	decision := readFixed(f.Limit, f.Window, 1)
+	parse := func(reply any) (Reservation, error) {
+		items, ok := reply.([]any)
+		if !ok || len(items) != 6 {
+			return Reservation{}, replyError("HIT PARTIAL RESERVE", reply)
+		}
+		granted, ok := integer(items[4])
+		d, err := decision(items[:4])
+		if !ok || err != nil {
+			return Reservation{}, replyError("HIT PARTIAL RESERVE", reply)
+		}
+		token, _ := items[5].(string)
+		return Reservation{Decision: d, Key: key, Token: token, Amount: granted}, nil
+	}
+	return command[Reservation]{Command: call.Command, Function: call.Function, Keys: call.Keys,
+		Args: append(call.Args, "PARTIAL", "RESERVE"), parse: parse}, nil
+}
+
 // reserveSlideCall is RATELIMIT.SLIDE with RESERVE.
 func reserveSlideCall(key string, s Sliding) (command[Reservation], error) {
 	call, err := slideCall(key, s)

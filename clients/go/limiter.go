@@ -261,6 +261,14 @@ func (l *Limiter) ReserveHit(ctx context.Context, key string, f Fixed) (Reservat
 	return send(ctx, l, call, err)
 }
 
+// ReserveHitUpTo counts as many of f.Cost as the fixed window has left, at least one, and
+// reserves what was granted (Reservation.Amount; 0 and no Token when none was left): a block of
+// hits to spend locally, whose unused part Settle gives back while the window runs.
+func (l *Limiter) ReserveHitUpTo(ctx context.Context, key string, f Fixed) (Reservation, error) {
+	call, err := reserveHitUpToCall(key, f)
+	return send(ctx, l, call, err)
+}
+
 // ReserveSlide counts an estimate (s.Cost) against a sliding window, and reserves it.
 func (l *Limiter) ReserveSlide(ctx context.Context, key string, s Sliding) (Reservation, error) {
 	call, err := reserveSlideCall(key, s)

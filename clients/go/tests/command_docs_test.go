@@ -19,7 +19,7 @@ import (
 // ("param"), a field of an options type, or a form the calls fold it into ("folded").
 var taken = map[string]map[string]string{
 	"ratelimit.hit": {"key": "param", "limit": "Fixed.Limit", "window": "Fixed.Window", "cost": "Fixed.Cost",
-		"ms": "folded", "reserve": "folded", "align": "Fixed.Align", "zone": "Fixed.TZ"},
+		"ms": "folded", "partial": "folded", "reserve": "folded", "align": "Fixed.Align", "zone": "Fixed.TZ"},
 	"ratelimit.peek":  {"key": "param", "limit": "param", "cost": "param"},
 	"ratelimit.slide": {"key": "param", "limit": "Sliding.Limit", "window": "Sliding.Window", "cost": "Sliding.Cost", "ms": "folded", "peek": "folded", "reserve": "folded"},
 	"ratelimit.hitall": {"numkeys": "folded", "key": "Limit.Key", "limit": "Limit.Limit", "window": "Limit.Window",
@@ -69,6 +69,7 @@ func everyOption(t *testing.T, rdb *redis.Client) map[string][][]string {
 	}
 	sent(l.Hit(ctx, "k", ratelimit.Fixed{Limit: 5, Calendar: ratelimit.Month, Cost: 2, Align: true, TZ: "Europe/Paris"}))
 	sent(l.ReserveHit(ctx, "k", ratelimit.Fixed{Limit: 5, Window: 1500 * time.Millisecond, Cost: 2}))
+	sent(l.ReserveHitUpTo(ctx, "k", ratelimit.Fixed{Limit: 5, Window: time.Minute, Cost: 9}))
 	sent(l.Peek(ctx, "k", 5, 2))
 	sent(l.SlidePeek(ctx, "k", ratelimit.Sliding{Limit: 5, Window: 1500 * time.Millisecond, Cost: 2}))
 	sent(l.ReserveSlide(ctx, "k", ratelimit.Sliding{Limit: 5, Window: time.Second, Cost: 2}))
