@@ -189,6 +189,19 @@ def test_reserve_then_settle_gives_back_or_charges(rl: RateLimiter) -> None:
         rl.settle("tpm", "made up", 1)
 
 
+def test_reserve_hit_up_to_reserves_what_was_granted(rl: RateLimiter) -> None:
+    rl.hit("block", 100, 3600, cost=45)
+    r = rl.reserve_hit_up_to("block", 100, 3600, cost=70)
+    assert (r.allowed, r.amount, r.decision.count, r.decision.remaining) == (True, 55, 100, 0)
+    settled = rl.settle("block", r.token or "", 50)
+    assert (settled.applied, settled.decision.count) == (-5, 95)
+    none = rl.reserve_hit_up_to("block", 95, 3600, cost=70)
+    assert (none.allowed, none.amount, none.token) == (False, 0, None)
+    assert none.retry_after is not None and 3590 < none.retry_after <= 3600
+    with pytest.raises(RateLimitError, match="PARTIAL needs COST >= 1"):
+        rl.reserve_hit_up_to("block", 95, 3600, cost=-1)
+
+
 def test_requests_and_tokens_reserved_together_and_settled_on_every_token_limit(rl: RateLimiter) -> None:
     keys = ["{u}:rpm", "{u}:tpm", "{u}:tpd"]
     limits = [(2, 60), (10_000, 60), (20_000, "day")]

@@ -19,7 +19,7 @@ FOLDED = {
     "ms": "a duration in seconds (int, float or timedelta), sent in ms where needed",
     "numkeys": "len(keys)",
     "reserve": "the reserve_* builders send it",
-    "partial": "gcra_up_to sends it",
+    "partial": "gcra_up_to and reserve_hit_up_to send it",
 }
 # Builders that send a command for one of its uses, and the documented arguments they leave to
 # the command's main builder.
@@ -29,6 +29,12 @@ VARIANTS: dict[str, tuple[str, Any, set[str], dict[str, Any]]] = {
         commands.reserve_hit,
         set(),
         {"key": "k", "limit": 5, "window": "month", "cost": 2, "align": True, "tz": "+05:30"},
+    ),
+    "reserve_hit_up_to": (
+        "ratelimit.hit",
+        commands.reserve_hit_up_to,
+        set(),
+        {"key": "k", "limit": 5, "window": "month", "cost": 9, "align": True, "tz": "+05:30"},
     ),
     "reserve_slide": (
         "ratelimit.slide",

@@ -370,6 +370,26 @@ def reserve_hit(
     return _reserving(hit(key, limit, window, cost=_reserved(cost, "COST"), align=align, tz=tz), cost)
 
 
+def reserve_hit_up_to(
+    key: str, limit: int, window: Seconds | CalendarUnit, *, cost: int, align: bool = False, tz: str | None = None
+) -> Call[Reservation]:
+    """RATELIMIT.HIT with PARTIAL and RESERVE: as many of ``cost`` as the window has left, at least
+    one, counted now, and a reservation of what was granted (its ``amount``; 0, and no token,
+    when none was left): a block of hits to spend locally, whose unused part ``settle`` gives
+    back while the window runs."""
+    if isinstance(cost, bool) or not isinstance(cost, int) or not 1 <= cost < 2**63:
+        raise RateLimitError("PARTIAL needs COST >= 1")
+    call = hit(key, limit, window, cost=cost, align=align, tz=tz)
+    # Denied only with none left: then again when the window ends, whatever the cost.
+    decided = _fixed(limit, _fixed_window(window)[2], 1)
+
+    def parse(reply: Any) -> Reservation:
+        *numbers, granted, token = reply
+        return Reservation(call.keys[0], decided(numbers), None if token is None else _text(token), granted)
+
+    return Call(call.command, call.function, call.keys, (*call.args, "PARTIAL", "RESERVE"), parse)
+
+
 def reserve_all(
     keys: Sequence[str],
     limits: Sequence[tuple[int, Seconds | CalendarUnit]],
