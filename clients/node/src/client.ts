@@ -107,6 +107,7 @@ export class RateLimiter {
   readonly gcraUpTo = this.#sent(commands.gcraUpTo);
   readonly refund = this.#sent(commands.refund);
   readonly reserveHit = this.#sent(commands.reserveHit);
+  readonly reserveHitUpTo = this.#sent(commands.reserveHitUpTo);
   readonly reserveSlide = this.#sent(commands.reserveSlide);
   readonly reserveGcra = this.#sent(commands.reserveGcra);
   readonly reserveAll = this.#sent(commands.reserveAll);

@@ -425,6 +425,22 @@ export const reserveHit = define(['key', ...HIT], (key: string, o: ReserveHitOpt
   reserving(hit(key, { ...o, cost: reserved(o.cost, 'COST') }), o.cost),
 );
 
+/** RATELIMIT.HIT with PARTIAL and RESERVE: as much of `cost` as the window has left, at least
+ * one, counted now, and a reservation of what was granted (its `amount`; 0, and no token, when
+ * none was left): a block of hits to spend locally, whose unused part `settle` gives back while
+ * the window runs. */
+export const reserveHitUpTo = define(['key', ...HIT], (key: string, o: ReserveHitOptions): Call<Reservation> => {
+  if (!isInteger(o.cost) || o.cost < 1) throw new RateLimitError('PARTIAL needs COST >= 1');
+  const call = hit(key, o);
+  // Denied only with none left: then again when the window ends, whatever the cost.
+  const decided = hit(key, { ...o, cost: 1 }).parse;
+  const parse = (reply: unknown): Reservation => {
+    const items = row(reply, 6);
+    return new Reservation(call.keys[0] ?? '', decided(items.slice(0, 4)), optionalText(items[5]), int(items[4]));
+  };
+  return { ...call, args: [...call.args, 'PARTIAL', 'RESERVE'], parse };
+});
+
 /** RATELIMIT.SLIDE with RESERVE: as `slide`, and a reservation to settle. */
 export const reserveSlide = define(['key', ...RESERVE_WINDOW], (key: string, o: ReserveWindowOptions): Call<Reservation> =>
   reserving(slide(key, { ...o, cost: reserved(o.cost, 'COST') }), o.cost),

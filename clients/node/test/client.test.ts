@@ -139,6 +139,19 @@ for (const kind of KINDS) {
           assert.match(bucket.token ?? '', /^g:/);
         });
 
+        test('a block up to the cost reserves what was granted', async () => {
+          const key = fresh('block');
+          await rl.hit(key, { limit: 100, windowMs: 3_600_000, cost: 45 });
+          const block = await rl.reserveHitUpTo(key, { limit: 100, windowMs: 3_600_000, cost: 70 });
+          assert.deepEqual([block.allowed, block.amount, block.decision.count, block.decision.remaining], [true, 55, 100, 0]);
+          const settled = await rl.settle(key, block.token ?? '', 50);
+          assert.deepEqual([settled.applied, settled.decision.count], [-5, 95]);
+          const none = await rl.reserveHitUpTo(key, { limit: 95, windowMs: 3_600_000, cost: 70 });
+          assert.deepEqual([none.allowed, none.amount, none.token], [false, 0, null]);
+          assert.ok((none.retryAfterMs ?? 0) > 3_590_000);
+          await assert.rejects(rl.reserveHitUpTo(key, { limit: 95, windowMs: 3_600_000, cost: -1 }), /PARTIAL needs COST >= 1/);
+        });
+
         test('requests and tokens are reserved together and settled on every token limit', async () => {
           const id = fresh('llm');
           const limits = [

@@ -56,6 +56,7 @@ const CASES: [string, string, Builder, string[], () => { command: string; args: 
   ['ratelimit.renew', 'renew', commands.renew, [], () => commands.renew('k', 'i', 1_500)],
   ['ratelimit.top', 'top', commands.top, [], () => commands.top({ view: 'admitted', count: 3, reset: true })],
   ['ratelimit.hit', 'reserveHit', commands.reserveHit, [], () => commands.reserveHit('k', { limit: 5, calendar: 'month', cost: 2, align: true, tz: '+05:30' })],
+  ['ratelimit.hit', 'reserveHitUpTo', commands.reserveHitUpTo, [], () => commands.reserveHitUpTo('k', { limit: 5, calendar: 'month', cost: 9, align: true, tz: '+05:30' })],
   ['ratelimit.slide', 'reserveSlide', commands.reserveSlide, ['peek'], () => commands.reserveSlide('k', { limit: 5, windowMs: 1_500, cost: 2 })],
   ['ratelimit.gcra', 'gcraUpTo', commands.gcraUpTo, [], () => commands.gcraUpTo('k', { maxBurst: 1, tokensPerPeriod: 2, periodMs: 500, tokens: 2, align: true })],
   ['ratelimit.gcra', 'reserveGcra', commands.reserveGcra, ['align'], () => commands.reserveGcra('k', { maxBurst: 1, tokensPerPeriod: 2, periodMs: 500, tokens: 2 })],
