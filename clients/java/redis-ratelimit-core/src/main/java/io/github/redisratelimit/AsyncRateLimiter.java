@@ -283,6 +283,18 @@ public final class AsyncRateLimiter {
     }
 
     /**
+     * Counts as many of the limit's cost as the window has left, at least one, and reserves what
+     * was granted (the reservation's amount; 0, and no token, when none was left).
+     *
+     * @param key the counter
+     * @param limit the limit, its cost the most to take
+     * @return the reservation
+     */
+    public CompletableFuture<Reservation> reserveHitUpTo(String key, Fixed limit) {
+        return execute(Commands.reserveHitUpTo(key, limit));
+    }
+
+    /**
      * Counts an estimate against a sliding window, and reserves it.
      *
      * @param key the counter

@@ -180,6 +180,18 @@ public final class RateLimiter {
     }
 
     /**
+     * Counts as many of the limit's cost as the window has left, at least one, and reserves what
+     * was granted (the reservation's amount; 0, and no token, when none was left).
+     *
+     * @param key the counter
+     * @param limit the limit, its cost the most to take
+     * @return the reservation
+     */
+    public Reservation reserveHitUpTo(String key, Fixed limit) {
+        return join(async.reserveHitUpTo(key, limit));
+    }
+
+    /**
      * Counts an estimate against a sliding window, and reserves it.
      *
      * @param key the counter

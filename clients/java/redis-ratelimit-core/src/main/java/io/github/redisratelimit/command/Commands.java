@@ -407,6 +407,38 @@ public final class Commands {
     }
 
     /**
+     * {@code RATELIMIT.HIT} with {@code PARTIAL} and {@code RESERVE}: as many of the cost as the
+     * window has left, at least one, counted now, and a reservation of what was granted (its
+     * amount; 0, and no token, when none was left): a block of hits to spend locally, whose unused
+     * part a settle gives back while the window runs.
+     *
+     * @param key the counter
+     * @param f the limit, its cost the most to take
+     * @return the call
+     */
+    public static Command<Reservation> reserveHitUpTo(String key, Fixed f) {
+        Objects.requireNonNull(f, "limit");
+        if (f.cost() < 1) {
+            throw invalid("PARTIAL needs COST >= 1");
+        }
+        Command<Decision> call = hit(key, f);
+        // Denied only with none left: then again when the window ends, whatever the cost.
+        Function<Object, Decision> decided = readFixed(f.limit(), orZero(f.window()), 1);
+        List<String> args = new ArrayList<>(call.args());
+        args.add("PARTIAL");
+        args.add("RESERVE");
+        String counter = call.keys().get(0);
+        return new Command<>(call.command(), call.function(), call.keys(), args, false, reply -> {
+            List<?> items = list(reply, "HIT PARTIAL RESERVE");
+            Long granted = items.size() == 6 ? integer(items.get(4)) : null;
+            if (granted == null) {
+                throw new UnexpectedReplyException("HIT PARTIAL RESERVE", reply);
+            }
+            return new Reservation(decided.apply(items.subList(0, 4)), counter, token(items.get(5)), granted);
+        });
+    }
+
+    /**
      * {@code RATELIMIT.SLIDE} with {@code RESERVE}.
      *
      * @param key the counter

@@ -166,6 +166,17 @@ public final class ReactiveRateLimiter {
     }
 
     /**
+     * {@code RATELIMIT.HIT ... PARTIAL RESERVE}.
+     *
+     * @param key the counter
+     * @param limit the limit, its cost the most to take
+     * @return the reservation of what was granted
+     */
+    public Mono<Reservation> reserveHitUpTo(String key, Fixed limit) {
+        return mono(() -> async.reserveHitUpTo(key, limit));
+    }
+
+    /**
      * {@code RATELIMIT.SLIDE ... RESERVE}.
      *
      * @param key the counter

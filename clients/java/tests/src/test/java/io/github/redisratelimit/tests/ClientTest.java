@@ -41,6 +41,7 @@ import org.junit.jupiter.params.provider.MethodSource;
 /** Every call through every adapter, on the module and on the library, standalone and in a cluster. */
 class ClientTest {
     private static final Duration MINUTE = Duration.ofMinutes(1);
+    private static final Duration HOUR = Duration.ofHours(1);
 
     /** A key of this test's own (one hash tag: the test's keys share a slot). */
     private static String key(String name) {
@@ -150,6 +151,15 @@ class ClientTest {
         assertEquals(2, rl.settle(slid, 12).applied());
         Reservation bucket = rl.reserveGcra(key("bucket"), Rate.of(99, 100, MINUTE).withTokens(10));
         assertEquals(-10, rl.settle(bucket, 0).applied());
+        String block = key("block");
+        rl.hit(block, Fixed.of(100, HOUR).withCost(45));
+        Reservation upTo = rl.reserveHitUpTo(block, Fixed.of(100, HOUR).withCost(70));
+        assertEquals(List.of(true, 55L, 100L), List.of(upTo.decision().allowed(), upTo.amount(), upTo.decision().count()));
+        assertEquals(-5, rl.settle(upTo, 50).applied(), "what was granted, not the cost asked");
+        Reservation none = rl.reserveHitUpTo(block, Fixed.of(95, HOUR).withCost(70));
+        assertEquals(List.of(false, 0L), List.of(none.decision().allowed(), none.amount()));
+        assertNull(none.token());
+        assertThrows(InvalidArgumentException.class, () -> rl.reserveHitUpTo(block, Fixed.of(95, HOUR).withCost(-1)));
         Reservation denied = rl.reserveHit(key("denied"), Fixed.of(1, MINUTE).withCost(5));
         assertFalse(denied.decision().allowed());
         assertNull(denied.token());

@@ -42,7 +42,7 @@ class CommandDocsTest {
     /** Where each documented argument is taken: a method's parameter, a record's component, or folded into a call. */
     private static final Map<String, Map<String, String>> TAKEN = Map.of(
             "ratelimit.hit", Map.of("key", "param", "limit", "Fixed.limit", "window", "Fixed.window", "cost", "Fixed.cost",
-                    "ms", "folded", "reserve", "folded", "align", "Fixed.align", "zone", "Fixed.zone"),
+                    "ms", "folded", "partial", "folded", "reserve", "folded", "align", "Fixed.align", "zone", "Fixed.zone"),
             "ratelimit.peek", Map.of("key", "param", "limit", "param", "cost", "param"),
             "ratelimit.slide", Map.of("key", "param", "limit", "Sliding.limit", "window", "Sliding.window", "cost", "Sliding.cost",
                     "ms", "folded", "peek", "folded", "reserve", "folded"),
@@ -76,6 +76,7 @@ class CommandDocsTest {
         List<Runnable> calls = List.of(
                 () -> rl.hit("k", Fixed.of(5, Calendar.MONTH).withCost(2).aligned().inZone("Europe/Paris")),
                 () -> rl.reserveHit("k", Fixed.of(5, Duration.ofMillis(1500)).withCost(2)),
+                () -> rl.reserveHitUpTo("k", Fixed.of(5, Duration.ofMinutes(1)).withCost(9)),
                 () -> rl.peek("k", 5, 2),
                 () -> rl.slidePeek("k", Sliding.of(5, Duration.ofMillis(1500)).withCost(2)),
                 () -> rl.reserveSlide("k", Sliding.of(5, Duration.ofSeconds(1)).withCost(2)),
