@@ -344,6 +344,9 @@ go-ready: test-deps
 
 go-test: build servers $(if $(GO_READY),,go-ready)
 	cd $(GO_DIR) && REDIS_SERVER=$(PY_FIRST_SERVER) RATELIMIT_MODULE=$(CURDIR)/$(MODULE) $(GO_UNIT_TESTS) -test.timeout 5m
+	cd $(GO_DIR) && go test -count=1 -run HotLimitSimulation -v . > $(CURDIR)/target/go/hot-sim.log || \
+		(cat $(CURDIR)/target/go/hot-sim.log && false)
+	grep -E '^(---|ok)|hot_sim' target/go/hot-sim.log
 	$(call go-test-on,$(PY_FIRST_SERVER))
 	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call go-test-on,$(binary),-test.run 'Client|RedisRate'))
 	$(call envoy-test-on,$(PY_FIRST_SERVER))

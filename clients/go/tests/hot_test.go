@@ -1,0 +1,163 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
+	"github.com/redis-ratelimit/redis-ratelimit/clients/go/rlrueidis"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+)
+
+// hotRun is what a fleet's processes asked and admitted in each window of the hot limit (ALIGNed
+// windows of the server, whose clock is this machine's): an admission is certain in a window when
+// its Take began and returned in it, else it is counted apart (it may belong to either).
+type hotRun struct {
+	asked, admitted map[int64]int64
+	straddling      map[int64]int64
+	straddled       int64
+}
+
+// runHot has `processes` limiters (each its own client and connections) share limit per window on
+// key, each Take of 1 paced to `rate` a second in all, for `d`; then each process closes its share.
+func runHot(t *testing.T, addr, key string, limit int64, window time.Duration, rate float64, d time.Duration) hotRun {
+	t.Helper()
+	const processes, takers = 8, 2
+	run := hotRun{asked: map[int64]int64{}, admitted: map[int64]int64{}, straddling: map[int64]int64{}}
+	var mu sync.Mutex
+	windowOf := func(t time.Time) int64 { return t.UnixNano() / int64(window) }
+	stop := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for p := 0; p < processes; p++ {
+		client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
+		hot := rlrueidis.New(client).Hot(key, ratelimit.Fixed{Limit: limit, Window: window, Align: true}, ratelimit.HotOptions{})
+		var mine sync.WaitGroup
+		for g := 0; g < takers; g++ {
+			mine.Add(1)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer mine.Done()
+				interval := time.Duration(float64(time.Second) * processes * takers / rate)
+				for next := time.Now(); ; next = next.Add(interval) {
+					if wait := time.Until(next); wait > 0 {
+						time.Sleep(wait)
+					}
+					before := time.Now()
+					if before.After(stop) {
+						return
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					ok, err := hot.Take(ctx, 1)
+					cancel()
+					after := time.Now()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					run.asked[windowOf(before)]++
+					switch {
+					case !ok:
+					case windowOf(before) == windowOf(after):
+						run.admitted[windowOf(before)]++
+					default:
+						run.straddling[windowOf(before)]++
+						run.straddling[windowOf(after)]++
+						run.straddled++
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mine.Wait()
+			if err := hot.Close(context.Background()); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	return run
+}
+
+// TestHotLimitOnAServer: processes on loopback share one limit through hot limits, on the module
+// and on the library. Never over: in no window do the admissions certainly in it pass the limit.
+// Demand at 2x: each whole window where the processes asked 1.2x the limit or more admits 99% of
+// it or more. Demand at 0.5x: 99.9% of the Takes admitted.
+func TestHotLimitOnAServer(t *testing.T) {
+	for _, kind := range kinds {
+		t.Run(string(kind), func(t *testing.T) {
+			server := start(t, kind, options{})
+			const limit, window = 4000, time.Second
+			over := runHot(t, server.Addr(), "hot:over", limit, window, 2*limit, 3500*time.Millisecond)
+			windows := sortedWindows(over)
+			checked := 0
+			for _, w := range windows {
+				if over.admitted[w] > limit {
+					t.Errorf("window %d: %d admitted, over the limit %d", w, over.admitted[w], limit)
+				}
+				whole := w > windows[0] && over.asked[w-1] > 0 && over.asked[w+1] > 0
+				if whole && float64(over.asked[w]) >= 1.2*limit {
+					checked++
+					if got := over.admitted[w] + over.straddling[w]; float64(got) < 0.99*limit {
+						t.Errorf("window %d: %d admitted of %d (asked %d)", w, got, limit, over.asked[w])
+					}
+				}
+			}
+			t.Logf("2x the limit: %s (%d whole windows checked)", summary(over), checked)
+
+			under := runHot(t, server.Addr(), "hot:under", limit, window, 0.5*limit, 2500*time.Millisecond)
+			// Closed, the processes gave back what they held: the running window counts what was
+			// admitted in it (read while it still runs).
+			last := sortedWindows(under)[len(under.asked)-1]
+			rdb := redis.NewClient(&redis.Options{Addr: server.Addr()})
+			defer rdb.Close()
+			count, err := rdb.Get(context.Background(), "hot:under").Int64()
+			if time.Now().UnixNano()/int64(window) == last {
+				if err != nil || count != under.admitted[last]+under.straddling[last] {
+					t.Errorf("after Close the window counts %d (%v), and %d were admitted in it", count, err, under.admitted[last]+under.straddling[last])
+				} else {
+					t.Logf("after Close the window counts %d, as many as were admitted in it", count)
+				}
+			}
+			asked, admitted := int64(0), under.straddled
+			for w, n := range under.asked {
+				asked += n
+				admitted += under.admitted[w]
+			}
+			t.Logf("0.5x the limit: %s", summary(under))
+			if float64(admitted) < 0.999*float64(asked) {
+				t.Errorf("0.5x the limit: %d of %d Takes admitted", admitted, asked)
+			}
+		})
+	}
+}
+
+func sortedWindows(r hotRun) []int64 {
+	windows := make([]int64, 0, len(r.asked))
+	for w := range r.asked {
+		windows = append(windows, w)
+	}
+	slices.Sort(windows)
+	return windows
+}
+
+func summary(r hotRun) string {
+	text := ""
+	for _, w := range sortedWindows(r) {
+		text += fmt.Sprintf(" [window %d: asked %d, admitted %d, straddling %d]", w%1000, r.asked[w], r.admitted[w], r.straddling[w])
+	}
+	return text
+}
