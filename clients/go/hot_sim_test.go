@@ -178,8 +178,7 @@ func simulate(sc simScenario, seed uint64) simResult {
 	serverFree := int64(0) // a paused server answers in order once it resumes
 	leg := func() int64 { return rng.Int64N(int64(sc.rtt)/2 + 1) }
 	// try runs one step of a Take of 1 for c at t: admit, deny, send, wait or sleep.
-	var try func(i int, c *simClient, t int64, d *simWaiting)
-	try = func(i int, c *simClient, t int64, d *simWaiting) {
+	try := func(i int, c *simClient, t int64, d *simWaiting) {
 		step := c.s.step(c.local(t), 1, d.tries, d.waited)
 		d.waited = step.wait
 		if step.send > 0 {
