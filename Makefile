@@ -163,6 +163,7 @@ bench-smoke: build servers redis-cell $(if $(CLIENTS_READY),,clients)
 	$(PY_REPLICA_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/replicas.md --quick
 	$(NODE_STORE_BENCH) --out $(CURDIR)/target/bench-quick/node.md --quick -- $(PY_FIRST_SERVER)
 	$(GO_BENCH) --module $(MODULE) --out target/bench-quick/go.md --quick $(PY_FIRST_SERVER)
+	$(GO_HOT_BENCH) --module $(MODULE) --out target/bench-quick/hot.md --quick $(PY_FIRST_SERVER)
 	$(call envoy-bench,ENVOY_BENCH_OUT=$(CURDIR)/target/bench-quick/envoy.md ENVOY_BENCH_QUICK=1)
 	$(call java-bench,$(PY_FIRST_SERVER),$(CURDIR)/target/bench-quick/java.md,-Dbench.quick=true)
 
@@ -311,6 +312,8 @@ ENVOY_PEER := $(CURDIR)/target/go/peer-$(ENVOY_PEER_VERSION)/service_cmd
 ENVOY_TESTS := $(CURDIR)/target/go/envoy.test
 # The Go packages against redis_rate's Lua and ulule's Redis store, by server CPU (benches/results/go.md).
 GO_BENCH := $(CURDIR)/target/go/bench
+# A limit 8 processes share through HotLimit, against a HIT per decision (benches/results/hot.md).
+GO_HOT_BENCH := $(CURDIR)/target/go/hotbench
 STATICCHECK_VERSION := v0.8.2
 define go-test-on
 	@echo "== the Go packages on $$($(1) --version | cut -d' ' -f1-3) =="
@@ -337,7 +340,7 @@ go-ready: test-deps
 	cd $(GO_DIR) && test -z "$$(gofmt -l .)" || (gofmt -l . && false)
 	cd $(GO_DIR) && go vet $(GO_MODULES) && $(GO_BIN)/staticcheck $(GO_MODULES)
 	cd $(GO_DIR) && go test -race -c -o $(GO_UNIT_TESTS) .
-	cd $(GO_DIR)/tests && go test -race -c -o $(GO_TESTS) . && go build -o $(GO_BENCH) ./bench
+	cd $(GO_DIR)/tests && go test -race -c -o $(GO_TESTS) . && go build -o $(GO_BENCH) ./bench && go build -o $(GO_HOT_BENCH) ./hotbench
 	cd $(GO_DIR)/envoy && go build -o $(ENVOY_SERVICE) ./cmd/redis-ratelimit-envoy
 	cd $(GO_DIR)/tests && go test -c -o $(ENVOY_TESTS) ./envoy
 	test -x $(ENVOY_PEER) || GOBIN=$(dir $(ENVOY_PEER)) go install github.com/envoyproxy/ratelimit/src/service_cmd@$(ENVOY_PEER_VERSION)
@@ -448,6 +451,7 @@ bench: build servers redis-cell $(PY_ENVS)/latest $(PY_ENVS)/litellm node-test g
 	$(PY_REPLICA_BENCH) --servers $(call server_binaries,$(SERVERS)) --out benches/results/replicas.md
 	$(NODE_STORE_BENCH) --out $(CURDIR)/benches/results/node.md -- $(call server_binaries,$(SERVERS))
 	$(GO_BENCH) --module $(MODULE) --out benches/results/go.md $(call server_binaries,$(SERVERS))
+	$(GO_HOT_BENCH) --module $(MODULE) --out benches/results/hot.md $(PY_FIRST_SERVER)
 	$(call envoy-bench,ENVOY_BENCH_OUT=$(CURDIR)/benches/results/envoy.md)
 	$(call java-bench,$(call server_binaries,$(SERVERS)),$(CURDIR)/benches/results/java.md)
 
