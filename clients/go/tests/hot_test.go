@@ -126,8 +126,10 @@ func TestHotLimitOnAServer(t *testing.T) {
 			defer rdb.Close()
 			count, err := rdb.Get(context.Background(), "hot:under").Int64()
 			if time.Now().UnixNano()/int64(window) == last {
-				if err != nil || count != under.admitted[last]+under.straddling[last] {
-					t.Errorf("after Close the window counts %d (%v), and %d were admitted in it", count, err, under.admitted[last]+under.straddling[last])
+				// (a Take straddling two windows may be either's)
+				if err != nil || count < under.admitted[last] || count > under.admitted[last]+under.straddling[last] {
+					t.Errorf("after Close the window counts %d (%v), and %d to %d were admitted in it", count, err,
+						under.admitted[last], under.admitted[last]+under.straddling[last])
 				} else {
 					t.Logf("after Close the window counts %d, as many as were admitted in it", count)
 				}

@@ -17,6 +17,7 @@ from .aio import AsyncPermit, AsyncPipeline, AsyncRateLimiter, AsyncSettling
 from .client import Permit, Pipeline, RateLimiter, Settling
 from .commands import CalendarUnit, Call, Seconds
 from .errors import LibraryNotLoaded, NotReplicated, PermitUnavailable, RateLimitError
+from .hot import AsyncHotLimit, HotLimit, HotLimitClosed
 from .results import Acquisition, Decision, Grant, MultiDecision, MultiReservation, Reservation, Settlement, TopEntry
 
 __version__ = "1.0.0"
@@ -26,6 +27,7 @@ if importlib.util.find_spec("limits") is not None:
 
 __all__ = [
     "Acquisition",
+    "AsyncHotLimit",
     "AsyncPermit",
     "AsyncPipeline",
     "AsyncRateLimiter",
@@ -34,6 +36,8 @@ __all__ = [
     "Call",
     "Decision",
     "Grant",
+    "HotLimit",
+    "HotLimitClosed",
     "LibraryNotLoaded",
     "MultiDecision",
     "MultiReservation",

@@ -1,0 +1,385 @@
+"""Hot limits: one process's share of a limit many processes share (a partner's requests a second
+across a fleet), as the Go client's HotLimit. The process takes blocks of tokens from the server
+(HIT ... PARTIAL RESERVE) and decides locally, with no round trip, until a block is spent or its
+deadline: the instant its request was sent, plus the time the server said its window had left,
+less a guard. A token is never used after its deadline, so every admission falls in the window
+that granted it, whatever the offset between the hosts' clocks: never over the limit.
+
+``HotState`` is the decisions, with no I/O and no clock of its own (every instant is seconds on
+the process's monotonic clock, given by the caller); ``HotLimit`` (threads) and ``AsyncHotLimit``
+(asyncio) run it, and tests/test_hot_simulation.py runs it against a model of the server."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from .commands import CalendarUnit, Seconds
+from .errors import RateLimitError
+from .results import Reservation
+
+if TYPE_CHECKING:
+    from .aio import AsyncRateLimiter
+    from .client import RateLimiter
+
+
+class HotLimitClosed(RateLimitError):
+    """``take`` after ``close``."""
+
+
+@dataclass
+class Block:
+    """One grant: tokens left, usable before ``deadline``, and the reservation that settles what
+    was not used."""
+
+    left: int
+    deadline: float
+    grant: Reservation
+
+
+@dataclass(frozen=True)
+class Step:
+    """What to do for a take: admit or deny it; send a request (for ``send`` tokens); wait for the
+    answer in flight (``wait``), or until ``sleep_until``; then step again."""
+
+    admitted: bool = False
+    denied: bool = False
+    send: int = 0
+    wait: bool = False
+    sleep_until: float = 0.0
+
+
+class HotState:
+    """A hot limit's decisions: the blocks held, the local demand, the deny until the window
+    resets. The same rules as the Go client's hotState."""
+
+    def __init__(self, horizon: float, guard: float, now: float) -> None:
+        self.horizon, self.guard = horizon, guard
+        self.blocks: list[Block] = []
+        self.asking = False
+        self.waiting = 0
+        self.denied_until = -math.inf
+        self.paused_until = -math.inf
+        self.taken, self.since, self.rate = 0, now, 0.0
+        self.remaining, self.window_end = -1, -math.inf
+
+    def held(self, now: float) -> int:
+        return sum(b.left for b in self.blocks if now < b.deadline)
+
+    def _drop(self, now: float) -> None:
+        self.blocks = [b for b in self.blocks if b.left > 0 and now < b.deadline]
+
+    def _take(self, now: float, n: int) -> bool:
+        self._drop(now)
+        if self.held(now) < n:
+            return False
+        for b in self.blocks:
+            spent = min(n, b.left)
+            b.left -= spent
+            n -= spent
+        self._drop(now)
+        return True
+
+    def denied(self, now: float) -> bool:
+        return now < self.denied_until
+
+    def _ask(self, now: float, need: int) -> int:
+        """How many tokens to ask for now (0: no request): a horizon of demand, at least ``need``,
+        no more than the demand spends before the window ends nor an eighth of what the server had
+        left; only with none in flight, no deny, and less than half a horizon (or ``need``) held."""
+        if self.asking or self.denied(now) or now < self.paused_until:
+            return 0
+        held = self.held(now)
+        elapsed = now - self.since
+        if elapsed >= self.horizon or (self.rate == 0 and elapsed > 0 and self.taken > 0):
+            self.rate = self.taken / elapsed
+            self.taken, self.since = 0, now
+        want = math.ceil(self.rate * self.horizon)
+        if held >= need and held > want / 2:
+            return 0
+        if now < self.window_end:
+            want = min(want, math.ceil(self.rate * (self.window_end - now)), max(1, self.remaining // 8))
+        self.asking = True
+        return max(want, need - held, 1)
+
+    def step(self, now: float, n: int, tries: int, waited: bool) -> Step:
+        """A take of ``n`` at ``now``, its ``tries``th step (a step after an answer is a try;
+        ``waited``: it was counted among those waiting); after three that found the tokens taken
+        by others first, denied (the caller may take again)."""
+        if waited:
+            self.waiting -= n
+        if tries == 0:
+            self.taken += n
+        if self._take(now, n):
+            return Step(admitted=True, send=self._ask(now, self.waiting))
+        if self.denied(now) or tries > 3:
+            return Step(denied=True)
+        want = self._ask(now, n + self.waiting)
+        if want or self.asking:
+            self.waiting += n
+            return Step(send=want, wait=True)
+        return Step(sleep_until=self.paused_until)
+
+    def gave_up(self, n: int) -> None:
+        """A take that stopped waiting (its timeout)."""
+        self.waiting -= n
+
+    def granted(self, sent: float, received: float, r: Reservation) -> None:
+        """The answer to the request sent at ``sent``: a block usable until the window's end as the
+        server saw it, less the guard, counted from the send. A grant of 0, or one that left none,
+        makes the window denied until it resets; one too late to use waits for the next."""
+        self.asking = False
+        reset = received + r.decision.reset_after + self.guard
+        deadline = sent + r.decision.reset_after - self.guard
+        if r.amount > 0 and received < deadline:
+            self.blocks.append(Block(r.amount, deadline, r))
+            self.remaining, self.window_end = r.decision.remaining, deadline
+        elif r.amount > 0:
+            self.paused_until = reset
+            return
+        if r.amount == 0 or r.decision.remaining == 0:
+            self.denied_until = reset
+
+    def failed(self) -> None:
+        self.asking = False
+
+    def unused(self, now: float) -> list[Block]:
+        """The live blocks, to settle at the end (what of each was used: amount - left)."""
+        self._drop(now)
+        live, self.blocks = self.blocks, []
+        return live
+
+
+@dataclass(frozen=True)
+class HotTerms:
+    """A hot limit's key, window and tuning, as ``RateLimiter.hot`` takes them."""
+
+    key: str
+    limit: int
+    window: Seconds | CalendarUnit
+    align: bool
+    tz: str | None
+    horizon: float
+    guard: float
+    fail_open: bool
+
+
+def hot_terms(
+    key: str,
+    limit: int,
+    window: Seconds | CalendarUnit,
+    *,
+    align: bool = False,
+    tz: str | None = None,
+    horizon: float = 0.01,
+    guard: float | None = None,
+    fail_open: bool = False,
+) -> HotTerms:
+    if not horizon > 0:
+        raise RateLimitError("horizon must be a number of seconds > 0")
+    if guard is None:
+        # 2 ms, and a thousandth of the window (a calendar one's longest: a year) for the clocks' rates.
+        if isinstance(window, str):
+            length = 366 * 86400.0
+        elif isinstance(window, timedelta):
+            length = window.total_seconds()
+        else:
+            length = float(window)
+        guard = 0.002 + length / 1000
+    return HotTerms(key, limit, window, align, tz, float(horizon), float(guard), fail_open)
+
+
+class HotLimit:
+    """This process's share of ``limit`` per ``window`` on ``key`` (``RateLimiter.hot``): ``take``
+    admits from the blocks held, waiting for one when it holds too few; ``close`` (or the end of a
+    ``with`` block) gives back what it holds. Thread-safe."""
+
+    def __init__(self, limiter: RateLimiter, terms: HotTerms, clock: Callable[[], float] = time.monotonic) -> None:
+        self._rl, self._t, self._clock = limiter, terms, clock
+        self._state = HotState(terms.horizon, terms.guard, clock())
+        self._cond = threading.Condition()
+        self._answers = 0
+        self._error: BaseException | None = None
+        self._closed = False
+
+    def take(self, n: int = 1, timeout: float | None = None) -> bool:
+        """Admits ``n`` tokens, or not (the window has none left for them); waits up to ``timeout``
+        seconds for a block (TimeoutError past it). Redis unreachable with too few held: its
+        error, or True with ``fail_open``."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise RateLimitError("take needs n >= 1")
+        end = None if timeout is None else self._clock() + timeout
+        tries, waited = 0, False
+        with self._cond:
+            while True:
+                if self._closed:
+                    if waited:
+                        self._state.gave_up(n)
+                    raise HotLimitClosed("the hot limit is closed")
+                now = self._clock()
+                step = self._state.step(now, n, tries, waited)
+                waited = step.wait
+                if step.send:
+                    self._send(step.send)
+                if step.admitted or step.denied:
+                    return step.admitted
+                if not step.wait:
+                    # The window is ending: the next one's tokens, when it starts.
+                    self._cond.wait(max(0.0, step.sleep_until - now))
+                    continue
+                seen = self._answers
+                while self._answers == seen and not self._closed:
+                    left = None if end is None else end - self._clock()
+                    if left is not None and left <= 0:
+                        self._state.gave_up(n)
+                        raise TimeoutError(f"no block of {self._t.key} within {timeout} s")
+                    self._cond.wait(left)
+                tries += 1
+                if self._error is not None and not self._closed:
+                    self._state.gave_up(n)
+                    waited = False
+                    if self._t.fail_open:
+                        return True
+                    raise self._error
+
+    def _send(self, want: int) -> None:
+        """A request for ``want`` tokens, in a thread of its own (under the lock)."""
+        threading.Thread(target=self._request, args=(want,), daemon=True).start()
+
+    def _request(self, want: int) -> None:
+        t = self._t
+        sent = self._clock()
+        try:
+            r = self._rl.reserve_hit_up_to(t.key, t.limit, t.window, cost=want, align=t.align, tz=t.tz)
+        except Exception as e:  # any failure is this request's answer
+            with self._cond:
+                self._state.failed()
+                self._error, self._answers = e, self._answers + 1
+                self._cond.notify_all()
+            return
+        received = self._clock()
+        with self._cond:
+            self._state.granted(sent, received, r)
+            self._error, self._answers = None, self._answers + 1
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        """Gives back the tokens held of windows still running (SETTLE); ``take`` refuses after."""
+        with self._cond:
+            self._closed = True
+            blocks = self._state.unused(self._clock())
+            self._cond.notify_all()
+        for b in blocks:
+            self._rl.settle(self._t.key, b.grant.token or "", b.grant.amount - b.left)
+
+    def __enter__(self) -> HotLimit:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncHotLimit:
+    """``HotLimit`` for asyncio (``AsyncRateLimiter.hot``): ``await take(n)``, ``await aclose()``
+    or ``async with``. For one event loop."""
+
+    def __init__(self, limiter: AsyncRateLimiter, terms: HotTerms, clock: Callable[[], float] = time.monotonic) -> None:
+        self._rl, self._t, self._clock = limiter, terms, clock
+        self._state = HotState(terms.horizon, terms.guard, clock())
+        self._cond = asyncio.Condition()
+        self._answers = 0
+        self._error: BaseException | None = None
+        self._closed = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def take(self, n: int = 1, timeout: float | None = None) -> bool:
+        """As ``HotLimit.take``."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise RateLimitError("take needs n >= 1")
+        end = None if timeout is None else self._clock() + timeout
+        tries, waited = 0, False
+        async with self._cond:
+            while True:
+                if self._closed:
+                    if waited:
+                        self._state.gave_up(n)
+                    raise HotLimitClosed("the hot limit is closed")
+                now = self._clock()
+                step = self._state.step(now, n, tries, waited)
+                waited = step.wait
+                if step.send:
+                    task = asyncio.get_running_loop().create_task(self._request(step.send))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+                if step.admitted or step.denied:
+                    return step.admitted
+                if not step.wait:
+                    self._cond.release()
+                    try:
+                        await asyncio.sleep(max(0.0, step.sleep_until - now))
+                    finally:
+                        await self._cond.acquire()
+                    continue
+                seen = self._answers
+                answered = functools.partial(self._answered_since, seen)
+                try:
+                    left = None if end is None else max(0.0, end - self._clock())
+                    await asyncio.wait_for(self._cond.wait_for(answered), left)
+                except asyncio.TimeoutError:  # TimeoutError itself from Python 3.11
+                    self._state.gave_up(n)
+                    raise TimeoutError(f"no block of {self._t.key} within {timeout} s") from None
+                tries += 1
+                if self._error is not None and not self._closed:
+                    self._state.gave_up(n)
+                    waited = False
+                    if self._t.fail_open:
+                        return True
+                    raise self._error
+
+    def _answered_since(self, seen: int) -> bool:
+        return self._answers != seen or self._closed
+
+    async def _request(self, want: int) -> None:
+        t = self._t
+        sent = self._clock()
+        try:
+            r = await self._rl.reserve_hit_up_to(t.key, t.limit, t.window, cost=want, align=t.align, tz=t.tz)
+        except Exception as e:  # any failure is this request's answer
+            async with self._cond:
+                self._state.failed()
+                self._error, self._answers = e, self._answers + 1
+                self._cond.notify_all()
+            return
+        received = self._clock()
+        async with self._cond:
+            self._state.granted(sent, received, r)
+            self._error, self._answers = None, self._answers + 1
+            self._cond.notify_all()
+
+    async def aclose(self) -> None:
+        """As ``HotLimit.close``."""
+        async with self._cond:
+            self._closed = True
+            blocks = self._state.unused(self._clock())
+            self._cond.notify_all()
+        for b in blocks:
+            await self._rl.settle(self._t.key, b.grant.token or "", b.grant.amount - b.left)
+
+    async def __aenter__(self) -> AsyncHotLimit:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+__all__ = ["AsyncHotLimit", "HotLimit", "HotLimitClosed", "HotState", "Step", "hot_terms"]

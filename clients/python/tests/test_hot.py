@@ -1,0 +1,140 @@
+"""Hot limits against real servers, with the module and with the library: several limiters (each
+its own client and connections, as processes would be) share one limit through HotLimit, paced
+takers in each; and AsyncHotLimit on one event loop. Never over: in no window do the admissions
+certainly in it (the take began and returned in it) pass the limit. At 2x the limit, each whole
+window where the processes asked 1.2x the limit or more admits 99% of it; at 0.5x, 99.9% of the
+takes are admitted. Closed, the processes gave back what they held."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pytest
+import redis.asyncio
+from servers import Server
+
+from redis_ratelimit_client import AsyncRateLimiter, HotLimitClosed, RateLimiter, RateLimitError
+
+LIMIT = 600
+PROCESSES, TAKERS = 4, 2
+
+
+@dataclass
+class Run:
+    asked: Counter[int] = field(default_factory=Counter)
+    admitted: Counter[int] = field(default_factory=Counter)
+    straddling: Counter[int] = field(default_factory=Counter)
+    straddled: int = 0
+
+    def count(self, ok: bool, before: float, after: float) -> None:
+        self.asked[int(before)] += 1
+        if not ok:
+            return
+        if int(before) == int(after):
+            self.admitted[int(before)] += 1
+        else:
+            self.straddling[int(before)] += 1
+            self.straddling[int(after)] += 1
+            self.straddled += 1
+
+
+def run_threads(server: Server, key: str, rate: float, seconds: float) -> Run:
+    """PROCESSES limiters on `key` (a window a second, on the clock), TAKERS threads each paced
+    to `rate` takes a second in all, for `seconds`; then each closes its share."""
+    run, lock = Run(), threading.Lock()
+    stop = time.time() + seconds
+    interval = PROCESSES * TAKERS / rate
+
+    def taker(hot: object) -> None:
+        assert hasattr(hot, "take")
+        next_at = time.time()
+        while True:
+            next_at += interval
+            time.sleep(max(0.0, next_at - time.time()))
+            before = time.time()
+            if before > stop:
+                return
+            ok = hot.take(1, timeout=2)
+            after = time.time()
+            with lock:
+                run.count(ok, before, after)
+
+    hots = [RateLimiter(server.client()).hot(key, LIMIT, 1, align=True) for _ in range(PROCESSES)]
+    threads = [threading.Thread(target=taker, args=(h,)) for h in hots for _ in range(TAKERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for h in hots:
+        h.close()
+    return run
+
+
+def test_a_fleet_never_passes_the_limit_and_uses_it(server: Server) -> None:
+    over = run_threads(server, "hot:over", 2 * LIMIT, 3.5)
+    windows = sorted(over.asked)
+    checked = 0
+    for w in windows:
+        assert over.admitted[w] <= LIMIT, f"window {w}: {over.admitted[w]} admitted"
+        whole = windows[0] < w < windows[-1]
+        if whole and over.asked[w] >= 1.2 * LIMIT:
+            checked += 1
+            assert over.admitted[w] + over.straddling[w] >= 0.99 * LIMIT, f"window {w}: {over}"
+    print(f"2x: {over} ({checked} whole windows checked)")
+
+    under = run_threads(server, "hot:under", 0.5 * LIMIT, 2.5)
+    asked = sum(under.asked.values())
+    admitted = sum(under.admitted.values()) + under.straddled
+    assert admitted >= 0.999 * asked, f"0.5x: {admitted} of {asked} admitted"
+    # Closed, what was held went back: the running window counts what was admitted in it.
+    last = max(under.asked)
+    count = int(server.client().get("hot:under") or 0)
+    if int(time.time()) == last:
+        # (a take straddling two windows may be either's)
+        assert under.admitted[last] <= count <= under.admitted[last] + under.straddling[last]
+
+
+def test_take_and_close(server: Server) -> None:
+    rl = RateLimiter(server.client())
+    with rl.hot("hot:k", 10, 60) as hot:
+        assert [hot.take() for _ in range(3)] == [True, True, True]
+        assert hot.take(7) and not hot.take()  # the window is spent: no round trip for the no
+    with pytest.raises(HotLimitClosed):
+        hot.take()
+    with pytest.raises(RateLimitError, match="take needs n >= 1"):
+        rl.hot("hot:k", 10, 60).take(0)
+    with rl.hot("hot:given", 100, 60) as hot:
+        assert hot.take(3)
+    assert server.client().get("hot:given") == b"3"  # the rest of its block given back
+
+
+def test_redis_down_fails_closed_or_open(own_server: Server) -> None:
+    rl = RateLimiter(own_server.client())
+    held = rl.hot("hot:d", 1000, 60)
+    assert held.take()  # a block held
+    closed, open_ = rl.hot("hot:c", 1000, 60), rl.hot("hot:o", 1000, 60, fail_open=True)
+    own_server.close()
+    assert held.take()  # from the block held: no round trip
+    with pytest.raises(Exception):  # noqa: B017 - the client's own connection error
+        closed.take(timeout=5)
+    assert open_.take(timeout=5)
+
+
+async def test_async_hot_limits_share_a_limit(server: Server) -> None:
+    clients = [redis.asyncio.Redis(port=server.port) for _ in range(PROCESSES)]
+    hots = [AsyncRateLimiter(c).hot("hot:async", LIMIT, 60) for c in clients]
+    results = await asyncio.gather(*(h.take() for h in hots for _ in range(LIMIT // PROCESSES + 50)))
+    assert 0 < sum(results) <= LIMIT  # never over
+    for h in hots:
+        await h.aclose()
+    # What a burst left unused in one process's block went back at aclose.
+    assert int(await clients[0].get("hot:async") or 0) == sum(results)
+    async with AsyncRateLimiter(clients[0]).hot("hot:async-given", 100, 60) as hot:
+        assert await hot.take(3)
+    assert await clients[0].get("hot:async-given") == b"3"
+    for c in clients:
+        await c.aclose()

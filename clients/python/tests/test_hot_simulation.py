@@ -1,0 +1,217 @@
+"""A deterministic simulation of a fleet's hot limit, as the Go client's hot_sim_test.go: the
+decisions of HotLimit (HotState's step and granted, as take runs them) for each of 1,000
+processes, with their clocks and transport injected, against a model of the server's HIT PARTIAL
+RESERVE on one key (a window started by its first grant, expiring at the first millisecond it
+counts, reset as the module answers it). Each scenario checks every window: admissions at most
+the limit, each inside the window that granted it; in steady windows with demand >= 1.2x the
+limit, at least 99% of the limit admitted; with demand below 0.9x, at least 99.9% of requests
+admitted."""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+import random
+from dataclasses import dataclass, field
+
+import pytest
+
+from redis_ratelimit_client.hot import HotState
+from redis_ratelimit_client.results import Decision, Reservation
+
+CLIENTS = 1000
+LIMIT = 20_000
+WINDOW = 1.0
+WINDOWS = 4
+
+
+@dataclass
+class Scenario:
+    name: str
+    demand: float  # per window, in limits
+    rtt: float  # the most a round trip takes (uniform from 0)
+    skew: float = 0.0  # each process's clock runs at 1 + a rate within +-skew
+    kill: float = 0.0  # a tenth of the processes die then (0: none)
+    pause: float = 0.0  # the server answers nothing for 100 ms from then (0: never)
+
+
+@dataclass
+class Window:
+    start: float
+    end: float
+    admitted: int = 0
+    requests: int = 0
+
+
+@dataclass
+class Waiting:
+    tries: int = 0
+    waited: bool = False
+
+
+@dataclass
+class Process:
+    state: HotState
+    rate: float
+    offset: float
+    dead: bool = False
+    waiting: list[Waiting] = field(default_factory=list)
+
+    def local(self, t: float) -> float:
+        return self.offset + t * self.rate
+
+    def true_at(self, local: float) -> float:
+        return (local - self.offset) / self.rate
+
+
+class Server:
+    """The module's HIT key LIMIT window COST want PARTIAL RESERVE, at true time t."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.current: Window | None = None
+        self.windows: list[Window] = []
+        self.ends: list[float] = []
+
+    def reserve(self, t: float, want: int) -> Reservation:
+        if self.current is not None and t >= self.current.end:
+            self.current, self.count = None, 0
+        now_ms = math.floor(t * 1000) / 1000
+        grant = min(want, max(0, LIMIT - self.count))
+        if grant > 0 and self.current is None:
+            self.current = Window(t, now_ms + WINDOW)
+            self.windows.append(self.current)
+            self.ends.append(self.current.end)
+        reset = 0.0 if self.current is None else self.current.end - now_ms
+        self.count += grant
+        d = Decision(grant > 0, self.count, LIMIT - self.count, reset, None, LIMIT, WINDOW)
+        return Reservation("hot", d, str(len(self.windows)), grant)
+
+    def window_at(self, t: float) -> Window | None:
+        i = bisect.bisect_right(self.ends, t)
+        if i < len(self.windows) and self.windows[i].start <= t:
+            return self.windows[i]
+        return None
+
+
+def simulate(sc: Scenario, seed: int) -> tuple[Server, int, int, int]:
+    rng = random.Random(seed)
+    server = Server()
+    queue: list[tuple[float, int, str, int, object]] = []
+    seq = 0
+
+    def push(at: float, kind: str, client: int, payload: object = None) -> None:
+        nonlocal seq
+        seq += 1
+        heapq.heappush(queue, (at, seq, kind, client, payload))
+
+    per_client = sc.demand * LIMIT / CLIENTS / WINDOW
+    processes = []
+    for i in range(CLIENTS):
+        rate = 1 + sc.skew * (2 * rng.random() - 1)
+        p = Process(HotState(0.01, 0.002 + WINDOW / 1000, 0.0), rate, rng.random() * 3600)
+        p.state = HotState(0.01, 0.002 + WINDOW / 1000, p.local(0))
+        processes.append(p)
+        push(rng.expovariate(per_client), "demand", i)
+    admitted = demanded = outside = 0
+    server_free = 0.0
+    killed = False
+
+    def leg() -> float:
+        return rng.random() * sc.rtt / 2
+
+    def step(i: int, p: Process, t: float, w: Waiting) -> None:
+        nonlocal admitted, outside
+        s = p.state.step(p.local(t), 1, w.tries, w.waited)
+        w.waited = s.wait
+        if s.send:
+            push(t + leg(), "server", i, (s.send, p.local(t)))
+        if s.admitted:
+            admitted += 1
+            window = server.window_at(t)
+            if window is None:
+                outside += 1
+            else:
+                window.admitted += 1
+        elif s.denied:
+            pass
+        elif s.wait:
+            p.waiting.append(w)
+        else:
+            push(max(t + 1e-9, p.true_at(s.sleep_until)), "retry", i, w)
+
+    end = WINDOWS * WINDOW
+    while queue:
+        t, _, kind, i, payload = heapq.heappop(queue)
+        if t > end:
+            break
+        if sc.kill and t >= sc.kill and not killed:
+            for _ in range(CLIENTS // 10):
+                processes[rng.randrange(CLIENTS)].dead = True
+            killed = True
+        p = processes[i]
+        if kind == "demand":
+            if p.dead:
+                continue
+            demanded += 1
+            window = server.window_at(t)
+            if window is not None:
+                window.requests += 1
+            push(t + rng.expovariate(per_client), "demand", i)
+            step(i, p, t, Waiting())
+        elif kind == "retry":
+            if not p.dead:
+                assert isinstance(payload, Waiting)
+                step(i, p, t, payload)
+        elif kind == "server":
+            assert isinstance(payload, tuple)
+            want, sent = payload
+            if sc.pause and sc.pause <= t < sc.pause + 0.1:
+                t = sc.pause + 0.1
+            t = max(t, server_free)
+            server_free = t
+            push(t + leg(), "answer", i, (sent, server.reserve(t, want)))
+        elif kind == "answer":
+            if p.dead:
+                continue
+            assert isinstance(payload, tuple)
+            sent, grant = payload
+            p.state.granted(sent, p.local(t), grant)
+            waiting, p.waiting = p.waiting, []
+            for w in waiting:
+                w.tries += 1
+                step(i, p, t, w)
+    return server, admitted, demanded, outside
+
+
+SCENARIOS = [
+    Scenario("half the limit", 0.5, 0.002),
+    Scenario("0.85x, slow round trips, skewed clocks", 0.85, 0.005, skew=200e-6),
+    Scenario("1.2x", 1.2, 0.002, skew=100e-6),
+    Scenario("3x, slow round trips", 3, 0.005, skew=200e-6),
+    Scenario("2x, a tenth killed mid-window", 2, 0.002, kill=1.5),
+    Scenario("0.8x, the server paused 100 ms", 0.8, 0.002, pause=2.5),
+    Scenario("1.5x, the server paused 100 ms", 1.5, 0.002, pause=2.5),
+]
+
+
+@pytest.mark.parametrize("sc", SCENARIOS, ids=[sc.name for sc in SCENARIOS])
+def test_hot_limit_simulation(sc: Scenario) -> None:
+    server, admitted, demanded, outside = simulate(sc, SCENARIOS.index(sc) + 1)
+    assert outside == 0, f"{outside} admissions outside any window"
+    checked = 0
+    for n, w in enumerate(server.windows):
+        assert w.admitted <= LIMIT, f"window {n}: {w.admitted} admitted, over the limit"
+        disturbed = (sc.kill and w.start <= sc.kill < w.end) or (
+            sc.pause and w.start <= sc.pause + 0.1 and sc.pause < w.end
+        )
+        if n > 0 and w.end <= WINDOWS * WINDOW and not disturbed and sc.demand >= 1.2:
+            checked += 1
+            assert w.admitted >= 0.99 * LIMIT, f"window {n}: {w.admitted} admitted of {LIMIT}"
+    if sc.demand >= 1.2:
+        assert checked > 0, "no steady window to check"
+    if sc.demand < 0.9:
+        assert admitted >= 0.999 * demanded, f"{admitted} of {demanded} requests admitted"
+    over = max(w.admitted - LIMIT for w in server.windows)
+    print(f"{sc.name}: {len(server.windows)} windows, worst over {over}; {admitted} of {demanded} admitted")
