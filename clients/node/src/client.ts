@@ -9,6 +9,10 @@ import { LibraryNotLoaded, NotReplicatedError, PermitUnavailable, RateLimitError
 import { LIBRARY_SOURCE } from './library.js';
 import { Acquisition, MultiReservation, type Reservation, type Settlement } from './results.js';
 import { slotOf } from './slot.js';
+import { HotLimit, type HotOptions } from './hot.js';
+
+/** A hot limit's window (as `hit` takes it, without a cost) and tuning. */
+export type HotLimitOptions = commands.FixedWindow & { limit: number; align?: boolean; tz?: string } & HotOptions;
 
 export type Backend = 'module' | 'library';
 
@@ -111,6 +115,22 @@ export class RateLimiter {
   readonly reserveSlide = this.#sent(commands.reserveSlide);
   readonly reserveGcra = this.#sent(commands.reserveGcra);
   readonly reserveAll = this.#sent(commands.reserveAll);
+
+  /** This process's share of `limit` per window on `key`, which many processes share the same
+   * way: blocks of tokens taken from the server (up to `horizonMs` of this process's demand) and
+   * spent locally before their deadline (see docs/hot-keys.md). */
+  hot(key: string, o: HotLimitOptions): HotLimit {
+    const { horizonMs = 10, guardMs, failOpen = false, ...window } = o;
+    if (typeof horizonMs !== 'number' || !(horizonMs > 0)) throw new RateLimitError('horizonMs must be a number of ms > 0');
+    // 2 ms, and a thousandth of the window (a calendar one's longest: a year) for the clocks' rates.
+    const length = window.calendar === undefined ? window.windowMs : 366 * 86_400_000;
+    const transport = {
+      reserve: (want: number) => this.reserveHitUpTo(key, { ...window, cost: want }),
+      settle: (grant: Reservation, used: number) => this.settle(key, grant.token ?? '', used),
+    };
+    return new HotLimit(transport, horizonMs, guardMs ?? 2 + length / 1000, failOpen);
+  }
+
   /** RATELIMIT.SETTLE (see `commands.settle`): on one key, or on a `reserveAll`'s token keys. */
   settle(key: string, reservation: string, used: number): Promise<Settlement>;
   settle(keys: readonly string[], reservation: string, used: number): Promise<Settlement[]>;

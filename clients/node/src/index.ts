@@ -1,4 +1,4 @@
-export { RateLimiter, type Backend, type HeldPermit, type Permit, type PermitOptions, type RateLimiterOptions, type Settling } from './client.js';
+export { RateLimiter, type Backend, type HeldPermit, type HotLimitOptions, type Permit, type PermitOptions, type RateLimiterOptions, type Settling } from './client.js';
 export * as commands from './commands.js';
 export type {
   AcquireOptions,
@@ -22,6 +22,7 @@ export type {
 export type { Client, Connection, SendCommand, SendCommandCluster } from './adapters.js';
 export { fastifyStore, RedisStore, type ClientRateLimitInfo, type FastifyStoreOptions, type RedisStoreOptions } from './stores.js';
 export { LibraryNotLoaded, NotReplicatedError, PermitUnavailable, RateLimitError } from './errors.js';
+export { HotLimit, HotLimitClosed, HotState, type Block, type HotOptions, type HotTransport, type Step } from './hot.js';
 export { LIBRARY_SOURCE } from './library.js';
 export { Acquisition, combinedHeaders, Decision, Grant, MultiDecision, MultiReservation, Reservation, type Settlement, type TopEntry } from './results.js';
 export { rateLimitMiddleware, rateLimitPlugin } from './middlewares.js';
