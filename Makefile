@@ -352,6 +352,7 @@ go-test: build servers $(if $(GO_READY),,go-ready)
 	grep -E '^(---|ok)|hot_sim' target/go/hot-sim.log
 	$(call go-test-on,$(PY_FIRST_SERVER))
 	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call go-test-on,$(binary),-test.run 'Client|RedisRate'))
+	$(call go-test-on,$(lastword $(call server_binaries,$(SERVERS))),-test.run 'HotLimitOnAServer')
 	$(call envoy-test-on,$(PY_FIRST_SERVER))
 	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call envoy-test-on,$(binary),-test.run 'Answers'))
 

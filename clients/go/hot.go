@@ -75,7 +75,7 @@ func (l *Limiter) Hot(key string, f Fixed, o HotOptions) *HotLimit {
 	}
 	origin := now()
 	return &HotLimit{l: l, key: key, f: f, now: now, origin: origin, open: o.FailOpen,
-		s: newHotState(horizon, guard, 0)}
+		s: newHotState(f.Limit, horizon, guard, 0)}
 }
 
 // windowLength is f's window (a calendar one as its longest, a year).
@@ -175,10 +175,20 @@ func (h *HotLimit) send(want int64) {
 	}()
 }
 
-// Close gives back the tokens held of windows still running (SETTLE), and makes Take refuse.
+// Close gives back the tokens held of windows still running (SETTLE), a request in flight's
+// once it is answered (as long as ctx allows), and makes Take refuse.
 func (h *HotLimit) Close(ctx context.Context) error {
 	h.mu.Lock()
 	h.closed = true
+	answered := h.answered
+	h.mu.Unlock()
+	if answered != nil {
+		select {
+		case <-answered:
+		case <-ctx.Done():
+		}
+	}
+	h.mu.Lock()
 	blocks := h.s.unused(h.elapsed())
 	h.mu.Unlock()
 	var errs []error

@@ -10,8 +10,9 @@ import (
 // held, the local demand, and the deny until the window resets. HotLimit runs it under its lock;
 // the simulation in hot_sim_test.go runs it against a model of the server.
 type hotState struct {
-	// horizon is how much of the local demand a block covers; guard is taken off each block's
-	// deadline.
+	// limit is the key's; horizon is how much of the local demand a block covers; guard is
+	// taken off each block's deadline.
+	limit          int64
 	horizon, guard time.Duration
 	// blocks are the grants not yet spent, in the order they came (their deadlines too, but for
 	// a grant of a new window that came first: each is checked).
@@ -44,8 +45,8 @@ type hotBlock struct {
 	grant    Reservation
 }
 
-func newHotState(horizon, guard time.Duration, now time.Duration) *hotState {
-	return &hotState{horizon: horizon, guard: guard, since: now, remaining: -1}
+func newHotState(limit int64, horizon, guard time.Duration, now time.Duration) *hotState {
+	return &hotState{limit: limit, horizon: horizon, guard: guard, since: now, remaining: -1}
 }
 
 // held is the tokens usable at now: the blocks' left whose deadline has not come.
@@ -93,28 +94,33 @@ func (s *hotState) denied(now time.Duration) bool { return now < s.deniedUntil }
 // ask says whether to send a request at now, and for how many tokens, when `need` more are
 // wanted (0: only refilling ahead). A request goes when none is in flight, the server has not
 // said none remain, and what is held covers less than half a horizon of demand (or less than
-// `need`). It asks for a horizon of demand, at least `need`, no more than the demand can spend
-// before the window's end, nor than an eighth of what the server had left (so that no process
-// hoards what the others need).
+// `need`). It asks for a horizon of demand (measured over a horizon at least: none before),
+// at least `need`, no more than the demand can spend before the window's end, nor than an
+// eighth of what the server had left (of the limit, in a window not seen yet), so that no
+// process hoards what the others need.
 func (s *hotState) ask(now time.Duration, need int64) (int64, bool) {
 	if s.asking || s.denied(now) || now < s.pausedUntil {
 		return 0, false
 	}
 	held := s.held(now)
-	// The demand: measured over a horizon at least, once there is one to measure.
-	if elapsed := now - s.since; elapsed >= s.horizon || s.rate == 0 && elapsed > 0 && s.taken > 0 {
+	// The demand, measured over a horizon at least (a first take just after the start would
+	// make one token look like a flood).
+	if elapsed := now - s.since; elapsed >= s.horizon {
 		s.rate = float64(s.taken) / elapsed.Seconds()
 		s.taken, s.since = 0, now
 	}
 	want := int64(math.Ceil(s.rate * s.horizon.Seconds()))
-	if held >= need && held > want/2 {
+	if held >= need && (held > want/2 || want == 0) {
 		return 0, false
 	}
+	left := s.limit
 	if now < s.windowEnd {
-		// In the window of the last grant: no more than the demand spends before it ends, nor
-		// than an eighth of what the server had left then.
-		want = min(want, int64(math.Ceil(s.rate*(s.windowEnd-now).Seconds())), max(1, s.remaining/8))
+		// In the window of the last grant: no more than the demand spends before it ends, and
+		// what the server had left then.
+		want = min(want, int64(math.Ceil(s.rate*(s.windowEnd-now).Seconds())))
+		left = s.remaining
 	}
+	want = min(want, max(1, left/8))
 	want = max(want, need-held, 1)
 	s.asking = true
 	return want, true

@@ -163,3 +163,36 @@ func summary(r hotRun) string {
 	}
 	return text
 }
+
+// TestHotLimitRedisDown: with Redis gone, the tokens held stay usable until their deadline; a
+// process that holds none gets the error, and admits with FailOpen.
+func TestHotLimitRedisDown(t *testing.T) {
+	server := start(t, "module", options{})
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{server.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	l := rlrueidis.New(client)
+	f := ratelimit.Fixed{Limit: 1000, Window: time.Minute}
+	held, closed, open := l.Hot("hot:d", f, ratelimit.HotOptions{}), l.Hot("hot:c", f, ratelimit.HotOptions{}),
+		l.Hot("hot:o", f, ratelimit.HotOptions{FailOpen: true})
+	ctx := context.Background()
+	for range 20 { // a demand to measure (over 10 ms), then a block ahead of it
+		if ok, err := held.Take(ctx, 1); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	server.Stop()
+	if ok, err := held.Take(ctx, 1); !ok || err != nil {
+		t.Fatalf("with a block held: %v %v", ok, err)
+	}
+	if ok, err := closed.Take(ctx, 1); ok || err == nil {
+		t.Fatalf("none held, closed: %v %v", ok, err)
+	}
+	if ok, err := open.Take(ctx, 1); !ok || err == nil {
+		t.Fatalf("none held, FailOpen: %v %v", ok, err)
+	}
+}

@@ -128,7 +128,7 @@ export class RateLimiter {
       reserve: (want: number) => this.reserveHitUpTo(key, { ...window, cost: want }),
       settle: (grant: Reservation, used: number) => this.settle(key, grant.token ?? '', used),
     };
-    return new HotLimit(transport, horizonMs, guardMs ?? 2 + length / 1000, failOpen);
+    return new HotLimit(transport, window.limit, horizonMs, guardMs ?? 2 + length / 1000, failOpen);
   }
 
   /** RATELIMIT.SETTLE (see `commands.settle`): on one key, or on a `reserveAll`'s token keys. */

@@ -50,6 +50,7 @@ export class HotState {
   since: number;
 
   constructor(
+    readonly limit: number,
     readonly horizonMs: number,
     readonly guardMs: number,
     now: number,
@@ -81,23 +82,27 @@ export class HotState {
     return now < this.deniedUntil;
   }
 
-  /** How many tokens to ask for now (0: no request): a horizon of demand, at least `need`, no
-   * more than the demand spends before the window ends nor an eighth of what the server had left;
-   * only with none in flight, no deny, and less than half a horizon (or `need`) held. */
+  /** How many tokens to ask for now (0: no request): a horizon of demand (measured over a horizon
+   * at least: none before), at least `need`, no more than the demand spends before the window ends
+   * nor an eighth of what the server had left (of the limit, in a window not seen yet); only with
+   * none in flight, no deny, and less than half a horizon (or `need`) held. */
   #ask(now: number, need: number): number {
     if (this.asking || this.denied(now) || now < this.pausedUntil) return 0;
     const held = this.held(now);
     const elapsed = now - this.since;
-    if (elapsed >= this.horizonMs || (this.rate === 0 && elapsed > 0 && this.taken > 0)) {
+    if (elapsed >= this.horizonMs) {
       this.rate = this.taken / elapsed;
       this.taken = 0;
       this.since = now;
     }
     let want = Math.ceil(this.rate * this.horizonMs);
-    if (held >= need && held > want / 2) return 0;
+    if (held >= need && (held > want / 2 || want === 0)) return 0;
+    let left = this.limit;
     if (now < this.windowEnd) {
-      want = Math.min(want, Math.ceil(this.rate * (this.windowEnd - now)), Math.max(1, Math.floor(this.remaining / 8)));
+      want = Math.min(want, Math.ceil(this.rate * (this.windowEnd - now)));
+      left = this.remaining;
     }
+    want = Math.min(want, Math.max(1, Math.floor(left / 8)));
     this.asking = true;
     return Math.max(want, need - held, 1);
   }
@@ -178,16 +183,19 @@ export class HotLimit {
   #error: unknown = null;
   #closed = false;
   #answered: (() => void)[] = [];
+  /** The request in flight, settled when answered (null when none is). */
+  #inflight: Promise<void> | null = null;
 
   constructor(
     readonly transport: HotTransport,
+    readonly limit: number,
     readonly horizonMs: number,
     readonly guardMs: number,
     readonly failOpen: boolean,
     now: () => number = () => performance.now(),
   ) {
     this.#now = now;
-    this.#state = new HotState(horizonMs, guardMs, now());
+    this.#state = new HotState(limit, horizonMs, guardMs, now());
   }
 
   /** Admits `n` tokens, or not (the window has none left for them); waits for a block while the
@@ -255,7 +263,7 @@ export class HotLimit {
 
   #request(want: number): void {
     const sent = this.#now();
-    this.transport.reserve(want).then(
+    this.#inflight = this.transport.reserve(want).then(
       (r) => {
         this.#state.granted(sent, this.#now(), r);
         this.#error = null;
@@ -269,11 +277,13 @@ export class HotLimit {
     );
   }
 
-  /** Gives back the tokens held of windows still running (SETTLE); `take` refuses after. */
+  /** Gives back the tokens held of windows still running (SETTLE), a request in flight's once it
+   * is answered; `take` refuses after. */
   async close(): Promise<void> {
     this.#closed = true;
-    const blocks = this.#state.unused(this.#now());
     this.#wake();
+    if (this.#state.asking) await this.#inflight;
+    const blocks = this.#state.unused(this.#now());
     await Promise.all(blocks.map((b) => this.transport.settle(b.grant, b.grant.amount - b.left)));
   }
 }

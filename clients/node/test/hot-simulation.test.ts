@@ -145,13 +145,13 @@ function simulate(sc: Scenario, seed: number) {
   for (let i = 0; i < CLIENTS; i++) {
     const rate = 1 + (sc.skew ?? 0) * (2 * rng() - 1);
     const offset = rng() * 3_600_000;
-    processes.push({ state: new HotState(10, 2 + WINDOW / 1000, offset), rate, offset, dead: false, waiting: [] });
+    processes.push({ state: new HotState(LIMIT, 10, 2 + WINDOW / 1000, offset), rate, offset, dead: false, waiting: [] });
     push({ at: exp(perClient), kind: 'demand', i });
   }
   const local = (p: Process, t: number) => p.offset + t * p.rate;
   const leg = () => (rng() * sc.rttMs) / 2;
   let admitted = 0;
-  let demanded = 0;
+  let denied = 0; // those still waiting when the run ends are neither
   let outside = 0;
   let serverFree = 0;
   let killed = false;
@@ -165,7 +165,7 @@ function simulate(sc: Scenario, seed: number) {
       if (window === undefined) outside++;
       else window.admitted++;
     } else if (s.denied) {
-      // counted as not admitted
+      denied++;
     } else if (s.wait) {
       p.waiting.push(w);
     } else {
@@ -184,7 +184,6 @@ function simulate(sc: Scenario, seed: number) {
     const p = processes[e.i] as Process;
     if (e.kind === 'demand') {
       if (p.dead) continue;
-      demanded++;
       push({ at: t + exp(perClient), kind: 'demand', i: e.i });
       step(e.i, p, t, { tries: 0, waited: false });
     } else if (e.kind === 'retry') {
@@ -205,7 +204,7 @@ function simulate(sc: Scenario, seed: number) {
       }
     }
   }
-  return { windows, admitted, demanded, outside };
+  return { windows, admitted, denied, outside };
 }
 
 const SCENARIOS: Scenario[] = [
@@ -233,6 +232,16 @@ SCENARIOS.forEach((sc, n) => {
       }
     });
     if (sc.demand >= 1.2) assert.ok(checked > 0, 'no steady window to check');
-    if (sc.demand < 0.9) assert.ok(r.admitted >= 0.999 * r.demanded, `${String(r.admitted)} of ${String(r.demanded)} admitted`);
+    if (sc.demand < 0.9) assert.ok(r.admitted >= 0.999 * (r.admitted + r.denied), `${String(r.admitted)} admitted, ${String(r.denied)} denied`);
   });
+});
+
+test('a cold start asks for its need', () => {
+  // One token a microsecond after the start is no rate (the Go load test's first run found a
+  // process asking for 11,000 of 4,000).
+  let s = new HotState(4000, 10, 3, 0);
+  assert.deepEqual(s.step(0.001, 1, 0, false), { send: 1, wait: true });
+  s = new HotState(4000, 10, 3, 0);
+  s.taken = 1_000_000;
+  assert.equal(s.step(20, 1, 0, false).send, 500); // an eighth of the limit, in a window not seen yet
 });

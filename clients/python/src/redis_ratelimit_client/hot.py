@@ -12,6 +12,7 @@ the process's monotonic clock, given by the caller); ``HotLimit`` (threads) and 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import math
 import threading
@@ -61,8 +62,8 @@ class HotState:
     """A hot limit's decisions: the blocks held, the local demand, the deny until the window
     resets. The same rules as the Go client's hotState."""
 
-    def __init__(self, horizon: float, guard: float, now: float) -> None:
-        self.horizon, self.guard = horizon, guard
+    def __init__(self, limit: int, horizon: float, guard: float, now: float) -> None:
+        self.limit, self.horizon, self.guard = limit, horizon, guard
         self.blocks: list[Block] = []
         self.asking = False
         self.waiting = 0
@@ -92,21 +93,26 @@ class HotState:
         return now < self.denied_until
 
     def _ask(self, now: float, need: int) -> int:
-        """How many tokens to ask for now (0: no request): a horizon of demand, at least ``need``,
-        no more than the demand spends before the window ends nor an eighth of what the server had
-        left; only with none in flight, no deny, and less than half a horizon (or ``need``) held."""
+        """How many tokens to ask for now (0: no request): a horizon of demand (measured over a
+        horizon at least: none before), at least ``need``, no more than the demand spends before
+        the window ends nor an eighth of what the server had left (of the limit, in a window not
+        seen yet); only with none in flight, no deny, and less than half a horizon (or ``need``)
+        held."""
         if self.asking or self.denied(now) or now < self.paused_until:
             return 0
         held = self.held(now)
         elapsed = now - self.since
-        if elapsed >= self.horizon or (self.rate == 0 and elapsed > 0 and self.taken > 0):
+        if elapsed >= self.horizon:
             self.rate = self.taken / elapsed
             self.taken, self.since = 0, now
         want = math.ceil(self.rate * self.horizon)
-        if held >= need and held > want / 2:
+        if held >= need and (held > want / 2 or want == 0):
             return 0
+        left = self.limit
         if now < self.window_end:
-            want = min(want, math.ceil(self.rate * (self.window_end - now)), max(1, self.remaining // 8))
+            want = min(want, math.ceil(self.rate * (self.window_end - now)))
+            left = self.remaining
+        want = min(want, max(1, left // 8))
         self.asking = True
         return max(want, need - held, 1)
 
@@ -204,7 +210,7 @@ class HotLimit:
 
     def __init__(self, limiter: RateLimiter, terms: HotTerms, clock: Callable[[], float] = time.monotonic) -> None:
         self._rl, self._t, self._clock = limiter, terms, clock
-        self._state = HotState(terms.horizon, terms.guard, clock())
+        self._state = HotState(terms.limit, terms.horizon, terms.guard, clock())
         self._cond = threading.Condition()
         self._answers = 0
         self._error: BaseException | None = None
@@ -271,12 +277,16 @@ class HotLimit:
             self._error, self._answers = None, self._answers + 1
             self._cond.notify_all()
 
-    def close(self) -> None:
-        """Gives back the tokens held of windows still running (SETTLE); ``take`` refuses after."""
+    def close(self, timeout: float = 5.0) -> None:
+        """Gives back the tokens held of windows still running (SETTLE), a request in flight's once
+        it is answered (within ``timeout`` seconds); ``take`` refuses after."""
         with self._cond:
             self._closed = True
-            blocks = self._state.unused(self._clock())
             self._cond.notify_all()
+            seen, end = self._answers, self._clock() + timeout
+            while self._state.asking and self._answers == seen and self._clock() < end:
+                self._cond.wait(end - self._clock())
+            blocks = self._state.unused(self._clock())
         for b in blocks:
             self._rl.settle(self._t.key, b.grant.token or "", b.grant.amount - b.left)
 
@@ -293,7 +303,7 @@ class AsyncHotLimit:
 
     def __init__(self, limiter: AsyncRateLimiter, terms: HotTerms, clock: Callable[[], float] = time.monotonic) -> None:
         self._rl, self._t, self._clock = limiter, terms, clock
-        self._state = HotState(terms.horizon, terms.guard, clock())
+        self._state = HotState(terms.limit, terms.horizon, terms.guard, clock())
         self._cond = asyncio.Condition()
         self._answers = 0
         self._error: BaseException | None = None
@@ -364,12 +374,16 @@ class AsyncHotLimit:
             self._error, self._answers = None, self._answers + 1
             self._cond.notify_all()
 
-    async def aclose(self) -> None:
+    async def aclose(self, timeout: float = 5.0) -> None:
         """As ``HotLimit.close``."""
         async with self._cond:
             self._closed = True
-            blocks = self._state.unused(self._clock())
             self._cond.notify_all()
+            if self._state.asking:
+                answered = functools.partial(self._answered_since, self._answers)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._cond.wait_for(answered), timeout)
+            blocks = self._state.unused(self._clock())
         for b in blocks:
             await self._rl.settle(self._t.key, b.grant.token or "", b.grant.amount - b.left)
 
