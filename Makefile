@@ -233,7 +233,7 @@ PY_RUNS := latest+$(firstword $(SERVERS))+all $(foreach s,$(CLIENT_SERVERS),late
 	bare+$(firstword $(SERVERS))+bare litellm+$(firstword $(SERVERS))+litellm
 PY_TESTS_all := .
 PY_TESTS_client := $(PY_CLIENT_TESTS)
-PY_TESTS_nomiddlewares := --ignore=test_middlewares.py --ignore=test_hot_simulation.py .
+PY_TESTS_nomiddlewares := --ignore=test_middlewares.py --ignore=test_hot_simulation.py -k 'not a_fleet' .
 PY_TESTS_bare := test_installed.py test_bare.py
 PY_TESTS_litellm := -s test_litellm.py
 PY_RUN_TARGETS := $(addprefix python-run-,$(PY_RUNS))

@@ -75,7 +75,7 @@ def run_threads(server: Server, key: str, rate: float, seconds: float) -> Run:
 
 
 def test_a_fleet_never_passes_the_limit_and_uses_it(server: Server) -> None:
-    over = run_threads(server, "hot:over", 2 * LIMIT, 3.5)
+    over = run_threads(server, "hot:over", 2 * LIMIT, 3.2)
     windows = sorted(over.asked)
     checked = 0
     for w in windows:
@@ -86,7 +86,7 @@ def test_a_fleet_never_passes_the_limit_and_uses_it(server: Server) -> None:
             assert over.admitted[w] + over.straddling[w] >= 0.99 * LIMIT, f"window {w}: {over}"
     print(f"2x: {over} ({checked} whole windows checked)")
 
-    under = run_threads(server, "hot:under", 0.5 * LIMIT, 2.5)
+    under = run_threads(server, "hot:under", 0.5 * LIMIT, 2.2)
     asked = sum(under.asked.values())
     admitted = sum(under.admitted.values()) + under.straddled
     assert admitted >= 0.999 * asked, f"0.5x: {admitted} of {asked} admitted"
