@@ -15,8 +15,9 @@ type HotOptions struct {
 	// Horizon is how much of this process's demand a block of tokens covers (10 ms by default):
 	// longer, fewer calls; shorter, less held by a process that stops needing them.
 	Horizon time.Duration
-	// Guard is taken off each block's deadline, for the hosts' clocks running at slightly
-	// different rates and for scheduling (2 ms plus a thousandth of the window by default).
+	// Guard is taken off each block's deadline, for scheduling and reset_ms's whole
+	// milliseconds (2 ms by default); a thousandth of the time the window had left is taken off
+	// too, for the hosts' clocks running at slightly different rates.
 	Guard time.Duration
 	// FailOpen admits when Redis cannot be reached and no tokens are held; by default Take
 	// then denies (and returns the error either way).
@@ -71,19 +72,11 @@ func (l *Limiter) Hot(key string, f Fixed, o HotOptions) *HotLimit {
 	}
 	guard := o.Guard
 	if guard <= 0 {
-		guard = 2*time.Millisecond + windowLength(f)/1000
+		guard = 2 * time.Millisecond
 	}
 	origin := now()
 	return &HotLimit{l: l, key: key, f: f, now: now, origin: origin, open: o.FailOpen,
 		s: newHotState(f.Limit, horizon, guard, 0)}
-}
-
-// windowLength is f's window (a calendar one as its longest, a year).
-func windowLength(f Fixed) time.Duration {
-	if f.Calendar != "" {
-		return 366 * 24 * time.Hour
-	}
-	return f.Window
 }
 
 func (h *HotLimit) elapsed() time.Duration { return h.now().Sub(h.origin) }

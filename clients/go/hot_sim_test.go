@@ -185,7 +185,7 @@ func simulate(sc simScenario, seed uint64) simResult {
 		rate := 1 + sc.skew*(2*rng.Float64()-1)
 		offset := time.Duration(rng.Int64N(int64(time.Hour)))
 		c := &simClient{rate: rate, offset: offset}
-		c.s = newHotState(simLimit, 10*time.Millisecond, 2*time.Millisecond+time.Duration(simWindow/1000), c.local(0))
+		c.s = newHotState(simLimit, 10*time.Millisecond, 2*time.Millisecond, c.local(0))
 		clients[i] = c
 		push(&simEvent{at: int64(rng.ExpFloat64() / perClient), kind: simDemand, client: i})
 	}

@@ -10,8 +10,9 @@ import (
 // held, the local demand, and the deny until the window resets. HotLimit runs it under its lock;
 // the simulation in hot_sim_test.go runs it against a model of the server.
 type hotState struct {
-	// limit is the key's; horizon is how much of the local demand a block covers; guard is
-	// taken off each block's deadline.
+	// limit is the key's; horizon is how much of the local demand a block covers; guard, and a
+	// thousandth of the time the window had left (for the clocks' rates), are taken off each
+	// block's deadline.
 	limit          int64
 	horizon, guard time.Duration
 	// blocks are the grants not yet spent, in the order they came (their deadlines too, but for
@@ -134,8 +135,9 @@ func (s *hotState) granted(sent, received time.Duration, r Reservation) {
 	s.asking = false
 	// The window's end counted from the receipt (the server read its clock before it): not
 	// before the reset.
-	reset := received + r.ResetAfter + s.guard
-	deadline := sent + r.ResetAfter - s.guard
+	guard := s.guard + r.ResetAfter/1000
+	reset := received + r.ResetAfter + guard
+	deadline := sent + r.ResetAfter - guard
 	switch {
 	case r.Amount > 0 && received < deadline:
 		s.blocks = append(s.blocks, hotBlock{left: r.Amount, deadline: deadline, grant: r})

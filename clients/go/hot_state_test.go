@@ -20,3 +20,17 @@ func TestHotStateColdStartAsksForItsNeed(t *testing.T) {
 		t.Fatalf("asks for %d, want an eighth of the limit (500)", want)
 	}
 }
+
+// The clocks' share of the guard follows the time the window had left, not the window's length:
+// a calendar month's grant near its end is still usable (a thousandth of a year would be 8.8 h).
+func TestHotStateGuardFollowsTheTimeLeft(t *testing.T) {
+	s := newHotState(1000, 10*time.Millisecond, 2*time.Millisecond, 0)
+	s.asking = true
+	s.granted(0, time.Millisecond, Reservation{Decision: Decision{Remaining: 900, ResetAfter: time.Hour}, Amount: 100})
+	if want := time.Hour - 2*time.Millisecond - time.Hour/1000; len(s.blocks) != 1 || s.blocks[0].deadline != want {
+		t.Fatalf("blocks %+v, want one with deadline %v", s.blocks, want)
+	}
+	if !s.take(time.Hour-6*time.Second, 1) || s.take(time.Hour-time.Second, 1) {
+		t.Fatalf("a block usable until its deadline, and not after")
+	}
+}

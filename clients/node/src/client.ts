@@ -120,15 +120,13 @@ export class RateLimiter {
    * way: blocks of tokens taken from the server (up to `horizonMs` of this process's demand) and
    * spent locally before their deadline (see docs/hot-keys.md). */
   hot(key: string, o: HotLimitOptions): HotLimit {
-    const { horizonMs = 10, guardMs, failOpen = false, ...window } = o;
+    const { horizonMs = 10, guardMs = 2, failOpen = false, ...window } = o;
     if (typeof horizonMs !== 'number' || !(horizonMs > 0)) throw new RateLimitError('horizonMs must be a number of ms > 0');
-    // 2 ms, and a thousandth of the window (a calendar one's longest: a year) for the clocks' rates.
-    const length = window.calendar === undefined ? window.windowMs : 366 * 86_400_000;
     const transport = {
       reserve: (want: number) => this.reserveHitUpTo(key, { ...window, cost: want }),
       settle: (grant: Reservation, used: number) => this.settle(key, grant.token ?? '', used),
     };
-    return new HotLimit(transport, window.limit, horizonMs, guardMs ?? 2 + length / 1000, failOpen);
+    return new HotLimit(transport, window.limit, horizonMs, guardMs, failOpen);
   }
 
   /** RATELIMIT.SETTLE (see `commands.settle`): on one key, or on a `reserveAll`'s token keys. */

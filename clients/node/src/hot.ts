@@ -133,8 +133,10 @@ export class HotState {
    * window denied until it resets; one too late to use waits for the next. */
   granted(sent: number, received: number, r: Reservation): void {
     this.asking = false;
-    const reset = received + r.decision.resetAfterMs + this.guardMs;
-    const deadline = sent + r.decision.resetAfterMs - this.guardMs;
+    // The guard, and a thousandth of the time the window had left for the clocks' rates.
+    const guard = this.guardMs + r.decision.resetAfterMs / 1000;
+    const reset = received + r.decision.resetAfterMs + guard;
+    const deadline = sent + r.decision.resetAfterMs - guard;
     if (r.amount > 0 && received < deadline) {
       this.blocks.push({ left: r.amount, deadline, grant: r });
       this.remaining = r.decision.remaining;
@@ -168,8 +170,8 @@ export interface HotTransport {
 export interface HotOptions {
   /** How much of this process's demand a block covers (default 10 ms). */
   horizonMs?: number;
-  /** Taken off each block's deadline, for the hosts' clocks' rates and scheduling (default 2 ms
-   * and a thousandth of the window). */
+  /** Taken off each block's deadline, for scheduling and reset_ms's whole milliseconds (default
+   * 2 ms); a thousandth of the time the window had left is taken off too, for the clocks' rates. */
   guardMs?: number;
   /** Admit when Redis cannot be reached and too few are held (default: deny, by throwing). */
   failOpen?: boolean;

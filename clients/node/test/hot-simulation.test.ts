@@ -157,7 +157,7 @@ function simulate(sc: Scenario, seed: number) {
   for (let i = 0; i < CLIENTS; i++) {
     const rate = 1 + (sc.skew ?? 0) * (2 * rng() - 1);
     const offset = rng() * 3_600_000;
-    processes.push({ state: new HotState(LIMIT, 10, 2 + WINDOW / 1000, offset), rate, offset, dead: false, waiting: [] });
+    processes.push({ state: new HotState(LIMIT, 10, 2, offset), rate, offset, dead: false, waiting: [] });
     push({ at: exp(perClient), kind: 'demand', i });
   }
   const local = (p: Process, t: number) => p.offset + t * p.rate;

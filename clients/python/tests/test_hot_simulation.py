@@ -127,8 +127,8 @@ def simulate(sc: Scenario, seed: int) -> tuple[Server, int, int, int, int]:
     processes = []
     for i in range(CLIENTS):
         rate = 1 + sc.skew * (2 * rng.random() - 1)
-        p = Process(HotState(LIMIT, 0.01, 0.002 + WINDOW / 1000, 0.0), rate, rng.random() * 3600)
-        p.state = HotState(LIMIT, 0.01, 0.002 + WINDOW / 1000, p.local(0))
+        p = Process(HotState(LIMIT, 0.01, 0.002, 0.0), rate, rng.random() * 3600)
+        p.state = HotState(LIMIT, 0.01, 0.002, p.local(0))
         processes.append(p)
         push(rng.expovariate(per_client), "demand", i)
     admitted = denied = outside = 0

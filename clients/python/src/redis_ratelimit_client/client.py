@@ -161,8 +161,8 @@ class RateLimiter:
     ) -> HotLimit:
         """This process's share of ``limit`` per ``window`` on ``key``, which many processes share
         the same way: blocks of tokens taken from the server (up to ``horizon`` seconds of this
-        process's demand) and spent locally before their deadline (less ``guard``: 2 ms and a
-        thousandth of the window by default). See docs/hot-keys.md."""
+        process's demand) and spent locally before their deadline (less ``guard``, 2 ms by
+        default, and a thousandth of the time the window had left). See docs/hot-keys.md."""
         terms = hot_terms(key, limit, window, align=align, tz=tz, horizon=horizon, guard=guard, fail_open=fail_open)
         return HotLimit(self, terms)
 

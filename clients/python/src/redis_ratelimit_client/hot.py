@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -143,8 +142,10 @@ class HotState:
         server saw it, less the guard, counted from the send. A grant of 0, or one that left none,
         makes the window denied until it resets; one too late to use waits for the next."""
         self.asking = False
-        reset = received + r.decision.reset_after + self.guard
-        deadline = sent + r.decision.reset_after - self.guard
+        # The guard, and a thousandth of the time the window had left for the clocks' rates.
+        guard = self.guard + r.decision.reset_after / 1000
+        reset = received + r.decision.reset_after + guard
+        deadline = sent + r.decision.reset_after - guard
         if r.amount > 0 and received < deadline:
             self.blocks.append(Block(r.amount, deadline, r))
             self.remaining, self.window_end = r.decision.remaining, deadline
@@ -192,14 +193,7 @@ def hot_terms(
     if not horizon > 0:
         raise RateLimitError("horizon must be a number of seconds > 0")
     if guard is None:
-        # 2 ms, and a thousandth of the window (a calendar one's longest: a year) for the clocks' rates.
-        if isinstance(window, str):
-            length = 366 * 86400.0
-        elif isinstance(window, timedelta):
-            length = window.total_seconds()
-        else:
-            length = float(window)
-        guard = 0.002 + length / 1000
+        guard = 0.002
     return HotTerms(key, limit, window, align, tz, float(horizon), float(guard), fail_open)
 
 
