@@ -13,7 +13,7 @@
 --   FCALL ratelimit_acquire 1 key limit lease [MS] ID id   (the module makes an id when none is given)
 --   FCALL ratelimit_release 1 key id
 --   FCALL ratelimit_renew 1 key id lease [MS]
---   FCALL ratelimit_gcra 1 key max_burst tokens_per_period period [TOKENS count] [PARTIAL | RESERVE] [ALIGN]
+--   FCALL ratelimit_gcra 1 key max_burst tokens_per_period period [TOKENS count] [PARTIAL] [RESERVE] [ALIGN]
 --   FCALL ratelimit_settle numkeys key [key ...] reservation used   (a HITALL's token keys)
 --
 -- Calendar windows take UTC and fixed offsets here; named time zones are the module's (NAMED_ZONE).
@@ -1450,9 +1450,6 @@ local function gcra(keys, args)
         end
     end
     check_reserve(opts, tokens, 'TOKENS')
-    if opts.PARTIAL and opts.RESERVE then
-        fail('ERR syntax error: PARTIAL and RESERVE cannot be given together')
-    end
     if opts.ALIGN and opts.RESERVE then
         fail('ERR syntax error: ALIGN and RESERVE cannot be given together')
     end
@@ -1519,7 +1516,11 @@ local function gcra(keys, args)
             -- Granted, and the bucket left empty.
             local after_us, after_r = norm(now_us + tol_us, tol_r)
             gcra_store(keys[1], after_us, after_r, now_ms, align)
-            return { 0, capacity, 0, -1, gcra_until(after_us, after_r, now_us, clock_us, align), whole }
+            local reply = { 0, capacity, 0, -1, gcra_until(after_us, after_r, now_us, clock_us, align), whole }
+            if opts.RESERVE then
+                reply[7] = format('g:%d:%d:%d:%s', capacity, emission, whole, reservation_key(keys[1]))
+            end
+            return reply
         end
     end
     local inc_us, inc_r = e_us * tokens, 0
@@ -1549,14 +1550,14 @@ local function gcra(keys, args)
     if not admitted and cmp(inc_us, inc_r, tol_us, tol_r) <= 0 then
         retry = gcra_until(now_us + late_us, late_r, now_us, clock_us, align)
     end
+    local reply = { admitted and 0 or 1, capacity, remaining, retry, full }
     if opts.PARTIAL then
-        return { admitted and 0 or 1, capacity, remaining, retry, full, admitted and tokens or 0 }
+        reply[6] = admitted and tokens or 0
     end
     if opts.RESERVE then
-        local reservation = admitted and format('g:%d:%d:%d:%s', capacity, emission, tokens, reservation_key(keys[1]))
-        return { admitted and 0 or 1, capacity, remaining, retry, full, reservation }
+        reply[#reply + 1] = admitted and format('g:%d:%d:%d:%s', capacity, emission, tokens, reservation_key(keys[1]))
     end
-    return { admitted and 0 or 1, capacity, remaining, retry, full }
+    return reply
 end
 
 -- RATELIMIT.SETTLE (the module's commands/settle.rs and core/reservation.rs).

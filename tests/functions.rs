@@ -455,7 +455,7 @@ fn the_library_answers_as_the_module_does() {
             if (single || gcra) && rng.below(2) == 0 {
                 args.push("RESERVE".into());
             }
-            // Part of a request granted (with RESERVE now and then: refused alike).
+            // Part of a request granted (with RESERVE now and then: a reservation of what was granted).
             let reserving = args.iter().any(|a| a == "RESERVE");
             if gcra && (!reserving || rng.below(8) == 0) && rng.below(2) == 0 {
                 args.push("PARTIAL".into());

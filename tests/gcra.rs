@@ -220,11 +220,6 @@ fn errors_change_nothing() {
         ),
         ("g", &["4", "1", "60", "ALIGN", "RESERVE"], "ERR syntax error: ALIGN and RESERVE cannot be given together"),
         ("g", &["4", "1", "60", "ALIGN", "ALIGN"], "ERR syntax error: ALIGN given more than once"),
-        (
-            "g",
-            &["4", "1", "60", "PARTIAL", "RESERVE"],
-            "ERR syntax error: PARTIAL and RESERVE cannot be given together",
-        ),
         ("g", &["4", "1", "60", "TOKENS", "-2", "PARTIAL"], "ERR PARTIAL needs TOKENS >= 1"),
         ("hash", &["4", "1", "60"], "WRONGTYPE"),
         ("text", &["4", "1", "60"], "ERR value is not an integer or out of range"),

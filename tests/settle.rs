@@ -209,6 +209,25 @@ fn a_partial_grant_reserves_what_it_granted() {
 }
 
 #[test]
+fn a_partial_bucket_grant_reserves_what_it_granted() {
+    let server = Server::start();
+    let mut con = server.connect();
+    // A bucket of 10, one back every 6 s: 6 free after 4 taken.
+    gcra(&mut con, "g", &["9", "10", "60", "TOKENS", "4"]).unwrap();
+    let (numbers, r) = reserve(&mut con, "RATELIMIT.GCRA", "g", &["9", "10", "60", "TOKENS", "9", "PARTIAL"]).unwrap();
+    assert_eq!((numbers[0], numbers[2], numbers[5]), (0, 0, 6));
+    let r = r.unwrap();
+    assert!(r.starts_with("g:10:6000000000:6:"), "{r}");
+    // Two of the six used: four back.
+    let reply = settle(&mut con, "g", &r, 2).unwrap();
+    assert_eq!((reply[2], reply[5]), (4, -4));
+    // None whole: denied, no reservation.
+    gcra(&mut con, "g", &["9", "10", "60", "TOKENS", "4"]).unwrap();
+    let (numbers, r) = reserve(&mut con, "RATELIMIT.GCRA", "g", &["9", "10", "60", "TOKENS", "9", "PARTIAL"]).unwrap();
+    assert_eq!((numbers[0], numbers[5], r), (1, 0, None));
+}
+
+#[test]
 fn a_refund_for_a_window_that_has_ended_is_dropped() {
     let server = Server::start();
     let mut con = server.connect();

@@ -1,4 +1,4 @@
-//! `RATELIMIT.GCRA key max_burst tokens_per_period period [TOKENS count] [PARTIAL | RESERVE] [ALIGN]`:
+//! `RATELIMIT.GCRA key max_burst tokens_per_period period [TOKENS count] [PARTIAL] [RESERVE] [ALIGN]`:
 //! tokens from a GCRA bucket (negative ones given back; with ALIGN refilled at the period's
 //! boundaries); replies `[limited, capacity, remaining,
 //! retry_after_ms, full_after_ms]`, with PARTIAL the tokens granted, with RESERVE the reservation.
@@ -22,16 +22,17 @@ pub fn gcra(call: &Call) -> Result<(), Error> {
     };
     let o = take(call, &rate, "ratelimit.gcra", &stats::GCRA_DECISIONS, args.reserve, args.align_ns, decision)?;
     let numbers = [i64::from(o.limited), rate.capacity, o.remaining, o.retry_after_ms(), o.full_after_ms(), o.taken];
-    if args.partial {
-        call.reply_integers(&numbers);
-        return Ok(());
-    }
+    // With PARTIAL the tokens granted follow, and a reservation is of them.
+    let (numbers, amount) = match args.partial {
+        true => (&numbers[..], o.taken),
+        false => (&numbers[..5], rate.tokens),
+    };
     let reserved = args.reserve.then_some((!o.limited).then_some(Reserved::Gcra {
         capacity: rate.capacity,
         emission_ns: rate.emission_ns,
-        amount: rate.tokens,
+        amount,
     }));
-    reply(call, &numbers[..5], reserved);
+    reply(call, numbers, reserved);
     Ok(())
 }
 

@@ -380,17 +380,10 @@ pub const COMMANDS: &[Command] = &[
                 ..option(c"count", INTEGER, c"TOKENS")
             },
             Arg {
-                optional: true,
-                subargs: &[
-                    Arg {
-                        token: Some(c"PARTIAL"),
-                        summary: Some(c"grant as many of the tokens as the bucket has, at least one; the tokens granted come last in the reply"),
-                        ..arg(c"partial", PURE_TOKEN)
-                    },
-                    Arg { optional: false, ..RESERVE },
-                ],
-                ..arg(c"mode", ONEOF)
+                summary: Some(c"grant as many of the tokens as the bucket has, at least one; the tokens granted follow full_after_ms in the reply"),
+                ..option(c"partial", PURE_TOKEN, c"PARTIAL")
             },
+            Arg { summary: Some(c"reply with a reservation (of the tokens granted, with PARTIAL) as the last element, for RATELIMIT.SETTLE"), ..RESERVE },
             Arg {
                 summary: Some(c"tokens come back tokens_per_period at once, at multiples of the period since the Unix epoch"),
                 ..ALIGN

@@ -6,7 +6,7 @@ use crate::core::gcra::{Overflow, Rate};
 use super::error::ArgError;
 use super::read::*;
 
-/// `RATELIMIT.GCRA key max_burst tokens_per_period period [TOKENS count] [PARTIAL | RESERVE] [ALIGN]`,
+/// `RATELIMIT.GCRA key max_burst tokens_per_period period [TOKENS count] [PARTIAL] [RESERVE] [ALIGN]`,
 /// validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GcraArgs {
@@ -31,7 +31,7 @@ fn period_ns(bytes: &[u8]) -> Result<i64, ArgError> {
     (ns < i64::MAX as f64).then_some(ns as i64).ok_or(ArgError::Overflow("period"))
 }
 
-/// `key max_burst tokens_per_period period [TOKENS count] [PARTIAL | RESERVE] [ALIGN]`, after the
+/// `key max_burst tokens_per_period period [TOKENS count] [PARTIAL] [RESERVE] [ALIGN]`, after the
 /// command name: the
 /// shape of Redis's `GCRA` command. The emission interval is `period / tokens_per_period`, to the
 /// nanosecond below (at least 1 ns), as redis-cell computes it. Negative TOKENS give back.
@@ -65,9 +65,6 @@ pub fn parse_gcra<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<GcraAr
         })?,
     };
     let reserve = reserved(reserve, tokens, "TOKENS")?;
-    if partial.is_some() && reserve {
-        return Err(ArgError::Exclusive("PARTIAL", "RESERVE"));
-    }
     // A settle gives back against the running clock, not the boundaries.
     if align.is_some() && reserve {
         return Err(ArgError::Exclusive("ALIGN", "RESERVE"));
@@ -164,7 +161,6 @@ mod tests {
             ("k 1 1 1 COST 1", ArgError::UnknownOption("TOKENS, PARTIAL, RESERVE or ALIGN")),
             ("k 1 1 1 ALIGN RESERVE", ArgError::Exclusive("ALIGN", "RESERVE")),
             ("k 1 1 1 align ALIGN", ArgError::Repeated("ALIGN")),
-            ("k 1 1 1 TOKENS 2 PARTIAL RESERVE", ArgError::Exclusive("PARTIAL", "RESERVE")),
             ("k 1 1 1 TOKENS -2 PARTIAL", ArgError::PartialNeeds("TOKENS")),
             ("k 1 1 1 PARTIAL partial", ArgError::Repeated("PARTIAL")),
             ("k 1 1 86400 TOKENS 200000000", ArgError::Overflow("TOKENS * period / tokens_per_period")),
