@@ -20,7 +20,8 @@ type HotOptions struct {
 	// too, for the hosts' clocks running at slightly different rates.
 	Guard time.Duration
 	// FailOpen admits when Redis cannot be reached and no tokens are held; by default Take
-	// then denies (and returns the error either way).
+	// then denies (and returns the error either way). A call the server refuses is denied
+	// whatever FailOpen says.
 	FailOpen bool
 	// Now is the clock (time.Now by default): its monotonic reading measures every delay.
 	Now func() time.Time
@@ -48,6 +49,8 @@ type HotLimit struct {
 	now    func() time.Time
 	origin time.Time
 	open   bool // FailOpen
+	// invalid is f's error, if Hit would refuse it: every Take answers it.
+	invalid error
 
 	mu     sync.Mutex
 	s      *hotState
@@ -75,7 +78,7 @@ func (l *Limiter) Hot(key string, f Fixed, o HotOptions) *HotLimit {
 		guard = 2 * time.Millisecond
 	}
 	origin := now()
-	return &HotLimit{l: l, key: key, f: f, now: now, origin: origin, open: o.FailOpen,
+	return &HotLimit{l: l, key: key, f: f, now: now, origin: origin, open: o.FailOpen, invalid: f.Validate(),
 		s: newHotState(f.Limit, horizon, guard, 0)}
 }
 
@@ -87,6 +90,9 @@ func (h *HotLimit) elapsed() time.Duration { return h.now().Sub(h.origin) }
 func (h *HotLimit) Take(ctx context.Context, n int64) (bool, error) {
 	if n < 1 {
 		return false, invalid("Take needs n >= 1")
+	}
+	if h.invalid != nil {
+		return false, h.invalid
 	}
 	waited := false
 	for tries := 0; ; {
@@ -137,8 +143,10 @@ func (h *HotLimit) Take(ctx context.Context, n int64) (bool, error) {
 		}
 		h.mu.Unlock()
 		if err != nil {
-			// No answer, and too few held: closed, or open with FailOpen.
-			return h.open, err
+			// No answer, and too few held: closed, or open with FailOpen where Redis could not
+			// be reached (not where it refused the call).
+			var refused *ServerError
+			return h.open && !errors.As(err, &refused) && !errors.Is(err, ErrLibraryNotLoaded), err
 		}
 	}
 }

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -194,5 +195,30 @@ func TestHotLimitRedisDown(t *testing.T) {
 	}
 	if ok, err := open.Take(ctx, 1); !ok || err == nil {
 		t.Fatalf("none held, FailOpen: %v %v", ok, err)
+	}
+}
+
+// TestHotLimitRefusals: a limit HIT would refuse is refused at every Take, and a call the server
+// refuses (a key of another type) is denied even with FailOpen: open is for Redis unreachable.
+func TestHotLimitRefusals(t *testing.T) {
+	server := start(t, "module", options{})
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{server.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	l := rlrueidis.New(client)
+	ctx := context.Background()
+	bad := l.Hot("hot:bad", ratelimit.Fixed{Limit: 0, Window: time.Minute}, ratelimit.HotOptions{FailOpen: true})
+	if ok, err := bad.Take(ctx, 1); ok || !errors.Is(err, ratelimit.ErrInvalidArgument) {
+		t.Fatalf("a limit of 0: %v %v", ok, err)
+	}
+	if err := client.Do(ctx, client.B().Rpush().Key("hot:list").Element("x").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	list := l.Hot("hot:list", ratelimit.Fixed{Limit: 10, Window: time.Minute}, ratelimit.HotOptions{FailOpen: true})
+	var refused *ratelimit.ServerError
+	if ok, err := list.Take(ctx, 1); ok || !errors.As(err, &refused) {
+		t.Fatalf("a list's key, FailOpen: %v %v", ok, err)
 	}
 }

@@ -122,6 +122,7 @@ export class RateLimiter {
   hot(key: string, o: HotLimitOptions): HotLimit {
     const { horizonMs = 10, guardMs = 2, failOpen = false, ...window } = o;
     if (typeof horizonMs !== 'number' || !(horizonMs > 0)) throw new RateLimitError('horizonMs must be a number of ms > 0');
+    commands.reserveHitUpTo(key, { ...window, cost: 1 }); // refused now if HIT would refuse it, not at the first take
     const transport = {
       reserve: (want: number) => this.reserveHitUpTo(key, { ...window, cost: want }),
       settle: (grant: Reservation, used: number) => this.settle(key, grant.token ?? '', used),

@@ -230,7 +230,9 @@ export class HotLimit {
       tries++;
       if (this.#error !== null) {
         this.#state.gaveUp(n);
-        if (this.failOpen) return true;
+        // Open only where Redis could not be reached (or a replica did not acknowledge:
+        // NotReplicatedError), not where it refused the call (a RateLimitError).
+        if (this.failOpen && !(this.#error instanceof RateLimitError)) return true;
         throw this.#error instanceof Error ? this.#error : new RateLimitError('the request for a block failed', { cause: this.#error });
       }
     }

@@ -112,6 +112,10 @@ for (const kind of KINDS) {
       await hot.close();
       await assert.rejects(hot.take(), HotLimitClosed);
       await assert.rejects(rl.hot('hot:k', { limit: 10, windowMs: 60_000 }).take(0), RateLimitError);
+      // Refusals are never open: a limit HIT would refuse, when made; a key of another type.
+      assert.throws(() => rl.hot('hot:bad', { limit: 0, windowMs: 60_000, failOpen: true }), RateLimitError);
+      await clients[0]?.rPush('hot:list', 'x');
+      await assert.rejects(rl.hot('hot:list', { limit: 10, windowMs: 60_000, failOpen: true }).take(), /WRONGTYPE/);
       const given = rl.hot('hot:given', { limit: 100, windowMs: 60_000 });
       assert.equal(await given.take(3), true);
       await given.close();

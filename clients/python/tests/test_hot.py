@@ -112,6 +112,15 @@ def test_take_and_close(server: Server) -> None:
     assert server.client().get("hot:given") == b"3"  # the rest of its block given back
 
 
+def test_refusals_are_never_open(server: Server) -> None:
+    rl = RateLimiter(server.client())
+    with pytest.raises(RateLimitError, match="limit must be an integer >= 1"):
+        rl.hot("hot:bad", 0, 60, fail_open=True)  # refused when made, not at the first take
+    server.client().rpush("hot:list", "x")
+    with pytest.raises(RateLimitError, match="WRONGTYPE"):
+        rl.hot("hot:list", 10, 60, fail_open=True).take()  # the server refused: not open
+
+
 def test_redis_down_fails_closed_or_open(own_server: Server) -> None:
     rl = RateLimiter(own_server.client())
     held = rl.hot("hot:d", 1000, 60)

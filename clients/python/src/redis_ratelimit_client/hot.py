@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from .commands import CalendarUnit, Seconds
+from .commands import CalendarUnit, Seconds, reserve_hit_up_to
 from .errors import RateLimitError
 from .results import Reservation
 
@@ -192,9 +192,17 @@ def hot_terms(
 ) -> HotTerms:
     if not horizon > 0:
         raise RateLimitError("horizon must be a number of seconds > 0")
+    # Refused now if HIT would refuse it, not at the first take.
+    reserve_hit_up_to(key, limit, window, cost=1, align=align, tz=tz)
     if guard is None:
         guard = 0.002
     return HotTerms(key, limit, window, align, tz, float(horizon), float(guard), fail_open)
+
+
+def _unreachable(error: BaseException) -> bool:
+    """Whether a request's error says Redis could not be reached (or a replica did not acknowledge
+    in time: NotReplicated), not that it refused the call: only then does ``fail_open`` admit."""
+    return not isinstance(error, RateLimitError)
 
 
 class HotLimit:
@@ -246,7 +254,7 @@ class HotLimit:
                 if self._error is not None and not self._closed:
                     self._state.gave_up(n)
                     waited = False
-                    if self._t.fail_open:
+                    if self._t.fail_open and _unreachable(self._error):
                         return True
                     raise self._error
 
@@ -344,7 +352,7 @@ class AsyncHotLimit:
                 if self._error is not None and not self._closed:
                     self._state.gave_up(n)
                     waited = False
-                    if self._t.fail_open:
+                    if self._t.fail_open and _unreachable(self._error):
                         return True
                     raise self._error
 
