@@ -13,8 +13,8 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from . import _backend, commands
 from ._backend import Backend
-from .commands import CalendarUnit, Call, Seconds
-from .hot import AsyncHotLimit, hot_terms
+from .commands import Call, Seconds
+from .hot import AsyncHotLimit, hot_method, hot_terms
 from .permits import PermitBase
 from .results import MultiReservation, Reservation
 from .settling import SettlingBase
@@ -147,21 +147,7 @@ class AsyncRateLimiter:
         """Several decisions in one round trip: ``p = await rl.pipeline(); p.hit(...); await p.execute()``."""
         return AsyncPipeline(self, await self.detect())
 
-    def hot(
-        self,
-        key: str,
-        limit: int,
-        window: Seconds | CalendarUnit,
-        *,
-        align: bool = False,
-        tz: str | None = None,
-        horizon: float = 0.01,
-        guard: float | None = None,
-        fail_open: bool = False,
-    ) -> AsyncHotLimit:
-        """As ``RateLimiter.hot``: ``await take(n)``, ``await aclose()``."""
-        terms = hot_terms(key, limit, window, align=align, tz=tz, horizon=horizon, guard=guard, fail_open=fail_open)
-        return AsyncHotLimit(self, terms)
+    hot = hot_method(hot_terms, AsyncHotLimit)
 
     def permit(
         self,

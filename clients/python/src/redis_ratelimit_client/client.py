@@ -12,8 +12,8 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from . import _backend, commands
 from ._backend import Backend
-from .commands import CalendarUnit, Call, Seconds
-from .hot import HotLimit, hot_terms
+from .commands import Call, Seconds
+from .hot import HotLimit, hot_method, hot_terms
 from .permits import PermitBase
 from .results import MultiReservation, Reservation
 from .settling import SettlingBase
@@ -147,24 +147,7 @@ class RateLimiter:
         reservation, or when ``used`` was left unset (the estimate stays counted)."""
         return Settling(self, reservation)
 
-    def hot(
-        self,
-        key: str,
-        limit: int,
-        window: Seconds | CalendarUnit,
-        *,
-        align: bool = False,
-        tz: str | None = None,
-        horizon: float = 0.01,
-        guard: float | None = None,
-        fail_open: bool = False,
-    ) -> HotLimit:
-        """This process's share of ``limit`` per ``window`` on ``key``, which many processes share
-        the same way: blocks of tokens taken from the server (up to ``horizon`` seconds of this
-        process's demand) and spent locally before their deadline (less ``guard``, 2 ms by
-        default, and a thousandth of the time the window had left). See docs/hot-keys.md."""
-        terms = hot_terms(key, limit, window, align=align, tz=tz, horizon=horizon, guard=guard, fail_open=fail_open)
-        return HotLimit(self, terms)
+    hot = hot_method(hot_terms, HotLimit)
 
     def pipeline(self) -> Pipeline:
         """Several decisions in one round trip: ``with rl.pipeline() as p: p.hit(...); p.slide(...)``,

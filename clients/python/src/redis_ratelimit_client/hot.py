@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 from .commands import CalendarUnit, Seconds, reserve_hit_up_to
 from .errors import RateLimitError
@@ -190,6 +190,10 @@ def hot_terms(
     guard: float | None = None,
     fail_open: bool = False,
 ) -> HotTerms:
+    """This process's share of ``limit`` per ``window`` on ``key``, which many processes share
+    the same way: blocks of tokens taken from the server (up to ``horizon`` seconds of this
+    process's demand) and spent locally before their deadline (less ``guard``, 2 ms by default,
+    and a thousandth of the time the window had left). See docs/hot-keys.md."""
     if not horizon > 0:
         raise RateLimitError("horizon must be a number of seconds > 0")
     # Refused now if HIT would refuse it, not at the first take.
@@ -199,44 +203,105 @@ def hot_terms(
     return HotTerms(key, limit, window, align, tz, float(horizon), float(guard), fail_open)
 
 
+P = ParamSpec("P")
+L = TypeVar("L")
+H = TypeVar("H")
+
+
+def hot_method(terms: Callable[P, HotTerms], kind: Callable[[L, HotTerms], H]) -> Callable[Concatenate[L, P], H]:
+    """A limiter's ``hot``: ``terms``' arguments (``hot_terms``), making a ``kind`` on the limiter."""
+
+    @functools.wraps(terms)
+    def hot(self: L, /, *args: P.args, **kwargs: P.kwargs) -> H:
+        return kind(self, terms(*args, **kwargs))
+
+    return hot
+
+
 def _unreachable(error: BaseException) -> bool:
     """Whether a request's error says Redis could not be reached (or a replica did not acknowledge
     in time: NotReplicated), not that it refused the call: only then does ``fail_open`` admit."""
     return not isinstance(error, RateLimitError)
 
 
-class HotLimit:
+class _HotLimit:
+    """What the threaded and the asyncio hot limits share: the state, the answers counted (a
+    take waits for the next one), the last request's error, and the steps of a take around the
+    waiting, which each does its own way (under its own lock)."""
+
+    def __init__(self, terms: HotTerms, clock: Callable[[], float]) -> None:
+        self._t, self._clock = terms, clock
+        self._state = HotState(terms.limit, terms.horizon, terms.guard, clock())
+        self._answers = 0
+        self._error: BaseException | None = None
+        self._closed = False
+
+    def _step(self, n: int, tries: int, waited: bool) -> tuple[float, Step]:
+        """The take's next step at now (HotLimitClosed once closed)."""
+        if self._closed:
+            if waited:
+                self._state.gave_up(n)
+            raise HotLimitClosed("the hot limit is closed")
+        now = self._clock()
+        return now, self._state.step(now, n, tries, waited)
+
+    def _answered(self, sent: float, received: float, answer: Reservation | BaseException) -> None:
+        """A request's answer, a grant or the error it met, into the state."""
+        if isinstance(answer, BaseException):
+            self._state.failed()
+            self._error = answer
+        else:
+            self._state.granted(sent, received, answer)
+            self._error = None
+        self._answers += 1
+
+    def _answered_since(self, seen: int) -> bool:
+        return self._answers != seen or self._closed
+
+    def _failed(self, n: int) -> bool | None:
+        """After an answer: None to step again, or, when the request failed, True where
+        ``fail_open`` admits (the error raised otherwise)."""
+        if self._error is None or self._closed:
+            return None
+        self._state.gave_up(n)
+        if self._t.fail_open and _unreachable(self._error):
+            return True
+        raise self._error
+
+    def _timed_out(self, n: int, timeout: float | None) -> TimeoutError:
+        self._state.gave_up(n)
+        return TimeoutError(f"no block of {self._t.key} within {timeout} s")
+
+
+def _count(n: int) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise RateLimitError("take needs n >= 1")
+    return n
+
+
+class HotLimit(_HotLimit):
     """This process's share of ``limit`` per ``window`` on ``key`` (``RateLimiter.hot``): ``take``
     admits from the blocks held, waiting for one when it holds too few; ``close`` (or the end of a
     ``with`` block) gives back what it holds. Thread-safe."""
 
     def __init__(self, limiter: RateLimiter, terms: HotTerms, clock: Callable[[], float] = time.monotonic) -> None:
-        self._rl, self._t, self._clock = limiter, terms, clock
-        self._state = HotState(terms.limit, terms.horizon, terms.guard, clock())
+        super().__init__(terms, clock)
+        self._rl = limiter
         self._cond = threading.Condition()
-        self._answers = 0
-        self._error: BaseException | None = None
-        self._closed = False
 
     def take(self, n: int = 1, timeout: float | None = None) -> bool:
         """Admits ``n`` tokens, or not (the window has none left for them); waits up to ``timeout``
         seconds for a block (TimeoutError past it). Redis unreachable with too few held: its
-        error, or True with ``fail_open``."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise RateLimitError("take needs n >= 1")
+        error, or True with ``fail_open`` (not where the server refused the call)."""
+        n = _count(n)
         end = None if timeout is None else self._clock() + timeout
         tries, waited = 0, False
         with self._cond:
             while True:
-                if self._closed:
-                    if waited:
-                        self._state.gave_up(n)
-                    raise HotLimitClosed("the hot limit is closed")
-                now = self._clock()
-                step = self._state.step(now, n, tries, waited)
+                now, step = self._step(n, tries, waited)
                 waited = step.wait
                 if step.send:
-                    self._send(step.send)
+                    threading.Thread(target=self._request, args=(step.send,), daemon=True).start()
                 if step.admitted or step.denied:
                     return step.admitted
                 if not step.wait:
@@ -244,39 +309,27 @@ class HotLimit:
                     self._cond.wait(max(0.0, step.sleep_until - now))
                     continue
                 seen = self._answers
-                while self._answers == seen and not self._closed:
+                while not self._answered_since(seen):
                     left = None if end is None else end - self._clock()
                     if left is not None and left <= 0:
-                        self._state.gave_up(n)
-                        raise TimeoutError(f"no block of {self._t.key} within {timeout} s")
+                        raise self._timed_out(n, timeout)
                     self._cond.wait(left)
                 tries += 1
-                if self._error is not None and not self._closed:
-                    self._state.gave_up(n)
-                    waited = False
-                    if self._t.fail_open and _unreachable(self._error):
-                        return True
-                    raise self._error
-
-    def _send(self, want: int) -> None:
-        """A request for ``want`` tokens, in a thread of its own (under the lock)."""
-        threading.Thread(target=self._request, args=(want,), daemon=True).start()
+                if (opened := self._failed(n)) is not None:
+                    return opened
 
     def _request(self, want: int) -> None:
+        """A request for ``want`` tokens, in a thread of its own."""
         t = self._t
         sent = self._clock()
+        answer: Reservation | BaseException
         try:
-            r = self._rl.reserve_hit_up_to(t.key, t.limit, t.window, cost=want, align=t.align, tz=t.tz)
+            answer = self._rl.reserve_hit_up_to(t.key, t.limit, t.window, cost=want, align=t.align, tz=t.tz)
         except Exception as e:  # any failure is this request's answer
-            with self._cond:
-                self._state.failed()
-                self._error, self._answers = e, self._answers + 1
-                self._cond.notify_all()
-            return
+            answer = e
         received = self._clock()
         with self._cond:
-            self._state.granted(sent, received, r)
-            self._error, self._answers = None, self._answers + 1
+            self._answered(sent, received, answer)
             self._cond.notify_all()
 
     def close(self, timeout: float = 5.0) -> None:
@@ -299,33 +352,24 @@ class HotLimit:
         self.close()
 
 
-class AsyncHotLimit:
+class AsyncHotLimit(_HotLimit):
     """``HotLimit`` for asyncio (``AsyncRateLimiter.hot``): ``await take(n)``, ``await aclose()``
     or ``async with``. For one event loop."""
 
     def __init__(self, limiter: AsyncRateLimiter, terms: HotTerms, clock: Callable[[], float] = time.monotonic) -> None:
-        self._rl, self._t, self._clock = limiter, terms, clock
-        self._state = HotState(terms.limit, terms.horizon, terms.guard, clock())
+        super().__init__(terms, clock)
+        self._rl = limiter
         self._cond = asyncio.Condition()
-        self._answers = 0
-        self._error: BaseException | None = None
-        self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def take(self, n: int = 1, timeout: float | None = None) -> bool:
         """As ``HotLimit.take``."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise RateLimitError("take needs n >= 1")
+        n = _count(n)
         end = None if timeout is None else self._clock() + timeout
         tries, waited = 0, False
         async with self._cond:
             while True:
-                if self._closed:
-                    if waited:
-                        self._state.gave_up(n)
-                    raise HotLimitClosed("the hot limit is closed")
-                now = self._clock()
-                step = self._state.step(now, n, tries, waited)
+                now, step = self._step(n, tries, waited)
                 waited = step.wait
                 if step.send:
                     task = asyncio.get_running_loop().create_task(self._request(step.send))
@@ -340,40 +384,27 @@ class AsyncHotLimit:
                     finally:
                         await self._cond.acquire()
                     continue
-                seen = self._answers
-                answered = functools.partial(self._answered_since, seen)
+                answered = functools.partial(self._answered_since, self._answers)
                 try:
                     left = None if end is None else max(0.0, end - self._clock())
                     await asyncio.wait_for(self._cond.wait_for(answered), left)
                 except asyncio.TimeoutError:  # TimeoutError itself from Python 3.11
-                    self._state.gave_up(n)
-                    raise TimeoutError(f"no block of {self._t.key} within {timeout} s") from None
+                    raise self._timed_out(n, timeout) from None
                 tries += 1
-                if self._error is not None and not self._closed:
-                    self._state.gave_up(n)
-                    waited = False
-                    if self._t.fail_open and _unreachable(self._error):
-                        return True
-                    raise self._error
-
-    def _answered_since(self, seen: int) -> bool:
-        return self._answers != seen or self._closed
+                if (opened := self._failed(n)) is not None:
+                    return opened
 
     async def _request(self, want: int) -> None:
         t = self._t
         sent = self._clock()
+        answer: Reservation | BaseException
         try:
-            r = await self._rl.reserve_hit_up_to(t.key, t.limit, t.window, cost=want, align=t.align, tz=t.tz)
+            answer = await self._rl.reserve_hit_up_to(t.key, t.limit, t.window, cost=want, align=t.align, tz=t.tz)
         except Exception as e:  # any failure is this request's answer
-            async with self._cond:
-                self._state.failed()
-                self._error, self._answers = e, self._answers + 1
-                self._cond.notify_all()
-            return
+            answer = e
         received = self._clock()
         async with self._cond:
-            self._state.granted(sent, received, r)
-            self._error, self._answers = None, self._answers + 1
+            self._answered(sent, received, answer)
             self._cond.notify_all()
 
     async def aclose(self, timeout: float = 5.0) -> None:
