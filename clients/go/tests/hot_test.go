@@ -15,6 +15,18 @@ import (
 	"github.com/redis/rueidis"
 )
 
+// ownClient is a rueidis client of its own (its own connections, as a process's) on addr, closed
+// with the test, and a limiter over it.
+func ownClient(t *testing.T, addr string) (rueidis.Client, *ratelimit.Limiter) {
+	t.Helper()
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	return client, rlrueidis.New(client)
+}
+
 // hotRun is what a fleet's processes asked and admitted in each window of the hot limit (ALIGNed
 // windows of the server, whose clock is this machine's): an admission is certain in a window when
 // its Take began and returned in it, else it is counted apart (it may belong to either).
@@ -35,12 +47,8 @@ func runHot(t *testing.T, addr, key string, limit int64, window time.Duration, r
 	stop := time.Now().Add(d)
 	var wg sync.WaitGroup
 	for p := 0; p < processes; p++ {
-		client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer client.Close()
-		hot := rlrueidis.New(client).Hot(key, ratelimit.Fixed{Limit: limit, Window: window, Align: true}, ratelimit.HotOptions{})
+		_, l := ownClient(t, addr)
+		hot := l.Hot(key, ratelimit.Fixed{Limit: limit, Window: window, Align: true}, ratelimit.HotOptions{})
 		var mine sync.WaitGroup
 		for g := 0; g < takers; g++ {
 			mine.Add(1)
@@ -169,12 +177,7 @@ func summary(r hotRun) string {
 // process that holds none gets the error, and admits with FailOpen.
 func TestHotLimitRedisDown(t *testing.T) {
 	server := start(t, "module", options{})
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{server.Addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	l := rlrueidis.New(client)
+	_, l := ownClient(t, server.Addr())
 	f := ratelimit.Fixed{Limit: 1000, Window: time.Minute}
 	held, closed, open := l.Hot("hot:d", f, ratelimit.HotOptions{}), l.Hot("hot:c", f, ratelimit.HotOptions{}),
 		l.Hot("hot:o", f, ratelimit.HotOptions{FailOpen: true})
@@ -202,12 +205,7 @@ func TestHotLimitRedisDown(t *testing.T) {
 // refuses (a key of another type) is denied even with FailOpen: open is for Redis unreachable.
 func TestHotLimitRefusals(t *testing.T) {
 	server := start(t, "module", options{})
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{server.Addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	l := rlrueidis.New(client)
+	client, l := ownClient(t, server.Addr())
 	ctx := context.Background()
 	bad := l.Hot("hot:bad", ratelimit.Fixed{Limit: 0, Window: time.Minute}, ratelimit.HotOptions{FailOpen: true})
 	if ok, err := bad.Take(ctx, 1); ok || !errors.Is(err, ratelimit.ErrInvalidArgument) {
