@@ -195,7 +195,7 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		name := serverName(server)
+		name := server.Name()
 		for _, group := range []struct {
 			what       string
 			contenders []contender
@@ -240,23 +240,6 @@ func main() {
 	} else {
 		fmt.Println(report)
 	}
-}
-
-func serverName(server *servers.Server) string {
-	rdb := redis.NewClient(&redis.Options{Addr: server.Addr()})
-	defer rdb.Close()
-	info, _ := rdb.Info(context.Background(), "server").Result()
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "valkey_version:"); ok {
-			return "Valkey " + v
-		}
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "redis_version:"); ok {
-			return "Redis " + v
-		}
-	}
-	return "?"
 }
 
 func fail(err error) {

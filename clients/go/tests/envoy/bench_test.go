@@ -15,6 +15,8 @@ import (
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/redis-ratelimit/redis-ratelimit/clients/go/tests/servers"
 )
 
 // benchConfig has limits no request stream of the bench exhausts: every request is counted.
@@ -160,7 +162,7 @@ func renderBench(rows []*benchRow, duration time.Duration, repetitions int) stri
 		"%s a run, %d run(s) interleaved, medians; keys drawn from 10,000 per descriptor, no limit reached. Each service "+
 		"has its own Redis server (%s; the peer's without the module). CPU is each process's threads' time on a CPU "+
 		"(schedstat) per request; the load generator shares the machine.\n\n",
-		time.Now().UTC().Format("2006-01-02"), cpuModel(), duration, repetitions, serverVersion())
+		time.Now().UTC().Format("2006-01-02"), servers.CPUModel(), duration, repetitions, serverVersion())
 	fmt.Fprintf(&b, "| descriptors | service | requests/s | Redis CPU µs/request | × peer | service CPU µs/request | × peer |\n")
 	fmt.Fprintf(&b, "| ---: | --- | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range rows {
@@ -168,16 +170,6 @@ func renderBench(rows []*benchRow, duration time.Duration, repetitions int) stri
 			float64(r.redisCPU)/1e3, r.redisRatio, float64(r.serviceCPU)/1e3, r.svcRatio)
 	}
 	return b.String()
-}
-
-func cpuModel() string {
-	text, _ := os.ReadFile("/proc/cpuinfo")
-	for _, line := range strings.Split(string(text), "\n") {
-		if strings.HasPrefix(line, "model name") {
-			return strings.TrimSpace(strings.SplitN(line, ":", 2)[1])
-		}
-	}
-	return "unknown CPU"
 }
 
 func serverVersion() string {

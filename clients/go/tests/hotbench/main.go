@@ -233,7 +233,7 @@ func main() {
 		"through its HotLimit, or %d goroutines sending HITs), one key, 1 s windows laid on the clock, %.1f s a run. "+
 		"Under a limit no demand reaches, then under 0.8x the rate the first run reached (the limit binds: over is the most "+
 		"a window admitted past the limit, under the largest shortfall of a whole window).\n\n",
-		time.Now().Format("2006-01-02"), cpuName(), serverVersion(server.Addr()), hitCallers, seconds)
+		time.Now().Format("2006-01-02"), servers.CPUModel(), server.Name(), hitCallers, seconds)
 	fmt.Fprintf(&b, "| run | decisions/s | server commands per 1,000 decisions | over | under |\n| --- | ---: | ---: | ---: | ---: |\n")
 	fmt.Fprintf(&b, "| HotLimit, no limit reached | %.0f | %.3f | | |\n", free.rate, free.commands)
 	fmt.Fprintf(&b, "| HotLimit, limit %d/s | %.0f | %.3f | %d | %d (%.3f%%, %d whole windows) |\n",
@@ -258,31 +258,4 @@ func main() {
 		fmt.Fprintln(os.Stderr, "over the limit")
 		os.Exit(1)
 	}
-}
-
-func cpuName() string {
-	text, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown CPU"
-	}
-	for _, line := range strings.Split(string(text), "\n") {
-		if name, ok := strings.CutPrefix(line, "model name\t: "); ok {
-			return name
-		}
-	}
-	return "unknown CPU"
-}
-
-func serverVersion(addr string) string {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	info, _ := rdb.Info(context.Background(), "server").Result()
-	for _, line := range strings.Split(info, "\n") {
-		for _, field := range []string{"valkey_version:", "redis_version:"} {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), field); ok {
-				return strings.TrimSuffix(field, "_version:") + " " + v
-			}
-		}
-	}
-	return "a server"
 }

@@ -215,3 +215,30 @@ var clockLibrary = sync.OnceValues(func() (string, error) {
 	}
 	return built, nil
 })
+
+// Name is the server's kind and version, as INFO gives them ("Valkey 9.1.2", "Redis 7.0.15"; "?"
+// when it does not answer).
+func (s *Server) Name() string {
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	defer rdb.Close()
+	info, _ := rdb.Info(context.Background(), "server").Result()
+	for _, field := range []struct{ prefix, kind string }{{"valkey_version:", "Valkey "}, {"redis_version:", "Redis "}} {
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, field.prefix); ok {
+				return field.kind + v
+			}
+		}
+	}
+	return "?"
+}
+
+// CPUModel is this machine's processor, as /proc/cpuinfo names it, for the benches' reports.
+func CPUModel() string {
+	text, _ := os.ReadFile("/proc/cpuinfo")
+	for _, line := range strings.Split(string(text), "\n") {
+		if strings.HasPrefix(line, "model name") {
+			return strings.TrimSpace(strings.SplitN(line, ":", 2)[1])
+		}
+	}
+	return "unknown CPU"
+}
