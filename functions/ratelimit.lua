@@ -7,7 +7,7 @@
 --
 --   FCALL ratelimit_hit 1 key limit window [COST cost] [MS] [PARTIAL] [RESERVE] [ALIGN] [TZ zone]
 --   FCALL_RO ratelimit_peek 1 key limit [COST cost]
---   FCALL ratelimit_slide 1 key limit window [COST cost] [MS] [PEEK | RESERVE]
+--   FCALL ratelimit_slide 1 key limit window [COST cost] [MS] [PARTIAL] [PEEK | RESERVE]
 --   FCALL ratelimit_hitall numkeys key [key ...] limit window [limit window ...] [COST cost] [MS] [SLIDE | ALIGN]
 --         [TZ zone] [TOKENS tokens numtokenkeys] [RESERVE]
 --   FCALL ratelimit_acquire 1 key limit lease [MS] ID id   (the module makes an id when none is given)
@@ -471,7 +471,9 @@ local HIT_OPTIONS = {
     { name = 'ALIGN' },
     { name = 'TZ', valued = true },
 }
-local SLIDE_OPTIONS = { { name = 'COST', valued = true }, { name = 'MS' }, { name = 'PEEK' }, { name = 'RESERVE' } }
+local SLIDE_OPTIONS = {
+    { name = 'COST', valued = true }, { name = 'MS' }, { name = 'PARTIAL' }, { name = 'PEEK' }, { name = 'RESERVE' },
+}
 
 -- `limit window` and the options of `spec` after them, as the module reads them.
 local function limit_args(args, command, spec, known)
@@ -957,9 +959,13 @@ local function slide(keys, args)
     -- The usual call, `limit window` seen before: two lookups.
     local limit, window, cost, opts = known_positive[args[1]], known_seconds[args[2]], 1, NO_OPTIONS
     if not (limit and window and #args == 2) then
-        limit, window, cost, opts = limit_args(args, 'ratelimit.slide', SLIDE_OPTIONS, 'COST, MS, PEEK or RESERVE')
+        limit, window, cost, opts =
+            limit_args(args, 'ratelimit.slide', SLIDE_OPTIONS, 'COST, MS, PARTIAL, PEEK or RESERVE')
         if opts.PEEK and opts.RESERVE then
             fail('ERR syntax error: PEEK and RESERVE cannot be given together')
+        end
+        if opts.PARTIAL and cost ~= BIG and cost < 1 then
+            fail('ERR PARTIAL needs COST >= 1')
         end
         check_reserve(opts, cost, 'COST')
     end
@@ -972,6 +978,13 @@ local function slide(keys, args)
         return { 1, count, remaining, retry, reset }
     end
     local fits = scaled + cost * w <= limit * w
+    local granted = cost
+    if opts.PARTIAL and not fits then
+        -- The module's decide_partial: what the estimate has room for, at least one, each
+        -- decided as a call of that cost (one when none).
+        granted = idiv(max(limit * w - scaled, 0), w)
+        cost, fits = max(granted, 1), granted > 0
+    end
     local count, remaining, retry, reset
     if opts.PEEK then
         count, remaining, retry, reset =
@@ -979,13 +992,16 @@ local function slide(keys, args)
     else
         count, remaining, retry, reset = slide_settle(key, limit, window, cost, now, c, w, start, prev, curr, scaled, fits)
     end
+    local reply = { fits and 1 or 0, count, remaining, retry, reset }
+    if opts.PARTIAL then
+        reply[6] = fits and granted or 0
+    end
     if opts.RESERVE then
         -- An admitted call stored its counts in the window its reset counts from.
-        local reservation = fits
-            and format('s:%d:%d:%d:%d:%s', limit, window, now + reset - 2 * window, cost, reservation_key(key))
-        return { fits and 1 or 0, count, remaining, retry, reset, reservation }
+        reply[#reply + 1] = fits
+            and format('s:%d:%d:%d:%d:%s', limit, window, now + reset - 2 * window, granted, reservation_key(key))
     end
-    return { fits and 1 or 0, count, remaining, retry, reset }
+    return reply
 end
 
 -- HITALL's SLIDE: every key read and checked before anything is written, all or nothing. `t`

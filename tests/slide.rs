@@ -1,5 +1,5 @@
 //! RATELIMIT.SLIDE against a real server: the estimate, admission, the exact retry_after_ms,
-//! rotation by the clock, the heal, PEEK, HITALL's SLIDE, every error, MULTI and scripts, OOM.
+//! rotation by the clock, the heal, PEEK, PARTIAL, HITALL's SLIDE, every error, MULTI and scripts, OOM.
 //!
 //! Most rules are checked on a window of 10^12 ms (about 31 years): the current one began at
 //! 10^12 (2001) and the next begins at 2·10^12 (2033), so the test knows which window the server
@@ -10,7 +10,7 @@ use ratelimit_testkit as common;
 use std::thread::sleep;
 use std::time::Duration;
 
-use common::{error_of, get, limiter, pttl, run_all, server_ms, slide, snapshot, Server};
+use common::{error_of, get, limiter, pttl, reserve, run_all, server_ms, settle, slide, snapshot, Server};
 use redis::Connection;
 
 const W: i64 = 1_000_000_000_000;
@@ -162,6 +162,38 @@ fn peek_writes_nothing_and_answers_what_the_call_would_get() {
 }
 
 #[test]
+fn partial_grants_what_the_estimate_has_room_for_at_least_one() {
+    const MINUTE: i64 = 1_796_126_400_000; // 2026-12-01 12:00:00 UTC
+    let dir = common::TempDir::new();
+    let clock = common::TestClock::at(&dir.0, MINUTE + 15_000);
+    let server = Server::with(common::Config { clock: Some(&clock), ..common::Config::default() });
+    let mut con = server.connect();
+    let partial = ["1000", "60", "COST", "700", "PARTIAL"];
+    // All of it, then the room left: 300, the count at the limit.
+    assert_eq!(slide(&mut con, "k", &partial).unwrap(), [1, 700, 300, -1, 105_000, 700]);
+    assert_eq!(slide(&mut con, "k", &partial).unwrap(), [1, 1000, 0, -1, 105_000, 300]);
+    // None: denied as a call of one (one fits 60 ms into the next window), nothing counted.
+    assert_eq!(slide(&mut con, "k", &partial).unwrap(), [0, 1000, 0, 45_060, 105_000, 0]);
+    assert_eq!(get(&mut con, "k"), Some(format!("slide:60000:{MINUTE}:0:1000")));
+    // Half-way through the next minute half the previous one's count has slid out: 500 of room,
+    // granted and reserved; what is not used goes back.
+    clock.move_to(&mut con, MINUTE + 90_000);
+    let (reply, reservation) = reserve(&mut con, "RATELIMIT.SLIDE", "k", &partial).unwrap();
+    assert_eq!(reply, [1, 1000, 0, -1, 90_000, 500]);
+    let reservation = reservation.unwrap();
+    assert!(reservation.starts_with(&format!("s:1000:60000:{}:500:", MINUTE + 60_000)), "{reservation}");
+    assert_eq!(settle(&mut con, "k", &reservation, 200).unwrap()[1..], [700, 300, -1, 90_000, -300]);
+    assert_eq!(get(&mut con, "k"), Some(format!("slide:60000:{}:1000:200", MINUTE + 60_000)));
+    // PEEK PARTIAL says what the call would be granted, and writes nothing.
+    let before = snapshot(&mut con, "k");
+    assert_eq!(
+        slide(&mut con, "k", &["1000", "60", "COST", "700", "PARTIAL", "PEEK"]).unwrap(),
+        [1, 700, 300, -1, 90_000, 300]
+    );
+    assert_eq!(snapshot(&mut con, "k"), before);
+}
+
+#[test]
 fn every_error_leaves_the_keyspace_as_it_was() {
     let server = Server::start();
     let mut con = server.connect();
@@ -176,7 +208,9 @@ fn every_error_leaves_the_keyspace_as_it_was() {
         ("k", &["10", "60", "PEEK", "RESERVE"], "ERR syntax error: PEEK and RESERVE cannot be given together"),
         ("k", &["10", "60", "COST"], "ERR syntax error: COST needs a value"),
         ("k", &["10", "60", "PEEK", "peek"], "ERR syntax error: PEEK given more than once"),
-        ("k", &["10", "60", "SLIDE"], "ERR syntax error: unknown option (expected COST, MS, PEEK or RESERVE)"),
+        ("k", &["10", "60", "COST", "-2", "PARTIAL"], "ERR PARTIAL needs COST >= 1"),
+        ("k", &["10", "60", "PARTIAL", "partial"], "ERR syntax error: PARTIAL given more than once"),
+        ("k", &["10", "60", "SLIDE"], "ERR syntax error: unknown option (expected COST, MS, PARTIAL, PEEK or RESERVE)"),
         ("list", &["10", "60"], "WRONGTYPE Operation against a key holding the wrong kind of value"),
         ("counter", &["10", "60"], "ERR value is not a ratelimit sliding window"),
         ("bad", &["10", "60"], "ERR value is not a ratelimit sliding window"),

@@ -233,7 +233,7 @@ pub const COMMANDS: &[Command] = &[
         arity: -4,
         entry: entry_point!(slide::slide),
         opt_in: None,
-        summary: c"Counts a call against a sliding-window limit (the previous window's count weighted by its overlap), in one key that always expires. Replies [allowed, count, remaining, retry_after_ms, reset_ms], and with RESERVE the reservation.",
+        summary: c"Counts a call against a sliding-window limit (the previous window's count weighted by its overlap), in one key that always expires. Replies [allowed, count, remaining, retry_after_ms, reset_ms], with PARTIAL the calls granted, and with RESERVE the reservation.",
         complexity: c"O(1)",
         args: &[
             Arg { summary: Some(c"the window's counts"), ..arg(c"key", KEY) },
@@ -241,6 +241,10 @@ pub const COMMANDS: &[Command] = &[
             Arg { summary: Some(c"the window's length in seconds (milliseconds with MS)"), ..arg(c"window", INTEGER) },
             COST_OR_REFUND,
             MS,
+            Arg {
+                summary: Some(c"grant as many of the cost as the estimate has room for, at least one; the number granted follows reset_ms in the reply"),
+                ..option(c"partial", PURE_TOKEN, c"PARTIAL")
+            },
             Arg {
                 optional: true,
                 subargs: &[

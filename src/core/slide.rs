@@ -218,6 +218,32 @@ pub fn decide(l: &Limit, stored: Stored<Counts>, now_ms: i64) -> Outcome {
     settle(l, stored, &n, now_ms, admit)
 }
 
+/// How many of the call's cost the estimate has room for: the most `g <= cost` with
+/// `estimate + g <= limit`, scaled (0 when none).
+fn room(l: &Limit, n: &Now) -> i64 {
+    let w = i128::from(n.window_ms);
+    let whole = (i128::from(l.limit) * w - n.scaled).max(0) / w;
+    // At most the cost, an i64.
+    whole.min(i128::from(l.cost)) as i64
+}
+
+/// Decides a call with PARTIAL (`l.cost` >= 1, the parser's rule): as many of its cost as the
+/// estimate has room for, at least one (else denied, as a call of one would be); the outcome and
+/// how many were granted, each counted as `decide` counts a call of that cost.
+pub fn decide_partial(l: &Limit, stored: Stored<Counts>, now_ms: i64) -> (Outcome, i64) {
+    let n = now_of(l, stored, now_ms);
+    let granted = room(l, &n);
+    let granting = Limit { cost: granted.max(1), ..*l };
+    (settle(&granting, stored, &n, now_ms, granted > 0), granted)
+}
+
+/// What a call with PARTIAL would get, without making it: `peek`'s reply for what it would be
+/// granted (one when nothing), and that number.
+pub fn peek_partial(l: &Limit, stored: Stored<Counts>, now_ms: i64) -> (Outcome, i64) {
+    let granted = room(l, &now_of(l, stored, now_ms));
+    (peek(&Limit { cost: granted.max(1), ..*l }, stored, now_ms), granted)
+}
+
 /// Decides one call against several sliding windows, all or nothing: admitted only if every one
 /// admits it, and then counted on each; otherwise on none (each key without TTL still heals). A
 /// window in shadow mode (`shadowed[i]`) never denies: admitted, it counts the call whatever the
@@ -577,6 +603,34 @@ mod tests {
     }
 
     #[test]
+    fn partial_grants_what_the_estimate_has_room_for_at_least_one() {
+        // Estimate at a quarter in: 8 * 3/4 + 2 = 8 of 20.
+        let now = T0 + W / 4;
+        let c = present(counts(T0, 8, 2), Some(T0 + 2 * W));
+        // All of it fits: as without PARTIAL.
+        assert_eq!(decide_partial(&limit(20, 5), c, now), (decide(&limit(20, 5), c, now), 5));
+        // Room for 12 of 30: those, counted as a call of 12.
+        let (o, granted) = decide_partial(&limit(20, 30), c, now);
+        assert_eq!((granted, o.allowed, o.count, o.remaining, o.retry_after_ms), (12, true, 20, 0, -1));
+        assert_eq!(o, decide(&limit(20, 12), c, now));
+        // A fraction of room is not a whole one: 8 * 3/4 + 2 = 8.0, 9 * 3/4 + 2 = 8.75 leaves 11.
+        let (_, granted) = decide_partial(&limit(20, 30), present(counts(T0, 9, 2), None), now);
+        assert_eq!(granted, 11);
+        // None: denied as a call of one, nothing counted, a key without TTL healed.
+        let full = present(counts(T0, 8, 14), None);
+        let (o, granted) = decide_partial(&limit(20, 30), full, now);
+        assert_eq!(granted, 0);
+        assert_eq!(o, decide(&limit(20, 1), full, now));
+        assert!(!o.allowed && matches!(o.change, Some(Change::Expire { .. })));
+        // Over the limit already (a smaller limit than the counts were kept with): none.
+        assert_eq!(decide_partial(&limit(5, 3), c, now).1, 0);
+        // PEEK PARTIAL: what the call would get, nothing written.
+        let (p, granted) = peek_partial(&limit(20, 30), c, now);
+        assert_eq!((p.allowed, p.count, p.change, granted), (true, 8, None, 12));
+        assert_eq!(peek_partial(&limit(20, 30), full, now).1, 0);
+    }
+
+    #[test]
     fn all_or_nothing() {
         let full = present(counts(T0, 0, 2), Some(T0 + 2 * W));
         let (allowed, o) = decide_all(&[(limit(5, 1), Stored::Missing), (limit(2, 1), full)], &[], T0);
@@ -678,6 +732,27 @@ mod properties {
             prop_assert_eq!(p.allowed, o.allowed);
             prop_assert_eq!(p.change, None);
             prop_assert_eq!(p.retry_after_ms, o.retry_after_ms);
+        }
+
+        #[test]
+        fn partial_grants_the_most_that_fits((l, stored, now) in case()) {
+            let (o, granted) = decide_partial(&l, stored, now);
+            prop_assert!((0..=l.cost).contains(&granted));
+            prop_assert_eq!(o.allowed, granted > 0);
+            if granted > 0 {
+                // Exactly a call of what was granted, which fits where one more would not.
+                let granting = Limit { cost: granted, ..l };
+                prop_assert_eq!(o, decide(&granting, stored, now));
+                if granted < l.cost {
+                    let one_more = Limit { cost: granted + 1, ..l };
+                    prop_assert!(!decide(&one_more, stored, now).allowed);
+                }
+            } else {
+                let one = Limit { cost: 1, ..l };
+                prop_assert_eq!(o, decide(&one, stored, now));
+            }
+            let granting = Limit { cost: granted.max(1), ..l };
+            prop_assert_eq!(peek_partial(&l, stored, now), (peek(&granting, stored, now), granted));
         }
 
         #[test]

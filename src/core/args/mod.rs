@@ -99,7 +99,8 @@ mod properties {
             // SLIDE reads HIT's arguments as HIT does; PEEK is its one more option.
             if let Ok(a) = parse_slide(words()) {
                 let without_peek = words().filter(|w| !w.eq_ignore_ascii_case(b"PEEK"));
-                prop_assert_eq!(parse_hit(without_peek).map(|h| (h.at(0), h.reserve)), Ok((Ok(a.limit), a.reserve)));
+                let hit = parse_hit(without_peek).map(|h| (h.at(0), h.partial, h.reserve));
+                prop_assert_eq!(hit, Ok((Ok(a.limit), a.partial, a.reserve)));
             }
             if let Ok(GcraArgs { rate: r, reserve, .. }) = parse_gcra(words()) {
                 prop_assert!(r.capacity >= 1 && r.emission_ns >= 1 && r.tokens != 0 && (!reserve || r.tokens >= 1));

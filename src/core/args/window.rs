@@ -45,10 +45,12 @@ fn window_left(window: Window, now_ms: i64, zone: &Zone) -> Result<i64, ArgError
     }
 }
 
-/// `RATELIMIT.SLIDE key limit window [COST cost] [MS] [PEEK | RESERVE]`, validated.
+/// `RATELIMIT.SLIDE key limit window [COST cost] [MS] [PARTIAL] [PEEK | RESERVE]`, validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlideArgs {
     pub limit: Limit,
+    /// Grant as many of the cost as the estimate has room for, at least one.
+    pub partial: bool,
     /// Answer without writing.
     pub peek: bool,
     pub reserve: bool,
@@ -142,24 +144,28 @@ fn zone(tz: Option<&[u8]>, windows: &[Window]) -> Result<Zone, ArgError> {
     Zone::parse(text).map_err(|_| ArgError::UnknownZone)
 }
 
-/// `key limit window [COST cost] [MS] [PEEK | RESERVE]`, after the command name: HIT's rules,
-/// and PEEK.
+/// `key limit window [COST cost] [MS] [PARTIAL] [PEEK | RESERVE]`, after the command name:
+/// HIT's rules, and PEEK.
 pub fn parse_slide<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<SlideArgs, ArgError> {
     let spec = [
         Opt { name: "COST", values: 1 },
         Opt { name: "MS", values: 0 },
+        Opt { name: "PARTIAL", values: 0 },
         Opt { name: "PEEK", values: 0 },
         Opt { name: "RESERVE", values: 0 },
     ];
-    let (limit, window, cost, [ms, peek, reserve]) =
-        limit_and(args, "ratelimit.slide", spec, "COST, MS, PEEK or RESERVE")?;
+    let (limit, window, cost, [ms, partial, peek, reserve]) =
+        limit_and(args, "ratelimit.slide", spec, "COST, MS, PARTIAL, PEEK or RESERVE")?;
     let window_ms = window_ms(window, ms.is_some())?;
     let limit = Limit { limit, window_ms, cost: signed_cost(cost)? };
     if peek.is_some() && reserve.is_some() {
         return Err(ArgError::Exclusive("PEEK", "RESERVE"));
     }
+    if partial.is_some() && limit.cost < 1 {
+        return Err(ArgError::PartialNeeds("COST"));
+    }
     let reserve = reserved(reserve, limit.cost, "COST")?;
-    Ok(SlideArgs { limit, peek: peek.is_some(), reserve })
+    Ok(SlideArgs { limit, partial: partial.is_some(), peek: peek.is_some(), reserve })
 }
 
 /// `key limit [COST cost]`, after the command name.
@@ -174,8 +180,6 @@ pub fn parse_peek<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<PeekAr
     Ok(PeekArgs { limit, cost })
 }
 
-/// `numkeys key [key ...] limit window [limit window ...] [COST cost] [MS] [SLIDE | ALIGN] [TZ
-/// zone]`, after the command name.
 /// Whether a key is given twice: compared pairwise when few, sorted when many (a batch of a
 /// hundred keys would compare each pair).
 fn repeats(keys: &[&[u8]]) -> bool {
@@ -187,6 +191,8 @@ fn repeats(keys: &[&[u8]]) -> bool {
     sorted.windows(2).any(|w| w[0] == w[1])
 }
 
+/// `numkeys key [key ...] limit window [limit window ...] [COST cost] [MS] [SLIDE | ALIGN] [TZ
+/// zone] [TOKENS tokens numtokenkeys [RESERVE]]`, after the command name.
 pub fn parse_hitall<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitAllArgs<'a>, ArgError> {
     const ARITY: ArgError = ArgError::Arity("ratelimit.hitall");
     let mut args = args.into_iter();
@@ -325,14 +331,19 @@ mod tests {
     fn slide_reads_hits_arguments_and_peek() {
         let slide = |line| parse_slide(words(line));
         let at = |limit, window_ms, cost, peek| {
-            Ok(SlideArgs { limit: Limit { limit, window_ms, cost }, peek, reserve: false })
+            Ok(SlideArgs { limit: Limit { limit, window_ms, cost }, partial: false, peek, reserve: false })
         };
         assert_eq!(slide("k 10 60"), at(10, 60_000, 1, false));
         assert_eq!(slide("k 10 250 peek cost 2 MS"), at(10, 250, 2, true));
         assert_eq!(slide("k 10"), Err(ArgError::Arity("ratelimit.slide")));
         assert_eq!(slide("k 0 60"), Err(ArgError::NotPositive("limit")));
         assert_eq!(slide("k 10 60 PEEK PEEK"), Err(ArgError::Repeated("PEEK")));
-        assert_eq!(slide("k 10 60 SLIDE"), Err(ArgError::UnknownOption("COST, MS, PEEK or RESERVE")));
+        assert_eq!(slide("k 10 60 SLIDE"), Err(ArgError::UnknownOption("COST, MS, PARTIAL, PEEK or RESERVE")));
+        let partial = slide("k 10 60 cost 5 partial reserve").unwrap();
+        assert!(partial.partial && partial.reserve && !partial.peek);
+        assert!(slide("k 10 60 COST 5 PARTIAL PEEK").unwrap().peek);
+        assert_eq!(slide("k 10 60 COST -5 PARTIAL"), Err(ArgError::PartialNeeds("COST")));
+        assert_eq!(slide("k 10 60 PARTIAL PARTIAL"), Err(ArgError::Repeated("PARTIAL")));
         assert_eq!(slide("k 10 60 PEEK RESERVE"), Err(ArgError::Exclusive("PEEK", "RESERVE")));
         assert_eq!(slide("k 10 60 COST -1 RESERVE"), Err(ArgError::ReserveNeeds("COST")));
         assert!(slide("k 10 60 RESERVE").unwrap().reserve);
