@@ -524,33 +524,46 @@ func reserveHitCall(key string, f Fixed) (command[Reservation], error) {
 	return reserving(call, f.Cost, "COST", err)
 }
 
-// reserveHitUpToCall is RATELIMIT.HIT with PARTIAL and RESERVE: as many of f.Cost as the window
-// has left, at least one, counted now, and a reservation of what was granted (its Amount).
-func reserveHitUpToCall(key string, f Fixed) (command[Reservation], error) {
-	call, err := hitCall(key, f)
+// reservingUpTo is call with PARTIAL and RESERVE: as many of amount as the limit has room
+// for, at least one, counted now, and a reservation of what was granted (its Amount). decision
+// reads the reply's first numbers, which the count granted and the reservation follow.
+func reservingUpTo(call command[Decision], amount int64, decision func(any) (Decision, error), numbers int,
+	err error) (command[Reservation], error) {
 	if err != nil {
 		return command[Reservation]{}, err
 	}
-	if cost(f.Cost) < 1 {
+	if amount < 1 {
 		return command[Reservation]{}, invalid("PARTIAL needs COST >= 1")
 	}
-	// Denied only with none left: then again when the window ends, whatever the cost.
-	decision := readFixed(f.Limit, f.Window, 1)
+	name := strings.TrimPrefix(call.Command, "RATELIMIT.") + " PARTIAL RESERVE"
 	parse := func(reply any) (Reservation, error) {
 		items, ok := reply.([]any)
-		if !ok || len(items) != 6 {
-			return Reservation{}, replyError("HIT PARTIAL RESERVE", reply)
+		if !ok || len(items) != numbers+2 {
+			return Reservation{}, replyError(name, reply)
 		}
-		granted, ok := integer(items[4])
-		d, err := decision(items[:4])
+		granted, ok := integer(items[numbers])
+		d, err := decision(items[:numbers])
 		if !ok || err != nil {
-			return Reservation{}, replyError("HIT PARTIAL RESERVE", reply)
+			return Reservation{}, replyError(name, reply)
 		}
-		token, _ := items[5].(string)
-		return Reservation{Decision: d, Key: key, Token: token, Amount: granted}, nil
+		token, _ := items[numbers+1].(string)
+		return Reservation{Decision: d, Key: call.Keys[0], Token: token, Amount: granted}, nil
 	}
 	return command[Reservation]{Command: call.Command, Function: call.Function, Keys: call.Keys,
 		Args: append(call.Args, "PARTIAL", "RESERVE"), parse: parse}, nil
+}
+
+// reserveHitUpToCall is RATELIMIT.HIT with PARTIAL and RESERVE.
+func reserveHitUpToCall(key string, f Fixed) (command[Reservation], error) {
+	call, err := hitCall(key, f)
+	// Denied only with none left: then again when the window ends, whatever the cost.
+	return reservingUpTo(call, cost(f.Cost), readFixed(f.Limit, f.Window, 1), 4, err)
+}
+
+// reserveSlideUpToCall is RATELIMIT.SLIDE with PARTIAL and RESERVE (a denial's retry is for one).
+func reserveSlideUpToCall(key string, s Sliding) (command[Reservation], error) {
+	call, err := slideCall(key, s)
+	return reservingUpTo(call, cost(s.Cost), call.parse, 5, err)
 }
 
 // reserveSlideCall is RATELIMIT.SLIDE with RESERVE.

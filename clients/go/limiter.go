@@ -269,6 +269,13 @@ func (l *Limiter) ReserveHitUpTo(ctx context.Context, key string, f Fixed) (Rese
 	return send(ctx, l, call, err)
 }
 
+// ReserveSlideUpTo counts as many of s.Cost as the sliding window's estimate has room for, at
+// least one, and reserves what was granted (Reservation.Amount; 0 and no Token when none).
+func (l *Limiter) ReserveSlideUpTo(ctx context.Context, key string, s Sliding) (Reservation, error) {
+	call, err := reserveSlideUpToCall(key, s)
+	return send(ctx, l, call, err)
+}
+
 // ReserveSlide counts an estimate (s.Cost) against a sliding window, and reserves it.
 func (l *Limiter) ReserveSlide(ctx context.Context, key string, s Sliding) (Reservation, error) {
 	call, err := reserveSlideCall(key, s)

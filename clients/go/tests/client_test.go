@@ -161,6 +161,20 @@ func everyCommand(t *testing.T, l *ratelimit.Limiter, kind Kind) {
 	check(!r.Allowed && r.Token == "" && r.Amount == 0 && r.RetryAfter > 59*time.Minute, "reserve hit up to, none left", r)
 	_, err = l.ReserveHitUpTo(ctx, tag+"rh", ratelimit.Fixed{Limit: 95, Window: time.Hour, Cost: -1})
 	check(errors.Is(err, ratelimit.ErrInvalidArgument), "up to a give-back", err)
+	// A sliding window of 10^12 ms: the previous one weighs nothing, the estimate is the count.
+	long := ratelimit.Sliding{Limit: 100, Window: 1e12 * time.Millisecond, Cost: 70}
+	for _, want := range [][2]int64{{70, 70}, {30, 100}} { // granted, count
+		r, err = l.ReserveSlideUpTo(ctx, tag+"rs", long)
+		must(err)
+		check(r.Allowed && r.Token != "" && r.Amount == want[0] && r.Count == want[1], "reserve slide up to", r)
+	}
+	s, err = l.Settle(ctx, r, 10)
+	must(err)
+	check(s.Applied == -20 && s.Count == 80, "settle a sliding window's grant", s)
+	long.Limit = 80
+	r, err = l.ReserveSlideUpTo(ctx, tag+"rs", long)
+	must(err)
+	check(!r.Allowed && r.Token == "" && r.Amount == 0 && r.RetryAfter > time.Hour, "reserve slide up to, no room", r)
 	rs, err := l.ReserveGCRA(ctx, tag+"rg", ratelimit.Rate{MaxBurst: 9, PerPeriod: 1, Period: time.Second, Tokens: 5})
 	must(err)
 	s, err = l.Settle(ctx, rs, 2)

@@ -21,7 +21,7 @@ var taken = map[string]map[string]string{
 	"ratelimit.hit": {"key": "param", "limit": "Fixed.Limit", "window": "Fixed.Window", "cost": "Fixed.Cost",
 		"ms": "folded", "partial": "folded", "reserve": "folded", "align": "Fixed.Align", "zone": "Fixed.TZ"},
 	"ratelimit.peek":  {"key": "param", "limit": "param", "cost": "param"},
-	"ratelimit.slide": {"key": "param", "limit": "Sliding.Limit", "window": "Sliding.Window", "cost": "Sliding.Cost", "ms": "folded", "peek": "folded", "reserve": "folded"},
+	"ratelimit.slide": {"key": "param", "limit": "Sliding.Limit", "window": "Sliding.Window", "cost": "Sliding.Cost", "ms": "folded", "partial": "folded", "peek": "folded", "reserve": "folded"},
 	"ratelimit.hitall": {"numkeys": "folded", "key": "Limit.Key", "limit": "Limit.Limit", "window": "Limit.Window",
 		"cost": "AllOptions.Cost", "ms": "folded", "slide": "AllOptions.Sliding", "align": "AllOptions.Align", "zone": "AllOptions.TZ",
 		"tokens": "AllOptions.Tokens", "numtokenkeys": "AllOptions.TokenKeys", "reserve": "folded"},
@@ -73,6 +73,7 @@ func everyOption(t *testing.T, rdb *redis.Client) map[string][][]string {
 	sent(l.Peek(ctx, "k", 5, 2))
 	sent(l.SlidePeek(ctx, "k", ratelimit.Sliding{Limit: 5, Window: 1500 * time.Millisecond, Cost: 2}))
 	sent(l.ReserveSlide(ctx, "k", ratelimit.Sliding{Limit: 5, Window: time.Second, Cost: 2}))
+	sent(l.ReserveSlideUpTo(ctx, "k", ratelimit.Sliding{Limit: 5, Window: time.Second, Cost: 9}))
 	limits := []ratelimit.Limit{{Key: "{a}1", Limit: 1, Window: 1500 * time.Millisecond}, {Key: "{a}2", Limit: 2, Calendar: ratelimit.Day}}
 	sent(l.ReserveAll(ctx, limits, ratelimit.AllOptions{Cost: 2, Align: true, TZ: "+01:00", Tokens: 40, TokenKeys: 1}))
 	sent(l.HitAll(ctx, limits[:1], ratelimit.AllOptions{Sliding: true}))
