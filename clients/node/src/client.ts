@@ -112,6 +112,7 @@ export class RateLimiter {
   readonly refund = this.#sent(commands.refund);
   readonly reserveHit = this.#sent(commands.reserveHit);
   readonly reserveHitUpTo = this.#sent(commands.reserveHitUpTo);
+  readonly reserveSlideUpTo = this.#sent(commands.reserveSlideUpTo);
   readonly reserveSlide = this.#sent(commands.reserveSlide);
   readonly reserveGcra = this.#sent(commands.reserveGcra);
   readonly reserveAll = this.#sent(commands.reserveAll);

@@ -425,21 +425,43 @@ export const reserveHit = define(['key', ...HIT], (key: string, o: ReserveHitOpt
   reserving(hit(key, { ...o, cost: reserved(o.cost, 'COST') }), o.cost),
 );
 
+/** `call` with PARTIAL and RESERVE: its decision (`decided` reads its `numbers` first elements),
+ * then the count granted and a reservation of that count. */
+function reservingUpTo(call: Call<Decision>, decided: (reply: unknown) => Decision, numbers: number): Call<Reservation> {
+  const parse = (reply: unknown): Reservation => {
+    const items = row(reply, numbers + 2);
+    const token = optionalText(items[numbers + 1]);
+    return new Reservation(call.keys[0] ?? '', decided(items.slice(0, numbers)), token, int(items[numbers]));
+  };
+  return { ...call, args: [...call.args, 'PARTIAL', 'RESERVE'], parse };
+}
+
+/** PARTIAL's cost: at least one. */
+function upTo(cost: number): number {
+  if (!isInteger(cost) || cost < 1) throw new RateLimitError('PARTIAL needs COST >= 1');
+  return cost;
+}
+
 /** RATELIMIT.HIT with PARTIAL and RESERVE: as much of `cost` as the window has left, at least
  * one, counted now, and a reservation of what was granted (its `amount`; 0, and no token, when
  * none was left): a block of hits to spend locally, whose unused part `settle` gives back while
  * the window runs. */
 export const reserveHitUpTo = define(['key', ...HIT], (key: string, o: ReserveHitOptions): Call<Reservation> => {
-  if (!isInteger(o.cost) || o.cost < 1) throw new RateLimitError('PARTIAL needs COST >= 1');
-  const call = hit(key, o);
+  const call = hit(key, { ...o, cost: upTo(o.cost) });
   // Denied only with none left: then again when the window ends, whatever the cost.
-  const decided = hit(key, { ...o, cost: 1 }).parse;
-  const parse = (reply: unknown): Reservation => {
-    const items = row(reply, 6);
-    return new Reservation(call.keys[0] ?? '', decided(items.slice(0, 4)), optionalText(items[5]), int(items[4]));
-  };
-  return { ...call, args: [...call.args, 'PARTIAL', 'RESERVE'], parse };
+  return reservingUpTo(call, hit(key, { ...o, cost: 1 }).parse, 4);
 });
+
+/** RATELIMIT.SLIDE with PARTIAL and RESERVE: as much of `cost` as the sliding window's estimate
+ * has room for, at least one, and a reservation of what was granted (its `amount`; 0, and no
+ * token, when there was no room; a denial's retry is for one). */
+export const reserveSlideUpTo = define(
+  ['key', ...RESERVE_WINDOW],
+  (key: string, o: ReserveWindowOptions): Call<Reservation> => {
+    const call = slide(key, { ...o, cost: upTo(o.cost) });
+    return reservingUpTo(call, call.parse, 5);
+  },
+);
 
 /** RATELIMIT.SLIDE with RESERVE: as `slide`, and a reservation to settle. */
 export const reserveSlide = define(['key', ...RESERVE_WINDOW], (key: string, o: ReserveWindowOptions): Call<Reservation> =>

@@ -152,6 +152,19 @@ for (const kind of KINDS) {
           await assert.rejects(rl.reserveHitUpTo(key, { limit: 95, windowMs: 3_600_000, cost: -1 }), /PARTIAL needs COST >= 1/);
         });
 
+        test('a block up to the cost on a sliding window reserves what the estimate had room for', async () => {
+          const key = fresh('sliding block');
+          // A window of 10^12 ms: the previous one weighs nothing, the estimate is the count.
+          const window = { limit: 100, windowMs: 1e12, cost: 70 };
+          const blocks = [await rl.reserveSlideUpTo(key, window), await rl.reserveSlideUpTo(key, window)];
+          assert.deepEqual(blocks.map((b) => [b.allowed, b.amount, b.decision.count]), [[true, 70, 70], [true, 30, 100]]);
+          const settled = await rl.settle(key, blocks[1]?.token ?? '', 10);
+          assert.deepEqual([settled.applied, settled.decision.count], [-20, 80]);
+          const none = await rl.reserveSlideUpTo(key, { ...window, limit: 80 });
+          assert.deepEqual([none.allowed, none.amount, none.token], [false, 0, null]);
+          await assert.rejects(rl.reserveSlideUpTo(key, { ...window, cost: 0 }), /PARTIAL needs COST >= 1/);
+        });
+
         test('requests and tokens are reserved together and settled on every token limit', async () => {
           const id = fresh('llm');
           const limits = [

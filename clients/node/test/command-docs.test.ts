@@ -58,6 +58,7 @@ const CASES: [string, string, Builder, string[], () => { command: string; args: 
   ['ratelimit.hit', 'reserveHit', commands.reserveHit, [], () => commands.reserveHit('k', { limit: 5, calendar: 'month', cost: 2, align: true, tz: '+05:30' })],
   ['ratelimit.hit', 'reserveHitUpTo', commands.reserveHitUpTo, [], () => commands.reserveHitUpTo('k', { limit: 5, calendar: 'month', cost: 9, align: true, tz: '+05:30' })],
   ['ratelimit.slide', 'reserveSlide', commands.reserveSlide, ['peek'], () => commands.reserveSlide('k', { limit: 5, windowMs: 1_500, cost: 2 })],
+  ['ratelimit.slide', 'reserveSlideUpTo', commands.reserveSlideUpTo, ['peek'], () => commands.reserveSlideUpTo('k', { limit: 5, windowMs: 1_500, cost: 9 })],
   ['ratelimit.gcra', 'gcraUpTo', commands.gcraUpTo, [], () => commands.gcraUpTo('k', { maxBurst: 1, tokensPerPeriod: 2, periodMs: 500, tokens: 2, align: true })],
   ['ratelimit.gcra', 'reserveGcra', commands.reserveGcra, ['align'], () => commands.reserveGcra('k', { maxBurst: 1, tokensPerPeriod: 2, periodMs: 500, tokens: 2 })],
 ];

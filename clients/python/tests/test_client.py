@@ -202,6 +202,19 @@ def test_reserve_hit_up_to_reserves_what_was_granted(rl: RateLimiter) -> None:
         rl.reserve_hit_up_to("block", 95, 3600, cost=-1)
 
 
+def test_reserve_slide_up_to_reserves_what_the_estimate_had_room_for(rl: RateLimiter) -> None:
+    # A window of 10^9 s: the previous one weighs nothing, the estimate is the count.
+    long = 10**9
+    granted = [rl.reserve_slide_up_to("sliding block", 100, long, cost=70) for _ in range(2)]
+    assert [(r.allowed, r.amount, r.decision.count) for r in granted] == [(True, 70, 70), (True, 30, 100)]
+    settled = rl.settle("sliding block", granted[1].token or "", 10)
+    assert (settled.applied, settled.decision.count) == (-20, 80)
+    none = rl.reserve_slide_up_to("sliding block", 80, long, cost=70)
+    assert (none.allowed, none.amount, none.token) == (False, 0, None)
+    with pytest.raises(RateLimitError, match="PARTIAL needs COST >= 1"):
+        rl.reserve_slide_up_to("sliding block", 95, long, cost=0)
+
+
 def test_requests_and_tokens_reserved_together_and_settled_on_every_token_limit(rl: RateLimiter) -> None:
     keys = ["{u}:rpm", "{u}:tpm", "{u}:tpd"]
     limits = [(2, 60), (10_000, 60), (20_000, "day")]

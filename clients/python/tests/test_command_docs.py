@@ -19,7 +19,7 @@ FOLDED = {
     "ms": "a duration in seconds (int, float or timedelta), sent in ms where needed",
     "numkeys": "len(keys)",
     "reserve": "the reserve_* builders send it",
-    "partial": "gcra_up_to and reserve_hit_up_to send it",
+    "partial": "gcra_up_to and the reserve_*_up_to builders send it",
 }
 # Builders that send a command for one of its uses, and the documented arguments they leave to
 # the command's main builder.
@@ -41,6 +41,12 @@ VARIANTS: dict[str, tuple[str, Any, set[str], dict[str, Any]]] = {
         commands.reserve_slide,
         {"peek"},
         {"key": "k", "limit": 5, "window": 1.5, "cost": 2},
+    ),
+    "reserve_slide_up_to": (
+        "ratelimit.slide",
+        commands.reserve_slide_up_to,
+        {"peek"},
+        {"key": "k", "limit": 5, "window": 1.5, "cost": 9},
     ),
     "reserve_all": (
         "ratelimit.hitall",

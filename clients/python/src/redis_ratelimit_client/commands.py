@@ -370,6 +370,24 @@ def reserve_hit(
     return _reserving(hit(key, limit, window, cost=_reserved(cost, "COST"), align=align, tz=tz), cost)
 
 
+def _up_to(cost: int) -> int:
+    """PARTIAL's cost: at least one."""
+    if isinstance(cost, bool) or not isinstance(cost, int) or not 1 <= cost < 2**63:
+        raise RateLimitError("PARTIAL needs COST >= 1")
+    return cost
+
+
+def _reserving_up_to(call: Call[Decision], decided: Callable[[Any], Decision]) -> Call[Reservation]:
+    """``call`` with PARTIAL and RESERVE: its decision (``decided`` reads it), then the count
+    granted and a reservation of that count."""
+
+    def parse(reply: Any) -> Reservation:
+        *numbers, granted, token = reply
+        return Reservation(call.keys[0], decided(numbers), None if token is None else _text(token), granted)
+
+    return Call(call.command, call.function, call.keys, (*call.args, "PARTIAL", "RESERVE"), parse)
+
+
 def reserve_hit_up_to(
     key: str, limit: int, window: Seconds | CalendarUnit, *, cost: int, align: bool = False, tz: str | None = None
 ) -> Call[Reservation]:
@@ -377,17 +395,17 @@ def reserve_hit_up_to(
     one, counted now, and a reservation of what was granted (its ``amount``; 0, and no token,
     when none was left): a block of hits to spend locally, whose unused part ``settle`` gives
     back while the window runs."""
-    if isinstance(cost, bool) or not isinstance(cost, int) or not 1 <= cost < 2**63:
-        raise RateLimitError("PARTIAL needs COST >= 1")
-    call = hit(key, limit, window, cost=cost, align=align, tz=tz)
+    call = hit(key, limit, window, cost=_up_to(cost), align=align, tz=tz)
     # Denied only with none left: then again when the window ends, whatever the cost.
-    decided = _fixed(limit, _fixed_window(window)[2], 1)
+    return _reserving_up_to(call, _fixed(limit, _fixed_window(window)[2], 1))
 
-    def parse(reply: Any) -> Reservation:
-        *numbers, granted, token = reply
-        return Reservation(call.keys[0], decided(numbers), None if token is None else _text(token), granted)
 
-    return Call(call.command, call.function, call.keys, (*call.args, "PARTIAL", "RESERVE"), parse)
+def reserve_slide_up_to(key: str, limit: int, window: Seconds, *, cost: int) -> Call[Reservation]:
+    """RATELIMIT.SLIDE with PARTIAL and RESERVE: as many of ``cost`` as the sliding window's
+    estimate has room for, at least one, and a reservation of what was granted (its ``amount``;
+    0, and no token, when there was no room; a denial's retry is for one)."""
+    call = slide(key, limit, window, cost=_up_to(cost))
+    return _reserving_up_to(call, call.parse)
 
 
 def reserve_all(
