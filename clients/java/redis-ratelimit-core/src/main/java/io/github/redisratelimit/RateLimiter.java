@@ -192,6 +192,18 @@ public final class RateLimiter {
     }
 
     /**
+     * Counts as many of the limit's cost as the sliding window's estimate has room for, at least
+     * one, and reserves what was granted (the reservation's amount; 0, and no token, when none).
+     *
+     * @param key the counter
+     * @param limit the limit, its cost the most to take
+     * @return the reservation
+     */
+    public Reservation reserveSlideUpTo(String key, Sliding limit) {
+        return join(async.reserveSlideUpTo(key, limit));
+    }
+
+    /**
      * Counts an estimate against a sliding window, and reserves it.
      *
      * @param key the counter

@@ -418,23 +418,48 @@ public final class Commands {
      */
     public static Command<Reservation> reserveHitUpTo(String key, Fixed f) {
         Objects.requireNonNull(f, "limit");
-        if (f.cost() < 1) {
-            throw invalid("PARTIAL needs COST >= 1");
-        }
         Command<Decision> call = hit(key, f);
         // Denied only with none left: then again when the window ends, whatever the cost.
-        Function<Object, Decision> decided = readFixed(f.limit(), orZero(f.window()), 1);
+        return reservingUpTo(call, f.cost(), readFixed(f.limit(), orZero(f.window()), 1), 4);
+    }
+
+    /**
+     * {@code RATELIMIT.SLIDE} with {@code PARTIAL} and {@code RESERVE}: as many of the cost as the
+     * sliding window's estimate has room for, at least one, and a reservation of what was granted
+     * (its amount; 0, and no token, when there was no room; a denial's retry is for one).
+     *
+     * @param key the counter
+     * @param s the limit, its cost the most to take
+     * @return the call
+     */
+    public static Command<Reservation> reserveSlideUpTo(String key, Sliding s) {
+        Objects.requireNonNull(s, "limit");
+        Command<Decision> call = slide(key, s);
+        return reservingUpTo(call, s.cost(), call::read, 5);
+    }
+
+    /**
+     * {@code call} with {@code PARTIAL} and {@code RESERVE}: its decision ({@code decided} reads
+     * the reply's first {@code numbers} elements), then the count granted and a reservation of it.
+     */
+    private static Command<Reservation> reservingUpTo(Command<Decision> call, long cost,
+            Function<Object, Decision> decided, int numbers) {
+        if (cost < 1) {
+            throw invalid("PARTIAL needs COST >= 1");
+        }
         List<String> args = new ArrayList<>(call.args());
         args.add("PARTIAL");
         args.add("RESERVE");
         String counter = call.keys().get(0);
+        String name = call.command().substring("RATELIMIT.".length()) + " PARTIAL RESERVE";
         return new Command<>(call.command(), call.function(), call.keys(), args, false, reply -> {
-            List<?> items = list(reply, "HIT PARTIAL RESERVE");
-            Long granted = items.size() == 6 ? integer(items.get(4)) : null;
+            List<?> items = list(reply, name);
+            Long granted = items.size() == numbers + 2 ? integer(items.get(numbers)) : null;
             if (granted == null) {
-                throw new UnexpectedReplyException("HIT PARTIAL RESERVE", reply);
+                throw new UnexpectedReplyException(name, reply);
             }
-            return new Reservation(decided.apply(items.subList(0, 4)), counter, token(items.get(5)), granted);
+            return new Reservation(decided.apply(items.subList(0, numbers)), counter, token(items.get(numbers + 1)),
+                    granted);
         });
     }
 

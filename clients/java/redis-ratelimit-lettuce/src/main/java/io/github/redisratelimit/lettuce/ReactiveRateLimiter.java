@@ -177,6 +177,17 @@ public final class ReactiveRateLimiter {
     }
 
     /**
+     * {@code RATELIMIT.SLIDE ... PARTIAL RESERVE}.
+     *
+     * @param key the counter
+     * @param limit the limit, its cost the most to take
+     * @return the reservation of what was granted
+     */
+    public Mono<Reservation> reserveSlideUpTo(String key, Sliding limit) {
+        return mono(() -> async.reserveSlideUpTo(key, limit));
+    }
+
+    /**
      * {@code RATELIMIT.SLIDE ... RESERVE}.
      *
      * @param key the counter

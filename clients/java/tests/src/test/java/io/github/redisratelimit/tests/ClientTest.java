@@ -160,6 +160,17 @@ class ClientTest {
         assertEquals(List.of(false, 0L), List.of(none.decision().allowed(), none.amount()));
         assertNull(none.token());
         assertThrows(InvalidArgumentException.class, () -> rl.reserveHitUpTo(block, Fixed.of(95, HOUR).withCost(-1)));
+        // A sliding window of 10^12 ms: the previous one weighs nothing, the estimate is the count.
+        String sliding = key("slidingBlock");
+        Sliding room = Sliding.of(100, Duration.ofMillis(1_000_000_000_000L)).withCost(70);
+        Reservation first = rl.reserveSlideUpTo(sliding, room);
+        Reservation rest = rl.reserveSlideUpTo(sliding, room);
+        assertEquals(List.of(70L, 70L, 30L, 100L),
+                List.of(first.amount(), first.decision().count(), rest.amount(), rest.decision().count()));
+        assertEquals(-20, rl.settle(rest, 10).applied());
+        Reservation noRoom = rl.reserveSlideUpTo(sliding, Sliding.of(80, Duration.ofMillis(1_000_000_000_000L)).withCost(70));
+        assertEquals(List.of(false, 0L), List.of(noRoom.decision().allowed(), noRoom.amount()));
+        assertThrows(InvalidArgumentException.class, () -> rl.reserveSlideUpTo(sliding, room.withCost(-1)));
         Reservation denied = rl.reserveHit(key("denied"), Fixed.of(1, MINUTE).withCost(5));
         assertFalse(denied.decision().allowed());
         assertNull(denied.token());
