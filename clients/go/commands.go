@@ -23,7 +23,9 @@ type command[T any] struct {
 	Args     []string
 	// Numkeys: the module's form names its keys' count first (HITALL).
 	Numkeys bool
-	parse   func(reply any) (T, error)
+	// ReadOnly: the call writes nothing (PEEK, TOP), so a limiter waiting for replicas sends no WAIT.
+	ReadOnly bool
+	parse    func(reply any) (T, error)
 }
 
 // ModuleArgs is the call as the module takes it.
@@ -300,7 +302,7 @@ func peekCall(key string, limit, c int64) (command[Decision], error) {
 		return command[Decision]{}, err
 	}
 	args := append([]string{strconv.FormatInt(limit, 10)}, signedCost(c, "COST")...)
-	return command[Decision]{Command: "RATELIMIT.PEEK", Function: "ratelimit_peek", Keys: []string{key}, Args: args,
+	return command[Decision]{Command: "RATELIMIT.PEEK", Function: "ratelimit_peek", Keys: []string{key}, Args: args, ReadOnly: true,
 		parse: readFixed(limit, 0, c)}, nil
 }
 
@@ -332,7 +334,7 @@ func slideCall(key string, s Sliding) (command[Decision], error) {
 // slidePeekCall is RATELIMIT.SLIDE with PEEK: the decision without counting.
 func slidePeekCall(key string, s Sliding) (command[Decision], error) {
 	call, err := slideCall(key, s)
-	call.Args = append(call.Args, "PEEK")
+	call.Args, call.ReadOnly = append(call.Args, "PEEK"), true
 	return call, err
 }
 
@@ -830,5 +832,5 @@ func topCall(o TopOptions) (command[[]TopEntry], error) {
 		}
 		return entries, nil
 	}
-	return command[[]TopEntry]{Command: "RATELIMIT.TOP", Keys: nil, Args: args, parse: parse}, nil
+	return command[[]TopEntry]{Command: "RATELIMIT.TOP", Keys: nil, Args: args, ReadOnly: true, parse: parse}, nil
 }

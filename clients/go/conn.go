@@ -1,6 +1,9 @@
 package ratelimit
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Conn is what an adapter gives the limiter: one Redis or Valkey client, standalone or a cluster.
 type Conn interface {
@@ -13,4 +16,12 @@ type Conn interface {
 	EachPrimary(ctx context.Context, fn func(Conn) error) error
 	// Cluster reports whether keys are spread over slots: a call's keys must then share one.
 	Cluster() bool
+}
+
+// Waiter is a Conn that can send a write and WAIT behind it on the connection that wrote (WAIT
+// counts that connection's writes), for a limiter made WithReplicas: DoWaiting answers the
+// write's reply as Do does, and how many replicas WAIT says acknowledged it. The adapters' Conns
+// are Waiters.
+type Waiter interface {
+	DoWaiting(ctx context.Context, keyPos int, args []string, replicas int, timeout time.Duration) (reply any, acknowledged int64, err error)
 }

@@ -41,6 +41,24 @@ func (e *PermitUnavailableError) Is(target error) bool { return target == ErrPer
 // before the work did (its renewal found it gone).
 var ErrPermitLost = errors.New("ratelimit: permit lost before the work ended")
 
+// ErrNotReplicated is what every *NotReplicatedError matches with errors.Is.
+var ErrNotReplicated = errors.New("ratelimit: too few replicas acknowledged the write in time")
+
+// NotReplicatedError is the error of a call a limiter waiting for replicas (WithReplicas) made
+// on the primary, which answered (the call's answer is returned beside the error), but which
+// fewer replicas than wanted acknowledged within the timeout. The write stands on the primary; a
+// failover before the replicas catch up would lose it, and the limit would admit that much again.
+type NotReplicatedError struct {
+	Acknowledged, Wanted int
+}
+
+func (e *NotReplicatedError) Error() string {
+	return fmt.Sprintf("ratelimit: %d of %d replicas acknowledged the write in time", e.Acknowledged, e.Wanted)
+}
+
+// Is makes errors.Is(err, ErrNotReplicated) true.
+func (e *NotReplicatedError) Is(target error) bool { return target == ErrNotReplicated }
+
 // ArgumentError is an argument refused before any round trip, worded as the server words it.
 type ArgumentError struct {
 	Message string

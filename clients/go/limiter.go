@@ -31,6 +31,9 @@ type Limiter struct {
 	conn        Conn
 	loadLibrary bool
 	background  time.Duration
+	// replicas each write waits for (0: none), at most replicaTimeout.
+	replicas       int
+	replicaTimeout time.Duration
 
 	mu      sync.Mutex
 	backend Backend
@@ -58,6 +61,25 @@ func WithBackgroundTimeout(timeout time.Duration) Option {
 	return func(l *Limiter) {
 		if timeout > 0 {
 			l.background = timeout
+		}
+	}
+}
+
+// WithReplicas makes every call that writes wait, on the connection that wrote, until replicas
+// replicas have it (WAIT replicas timeout), at most timeout (in whole ms, rounded up; 100 ms when
+// 0 or less; within the client's read timeout): a failover then loses no write the call
+// answered. When fewer acknowledge in time the call answers beside a *NotReplicatedError
+// (errors.Is ErrNotReplicated). It costs a round trip to the replicas per write. The Conn must be
+// a Waiter (the adapters' are, but over a go-redis Ring).
+func WithReplicas(replicas int, timeout time.Duration) Option {
+	return func(l *Limiter) {
+		if timeout <= 0 {
+			timeout = 100 * time.Millisecond
+		}
+		// WAIT's 0 would wait for ever.
+		l.replicas, l.replicaTimeout = max(replicas, 0), timeout.Round(time.Millisecond)
+		if l.replicaTimeout < timeout {
+			l.replicaTimeout += time.Millisecond
 		}
 	}
 }
@@ -190,19 +212,35 @@ func do[T any](ctx context.Context, l *Limiter, call command[T]) (T, error) {
 	if len(call.Keys) == 0 {
 		keyPos = 0
 	}
-	reply, err := l.conn.Do(ctx, keyPos, args)
+	var acknowledged int64
+	send := func() (reply any, err error) {
+		if l.replicas == 0 || call.ReadOnly {
+			return l.conn.Do(ctx, keyPos, args)
+		}
+		waiter, ok := l.conn.(Waiter)
+		if !ok {
+			return nil, invalid("this Conn cannot wait for replicas (WithReplicas): it is no Waiter")
+		}
+		reply, acknowledged, err = waiter.DoWaiting(ctx, keyPos, args, l.replicas, l.replicaTimeout)
+		return reply, err
+	}
+	reply, err := send()
 	var server *ServerError
 	if backend == Library && errors.As(err, &server) && strings.Contains(strings.ToLower(server.Message), "function not found") {
 		// The server lost the library (a restart without persistence, FUNCTION FLUSH): again.
 		if err := l.ensureLibrary(ctx); err != nil {
 			return zero, err
 		}
-		reply, err = l.conn.Do(ctx, keyPos, args)
+		reply, err = send()
 	}
 	if err != nil {
 		return zero, err
 	}
-	return call.Parse(reply)
+	answer, err := call.Parse(reply)
+	if err == nil && l.replicas > 0 && !call.ReadOnly && acknowledged < int64(l.replicas) {
+		err = &NotReplicatedError{Acknowledged: int(acknowledged), Wanted: l.replicas}
+	}
+	return answer, err
 }
 
 func send[T any](ctx context.Context, l *Limiter, call command[T], err error) (T, error) {

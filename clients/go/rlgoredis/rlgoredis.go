@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
 	"github.com/redis/go-redis/v9"
@@ -42,6 +44,50 @@ func (c Conn) Do(ctx context.Context, keyPos int, args []string) (any, error) {
 	}
 	_ = client.Process(ctx, cmd)
 	return result(cmd)
+}
+
+// DoWaiting sends args, then WAIT replicas timeout, on one connection: the key's primary's (a
+// Ring cannot: which shard holds a key is its own).
+func (c Conn) DoWaiting(ctx context.Context, keyPos int, args []string, replicas int, timeout time.Duration) (any, int64, error) {
+	var node *redis.Client
+	switch rdb := c.Client.(type) {
+	case *redis.Client:
+		node = rdb
+	case *redis.ClusterClient:
+		key := ""
+		if keyPos > 0 {
+			key = args[keyPos]
+		}
+		primary, err := rdb.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, 0, err
+		}
+		node = primary
+	default:
+		return nil, 0, &ratelimit.ArgumentError{Message: fmt.Sprintf("a %T cannot wait for replicas (a Client or a ClusterClient can)", c.Client)}
+	}
+	cmd := redis.NewCmd(ctx, words(args)...)
+	wait := redis.NewIntCmd(ctx, "WAIT", replicas, timeout.Milliseconds())
+	// A pipeline goes out on one connection: the WAIT counts the write before it.
+	_, _ = node.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		_ = pipe.Process(ctx, cmd)
+		return pipe.Process(ctx, wait)
+	})
+	reply, err := result(cmd)
+	var server *ratelimit.ServerError
+	if cluster, ok := c.Client.(*redis.ClusterClient); ok && errors.As(err, &server) && moved(server.Message) {
+		// The slot moved: the next call goes where the cluster's slots, read again, say.
+		cluster.ReloadState(ctx)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	acknowledged, err := wait.Result()
+	return reply, acknowledged, err
+}
+
+func moved(message string) bool {
+	return strings.HasPrefix(message, "MOVED ") || strings.HasPrefix(message, "ASK ")
 }
 
 // result is a command's reply or error, in the shapes ratelimit.Conn promises.

@@ -7,6 +7,7 @@ package rlvalkey
 
 import (
 	"context"
+	"time"
 
 	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
 	"github.com/redis-ratelimit/redis-ratelimit/clients/go/internal/adapt"
@@ -25,13 +26,22 @@ type Conn struct {
 
 // Do sends args, routed by args[keyPos].
 func (c Conn) Do(ctx context.Context, keyPos int, args []string) (any, error) {
+	return result(c.Client.Do(ctx, c.command(keyPos, args)).ToAny())
+}
+
+// command is args built with args[keyPos] as their key (none for keyPos 0).
+func (c Conn) command(keyPos int, args []string) valkey.Completed {
 	cmd := c.Client.B().Arbitrary(args[0])
 	if keyPos > 0 {
 		cmd = cmd.Args(args[1:keyPos]...).Keys(args[keyPos]).Args(args[keyPos+1:]...)
 	} else {
 		cmd = cmd.Args(args[1:]...)
 	}
-	reply, err := c.Client.Do(ctx, cmd.Build()).ToAny()
+	return cmd.Build()
+}
+
+// result is a command's reply or error, in the shapes ratelimit.Conn promises.
+func result(reply any, err error) (any, error) {
 	if valkey.IsValkeyNil(err) {
 		return nil, nil
 	}
@@ -42,6 +52,19 @@ func (c Conn) Do(ctx context.Context, keyPos int, args []string) (any, error) {
 		return nil, err
 	}
 	return adapt.ServerErrors(reply), nil
+}
+
+// DoWaiting sends args, then WAIT replicas timeout, on one connection to the key's primary (a
+// blocking command takes a connection of its own, with what is sent beside it).
+func (c Conn) DoWaiting(ctx context.Context, keyPos int, args []string, replicas int, timeout time.Duration) (any, int64, error) {
+	wait := c.Client.B().Wait().Numreplicas(int64(replicas)).Timeout(timeout.Milliseconds()).Build()
+	replies := c.Client.DoMulti(ctx, c.command(keyPos, args), wait)
+	reply, err := result(replies[0].ToAny())
+	if err != nil {
+		return nil, 0, err
+	}
+	acknowledged, err := replies[1].AsInt64()
+	return reply, acknowledged, err
 }
 
 // EachPrimary calls fn on every node of a cluster (FUNCTION LOAD on a replica is refused as

@@ -16,37 +16,38 @@ import (
 	"github.com/valkey-io/valkey-go"
 )
 
-// clients are the limiters over every supported client, on one server or on a cluster of addrs.
-func clients(t *testing.T, addrs []string, cluster bool) map[string]*ratelimit.Limiter {
+// clients are the limiters over every supported client, on one server or on a cluster of addrs,
+// each made with options.
+func clients(t *testing.T, addrs []string, cluster bool, options ...ratelimit.Option) map[string]*ratelimit.Limiter {
 	t.Helper()
 	limiters := map[string]*ratelimit.Limiter{}
 	if cluster {
 		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 		t.Cleanup(func() { cc.Close() })
-		limiters["go-redis ClusterClient"] = rlgoredis.New(cc)
+		limiters["go-redis ClusterClient"] = rlgoredis.New(cc, options...)
 		u := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, IsClusterMode: true})
 		t.Cleanup(func() { u.Close() })
-		limiters["go-redis UniversalClient"] = rlgoredis.New(u)
+		limiters["go-redis UniversalClient"] = rlgoredis.New(u, options...)
 	} else {
 		c := redis.NewClient(&redis.Options{Addr: addrs[0]})
 		t.Cleanup(func() { c.Close() })
-		limiters["go-redis Client"] = rlgoredis.New(c)
+		limiters["go-redis Client"] = rlgoredis.New(c, options...)
 		ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"one": addrs[0]}})
 		t.Cleanup(func() { ring.Close() })
-		limiters["go-redis Ring"] = rlgoredis.New(ring)
+		limiters["go-redis Ring"] = rlgoredis.New(ring, options...)
 	}
 	r, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Close)
-	limiters["rueidis"] = rlrueidis.New(r)
+	limiters["rueidis"] = rlrueidis.New(r, options...)
 	v, err := valkey.NewClient(valkey.ClientOption{InitAddress: addrs, DisableCache: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(v.Close)
-	limiters["valkey-go"] = rlvalkey.New(v)
+	limiters["valkey-go"] = rlvalkey.New(v, options...)
 	return limiters
 }
 

@@ -152,6 +152,52 @@ func try(o Options) (*Server, error) {
 	return nil, fmt.Errorf("%s did not answer on %d", o.Binary, port)
 }
 
+// ReplicaOf makes s a replica of primary (in a cluster formed by Cluster, s started with Cluster
+// too: its replica in the cluster), and waits until it has the primary's data.
+func (s *Server) ReplicaOf(primary *Server, cluster bool) error {
+	ctx := context.Background()
+	p := redis.NewClient(&redis.Options{Addr: primary.Addr()})
+	// The full sync at once, not after the 5 s a primary waits by default for more replicas.
+	err := p.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err()
+	p.Close()
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	defer rdb.Close()
+	if !cluster {
+		err = rdb.Do(ctx, "REPLICAOF", "127.0.0.1", primary.Port).Err()
+	} else if err = rdb.ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(primary.Port)).Err(); err == nil {
+		err = replicate(ctx, rdb, primary)
+	}
+	if err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		info, err := rdb.Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			return nil
+		}
+	}
+	return fmt.Errorf("the replica on %d did not reach its primary on %d", s.Port, primary.Port)
+}
+
+// replicate is CLUSTER REPLICATE of primary's id, once rdb's node has met it.
+func replicate(ctx context.Context, rdb *redis.Client, primary *Server) error {
+	p := redis.NewClient(&redis.Options{Addr: primary.Addr()})
+	defer p.Close()
+	id, err := p.ClusterMyID(ctx).Result()
+	if err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		err := rdb.Do(ctx, "CLUSTER", "REPLICATE", id).Err()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+	}
+}
+
 // Stop ends the server and removes its folder.
 func (s *Server) Stop() {
 	_ = s.cmd.Process.Kill()
