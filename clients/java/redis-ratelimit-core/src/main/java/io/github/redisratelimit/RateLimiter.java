@@ -204,6 +204,32 @@ public final class RateLimiter {
     }
 
     /**
+     * This process's share of a limit a fleet shares, decided locally from blocks of granted
+     * tokens: see {@link HotLimit} and docs/hot-keys.md.
+     *
+     * @param key the counter every process of the fleet names
+     * @param limit the limit (its cost is not used: each take says how many)
+     * @param options the tuning
+     * @return the hot limit, to close at the end
+     * @throws InvalidArgumentException a limit {@code hit} would refuse
+     */
+    public HotLimit hot(String key, Fixed limit, HotOptions options) {
+        return new HotLimit(async, key, limit, options);
+    }
+
+    /**
+     * This process's share of a limit a fleet shares, with the default tuning.
+     *
+     * @param key the counter every process of the fleet names
+     * @param limit the limit
+     * @return the hot limit, to close at the end
+     * @see #hot(String, Fixed, HotOptions)
+     */
+    public HotLimit hot(String key, Fixed limit) {
+        return hot(key, limit, HotOptions.DEFAULT);
+    }
+
+    /**
      * Counts an estimate against a sliding window, and reserves it.
      *
      * @param key the counter
