@@ -46,6 +46,7 @@ def run_threads(server: Server, key: str, rate: float, seconds: float) -> Run:
     """PROCESSES limiters on `key` (a window a second, on the clock), TAKERS threads each paced
     to `rate` takes a second in all, for `seconds`; then each closes its share."""
     run, lock = Run(), threading.Lock()
+    senders: set[threading.Thread] = set()
     stop = time.time() + seconds
     interval = PROCESSES * TAKERS / rate
 
@@ -62,6 +63,7 @@ def run_threads(server: Server, key: str, rate: float, seconds: float) -> Run:
             after = time.time()
             with lock:
                 run.count(ok, before, after)
+                senders.update(t for t in threading.enumerate() if t.name == f"hot limit {key}")
 
     hots = [RateLimiter(server.client()).hot(key, LIMIT, 1, align=True) for _ in range(PROCESSES)]
     threads = [threading.Thread(target=taker, args=(h,)) for h in hots for _ in range(TAKERS)]
@@ -71,6 +73,11 @@ def run_threads(server: Server, key: str, rate: float, seconds: float) -> Run:
         t.join()
     for h in hots:
         h.close()
+    # Each hot limit sends its requests from one thread, which ends once the limit is closed.
+    assert 1 <= len(senders) <= PROCESSES, senders
+    for sender in senders:
+        sender.join(timeout=5)
+        assert not sender.is_alive()
     return run
 
 

@@ -288,6 +288,10 @@ class HotLimit(_HotLimit):
         super().__init__(terms, clock)
         self._rl = limiter
         self._cond = threading.Condition()
+        # The request the state asked for (tokens; 0: none), for the thread that sends them all,
+        # one at a time, started at the first.
+        self._wanted = 0
+        self._sender: threading.Thread | None = None
 
     def take(self, n: int = 1, timeout: float | None = None) -> bool:
         """Admits ``n`` tokens, or not (the window has none left for them); waits up to ``timeout``
@@ -301,7 +305,7 @@ class HotLimit(_HotLimit):
                 now, step = self._step(n, tries, waited)
                 waited = step.wait
                 if step.send:
-                    threading.Thread(target=self._request, args=(step.send,), daemon=True).start()
+                    self._send(step.send)
                 if step.admitted or step.denied:
                     return step.admitted
                 if not step.wait:
@@ -318,8 +322,28 @@ class HotLimit(_HotLimit):
                 if (opened := self._failed(n)) is not None:
                     return opened
 
+    def _send(self, want: int) -> None:
+        """Hands a request for ``want`` tokens to the sending thread (under the lock)."""
+        self._wanted = want
+        if self._sender is None:
+            self._sender = threading.Thread(target=self._sending, name=f"hot limit {self._t.key}", daemon=True)
+            self._sender.start()
+        self._cond.notify_all()
+
+    def _sending(self) -> None:
+        """The sending thread: each request handed to it, until the limit is closed (one asked
+        before still goes: close waits for its answer)."""
+        while True:
+            with self._cond:
+                while not self._wanted and not self._closed:
+                    self._cond.wait()
+                want, self._wanted = self._wanted, 0
+            if not want:
+                return
+            self._request(want)
+
     def _request(self, want: int) -> None:
-        """A request for ``want`` tokens, in a thread of its own."""
+        """A request for ``want`` tokens, in the sending thread."""
         t = self._t
         sent = self._clock()
         answer: Reservation | BaseException
