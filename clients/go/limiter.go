@@ -213,7 +213,7 @@ func do[T any](ctx context.Context, l *Limiter, call command[T]) (T, error) {
 		keyPos = 0
 	}
 	var acknowledged int64
-	send := func() (reply any, err error) {
+	deliver := func() (reply any, err error) {
 		if l.replicas == 0 || call.ReadOnly {
 			return l.conn.Do(ctx, keyPos, args)
 		}
@@ -224,14 +224,14 @@ func do[T any](ctx context.Context, l *Limiter, call command[T]) (T, error) {
 		reply, acknowledged, err = waiter.DoWaiting(ctx, keyPos, args, l.replicas, l.replicaTimeout)
 		return reply, err
 	}
-	reply, err := send()
+	reply, err := deliver()
 	var server *ServerError
 	if backend == Library && errors.As(err, &server) && strings.Contains(strings.ToLower(server.Message), "function not found") {
 		// The server lost the library (a restart without persistence, FUNCTION FLUSH): again.
 		if err := l.ensureLibrary(ctx); err != nil {
 			return zero, err
 		}
-		reply, err = send()
+		reply, err = deliver()
 	}
 	if err != nil {
 		return zero, err
