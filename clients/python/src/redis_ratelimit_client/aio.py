@@ -216,11 +216,14 @@ class AsyncPermit(PermitBase):
         deadline = self.deadline()
         while not (got := await self.limiter.acquire(self.key, self.limit, self.lease)).acquired:
             await asyncio.sleep(self.pause(got, deadline))
+        self._done = False
         self._renewer = asyncio.create_task(self._renew_until_done(*self.held(got)))
         return self
 
     async def _renew_until_done(self, lease_id: str, every: float) -> None:
-        while True:
+        # Ended by the cancel, or by _done where a renewal in flight swallowed the cancel (a
+        # client may turn it into a connection error): then the block's end would wait for ever.
+        while not self._done:
             await asyncio.sleep(every)
             try:
                 if await self.limiter.renew(self.key, lease_id, self.lease) is None and not self.taken_again(
@@ -228,13 +231,15 @@ class AsyncPermit(PermitBase):
                 ):
                     return
             except Exception:
-                self.renewal_failed()
+                if not self._done:
+                    self.renewal_failed()
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         if self.acquisition is None:
             return
+        self._done = True
         self._renewer.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._renewer
