@@ -91,6 +91,9 @@ public final class HotLimit implements AutoCloseable {
                     }
                     throw new IllegalStateException("the hot limit of " + key + " is closed");
                 }
+                // Read before the request is sent: an answer that comes at once (a refused
+                // connection) may be in before send returns.
+                long seen = answers;
                 long now = now();
                 HotState.Step step = state.step(now, n, tries, waited);
                 waited = step.await();
@@ -105,7 +108,6 @@ public final class HotLimit implements AutoCloseable {
                     answered.awaitNanos(Math.max(1, step.sleepUntil() - now));
                     continue;
                 }
-                long seen = answers;
                 try {
                     while (answers == seen && !closed) {
                         answered.await();
@@ -144,8 +146,9 @@ public final class HotLimit implements AutoCloseable {
                 .supplyAsync(() -> limiter.reserveHitUpTo(key, limit.withCost(want)), REQUESTS)
                 .thenCompose(r -> r)
                 .orTimeout(limiter.backgroundTimeout().toNanos(), TimeUnit.NANOSECONDS);
-        // The callback's own future: it is done once the answer is in the state.
-        inFlight = request.whenComplete((r, e) -> {
+        // The callback's own future: it is done once the answer is in the state (already, where
+        // the request failed before this line: then none is in flight).
+        CompletableFuture<?> answering = request.whenComplete((r, e) -> {
             lock.lock();
             try {
                 if (e != null) {
@@ -164,6 +167,9 @@ public final class HotLimit implements AutoCloseable {
                 lock.unlock();
             }
         });
+        if (!answering.isDone()) {
+            inFlight = answering;
+        }
     }
 
     /**

@@ -23,6 +23,7 @@ import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import redis.clients.jedis.Jedis;
@@ -35,6 +36,7 @@ import redis.clients.jedis.JedisPooled;
  * the processes asked 1.2x the limit or more admits 99% of it or more. Demand at 0.5x: 99.9% of
  * the takes admitted. The Go, Python and Node clients run the same test.
  */
+@Timeout(120) // a take that never returns fails the test, not the build
 class HotTest {
     private static final int PROCESSES = 4;
     private static final int TAKERS = 2;
