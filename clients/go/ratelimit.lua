@@ -177,6 +177,13 @@ local function check_reserve(opts, amount, name)
     end
 end
 
+-- PARTIAL's rule: the amount asked is at least 1.
+local function check_partial(opts, amount, name)
+    if opts.PARTIAL and amount ~= BIG and amount < 1 then
+        fail('ERR PARTIAL needs ' .. name .. ' >= 1')
+    end
+end
+
 -- A key's name in a reservation (the module's reservation::key_tag): FNV-1a, 32 bits, in hex;
 -- each product stays below 2^53 (the prime is 2^24 + 403).
 local function key_tag(key)
@@ -541,9 +548,7 @@ local function hit_args(args)
     local calendar = type(window) == 'string'
     local offset = zone_offset(opts.TZ, calendar)
     local cost = signed_cost_of(opts)
-    if opts.PARTIAL and cost ~= BIG and cost < 1 then
-        fail('ERR PARTIAL needs COST >= 1')
-    end
+    check_partial(opts, cost, 'COST')
     check_reserve(opts, cost, 'COST')
     return limit, window, cost, opts, offset
 end
@@ -964,9 +969,7 @@ local function slide(keys, args)
         if opts.PEEK and opts.RESERVE then
             fail('ERR syntax error: PEEK and RESERVE cannot be given together')
         end
-        if opts.PARTIAL and cost ~= BIG and cost < 1 then
-            fail('ERR PARTIAL needs COST >= 1')
-        end
+        check_partial(opts, cost, 'COST')
         check_reserve(opts, cost, 'COST')
     end
     local key = keys[1]
@@ -1469,9 +1472,7 @@ local function gcra(keys, args)
     if opts.ALIGN and opts.RESERVE then
         fail('ERR syntax error: ALIGN and RESERVE cannot be given together')
     end
-    if opts.PARTIAL and tokens ~= BIG and tokens < 1 then
-        fail('ERR PARTIAL needs TOKENS >= 1')
-    end
+    check_partial(opts, tokens, 'TOKENS')
     -- The module's overflow checks, on doubles (exact wherever the library computes at all); BIG
     -- values by their text, approximately.
     local per_period_approx = per_period == BIG and tonumber(args[2]) or per_period

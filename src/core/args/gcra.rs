@@ -69,15 +69,13 @@ pub fn parse_gcra<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<GcraAr
     if align.is_some() && reserve {
         return Err(ArgError::Exclusive("ALIGN", "RESERVE"));
     }
-    if partial.is_some() && tokens < 1 {
-        return Err(ArgError::PartialNeeds("TOKENS"));
-    }
+    let partial = partial_of(partial, tokens, "TOKENS")?;
     let emission_ns = (period_ns / per_period).max(1);
     let rate = Rate::new(max_burst, emission_ns, tokens).map_err(|o| match o {
         Overflow::Burst => ArgError::Overflow("(max_burst + 1) * period / tokens_per_period"),
         Overflow::Tokens => ArgError::Overflow("TOKENS * period / tokens_per_period"),
     })?;
-    Ok(GcraArgs { rate, reserve, partial: partial.is_some(), align_ns: align.map(|_| period_ns) })
+    Ok(GcraArgs { rate, reserve, partial, align_ns: align.map(|_| period_ns) })
 }
 
 /// `key max_burst count_per_period period [quantity]` after `CL.THROTTLE`, as redis-cell reads it:

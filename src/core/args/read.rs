@@ -60,6 +60,14 @@ pub(super) fn duration_ms(bytes: &[u8], in_ms: bool, name: &'static str) -> Resu
     ms.filter(|&ms| ms <= MAX_WINDOW_MS).ok_or(ArgError::TooLarge(name))
 }
 
+/// Whether PARTIAL was given, for an `amount` that must then be >= 1.
+pub(super) fn partial_of(flag: Option<&[u8]>, amount: i64, name: &'static str) -> Result<bool, ArgError> {
+    match flag {
+        Some(_) if amount < 1 => Err(ArgError::PartialNeeds(name)),
+        flag => Ok(flag.is_some()),
+    }
+}
+
 /// Whether RESERVE was given, for an `amount` that must then be >= 1.
 pub(super) fn reserved(flag: Option<&[u8]>, amount: i64, name: &'static str) -> Result<bool, ArgError> {
     match flag {

@@ -117,11 +117,9 @@ pub fn parse_hit<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<HitArgs
     let window = fixed_window(window, ms.is_some(), align.is_some())?;
     let zone = zone(tz, &[window])?;
     let cost = signed_cost(cost)?;
-    if partial.is_some() && cost < 1 {
-        return Err(ArgError::PartialNeeds("COST"));
-    }
+    let partial = partial_of(partial, cost, "COST")?;
     let reserve = reserved(reserve, cost, "COST")?;
-    Ok(HitArgs { limit, cost, window, zone, partial: partial.is_some(), reserve })
+    Ok(HitArgs { limit, cost, window, zone, partial, reserve })
 }
 
 /// A fixed window from its `window` argument: a calendar unit (not in ms), else a length,
@@ -161,11 +159,9 @@ pub fn parse_slide<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Slide
     if peek.is_some() && reserve.is_some() {
         return Err(ArgError::Exclusive("PEEK", "RESERVE"));
     }
-    if partial.is_some() && limit.cost < 1 {
-        return Err(ArgError::PartialNeeds("COST"));
-    }
+    let partial = partial_of(partial, limit.cost, "COST")?;
     let reserve = reserved(reserve, limit.cost, "COST")?;
-    Ok(SlideArgs { limit, partial: partial.is_some(), peek: peek.is_some(), reserve })
+    Ok(SlideArgs { limit, partial, peek: peek.is_some(), reserve })
 }
 
 /// `key limit [COST cost]`, after the command name.
