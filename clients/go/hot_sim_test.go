@@ -165,7 +165,7 @@ type simResult struct {
 	sentCalls, demanded int64
 	deniedNone          int64
 	lost                int64 // tokens granted that the promotion took back
-	deniedTries         int64
+	deniedWithRoom      int64 // a Take denied while the server had not said none remain
 }
 
 func simulate(sc simScenario, seed uint64) simResult {
@@ -217,7 +217,7 @@ func simulate(sc simScenario, seed uint64) simResult {
 			if c.s.denied(c.local(t)) {
 				res.deniedNone++
 			} else {
-				res.deniedTries++
+				res.deniedWithRoom++
 			}
 		case step.wait:
 			c.waiting = append(c.waiting, d)
@@ -341,9 +341,12 @@ func TestHotLimitSimulation(t *testing.T) {
 				}
 			}
 			// Requests still waiting when the run ends are neither admitted nor denied.
-			share := float64(r.admitted) / float64(r.admitted+r.deniedNone+r.deniedTries)
-			t.Logf("%d windows, worst over %d, worst steady under %d; %d of %d requests admitted (%.4f; denied: %d none left, %d tokens taken first); %d calls (1 per %.0f decisions); %d tokens lost in a failover",
-				len(r.windows), worstOver, worstUnder, r.admitted, r.demanded, share, r.deniedNone, r.deniedTries, r.sentCalls, float64(r.admitted)/float64(r.sentCalls), r.lost)
+			share := float64(r.admitted) / float64(r.admitted+r.deniedNone+r.deniedWithRoom)
+			t.Logf("%d windows, worst over %d, worst steady under %d; %d of %d requests admitted (%.4f; denied: %d none left); %d calls (1 per %.0f decisions); %d tokens lost in a failover",
+				len(r.windows), worstOver, worstUnder, r.admitted, r.demanded, share, r.deniedNone, r.sentCalls, float64(r.admitted)/float64(r.sentCalls), r.lost)
+			if r.deniedWithRoom > 0 {
+				t.Errorf("%d takes denied while the window had room", r.deniedWithRoom)
+			}
 			if sc.promote > 0 && r.lost == 0 {
 				t.Errorf("the promotion took back no grant: the scenario tests nothing")
 			}

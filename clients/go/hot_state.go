@@ -163,9 +163,10 @@ type hotStep struct {
 }
 
 // step is a Take of n at now, its `tries`th step: a step after waiting for an answer is a try
-// (`waited`: the Take was counted among those waiting, and is not any more); after three that
-// found the tokens spent by others first, the Take is denied (its caller may try again). The
-// first step counts n in the demand, admitted or not.
+// (`waited`: the Take was counted among those waiting, and is not any more). The first step
+// counts n in the demand, admitted or not. A Take is denied only when the server said the window
+// has none left: one whose tokens others spent first waits for the next answer, however often
+// (each grant spends the window, so the server says so within the limit's count of answers).
 func (s *hotState) step(now time.Duration, n int64, tries int, waited bool) hotStep {
 	if waited {
 		s.waiting -= n
@@ -177,7 +178,7 @@ func (s *hotState) step(now time.Duration, n int64, tries int, waited bool) hotS
 		want, send := s.ask(now, s.waiting)
 		return hotStep{admitted: true, send: want * b2i(send)}
 	}
-	if s.denied(now) || tries > 3 {
+	if s.denied(now) {
 		return hotStep{denied: true}
 	}
 	want, send := s.ask(now, n+s.waiting)

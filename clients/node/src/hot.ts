@@ -108,13 +108,14 @@ export class HotState {
   }
 
   /** A take of `n` at `now`, its `tries`th step (a step after an answer is a try; `waited`: it
-   * was counted among those waiting); after three that found the tokens taken by others first,
-   * denied (the caller may take again). */
+   * was counted among those waiting). Denied only when the server said the window has none left:
+   * a take whose tokens others spent first waits for the next answer, however often (each grant
+   * spends the window, so the server says so within the limit's count of answers). */
   step(now: number, n: number, tries: number, waited: boolean): Step {
     if (waited) this.waiting -= n;
     if (tries === 0) this.taken += n;
     if (this.#take(now, n)) return { admitted: true, send: this.#ask(now, this.waiting) };
-    if (this.denied(now) || tries > 3) return { denied: true };
+    if (this.denied(now)) return { denied: true };
     const want = this.#ask(now, n + this.waiting);
     if (want > 0 || this.asking) {
       this.waiting += n;

@@ -117,15 +117,17 @@ class HotState:
 
     def step(self, now: float, n: int, tries: int, waited: bool) -> Step:
         """A take of ``n`` at ``now``, its ``tries``th step (a step after an answer is a try;
-        ``waited``: it was counted among those waiting); after three that found the tokens taken
-        by others first, denied (the caller may take again)."""
+        ``waited``: it was counted among those waiting). Denied only when the server said the
+        window has none left: a take whose tokens others spent first waits for the next answer,
+        however often (each grant spends the window, so the server says so within the limit's
+        count of answers)."""
         if waited:
             self.waiting -= n
         if tries == 0:
             self.taken += n
         if self._take(now, n):
             return Step(admitted=True, send=self._ask(now, self.waiting))
-        if self.denied(now) or tries > 3:
+        if self.denied(now):
             return Step(denied=True)
         want = self._ask(now, n + self.waiting)
         if want or self.asking:

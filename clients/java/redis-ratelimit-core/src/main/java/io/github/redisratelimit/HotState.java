@@ -163,9 +163,11 @@ final class HotState {
 
     /**
      * A take of n at now, its {@code tries}th step: a step after waiting for an answer is a try
-     * ({@code waited}: the take was counted among those waiting, and is not any more); after
-     * three that found the tokens spent by others first, the take is denied. The first step
-     * counts n in the demand, admitted or not.
+     * ({@code waited}: the take was counted among those waiting, and is not any more). The first
+     * step counts n in the demand, admitted or not. A take is denied only when the server said
+     * the window has none left: one whose tokens others spent first waits for the next answer,
+     * however often (each grant spends the window, so the server says so within the limit's
+     * count of answers).
      */
     Step step(long now, long n, int tries, boolean waited) {
         if (waited) {
@@ -177,7 +179,7 @@ final class HotState {
         if (take(now, n)) {
             return new Step(true, false, ask(now, waiting), false, 0);
         }
-        if (denied(now) || tries > 3) {
+        if (denied(now)) {
             return new Step(false, true, 0, false, 0);
         }
         long want = ask(now, n + waiting);
