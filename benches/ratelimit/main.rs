@@ -6,7 +6,8 @@ mod loadgen;
 mod report;
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use common::{
     audit_while_pinging, client_side_audit, cpu_time, info_field, redis_cell_module, walk_storm, Config, PingWaits,
@@ -18,7 +19,12 @@ use redis::Connection;
 
 struct Plan {
     reps: usize,
+    /// One run of a contender, pipelined and unpipelined.
     duration: Duration,
+    unpipelined: Duration,
+    /// The on/off rows: pairs run back to back, each run this long.
+    on_off_pairs: usize,
+    on_off_duration: Duration,
     keyspace: u64,
     connections: usize,
     counters_for_memory: u64,
@@ -110,6 +116,9 @@ pub struct Results {
     pub connections: usize,
     pub keyspace: u64,
     pub reps: usize,
+    /// A run's length in ms: pipelined, unpipelined, and each run of an on/off pair.
+    pub run_ms: [u64; 3],
+    pub on_off_pairs: usize,
 }
 
 const PIPELINE: usize = 16;
@@ -117,10 +126,14 @@ const PIPELINE: usize = 16;
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let plan = if quick {
+    let mut plan = if quick {
+        // The smallest run that still executes every section's code.
         Plan {
             reps: 1,
-            duration: Duration::from_millis(150),
+            duration: Duration::from_millis(50),
+            unpipelined: Duration::from_millis(50),
+            on_off_pairs: 1,
+            on_off_duration: Duration::from_millis(50),
             keyspace: 10_000,
             connections: 10,
             counters_for_memory: 10_000,
@@ -131,9 +144,15 @@ fn main() {
             out_dir: root.join("target/bench-quick"),
         }
     } else {
+        // Sized so that the whole `make bench` (this and the clients' benches) takes at most 20
+        // minutes for the four servers: server CPU per call is counted, not sampled, so a short
+        // run measures it; what the shorter runs cost in precision, the report says.
         Plan {
-            reps: 5,
-            duration: Duration::from_secs(2),
+            reps: 3,
+            duration: Duration::from_millis(600),
+            unpipelined: Duration::from_millis(300),
+            on_off_pairs: 6,
+            on_off_duration: Duration::from_millis(300),
             keyspace: 100_000,
             connections: 50,
             counters_for_memory: 100_000,
@@ -153,6 +172,17 @@ fn main() {
     }
     let cell = redis_cell_module();
     let cell_line = ["--loadmodule", cell.to_str().unwrap()];
+    if std::env::var("BENCH_ONLY").is_ok() && !quick {
+        // A few rows alone can afford the runs the whole bench cannot: the steadier figures a
+        // change of a few % needs.
+        plan = Plan {
+            reps: 5,
+            duration: Duration::from_secs(2),
+            on_off_pairs: 20,
+            on_off_duration: Duration::from_secs(1),
+            ..plan
+        };
+    }
     match std::env::var("BENCH_ONLY").as_deref() {
         Ok("TopCost") => return on_off_only(&binaries, &plan, tracking_cost),
         Ok("LaidOnClock") => return on_off_only(&binaries, &plan, laid_on_clock_cost),
@@ -166,36 +196,29 @@ fn main() {
         let mut con = server.connect();
         let setup = prepare(&mut con);
         let name = report::server_name(&mut con);
-        eprintln!("{name}: {} contenders x {} reps, pipelined {PIPELINE} and unpipelined", ALL.len(), plan.reps);
-        let pipelined = throughput(&server, &setup, &plan, PIPELINE);
-        let unpipelined = throughput(&server, &setup, &plan, 1);
+        let pipelined = throughput(&server, &format!("{name}, pipelined {PIPELINE}"), &setup, &plan, PIPELINE);
+        let unpipelined = throughput(&server, &format!("{name}, unpipelined"), &setup, &plan, 1);
         servers.push(ServerRun { name, pipelined, unpipelined });
     }
 
-    eprintln!("the guard's cost, {} reps", plan.reps);
     let guard = guard_overhead(binaries[0], &plan);
-    let mut top_cost = Vec::new();
-    for binary in binaries.iter().copied() {
-        eprintln!("RATELIMIT.TOP's cost on {binary}, {} reps", plan.reps);
-        top_cost.push(tracking_cost(binary, &plan));
-    }
+    let top_cost = binaries.iter().map(|binary| tracking_cost(binary, &plan)).collect();
     let (mut laid_on_clock, mut shadow) = (Vec::new(), Vec::new());
     for binary in binaries.iter().copied() {
-        eprintln!("windows laid on the clock, and shadow mode's cost, on {binary}, {} reps", plan.reps);
         laid_on_clock.push(laid_on_clock_cost(binary, &plan));
         shadow.push(shadow_cost(binary, &plan));
     }
-    eprintln!("RATELIMIT.TOP's memory over {} decisions", plan.top_decisions);
+    progress(&format!("RATELIMIT.TOP's memory over {} decisions", plan.top_decisions));
     let top_memory = tracking_memory(binaries[0], &plan);
 
     let server = Server::with(Config { binary: Some(binaries[0]), ..Config::default() });
     let mut con = server.connect();
     let setup = prepare(&mut con);
-    eprintln!("memory per counter");
+    progress("memory per counter");
     let memory = memory(&server, &setup, &plan);
-    eprintln!("audit over {} keys", plan.audit_keys);
+    progress(&format!("audit over {} keys", plan.audit_keys));
     let audit = audit_vs_client(&server, &plan);
-    eprintln!("concurrent AUDITs over {} keys", plan.walk_keys);
+    progress(&format!("concurrent AUDITs over {} keys", plan.walk_keys));
     let walks = concurrent_walks(&server, &plan);
 
     let results = Results {
@@ -213,6 +236,8 @@ fn main() {
         connections: plan.connections,
         keyspace: plan.keyspace,
         reps: plan.reps,
+        run_ms: [plan.duration, plan.unpipelined, plan.on_off_duration].map(|d| d.as_millis() as u64),
+        on_off_pairs: plan.on_off_pairs,
     };
     let machine = report::machine();
     let markdown = report::markdown(&results, &machine);
@@ -224,7 +249,15 @@ fn main() {
     std::fs::create_dir_all(&plan.out_dir).unwrap();
     std::fs::write(plan.out_dir.join("latest.md"), &markdown).unwrap();
     std::fs::write(plan.out_dir.join("ratios.svg"), report::svg(&results, &machine)).unwrap();
-    eprintln!("written to {}", plan.out_dir.display());
+    progress(&format!("written to {}", plan.out_dir.display()));
+}
+
+/// A line on stderr for each row as it runs, with the time since the bench began: which row, on
+/// which server, how far.
+fn progress(what: &str) {
+    static STARTED: OnceLock<Instant> = OnceLock::new();
+    let elapsed = STARTED.get_or_init(Instant::now).elapsed().as_secs();
+    eprintln!("bench [{:02}:{:02}] {what}", elapsed / 60, elapsed % 60);
 }
 
 /// The two-key approximate sliding window, in the shape upstash's slidingWindow and limits'
@@ -437,8 +470,9 @@ fn compare_only(only: &str, binaries: &[&str], cell_line: &[&str], plan: &Plan) 
         let server = Server::with(Config { binary: Some(binary), args: cell_line, ..Config::default() });
         let mut con = server.connect();
         let setup = prepare(&mut con);
-        println!("{}", report::server_name(&mut con));
-        for row in interleaved(&[&server], &picked, &setup, plan, PIPELINE).remove(0) {
+        let name = report::server_name(&mut con);
+        println!("{name}");
+        for row in interleaved(&server, &name, &picked, &setup, plan, PIPELINE, plan.duration) {
             println!(
                 "  {:<24} {:>9.0} ops/s {:>7.2} µs CPU/op",
                 format!("{:?}", row.contender),
@@ -467,32 +501,36 @@ fn on_off_only(binaries: &[&str], plan: &Plan, rows_of: fn(&str, &Plan) -> (Stri
     }
 }
 
-fn throughput(server: &Server, setup: &Setup, plan: &Plan, pipeline: usize) -> Vec<Row> {
-    interleaved(&[server], &ALL, setup, plan, pipeline).remove(0)
+fn throughput(server: &Server, label: &str, setup: &Setup, plan: &Plan, pipeline: usize) -> Vec<Row> {
+    let duration = if pipeline > 1 { plan.duration } else { plan.unpipelined };
+    interleaved(server, label, &ALL, setup, plan, pipeline, duration)
 }
 
-/// Each contender on each server once per repetition, interleaved, medians reported: one row list
-/// per server.
+/// Each contender once per repetition, interleaved, medians reported; `label` names the server
+/// and the pipelining in the progress lines.
 fn interleaved(
-    servers: &[&Server],
+    server: &Server,
+    label: &str,
     contenders: &[Contender],
     setup: &Setup,
     plan: &Plan,
     pipeline: usize,
-) -> Vec<Vec<Row>> {
-    let runs: Vec<(usize, Contender)> =
-        (0..servers.len()).flat_map(|s| contenders.iter().map(move |&c| (s, c))).collect();
-    let mut samples: Vec<Vec<Sample>> = runs.iter().map(|_| Vec::new()).collect();
-    for _ in 0..plan.reps {
-        for (i, &(s, contender)) in runs.iter().enumerate() {
-            samples[i].push(run_once(servers[s], contender, setup, plan, pipeline, plan.duration));
+    duration: Duration,
+) -> Vec<Row> {
+    let mut samples: Vec<Vec<Sample>> = contenders.iter().map(|_| Vec::new()).collect();
+    for rep in 1..=plan.reps {
+        for (i, &contender) in contenders.iter().enumerate() {
+            progress(&format!(
+                "{label}: row {}/{} {}, rep {rep}/{}",
+                i + 1,
+                contenders.len(),
+                contender.name(),
+                plan.reps
+            ));
+            samples[i].push(run_once(server, contender, setup, plan, pipeline, duration));
         }
     }
-    let mut rows: Vec<Vec<Row>> = servers.iter().map(|_| Vec::new()).collect();
-    for (&(s, contender), samples) in runs.iter().zip(samples) {
-        rows[s].push(row_of_samples(contender, samples));
-    }
-    rows
+    contenders.iter().zip(samples).map(|(&contender, samples)| row_of_samples(contender, samples)).collect()
 }
 
 /// One run's ops/s, server CPU µs per op, and latencies.
@@ -529,15 +567,17 @@ fn guard_overhead(binary: &str, plan: &Plan) -> Vec<OnOffRow> {
     // INCR's and SET's keys are outside these prefixes; `rl:` is IncrGuarded's, `b:hit:` HIT's.
     let rules = ["--ratelimit.guard", "rl: 60 b:hit: 60"];
     let contenders = [Contender::Incr, Contender::Set, Contender::IncrGuarded, Contender::Hit];
-    on_off(binary, Switch::Servers(&[], &rules), &contenders.map(|c| (c, c)), plan)
+    let label = format!("the guard's cost, {}", server_name(binary));
+    on_off(binary, &label, Switch::Servers(&[], &rules), &contenders.map(|c| (c, c)), plan)
 }
 
 /// RATELIMIT.TOP's cost: HIT admitted on the bench's random keys (nearly every call takes the
 /// place of a summary's lightest entry) and denied on 10 hot keys, with the tracking off and on.
 fn tracking_cost(binary: &str, plan: &Plan) -> (String, Vec<OnOffRow>) {
     let switch = Switch::Config("ratelimit.top-keys", ["0", "128"]);
-    let rows = on_off(binary, switch, &[Contender::Hit, Contender::HitFlood].map(|c| (c, c)), plan);
-    (server_name(binary), rows)
+    let name = server_name(binary);
+    let label = format!("RATELIMIT.TOP's cost, {name}");
+    (name, on_off(binary, &label, switch, &[Contender::Hit, Contender::HitFlood].map(|c| (c, c)), plan))
 }
 
 fn server_name(binary: &str) -> String {
@@ -549,7 +589,9 @@ fn server_name(binary: &str) -> String {
 fn laid_on_clock_cost(binary: &str, plan: &Plan) -> (String, Vec<OnOffRow>) {
     let pairs =
         [Contender::HitAligned, Contender::HitCalendar, Contender::HitCalendarZoned].map(|c| (Contender::Hit, c));
-    (server_name(binary), on_off(binary, Switch::Neither, &pairs, plan))
+    let name = server_name(binary);
+    let label = format!("windows laid on the clock, {name}");
+    (name, on_off(binary, &label, Switch::Neither, &pairs, plan))
 }
 
 /// Shadow mode's cost: HIT admitted on its random keys, and the denied flood, with
@@ -557,8 +599,9 @@ fn laid_on_clock_cost(binary: &str, plan: &Plan) -> (String, Vec<OnOffRow>) {
 fn shadow_cost(binary: &str, plan: &Plan) -> (String, Vec<OnOffRow>) {
     let prefixes = [Contender::Hit.prefix(), Contender::HitFlood.prefix()].join(" ");
     let switch = Switch::Config("ratelimit.shadow", ["", &prefixes]);
-    let rows = on_off(binary, switch, &[Contender::Hit, Contender::HitFlood].map(|c| (c, c)), plan);
-    (server_name(binary), rows)
+    let name = server_name(binary);
+    let label = format!("shadow mode's cost, {name}");
+    (name, on_off(binary, &label, switch, &[Contender::Hit, Contender::HitFlood].map(|c| (c, c)), plan))
 }
 
 /// How a feature is turned off and on for `on_off`.
@@ -578,9 +621,9 @@ enum Switch<'a> {
 /// Each pair's first contender with a feature off and its second with it on (the same contender
 /// for a switch; two for `Switch::Neither`): each pair runs both back to back (in turn first), so
 /// that the machine's drift, larger on a shared machine than the costs measured, weighs on both
-/// alike; the ratios are the medians of the pairs'. Four times the reps at half the duration of
-/// the main tables.
-fn on_off(binary: &str, switch: Switch, pairs: &[(Contender, Contender)], plan: &Plan) -> Vec<OnOffRow> {
+/// alike; the ratios are the medians of the pairs'. The plan's count of pairs, each run shorter
+/// than the main tables'.
+fn on_off(binary: &str, label: &str, switch: Switch, pairs: &[(Contender, Contender)], plan: &Plan) -> Vec<OnOffRow> {
     let started = |args| Server::with(Config { binary: Some(binary), args, ..Config::default() });
     let (first, second) = match switch {
         Switch::Servers(off, on) => (started(off), Some(started(on))),
@@ -593,9 +636,17 @@ fn on_off(binary: &str, switch: Switch, pairs: &[(Contender, Contender)], plan: 
     let servers = [&first, second.as_ref().unwrap_or(&first)];
     pairs
         .iter()
-        .map(|&(off_contender, contender)| {
+        .enumerate()
+        .map(|(row, &(off_contender, contender))| {
+            progress(&format!(
+                "{label}: row {}/{} {}, {} pairs",
+                row + 1,
+                pairs.len(),
+                contender.name(),
+                plan.on_off_pairs
+            ));
             let mut runs: [Vec<Sample>; 2] = Default::default();
-            for rep in 0..plan.reps * 4 {
+            for rep in 0..plan.on_off_pairs {
                 for s in if rep % 2 == 0 { [0, 1] } else { [1, 0] } {
                     if let Switch::Config(name, values) = switch {
                         let _: () = redis::cmd("CONFIG")
@@ -606,7 +657,7 @@ fn on_off(binary: &str, switch: Switch, pairs: &[(Contender, Contender)], plan: 
                             .unwrap();
                     }
                     let run = [off_contender, contender][s];
-                    runs[s].push(run_once(servers[s], run, &setup, plan, PIPELINE, plan.duration / 2));
+                    runs[s].push(run_once(servers[s], run, &setup, plan, PIPELINE, plan.on_off_duration));
                 }
             }
             let ratio =

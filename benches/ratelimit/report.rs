@@ -81,11 +81,27 @@ pub fn markdown(results: &Results, machine: &Machine) -> String {
     let _ = writeln!(
         out,
         "Measured {} on {}. One load generator for every contender: {} connections, {} random keys, \
-         {} repetitions interleaved (A, B, C, then again), medians. Server CPU is the redis-server \
+         {} repetitions interleaved (A, B, C, then again) of {} ms each pipelined and {} ms unpipelined, medians; \
+         the on/off tables {} pairs of {} ms runs. Server CPU is the redis-server \
          process's time on a CPU per operation (its threads' schedstat, in ns), steadier than throughput on a shared machine. \
          redis-cell is its crates.io release 0.2.2, loaded beside this module in the same server. Memory, \
-         the audit, the concurrent walks and the guard's cost are measured on {}.\n",
-        machine.date, machine.description, results.connections, results.keyspace, results.reps, results.servers[0].name
+         the audit, the concurrent walks and the guard's cost are measured on {}.\n\n\
+         Precision: the runs are short so that the whole `make bench` takes at most 20 minutes for the four \
+         servers. On this shared 2-core machine a pipelined row's server CPU per call moves by about 5% between \
+         whole runs and its throughput by 10 to 20%: a ratio nearer its target than that is not decided by one run. \
+         The unpipelined tables and the on/off ratios of a few % (the guard, TOP, shadow mode, windows laid on \
+         the clock) cannot be measured well in that time: read them as orders of magnitude, and measure one with \
+         `BENCH_ONLY` (docs/development.md) or instructions with scripts/callgrind.py before judging it.\n",
+        machine.date,
+        machine.description,
+        results.connections,
+        results.keyspace,
+        results.reps,
+        results.run_ms[0],
+        results.run_ms[1],
+        results.on_off_pairs,
+        results.run_ms[2],
+        results.servers[0].name
     );
     for run in &results.servers {
         let _ = writeln!(out, "## {}: throughput, pipelined {} deep\n", run.name, results.pipeline);

@@ -87,7 +87,10 @@ for (const binary of binaries) {
     const label = valkey === undefined ? `Redis ${/redis_version:(\S+)/.exec(info)?.[1] ?? binary}` : `Valkey ${valkey}`;
     const seen = CONTENDERS.map((): number[] => []);
     for (let r = 0; r < repetitions; r++) {
-      for (const [i, [, kind, make]] of CONTENDERS.entries()) seen[i]?.push(await measure(raws[kind], make));
+      for (const [i, [what, kind, make]] of CONTENDERS.entries()) {
+        console.error(`bench: the Node stores, ${label}: row ${String(i + 1)}/${String(CONTENDERS.length)} ${what}, rep ${String(r + 1)}/${String(repetitions)}`);
+        seen[i]?.push(await measure(raws[kind], make));
+      }
     }
     const base = median(seen[0] ?? []);
     for (const [i, [what]] of CONTENDERS.entries()) {

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import redis
 from limits import parse, strategies
 from limits.storage import storage_from_string
-from measuring import arguments, cpu_ns, server_name, write_report
+from measuring import arguments, cpu_ns, progress, server_name, write_report
 from servers import Server
 
 import redis_ratelimit_client  # noqa: F401  (registers the schemes)
@@ -83,7 +83,8 @@ def bench(binary: str, module: str, decisions: int, reps: int) -> tuple[str, lis
     try:
         name = server_name(with_module.client())
         rows, targets = [], []
-        for label, strategy in STRATEGIES.items():
+        for row, (label, strategy) in enumerate(STRATEGIES.items(), 1):
+            progress(f"the limits storage, {name}: row {row}/{len(STRATEGIES)} {label}, {reps} reps")
             contenders = {
                 "limits' own Redis storage": (with_module, with_module.url("redis")),
                 "ratelimit+redis:// (the module)": (with_module, with_module.url("ratelimit+redis")),

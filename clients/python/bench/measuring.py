@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,15 @@ def arguments(doc: str) -> argparse.Namespace:
     parser.add_argument("--out", required=True, help="the markdown report to write")
     parser.add_argument("--quick", action="store_true", help="a smoke run")
     return parser.parse_args()
+
+
+_STARTED = time.monotonic()
+
+
+def progress(what: str) -> None:
+    """A line on stderr as each row runs, with the time since the bench began."""
+    elapsed = int(time.monotonic() - _STARTED)
+    print(f"bench [{elapsed // 60:02}:{elapsed % 60:02}] {what}", file=sys.stderr, flush=True)
 
 
 def write_report(lines: list[str], out: str, quick: bool, what: str) -> None:

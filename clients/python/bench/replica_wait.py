@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import redis
-from measuring import arguments, cpu_ns, server_name, write_report
+from measuring import arguments, cpu_ns, progress, server_name, write_report
 from servers import Server
 
 from redis_ratelimit_client import RateLimiter
@@ -63,8 +63,9 @@ def bench(binary: str, module: str, decisions: int, reps: int) -> list[str]:
         latency: dict[str, list[float]] = {m: [] for m in MODES}
         rate: dict[str, list[float]] = {m: [] for m in MODES}
         cpu: dict[str, list[float]] = {m: [] for m in MODES}
-        for _ in range(reps):
-            for mode, replicas in MODES.items():
+        for rep in range(1, reps + 1):
+            for row, (mode, replicas) in enumerate(MODES.items(), 1):
+                progress(f"the replica wait, {name}: row {row}/{len(MODES)} {mode}, rep {rep}/{reps}")
                 one, cpu_one = run(primary, replicas, decisions, 1)
                 many, cpu_many = run(primary, replicas, decisions, THREADS)
                 latency[mode].append(one)

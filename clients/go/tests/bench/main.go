@@ -202,7 +202,8 @@ func main() {
 		}{{"GCRA", gcra}, {"fixed window", fixed}} {
 			runs := map[string][]float64{}
 			for rep := 0; rep < reps; rep++ {
-				for _, c := range group.contenders {
+				for i, c := range group.contenders {
+					progress("the Go packages, %s, %s: row %d/%d %s, rep %d/%d", name, group.what, i+1, len(group.contenders), c.label, rep+1, reps)
 					cpu, err := measure(server, c, decisions)
 					if err != nil {
 						fail(fmt.Errorf("%s on %s: %w", c.label, name, err))
@@ -240,6 +241,14 @@ func main() {
 	} else {
 		fmt.Println(report)
 	}
+}
+
+var started = time.Now()
+
+// progress is a line on stderr as each row runs, with the time since the bench began.
+func progress(format string, args ...any) {
+	elapsed := int(time.Since(started).Seconds())
+	fmt.Fprintf(os.Stderr, "bench [%02d:%02d] %s\n", elapsed/60, elapsed%60, fmt.Sprintf(format, args...))
 }
 
 func fail(err error) {

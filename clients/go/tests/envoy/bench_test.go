@@ -88,6 +88,7 @@ func BenchmarkServices(b *testing.B) {
 		}
 		for rep := 0; rep < repetitions; rep++ {
 			for i, c := range contenders {
+				fmt.Fprintf(os.Stderr, "bench: the Envoy service, %d descriptors: row %d/%d %s, rep %d/%d\n", n, i+1, len(contenders), c.name, rep+1, repetitions)
 				row := perContender[i]
 				requests, redisCPU, serviceCPU := load(b, c.svc, n, duration, c.redis)
 				row.perSecond += float64(requests) / duration.Seconds() / float64(repetitions)

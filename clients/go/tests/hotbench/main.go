@@ -223,9 +223,15 @@ func main() {
 		seconds = 1.5
 	}
 	const unbound = 1 << 50
+	row := func(i int, what string) {
+		fmt.Fprintf(os.Stderr, "bench: the hot limit, %s: row %d/3 %s\n", server.Name(), i, what)
+	}
+	row(1, "HotLimit, no limit reached")
 	free := run("hot", server.Addr(), "hot:free", unbound, seconds)
 	bound := int64(0.8 * free.rate)
+	row(2, "HotLimit, a limit reached")
 	bindings := run("hot", server.Addr(), "hot:bound", bound, seconds+1)
+	row(3, "one HIT per decision")
 	hit := run("hit", server.Addr(), "hit:free", unbound, seconds)
 	var b strings.Builder
 	fmt.Fprintf(&b, "# A limit shared by 8 processes: HotLimit against one HIT per decision\n\n")

@@ -121,7 +121,10 @@ class GatewayBench {
                     IntFunction<String> id = keys.startsWith("one") ? i -> "hot" : i -> "user" + (i % MANY);
                     Map<String, List<double[]>> runs = new LinkedHashMap<>();
                     for (int rep = 0; rep < reps; rep++) {
-                        for (String limiter : List.of(SCRIPT, STARTER, BUCKET4J)) {
+                        List<String> limiters = List.of(SCRIPT, STARTER, BUCKET4J);
+                        for (String limiter : limiters) {
+                            System.err.printf("bench: the gateway starter, %s, %s: row %d/%d %s, rep %d/%d%n", name, keys,
+                                    limiters.indexOf(limiter) + 1, limiters.size(), limiter, rep + 1, reps);
                             try (Contender c = contender(limiter, server.port)) {
                                 measure(server, c, id, 500, "warm-up " + rep);
                                 runs.computeIfAbsent(limiter, l -> new ArrayList<>()).add(measure(server, c, id, decisions, keys + rep));
