@@ -28,6 +28,9 @@ import tempfile
 import urllib.request
 
 MIRROR = "http://deb.debian.org/debian"
+# Indexes and packages already fetched, by their SHA256 (the signed InRelease names the index's;
+# the index, each package's): every fresh clone's `make test` asks for the same ones.
+CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "redis-ratelimit", "debian")
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 INDEX = "main/binary-amd64/Packages.xz"
 
@@ -72,10 +75,27 @@ def checked(data, sha256, what):
     return data
 
 
+def fetched(path, sha256):
+    """The file at MIRROR/path whose SHA256 the signed index gives: from the cache when it holds
+    it (checked again), else downloaded, checked and kept there."""
+    kept = os.path.join(CACHE, sha256)
+    if os.path.exists(kept):
+        with open(kept, "rb") as f:
+            data = f.read()
+        if hashlib.sha256(data).hexdigest() == sha256:
+            return data
+    data = checked(download(f"{MIRROR}/{path}"), sha256, path)
+    os.makedirs(CACHE, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=CACHE, delete=False) as f:
+        f.write(data)
+    os.replace(f.name, kept)
+    return data
+
+
 def packages(suite):
     """Package name -> its stanza's fields, from the suite's verified index."""
     release = verified_release(suite)
-    index = checked(download(f"{MIRROR}/dists/{suite}/{INDEX}"), sha256_in_release(release, INDEX), INDEX)
+    index = fetched(f"dists/{suite}/{INDEX}", sha256_in_release(release, INDEX))
     found = {}
     for stanza in lzma.decompress(index).decode().split("\n\n"):
         fields = dict(re.findall(r"^([\w-]+): (.*)$", stanza, re.M))
@@ -158,7 +178,7 @@ def main():
     with tempfile.TemporaryDirectory() as debs:
         for name in names:
             fields = index[name]
-            deb = checked(download(f"{MIRROR}/{fields['Filename']}"), fields["SHA256"], fields["Filename"])
+            deb = fetched(fields["Filename"], fields["SHA256"])
             path = os.path.join(debs, os.path.basename(fields["Filename"]))
             with open(path, "wb") as f:
                 f.write(deb)

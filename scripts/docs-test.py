@@ -60,6 +60,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import maven_repository
+
 ROOT = Path(__file__).resolve().parent.parent
 # The pages a user reads.
 PAGE_GLOBS = [
@@ -114,7 +116,7 @@ def go_caches():
 GO_CACHES = go_caches()
 # Maven's repository, the clone's own: what a page installs there (this clone's jars) stays for the
 # next run, and a `make test` of another clone beside never reads it half-written.
-MAVEN_CACHE = {"MAVEN_OPTS": f"-Dmaven.repo.local={ROOT / 'target' / 'docs-test-maven'}"}
+MAVEN_REPOSITORY = str(ROOT / "target" / "docs-test-maven")
 
 
 def free_port():
@@ -313,7 +315,7 @@ class Page:
         env["PATH"] = os.pathsep.join([str(self.args.litellm_bin), env["PATH"]])
         env.update({"TERM": "dumb", "LC_ALL": "C.UTF-8", "HOME": str(self.folder)})
         env.update(GO_CACHES)
-        env.update(MAVEN_CACHE)
+        env["MAVEN_OPTS"] = f"-Dmaven.repo.local={maven_repository.seeded(MAVEN_REPOSITORY)}"
         env.pop("REDIS_URL", None)
         return env
 

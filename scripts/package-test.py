@@ -44,6 +44,8 @@ import urllib.error
 import urllib.request
 import zipfile
 
+import maven_repository
+
 from package import fail, read, run, sha256
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -293,7 +295,7 @@ def the_gateway(package_dir, redis_port):
     with open(settings, "w") as f:
         f.write(MAVEN_SETTINGS.format(release=os.path.abspath(os.path.join(package_dir, "maven")), cache=cache))
     mvn = ["mvn", "-B", "-q", "--no-transfer-progress", "-s", settings, "package", "-DskipTests"]
-    run(*mvn, f"-Dmaven.repo.local={cache}", cwd=app)
+    run(*mvn, f"-Dmaven.repo.local={maven_repository.seeded(cache)}", cwd=app)
     shutil.rmtree(os.path.join(cache, "io", "github", "redis-ratelimit"))
     shutil.rmtree(os.path.join(app, "target"))
     run(*mvn, "-o", "-Daether.offline.protocols=file", f"-Dmaven.repo.local={empty}", cwd=app)
