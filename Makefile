@@ -19,8 +19,20 @@ SERVER_valkey-9.1 := $(CURDIR)/target/servers/valkey-9.1/valkey-server
 server_binaries = $(foreach s,$(1),$(or $(SERVER_$(s)),$(error unknown server '$(s)': known are redis-7.0 redis-8.0 valkey-8.1 valkey-9.1)))
 # The binaries make fetches (Redis 7.0 comes with the Debian packages).
 FETCHED := $(filter /%,$(call server_binaries,$(SERVERS)))
-# The tests that run both against the module and against the Functions library (functions/).
-LIBRARY_TESTS := --test hit --test peek --test hitall --test slide --test lease --test gcra --test settle --test replication
+# The integration test files (tests/*.rs), each run where it proves something no other run does
+# (docs/development.md's test plan): what depends on the server (replication, AOF, cluster, ACLs,
+# the module API's and Lua's differences, keyspace events, walks) on every server; the module's own
+# rules on the first (the differential, tests/functions.rs, holds every server's answers to the
+# library's); the library's rules on the last, and its replication on every server.
+# Each list the slowest first (each server's files are run in that order).
+SERVER_TESTS := audit cluster monitoring guard top stress server_features functions persistence replication \
+	hostile_input shadow acl
+MODULE_TESTS := lease llm_tokens slide settle gcra hitall hit peek docs
+LIBRARY_TESTS := lease slide settle gcra hitall hit peek replication
+LIBRARY_SERVER_TESTS := replication
+UNPLANNED := $(filter-out $(SERVER_TESTS) $(MODULE_TESTS),$(basename $(notdir $(wildcard tests/*.rs))))
+$(if $(UNPLANNED),$(error tests/ has files the Makefile's test plan runs nowhere: $(UNPLANNED)))
+test_args = $(foreach t,$(1),--test $(t))
 
 .PHONY: all deps package-deps test-deps build envoy-dist package package-test lint test integration $(INTEGRATION) servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
 	monitoring-tools monitoring-test \
@@ -107,12 +119,13 @@ redis-cell: deps
 # The unit tests; the integration tests, and the limiter's tests against the Functions library,
 # on each server; the client examples; then a short benchmark run so that `make bench` cannot rot
 # (its output goes under target/).
+# $(1): the server binary, $(2): the module's test files, $(3): the library's.
 define test-on
 	@echo "== integration tests on $$($(1) --version | cut -d' ' -f1-3) =="
-	REDIS_SERVER=$(1) $(TIMES) suite "$$($(1) --version | cut -d' ' -f1-3)" $(TEST_FILES_AT_ONCE) -- --test '*'
+	REDIS_SERVER=$(1) $(TIMES) suite "$$($(1) --version | cut -d' ' -f1-3)" $(TEST_FILES_AT_ONCE) -- $(call test_args,$(2))
 	@echo "== the limiter's tests against the Functions library on $$($(1) --version | cut -d' ' -f1-3) =="
 	RATELIMIT_IMPL=library REDIS_SERVER=$(1) $(TIMES) suite "library, $$($(1) --version | cut -d' ' -f1-3)" \
-		$(TEST_FILES_AT_ONCE) -- $(LIBRARY_TESTS)
+		$(TEST_FILES_AT_ONCE) -- $(call test_args,$(3))
 
 endef
 
@@ -125,36 +138,61 @@ INTEGRATION := $(addprefix integration-,$(SERVERS))
 
 # (run through `make integration`, which builds what they need first)
 $(INTEGRATION): integration-%:
-	$(call test-on,$(call server_binaries,$*))
+	$(call test-on,$(call server_binaries,$*),$(SERVER_TESTS) $(if $(filter $*,$(firstword $(SERVERS))),$(MODULE_TESTS)),$(if \
+		$(filter $*,$(lastword $(SERVERS))),$(LIBRARY_TESTS),$(LIBRARY_SERVER_TESTS)))
 
 integration: build servers redis-cell monitoring-tools
 	cargo test --release --locked --no-run --test '*'
 	$(MAKE) --no-print-directory -j2 --output-sync=target $(INTEGRATION)
 
-# The benchmark's smoke run: on the first and the last server (a Redis and a Valkey, and the
-# report's tables across servers), about half a minute less than on all four.
-BENCH_SMOKE_SERVERS := $(firstword $(SERVERS)) $(filter-out $(firstword $(SERVERS)),$(lastword $(SERVERS)))
+# The benchmark's smoke run: the smallest run of each bench that still executes its code, on the
+# first server.
+BENCH_SMOKE_SERVERS := $(firstword $(SERVERS))
 
-# The clients' packages and environments are made once, beside the integration suites (which
-# mostly wait), and the steps after take them as made (CLIENTS_READY=1, GO_READY=1); each of those
-# steps run alone makes them afresh. The Node and Go tests run side by side (both mostly wait).
-# Each phase is timed, and the end prints the phases and the slowest tests (scripts/test-times.py).
+# make test: the set-up, then the suites as phases three at a time (most of them mostly wait, on
+# windows, leases, servers and HTTP), each as soon as what it takes is made; then the release files
+# and the benches' smoke runs. Each proof runs once, in the cheapest place that proves it
+# (docs/development.md's test plan). The clients' packages and environments are made once, by the
+# phase "environments", and the phases after take them as made (CLIENTS_READY=1, GO_READY=1); each
+# of those steps run alone makes them afresh. Each phase is timed, and the end prints each against
+# its budget (docs/development.md), and the slowest tests (scripts/test-times.py), also when a
+# phase failed.
 TIMES := $(CURDIR)/scripts/test-times.py
+READY := CLIENTS_READY=1 GO_READY=1
+SUITES := suite-java suite-environments suite-unit suite-integration suite-python suite-node suite-go \
+	suite-docs suite-monitoring suite-demo
+.PHONY: suites $(SUITES)
 test:
 	$(TIMES) start
-	$(TIMES) phase "set-up: packages, build, servers, redis-cell, monitoring tools, lint" -- \
-		$(MAKE) --no-print-directory build servers redis-cell monitoring-tools lint
-	$(TIMES) phase "unit and property tests" -- cargo test --release --locked --lib
-	$(TIMES) phase "monitoring rules" -- $(MAKE) --no-print-directory monitoring-test
-	$(TIMES) phase "integration suites, beside the clients' environments and the Java packages" -- \
-		$(MAKE) --no-print-directory -j2 --output-sync=target integration clients java-test
-	$(TIMES) phase "the Python package" -- $(MAKE) --no-print-directory python-test CLIENTS_READY=1
-	$(TIMES) phase "the Node and Go packages and the docs' examples" -- \
-		$(MAKE) --no-print-directory -j2 --output-sync=target node-test go-test docs-test CLIENTS_READY=1 GO_READY=1
-	$(TIMES) phase "the TTL-leak demo" -- $(MAKE) --no-print-directory examples
-	$(TIMES) phase "the release files" -- $(MAKE) --no-print-directory package-test CLIENTS_READY=1
-	$(TIMES) phase "the benches' smoke runs" -- $(MAKE) --no-print-directory bench-smoke CLIENTS_READY=1
-	$(TIMES) report
+	$(TIMES) phase set-up -- $(MAKE) --no-print-directory -j3 --output-sync=target build servers redis-cell \
+		monitoring-tools lint && \
+	$(MAKE) --no-print-directory -j3 --output-sync=target suites && \
+	$(TIMES) phase release -- $(MAKE) --no-print-directory package-test $(READY) && \
+	$(TIMES) phase bench-smoke -- $(MAKE) --no-print-directory bench-smoke $(READY); \
+	code=$$?; $(TIMES) report; exit $$code
+
+suites: $(SUITES)
+suite-java:
+	$(TIMES) phase java -- $(MAKE) --no-print-directory java-test
+suite-environments:
+	$(TIMES) phase environments -- $(MAKE) --no-print-directory -j4 --output-sync=target clients
+suite-unit:
+	$(TIMES) phase unit -- cargo test --release --locked --lib
+suite-integration: suite-unit
+	$(TIMES) phase integration -- $(MAKE) --no-print-directory integration
+suite-python: suite-environments
+	$(TIMES) phase python -- $(MAKE) --no-print-directory python-test $(READY)
+suite-node: suite-environments
+	$(TIMES) phase node -- $(MAKE) --no-print-directory node-test $(READY)
+suite-go: suite-environments
+	$(TIMES) phase go -- $(MAKE) --no-print-directory go-test $(READY)
+# After Java's: the Java page's build takes what java-test downloaded.
+suite-docs: suite-environments suite-java
+	$(TIMES) phase docs -- $(MAKE) --no-print-directory docs-test $(READY)
+suite-monitoring:
+	$(TIMES) phase monitoring -- $(MAKE) --no-print-directory monitoring-test
+suite-demo:
+	$(TIMES) phase demo -- $(MAKE) --no-print-directory examples
 
 # Every bench, briefly, so that `make bench` cannot rot (its output goes under target/).
 bench-smoke: build servers redis-cell $(if $(CLIENTS_READY),,clients)
@@ -179,9 +217,12 @@ examples: build pydeps
 
 # The Python package (clients/python): its wheel and sdist (the wheel built from the sdist), each
 # requirements set of clients/python/tests installed beside the wheel in a fresh virtual
-# environment, and the package's tests run against that installed copy. The newest set runs the
-# whole suite on the first server and the client's on CLIENT_SERVERS; the oldest and limits 4 sets
-# run all but the middlewares' on the first server; the LiteLLM set, the callback's tests through
+# environment, and the package's tests run against that installed copy, on the first server (with
+# the module, and without it: the library): a client's own code is the same whatever server answers
+# it, and the module's and the library's answers on every server are the integration suites' and
+# the differential fuzz's to prove. The newest set runs the whole suite; the oldest set all but the
+# middlewares' and the fleet's (on the oldest Python); the limits 4 set what limits' version
+# changes (the storages, flask-limiter and slowapi); the LiteLLM set, the callback's tests through
 # the real proxy. PYTHON_OLDEST: the oldest Python supported.
 comma := ,
 PY_DIST := target/python/dist
@@ -192,7 +233,6 @@ PYTHON_OLDEST ?= $(firstword $(wildcard /root/.pyenv/versions/3.10.*/bin/python3
 PY_LIMITS_BENCH = $(PY_ENVS)/latest/bin/python clients/python/bench/limits_storages.py --module $(MODULE)
 # What waiting for a replica costs a decision (benches/results/replicas.md).
 PY_REPLICA_BENCH = $(PY_ENVS)/latest/bin/python clients/python/bench/replica_wait.py --module $(MODULE)
-PY_CLIENT_TESTS := test_installed.py test_client.py test_async_client.py test_command_docs.py test_replicas.py
 PY_FIRST_SERVER = $(firstword $(call server_binaries,$(SERVERS)))
 # $(1): the requirements set, $(2): the server binary, $(3): pytest's arguments.
 define py-test-on
@@ -222,18 +262,12 @@ $(PY_ENVS)/%: python-dist
 
 PY_SETS := latest oldest limits4 bare litellm
 
-# The servers the clients' packages are tested on beside the first: the last (a Valkey). The
-# module's and the library's answers on every server are the integration suites' and the
-# differential fuzz's to prove; a client's own code is the same whatever server answers it (the Go
-# client's cluster routing, which the servers differ in, is tested on all four).
-CLIENT_SERVERS := $(filter-out $(firstword $(SERVERS)),$(lastword $(SERVERS)))
 # Each run of the tests, as set+server+tests (the longest first).
-PY_RUNS := latest+$(firstword $(SERVERS))+all $(foreach s,$(CLIENT_SERVERS),latest+$(s)+client) \
-	oldest+$(firstword $(SERVERS))+nomiddlewares limits4+$(firstword $(SERVERS))+nomiddlewares \
-	bare+$(firstword $(SERVERS))+bare litellm+$(firstword $(SERVERS))+litellm
+PY_RUNS := latest+$(firstword $(SERVERS))+all litellm+$(firstword $(SERVERS))+litellm \
+	oldest+$(firstword $(SERVERS))+nomiddlewares limits4+$(firstword $(SERVERS))+limits bare+$(firstword $(SERVERS))+bare
 PY_TESTS_all := .
-PY_TESTS_client := $(PY_CLIENT_TESTS)
 PY_TESTS_nomiddlewares := --ignore=test_middlewares.py --ignore=test_hot_simulation.py -k 'not a_fleet' .
+PY_TESTS_limits := test_installed.py test_storage.py test_frameworks.py
 PY_TESTS_bare := test_installed.py test_bare.py
 PY_TESTS_litellm := -s test_litellm.py
 PY_RUN_TARGETS := $(addprefix python-run-,$(PY_RUNS))
@@ -257,11 +291,10 @@ python-test: build servers $(if $(CLIENTS_READY),,python-envs)
 
 # The Node package (clients/node): linted and type-checked, packed (npm pack builds it), then the
 # tarball installed into a fresh folder beside the clients and frameworks it supports
-# (clients/node/test's package.json), and the package's tests run against that installed copy:
-# all of them on the first server, the client's on CLIENT_SERVERS.
+# (clients/node/test's package.json), and the package's tests run against that installed copy on
+# the first server (with the module and with the library), as the Python package's.
 NODE_DIST := target/node/dist
 NODE_INSTALLED := target/node/installed
-NODE_CLIENT_TESTS := dist/client.test.js dist/command-docs.test.js dist/replicas.test.js
 # The express-rate-limit store against rate-limit-redis, by server CPU (benches/results/node.md).
 NODE_STORE_BENCH = cd $(NODE_INSTALLED) && RATELIMIT_MODULE=$(CURDIR)/$(MODULE) node dist/bench-stores.js
 NPM := npm --no-audit --no-fund --loglevel=error
@@ -284,7 +317,6 @@ node-installed: node-dist
 
 node-test: build servers $(if $(CLIENTS_READY),,node-installed)
 	$(call node-test-on,$(PY_FIRST_SERVER),dist/*.test.js)
-	$(foreach binary,$(call server_binaries,$(CLIENT_SERVERS)),$(call node-test-on,$(binary),$(NODE_CLIENT_TESTS)))
 
 # Every example of the README and the docs run as written (scripts/docs-test.py says how): on the
 # first server, as make run starts it (on a port of its own), with the Python package's latest and
@@ -296,9 +328,9 @@ docs-test: build servers $(if $(CLIENTS_READY),,python-envs node-installed)
 # The Go packages (clients/go, one module per client and integration, tied by go.work): vetted,
 # checked by staticcheck, and their tests built once with the race detector: the ratelimit
 # package's own (argument checks, reply reading, and its examples on a server), run on the first
-# server; the tests module's, run on every server: all of them on the first, the clients' and
-# redis_rate's on the others (16 tests at once: they mostly wait on leases and servers).
-# GO_READY=1: take the built tests as they are.
+# server; the tests module's: all of them on the first (with the module and with the library), and
+# on the others what the servers differ in: every client standalone and on a cluster (16 tests at
+# once: they mostly wait on leases and servers). GO_READY=1: take the built tests as they are.
 GO_DIR := clients/go
 GO_MODULES := ./... ./rlgoredis/... ./rlrueidis/... ./rlvalkey/... ./redis_rate/... ./ulule/... ./envoy/... ./tests/...
 GO_BIN := $(CURDIR)/target/go/bin
@@ -351,17 +383,16 @@ go-test: build servers $(if $(GO_READY),,go-ready)
 		(cat $(CURDIR)/target/go/hot-sim.log && false)
 	grep -E '^(---|ok)|hot_sim' target/go/hot-sim.log
 	$(call go-test-on,$(PY_FIRST_SERVER))
-	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call go-test-on,$(binary),-test.run 'Client|RedisRate'))
-	$(call go-test-on,$(lastword $(call server_binaries,$(SERVERS))),-test.run 'HotLimitOnAServer')
+	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call go-test-on,$(binary),-test.run 'EveryClient'))
 	$(call envoy-test-on,$(PY_FIRST_SERVER))
-	$(foreach binary,$(wordlist 2,9,$(call server_binaries,$(SERVERS))),$(call envoy-test-on,$(binary),-test.run 'Answers'))
 
 # The Java packages (clients/java: one Maven module per Redis client, on a core that needs none):
-# built for Java 17 with their sources and Javadoc (doclint holds every public type and member to
-# a comment), and their tests (clients/java/tests) on real servers: all of them on the first server
-# (with the jars built) by the machine's JDK, the client's on the servers between, and all of them
-# on CLIENT_SERVERS built afresh by the newest JDK there is (JAVA_NEWEST: Java 25, where the machine
-# has it). Maven keeps its downloads in ~/.m2.
+# built once, for Java 17, with their sources and Javadoc (doclint holds every public type and
+# member to a comment) into the release's Maven repository (JAVA_REPO, as make java-dist makes it),
+# with all their tests (clients/java/tests) on the first server by the machine's JDK; then what
+# differs on the other servers (a cluster, a replica, the library's loading) as built; and on the
+# last, the client's and the gateway's tests run as built by the newest JDK there is (JAVA_NEWEST:
+# Java 25, where the machine has it). Maven keeps its downloads in ~/.m2.
 JAVA_DIR := clients/java
 MVN := mvn -B --no-transfer-progress
 JAVA_NEWEST ?= $(firstword $(wildcard /usr/lib/jvm/temurin-25-jdk-amd64))
@@ -372,16 +403,23 @@ define java-test-on
 		$(TIMES) tests "Java, $$($(1) --version | cut -d' ' -f1-3)" -- $(MVN) $(3)
 
 endef
-
-# The servers between the first and the last: the client's tests alone, as built for the first.
+java_tests = test -Dtest='$(subst $() ,$(comma),$(strip $(1) $(2)))' -Dsurefire.failIfNoSpecifiedTests=false
+# What the servers differ in; and beside it, on the newest JDK, what its runtime may change.
 JAVA_MIDDLE_SERVERS := $(filter-out $(firstword $(SERVERS)) $(lastword $(SERVERS)),$(SERVERS))
-JAVA_CLIENT_TESTS := ClientTest,ClusterTest,LibraryTest,ReplicaTest,ReactiveTest,CommandDocsTest
+JAVA_SERVER_TESTS := ClusterTest ReplicaTest LibraryTest
+JAVA_NEWEST_TESTS := ClientTest ReactiveTest GatewayTest
+# The jars as released: every file's time the last commit's, so that they are the same bytes
+# every build.
+JAVA_DEPLOY = deploy -Dmaven.install.skip=true -DaltDeploymentRepository=release::file:$(CURDIR)/$(JAVA_REPO) \
+	-Dproject.build.outputTimestamp=$$(git log -1 --format=%cI)
 
 java-test: build servers
-	$(call java-test-on,$(PY_FIRST_SERVER),,clean package)
-	$(foreach binary,$(call server_binaries,$(JAVA_MIDDLE_SERVERS)),$(call java-test-on,$(binary),,test \
-		-Dtest='$(JAVA_CLIENT_TESTS)' -Dsurefire.failIfNoSpecifiedTests=false))
-	$(foreach binary,$(call server_binaries,$(CLIENT_SERVERS)),$(call java-test-on,$(binary),$(JAVA_NEWEST),clean test))
+	rm -rf $(JAVA_REPO)
+	$(call java-test-on,$(PY_FIRST_SERVER),,clean $(JAVA_DEPLOY))
+	$(foreach binary,$(call server_binaries,$(JAVA_MIDDLE_SERVERS)),$(call java-test-on,$(binary),,$(call \
+		java_tests,$(JAVA_SERVER_TESTS))))
+	$(if $(filter-out $(firstword $(SERVERS)),$(lastword $(SERVERS))),$(call java-test-on,$(lastword $(call \
+		server_binaries,$(SERVERS))),$(JAVA_NEWEST),$(call java_tests,$(JAVA_SERVER_TESTS),$(JAVA_NEWEST_TESTS))))
 
 # The gateway starter's server CPU per decision against the gateway's Lua script and Bucket4j
 # (clients/java/tests, GatewayBench): $(1) the servers, $(2) the report, $(3) more properties.
@@ -391,13 +429,11 @@ define java-bench
 endef
 
 # The Java jars, with their sources, Javadoc and poms, as a Maven repository (what Maven Central
-# would serve) under JAVA_REPO, for make package: every file's time the last commit's, as in the
-# other release files. Built afresh each time: java-test's last run cleans the jars away.
+# would serve) under JAVA_REPO, for make package (make test's java-test makes the same).
 JAVA_REPO := target/java/repository
 java-dist: package-deps
 	rm -rf $(JAVA_REPO)
-	cd $(JAVA_DIR) && $(MVN) -q clean deploy -DskipTests -DaltDeploymentRepository=release::file:$(CURDIR)/$(JAVA_REPO) \
-		-Dproject.build.outputTimestamp=$$(git log -1 --format=%cI)
+	cd $(JAVA_DIR) && $(MVN) -q clean $(JAVA_DEPLOY) -DskipTests
 
 # The release files under target/package/ (scripts/package.py): the Debian package (checked by
 # lintian), the tarball for this machine's target, the Python wheel and sdist, the npm tarball,
@@ -414,7 +450,7 @@ package: build python-dist node-dist java-dist envoy-dist
 
 # The .deb installed into throwaway copies of Debian 12's, 13's and forky's servers and loaded by
 # their own configs, and the tarball's module loaded (scripts/package-test.py).
-package-test: build test-deps $(if $(CLIENTS_READY),,python-dist node-dist) java-dist envoy-dist $(PACKAGE_SERVERS)
+package-test: build test-deps $(if $(CLIENTS_READY),,python-dist node-dist java-dist) envoy-dist $(PACKAGE_SERVERS)
 	$(PACKAGE)
 	scripts/package-test.py target/package $(dir $(PACKAGE_SERVERS))
 
@@ -440,21 +476,39 @@ memcheck: build
 	$(MAKE) --no-print-directory servers SERVERS=valkey-8.1
 	VALKEY_SERVER=$(SERVER_valkey-8.1) MODULE=$(MODULE) scripts/memcheck.sh
 
-# The full benchmark (about half an hour), on every server: table on stdout and in
-# benches/results/latest.md, chart in benches/results/ratios.svg; then the limits storage's rows
-# (benches/results/python.md), what waiting for a replica costs (benches/results/replicas.md), the
-# express-rate-limit store's rows (benches/results/node.md), and the Go packages' (benches/results/go.md).
-bench: build servers redis-cell $(PY_ENVS)/latest $(PY_ENVS)/litellm node-test go-ready
+# The full benchmark (at most 20 minutes for the four servers), on every server: table on stdout
+# and in benches/results/latest.md, chart in benches/results/ratios.svg; then the LiteLLM proxy's own
+# limiting beside ours (printed), the limits storage's rows (benches/results/python.md), what waiting
+# for a replica costs (benches/results/replicas.md), the express-rate-limit store's rows
+# (benches/results/node.md), the Go packages' (benches/results/go.md), the hot limit's
+# (benches/results/hot.md), the Envoy service's (benches/results/envoy.md) and the gateway starter's
+# (benches/results/java.md). Each prints a line as each of its rows runs. `make bench
+# SERVERS=valkey-9.1` measures on one server; BENCH_ONLY (docs/development.md) runs a few rows of
+# the first bench alone and writes nothing.
+bench-step = @echo "== make bench $(1)/9 ($$(date +%T)): $(2) =="
+bench: build servers redis-cell $(PY_ENVS)/latest $(PY_ENVS)/litellm node-installed go-ready
+	$(call bench-step,1,the module against INCR and every alternative on $(SERVERS))
 	BENCH_SERVERS="$(call server_binaries,$(SERVERS))" cargo bench --locked --bench ratelimit
+ifeq ($(BENCH_ONLY),)
+	$(call bench-step,2,LiteLLM's own limiting under the callback test's load)
 	cd $(PY_TESTS) && RATELIMIT_LITELLM_COMPARISON=1 REDIS_SERVER=$(PY_FIRST_SERVER) \
 		$(CURDIR)/$(PY_ENVS)/litellm/bin/python -m pytest -q -s test_litellm.py -k comparison
+	$(call bench-step,3,the limits storage on $(SERVERS))
 	$(PY_LIMITS_BENCH) --servers $(call server_binaries,$(SERVERS)) --out benches/results/python.md
+	$(call bench-step,4,the replica wait on $(SERVERS))
 	$(PY_REPLICA_BENCH) --servers $(call server_binaries,$(SERVERS)) --out benches/results/replicas.md
+	$(call bench-step,5,the express-rate-limit store on $(SERVERS))
 	$(NODE_STORE_BENCH) --out $(CURDIR)/benches/results/node.md -- $(call server_binaries,$(SERVERS))
+	$(call bench-step,6,the Go packages on $(SERVERS))
 	$(GO_BENCH) --module $(MODULE) --out benches/results/go.md $(call server_binaries,$(SERVERS))
+	$(call bench-step,7,the hot limit on $(firstword $(SERVERS)))
 	$(GO_HOT_BENCH) --module $(MODULE) --out benches/results/hot.md $(PY_FIRST_SERVER)
+	$(call bench-step,8,the Envoy service on $(firstword $(SERVERS)))
 	$(call envoy-bench,ENVOY_BENCH_OUT=$(CURDIR)/benches/results/envoy.md)
+	$(call bench-step,9,the gateway starter on $(SERVERS))
 	$(call java-bench,$(call server_binaries,$(SERVERS)),$(CURDIR)/benches/results/java.md)
+	@echo "== make bench done ($$(date +%T)) =="
+endif
 
 # The Redis Functions library (for servers that cannot load modules) into the server on PORT.
 functions: deps

@@ -11,14 +11,19 @@
                                                   ARGS` builds, JOBS at a time (they mostly wait on
                                                   windows, leases and servers), each one's output
                                                   printed whole when it is done, and keep their times
-  scripts/test-times.py report                    print the phases and the 15 slowest tests
+  scripts/test-times.py report                    print each phase's time and CPU against its budget
+                                                  (docs/development.md's table), a warning line for
+                                                  each phase over it (never a failure), the run's
+                                                  time since start, and the 15 slowest tests
 
-Times go to target/test-times/ (phases.tsv, tests.tsv). A command's exit status is the script's.
+Times go to target/test-times/ (started, phases.tsv, tests.tsv). A command's exit status is the
+script's.
 """
 
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -26,7 +31,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FOLDER = os.path.join(ROOT, "target", "test-times")
+STARTED = os.path.join(FOLDER, "started")
 PHASES = os.path.join(FOLDER, "phases.tsv")
+# The budgets: the table of docs/development.md whose header's first cell is "phase", one row a
+# phase: its name in backquotes, then its budget in seconds ("90 s").
+PLAN = os.path.join(ROOT, "docs", "development.md")
+BUDGET_ROW = re.compile(r"^\| `([^`]+)` \| ([0-9]+) s \|")
 TESTS = os.path.join(FOLDER, "tests.tsv")
 
 # What each runner prints about a test's time.
@@ -48,11 +58,17 @@ def command(args):
     return args[:i], args[i + 1 :]
 
 
+def cpu_of_children():
+    """The CPU seconds (user and system) of every process this one has waited for, and theirs."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def phase(args):
     (name,), cmd = command(args)
-    started = time.monotonic()
+    started, cpu = time.monotonic(), cpu_of_children()
     code = subprocess.call(cmd)
-    append(PHASES, name, f"{time.monotonic() - started:.1f}", code)
+    append(PHASES, name, f"{time.monotonic() - started:.1f}", code, f"{cpu_of_children() - cpu:.1f}")
     return code
 
 
@@ -90,6 +106,15 @@ def suite(args):
         if "test" in artifact["target"]["kind"]:
             files.append((os.path.relpath(artifact["target"]["src_path"], ROOT), artifact["executable"]))
 
+    # In the order the command names them (the slowest first, so that the last to start are short).
+    named = [cargo_args[i + 1] for i, a in enumerate(cargo_args[:-1]) if a == "--test"]
+
+    def order(file):
+        name = os.path.splitext(os.path.basename(file[0]))[0]
+        return named.index(name) if name in named else len(named)
+
+    files.sort(key=order)
+
     def run(file):
         name, executable = file
         started = time.monotonic()
@@ -119,16 +144,32 @@ def rows(path):
         return [line.rstrip("\n").split("\t") for line in f if line.strip()]
 
 
+def budgets():
+    with open(PLAN) as f:
+        return {m.group(1): float(m.group(2)) for line in f if (m := BUDGET_ROW.match(line))}
+
+
 def report():
-    phases = rows(PHASES)
-    total = sum(float(p[1]) for p in phases)
-    print("\n== make test: the time of each phase ==")
-    for name, seconds, code in phases:
+    phases, budget = rows(PHASES), budgets()
+    print("\n== make test: each phase against its budget (docs/development.md) ==")
+    print("    time      CPU   budget  phase")
+    warnings = []
+    for name, seconds, code, cpu in phases:
         failed = "" if code == "0" else f"  (exit {code})"
-        print(f"{float(seconds):8.1f} s  {name}{failed}")
-    print(f"{total:8.1f} s  in all")
+        limit = budget.get(name)
+        shown = f"{limit:6.0f} s" if limit is not None else "    none"
+        print(f"{float(seconds):6.1f} s {float(cpu):6.1f} s {shown}  {name}{failed}")
+        if limit is None:
+            warnings.append(f"warning: the phase {name!r} has no budget in docs/development.md")
+        elif float(seconds) > limit:
+            warnings.append(f"warning: {name} took {float(seconds):.0f} s, over its budget of {limit:.0f} s")
+    with open(STARTED) as f:
+        total = time.time() - float(f.read())
+    print(f"{total:6.1f} s {sum(float(p[3]) for p in phases):6.1f} s {budget.get('in all', 0):6.0f} s  in all")
+    for line in warnings:
+        print(line)
     slowest = sorted(rows(TESTS), key=lambda r: -float(r[2]))[:15]
-    print("\n== the slowest tests (a test file for cargo; phases run two at a time) ==")
+    print("\n== the slowest tests (a test file for cargo; several run at a time) ==")
     for label, name, seconds in slowest:
         print(f"{float(seconds):8.1f} s  {name}  [{label}]")
     return 0
@@ -142,6 +183,9 @@ def main():
         for path in (PHASES, TESTS):
             if os.path.exists(path):
                 os.remove(path)
+        os.makedirs(FOLDER, exist_ok=True)
+        with open(STARTED, "w") as f:
+            f.write(str(time.time()))
         return 0
     if what == "phase":
         return phase(args)
