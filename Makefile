@@ -141,7 +141,7 @@ $(INTEGRATION): integration-%:
 	$(call test-on,$(call server_binaries,$*),$(SERVER_TESTS) $(if $(filter $*,$(firstword $(SERVERS))),$(MODULE_TESTS)),$(if \
 		$(filter $*,$(lastword $(SERVERS))),$(LIBRARY_TESTS),$(LIBRARY_SERVER_TESTS)))
 
-integration: build servers redis-cell monitoring-tools
+integration: $(BUILT) servers redis-cell monitoring-tools
 	cargo test --release --locked --no-run --test '*'
 	$(MAKE) --no-print-directory -j2 --output-sync=target $(INTEGRATION)
 
@@ -158,9 +158,13 @@ BENCH_SMOKE_SERVERS := $(firstword $(SERVERS))
 # its budget (docs/development.md), and the slowest tests (scripts/test-times.py), also when a
 # phase failed.
 TIMES := $(CURDIR)/scripts/test-times.py
-READY := CLIENTS_READY=1 GO_READY=1
-SUITES := suite-java suite-environments suite-unit suite-integration suite-python suite-node suite-go \
-	suite-docs suite-monitoring suite-demo
+# The module, built by the set-up: a step after it that asked cargo again would wait on its lock
+# while the unit tests compile.
+BUILT ?= build
+READY := CLIENTS_READY=1 GO_READY=1 BUILT=
+# The longest first, so that the short ones fill the end.
+SUITES := suite-java suite-environments suite-integration suite-unit suite-python suite-docs suite-go \
+	suite-node suite-demo suite-monitoring
 .PHONY: suites $(SUITES)
 test:
 	$(TIMES) start
@@ -173,29 +177,28 @@ test:
 
 suites: $(SUITES)
 suite-java:
-	$(TIMES) phase java -- $(MAKE) --no-print-directory java-test
+	$(TIMES) phase java -- $(MAKE) --no-print-directory java-test BUILT=
 suite-environments:
 	$(TIMES) phase environments -- $(MAKE) --no-print-directory -j4 --output-sync=target clients
+suite-integration:
+	$(TIMES) phase integration -- $(MAKE) --no-print-directory integration BUILT=
 suite-unit:
 	$(TIMES) phase unit -- cargo test --release --locked --lib
-suite-integration: suite-unit
-	$(TIMES) phase integration -- $(MAKE) --no-print-directory integration
 suite-python: suite-environments
 	$(TIMES) phase python -- $(MAKE) --no-print-directory python-test $(READY)
 suite-node: suite-environments
 	$(TIMES) phase node -- $(MAKE) --no-print-directory node-test $(READY)
 suite-go: suite-environments
 	$(TIMES) phase go -- $(MAKE) --no-print-directory go-test $(READY)
-# After Java's: the Java page's build takes what java-test downloaded.
-suite-docs: suite-environments suite-java
+suite-docs: suite-environments
 	$(TIMES) phase docs -- $(MAKE) --no-print-directory docs-test $(READY)
 suite-monitoring:
 	$(TIMES) phase monitoring -- $(MAKE) --no-print-directory monitoring-test
 suite-demo:
-	$(TIMES) phase demo -- $(MAKE) --no-print-directory examples
+	$(TIMES) phase demo -- $(MAKE) --no-print-directory examples BUILT=
 
 # Every bench, briefly, so that `make bench` cannot rot (its output goes under target/).
-bench-smoke: build servers redis-cell $(if $(CLIENTS_READY),,clients)
+bench-smoke: $(BUILT) servers redis-cell $(if $(CLIENTS_READY),,clients)
 	BENCH_SERVERS="$(call server_binaries,$(BENCH_SMOKE_SERVERS))" cargo bench --locked --bench ratelimit -- --quick
 	$(PY_LIMITS_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/python.md --quick
 	$(PY_REPLICA_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/replicas.md --quick
@@ -211,7 +214,7 @@ pydeps: test-deps
 		--root-user-action=ignore --target target/pydeps -r examples/ttl-leak/requirements.txt
 
 # The TTL-leak demo's short form (it fails if the guard leaves a counter without TTL).
-examples: build pydeps
+examples: $(BUILT) pydeps
 	cd examples/ttl-leak && PYTHONPATH=$(CURDIR)/target/pydeps RATELIMIT_MODULE=$(CURDIR)/$(MODULE) \
 		python3 demo.py --quick
 
@@ -284,7 +287,7 @@ python-envs:
 
 # The runs two at a time (they mostly wait on windows, leases and HTTP), each one's output whole
 # when it is done.
-python-test: build servers $(if $(CLIENTS_READY),,python-envs)
+python-test: $(BUILT) servers $(if $(CLIENTS_READY),,python-envs)
 	cd clients/python && $(CURDIR)/$(PY_ENVS)/latest/bin/ruff check . && $(CURDIR)/$(PY_ENVS)/latest/bin/ruff format --check .
 	cd clients/python && $(CURDIR)/$(PY_ENVS)/latest/bin/mypy src
 	$(MAKE) --no-print-directory -j2 --output-sync=target $(PY_RUN_TARGETS)
@@ -315,13 +318,13 @@ node-installed: node-dist
 		clients/node/test/*.ts $(NODE_INSTALLED)/
 	cd $(NODE_INSTALLED) && $(NPM) ci && $(NPM) install --no-save $(CURDIR)/$(NODE_DIST)/redis-ratelimit-*.tgz && $(NPM) run build
 
-node-test: build servers $(if $(CLIENTS_READY),,node-installed)
+node-test: $(BUILT) servers $(if $(CLIENTS_READY),,node-installed)
 	$(call node-test-on,$(PY_FIRST_SERVER),dist/*.test.js)
 
 # Every example of the README and the docs run as written (scripts/docs-test.py says how): on the
 # first server, as make run starts it (on a port of its own), with the Python package's latest and
 # litellm environments, the installed Node package, and Go.
-docs-test: build servers $(if $(CLIENTS_READY),,python-envs node-installed)
+docs-test: $(BUILT) servers $(if $(CLIENTS_READY),,python-envs node-installed)
 	scripts/docs-test.py --server $(PY_FIRST_SERVER) --python $(PY_ENVS)/latest/bin/python \
 		--node-dir $(NODE_INSTALLED) --litellm-bin $(PY_ENVS)/litellm/bin
 
@@ -377,7 +380,7 @@ go-ready: test-deps
 	cd $(GO_DIR)/tests && go test -c -o $(ENVOY_TESTS) ./envoy
 	test -x $(ENVOY_PEER) || GOBIN=$(dir $(ENVOY_PEER)) go install github.com/envoyproxy/ratelimit/src/service_cmd@$(ENVOY_PEER_VERSION)
 
-go-test: build servers $(if $(GO_READY),,go-ready)
+go-test: $(BUILT) servers $(if $(GO_READY),,go-ready)
 	cd $(GO_DIR) && REDIS_SERVER=$(PY_FIRST_SERVER) RATELIMIT_MODULE=$(CURDIR)/$(MODULE) $(GO_UNIT_TESTS) -test.timeout 5m
 	cd $(GO_DIR) && go test -count=1 -run HotLimitSimulation -v . > $(CURDIR)/target/go/hot-sim.log || \
 		(cat $(CURDIR)/target/go/hot-sim.log && false)
@@ -413,7 +416,7 @@ JAVA_NEWEST_TESTS := ClientTest ReactiveTest GatewayTest
 JAVA_DEPLOY = deploy -Dmaven.install.skip=true -DaltDeploymentRepository=release::file:$(CURDIR)/$(JAVA_REPO) \
 	-Dproject.build.outputTimestamp=$$(git log -1 --format=%cI)
 
-java-test: build servers
+java-test: $(BUILT) servers
 	rm -rf $(JAVA_REPO)
 	$(call java-test-on,$(PY_FIRST_SERVER),,clean $(JAVA_DEPLOY))
 	$(foreach binary,$(call server_binaries,$(JAVA_MIDDLE_SERVERS)),$(call java-test-on,$(binary),,$(call \
@@ -450,7 +453,7 @@ package: build python-dist node-dist java-dist envoy-dist
 
 # The .deb installed into throwaway copies of Debian 12's, 13's and forky's servers and loaded by
 # their own configs, and the tarball's module loaded (scripts/package-test.py).
-package-test: build test-deps $(if $(CLIENTS_READY),,python-dist node-dist java-dist) envoy-dist $(PACKAGE_SERVERS)
+package-test: $(BUILT) test-deps $(if $(CLIENTS_READY),,python-dist node-dist java-dist) envoy-dist $(PACKAGE_SERVERS)
 	$(PACKAGE)
 	scripts/package-test.py target/package $(dir $(PACKAGE_SERVERS))
 

@@ -67,7 +67,8 @@ def cpu_of_children():
 def phase(args):
     (name,), cmd = command(args)
     started, cpu = time.monotonic(), cpu_of_children()
-    code = subprocess.call(cmd)
+    # make's jobserver descriptors pass through, so that a make inside shares the one outside's.
+    code = subprocess.call(cmd, close_fds=False)
     append(PHASES, name, f"{time.monotonic() - started:.1f}", code, f"{cpu_of_children() - cpu:.1f}")
     return code
 
@@ -163,8 +164,11 @@ def report():
             warnings.append(f"warning: the phase {name!r} has no budget in docs/development.md")
         elif float(seconds) > limit:
             warnings.append(f"warning: {name} took {float(seconds):.0f} s, over its budget of {limit:.0f} s")
-    with open(STARTED) as f:
-        total = time.time() - float(f.read())
+    if os.path.exists(STARTED):
+        with open(STARTED) as f:
+            total = time.time() - float(f.read())
+    else:
+        total = sum(float(p[1]) for p in phases)
     print(f"{total:6.1f} s {sum(float(p[3]) for p in phases):6.1f} s {budget.get('in all', 0):6.0f} s  in all")
     for line in warnings:
         print(line)
