@@ -149,12 +149,12 @@ integration: $(BUILT) servers redis-cell monitoring-tools
 # first server.
 BENCH_SMOKE_SERVERS := $(firstword $(SERVERS))
 
-# make test: the set-up, then the suites as phases three at a time (most of them mostly wait, on
+# make test: the set-up, then the suites as phases three at a time (many of them mostly wait, on
 # windows, leases, servers and HTTP), each as soon as what it takes is made; then the release files
 # and the benches' smoke runs. Each proof runs once, in the cheapest place that proves it
 # (docs/development.md's test plan). The clients' packages and environments are made once, by the
-# phase "environments", and the phases after take them as made (CLIENTS_READY=1, GO_READY=1); each
-# of those steps run alone makes them afresh. Each phase is timed, and the end prints each against
+# phases python-environments and environments, and the phases after take them as made
+# (CLIENTS_READY=1, GO_READY=1); each of those steps run alone makes them afresh. Each phase is timed, and the end prints each against
 # its budget (docs/development.md), and the slowest tests (scripts/test-times.py), also when a
 # phase failed.
 TIMES := $(CURDIR)/scripts/test-times.py
@@ -163,8 +163,8 @@ TIMES := $(CURDIR)/scripts/test-times.py
 BUILT ?= build
 READY := CLIENTS_READY=1 GO_READY=1 BUILT=
 # The longest first, so that the short ones fill the end.
-SUITES := suite-java suite-environments suite-integration suite-unit suite-python suite-docs suite-go \
-	suite-node suite-demo suite-monitoring
+SUITES := suite-java suite-python-environments suite-integration suite-python suite-environments suite-unit \
+	suite-docs suite-go suite-node suite-demo suite-monitoring
 .PHONY: suites $(SUITES)
 test:
 	$(TIMES) start
@@ -178,19 +178,24 @@ test:
 suites: $(SUITES)
 suite-java:
 	$(TIMES) phase java -- $(MAKE) --no-print-directory java-test BUILT=
+# The Python package's environments apart, so that its runs, the longest of the clients', start
+# without waiting for the others'.
+suite-python-environments:
+	$(TIMES) phase python-environments -- $(MAKE) --no-print-directory python-envs
 suite-environments:
-	$(TIMES) phase environments -- $(MAKE) --no-print-directory -j4 --output-sync=target clients
+	$(TIMES) phase environments -- $(MAKE) --no-print-directory -j3 --output-sync=target node-installed go-ready \
+		$(PACKAGE_SERVERS)
 suite-integration:
 	$(TIMES) phase integration -- $(MAKE) --no-print-directory integration BUILT=
 suite-unit:
 	$(TIMES) phase unit -- cargo test --release --locked --lib
-suite-python: suite-environments
+suite-python: suite-python-environments
 	$(TIMES) phase python -- $(MAKE) --no-print-directory python-test $(READY)
 suite-node: suite-environments
 	$(TIMES) phase node -- $(MAKE) --no-print-directory node-test $(READY)
 suite-go: suite-environments
 	$(TIMES) phase go -- $(MAKE) --no-print-directory go-test $(READY)
-suite-docs: suite-environments
+suite-docs: suite-python-environments suite-environments
 	$(TIMES) phase docs -- $(MAKE) --no-print-directory docs-test $(READY)
 suite-monitoring:
 	$(TIMES) phase monitoring -- $(MAKE) --no-print-directory monitoring-test
