@@ -492,9 +492,10 @@ memcheck: build
 # (benches/results/hot.md), the Envoy service's (benches/results/envoy.md) and the gateway starter's
 # (benches/results/java.md). Each prints a line as each of its rows runs. `make bench
 # SERVERS=valkey-9.1` measures on one server; BENCH_ONLY (docs/development.md) runs a few rows of
-# the first bench alone and writes nothing.
+# the first bench alone and writes nothing. CLIENTS_READY=1 takes the clients' environments a
+# `make test` made as they are.
 bench-step = @echo "== make bench $(1)/9 ($$(date +%T)): $(2) =="
-bench: build servers redis-cell $(PY_ENVS)/latest $(PY_ENVS)/litellm node-installed go-ready
+bench: build servers redis-cell $(if $(CLIENTS_READY),,$(PY_ENVS)/latest $(PY_ENVS)/litellm node-installed go-ready)
 	$(call bench-step,1,the module against INCR and every alternative on $(SERVERS))
 	BENCH_SERVERS="$(call server_binaries,$(SERVERS))" cargo bench --locked --bench ratelimit
 ifeq ($(BENCH_ONLY),)
