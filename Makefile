@@ -150,8 +150,8 @@ integration: $(BUILT) servers redis-cell monitoring-tools
 BENCH_SMOKE_SERVERS := $(firstword $(SERVERS))
 
 # make test: the set-up, then the suites as phases three at a time (many of them mostly wait, on
-# windows, leases, servers and HTTP), each as soon as what it takes is made; then the release files
-# and the benches' smoke runs. Each proof runs once, in the cheapest place that proves it
+# windows, leases, servers and HTTP), each as soon as what it takes is made, the release files and
+# the benches' smoke runs last. Each proof runs once, in the cheapest place that proves it
 # (docs/development.md's test plan). The clients' packages and environments are made once, by the
 # phases python-environments and environments, and the phases after take them as made
 # (CLIENTS_READY=1, GO_READY=1); each of those steps run alone makes them afresh. Each phase is timed, and the end prints each against
@@ -164,15 +164,13 @@ BUILT ?= build
 READY := CLIENTS_READY=1 GO_READY=1 BUILT=
 # The longest first, so that the short ones fill the end.
 SUITES := suite-java suite-python-environments suite-integration suite-python suite-environments suite-unit \
-	suite-docs suite-go suite-node suite-demo suite-monitoring
+	suite-docs suite-go suite-node suite-demo suite-monitoring suite-release suite-bench-smoke
 .PHONY: suites $(SUITES)
 test:
 	$(TIMES) start
 	$(TIMES) phase set-up -- $(MAKE) --no-print-directory -j3 --output-sync=target build servers redis-cell \
 		monitoring-tools lint && \
-	$(MAKE) --no-print-directory -j3 --output-sync=target suites && \
-	$(TIMES) phase release -- $(MAKE) --no-print-directory package-test $(READY) && \
-	$(TIMES) phase bench-smoke -- $(MAKE) --no-print-directory bench-smoke $(READY); \
+	$(MAKE) --no-print-directory -j3 --output-sync=target suites; \
 	code=$$?; $(TIMES) report; exit $$code
 
 suites: $(SUITES)
@@ -201,6 +199,11 @@ suite-monitoring:
 	$(TIMES) phase monitoring -- $(MAKE) --no-print-directory monitoring-test
 suite-demo:
 	$(TIMES) phase demo -- $(MAKE) --no-print-directory examples BUILT=
+# The release files take Java's repository (java-test's build) and the clients' packages.
+suite-release: suite-java suite-python-environments suite-environments
+	$(TIMES) phase release -- $(MAKE) --no-print-directory package-test $(READY)
+suite-bench-smoke: suite-python-environments suite-environments
+	$(TIMES) phase bench-smoke -- $(MAKE) --no-print-directory bench-smoke $(READY)
 
 # Every bench, briefly, so that `make bench` cannot rot (its output goes under target/).
 bench-smoke: $(BUILT) servers redis-cell $(if $(CLIENTS_READY),,clients)

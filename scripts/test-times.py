@@ -66,10 +66,10 @@ def cpu_of_children():
 
 def phase(args):
     (name,), cmd = command(args)
-    started, cpu = time.monotonic(), cpu_of_children()
+    began, started, cpu = time.time(), time.monotonic(), cpu_of_children()
     # make's jobserver descriptors pass through, so that a make inside shares the one outside's.
     code = subprocess.call(cmd, close_fds=False)
-    append(PHASES, name, f"{time.monotonic() - started:.1f}", code, f"{cpu_of_children() - cpu:.1f}")
+    append(PHASES, name, f"{time.monotonic() - started:.1f}", code, f"{cpu_of_children() - cpu:.1f}", f"{began:.1f}")
     return code
 
 
@@ -152,24 +152,26 @@ def budgets():
 
 def report():
     phases, budget = rows(PHASES), budgets()
-    print("\n== make test: each phase against its budget (docs/development.md) ==")
-    print("    time      CPU   budget  phase")
+    start = min((float(p[4]) for p in phases), default=time.time())
+    if os.path.exists(STARTED):
+        with open(STARTED) as f:
+            start = float(f.read())
+    print("\n== make test: each phase against its budget (docs/development.md), in the order they began ==")
+    print("  from     time      CPU   budget  phase")
     warnings = []
-    for name, seconds, code, cpu in phases:
+    for name, seconds, code, cpu, began in sorted(phases, key=lambda p: float(p[4])):
         failed = "" if code == "0" else f"  (exit {code})"
         limit = budget.get(name)
         shown = f"{limit:6.0f} s" if limit is not None else "    none"
-        print(f"{float(seconds):6.1f} s {float(cpu):6.1f} s {shown}  {name}{failed}")
+        print(f"{float(began) - start:6.0f} {float(seconds):6.1f} s {float(cpu):6.1f} s {shown}  {name}{failed}")
         if limit is None:
             warnings.append(f"warning: the phase {name!r} has no budget in docs/development.md")
         elif float(seconds) > limit:
             warnings.append(f"warning: {name} took {float(seconds):.0f} s, over its budget of {limit:.0f} s")
-    if os.path.exists(STARTED):
-        with open(STARTED) as f:
-            total = time.time() - float(f.read())
-    else:
-        total = sum(float(p[1]) for p in phases)
-    print(f"{total:6.1f} s {sum(float(p[3]) for p in phases):6.1f} s {budget.get('in all', 0):6.0f} s  in all")
+    total, limit = time.time() - start, budget.get("in all")
+    print(f"{'':6} {total:6.1f} s {sum(float(p[3]) for p in phases):6.1f} s {limit or 0:6.0f} s  in all")
+    if limit is not None and total > limit:
+        warnings.append(f"warning: the whole run took {total:.0f} s, over its budget of {limit:.0f} s")
     for line in warnings:
         print(line)
     slowest = sorted(rows(TESTS), key=lambda r: -float(r[2]))[:15]
