@@ -149,7 +149,7 @@ integration: $(BUILT) servers redis-cell monitoring-tools
 # first server.
 BENCH_SMOKE_SERVERS := $(firstword $(SERVERS))
 
-# make test: the set-up, then the suites as phases three at a time (many of them mostly wait, on
+# make test: the set-up, then the suites as phases four at a time (many of them mostly wait, on
 # windows, leases, servers and HTTP), each as soon as what it takes is made, the release files and
 # the benches' smoke runs last. Each proof runs once, in the cheapest place that proves it
 # (docs/development.md's test plan). The clients' packages and environments are made once, by the
@@ -163,23 +163,24 @@ TIMES := $(CURDIR)/scripts/test-times.py
 BUILT ?= build
 READY := CLIENTS_READY=1 GO_READY=1 BUILT=
 # The longest first, so that the short ones fill the end.
-SUITES := suite-java suite-python-environments suite-integration suite-python suite-environments suite-unit \
-	suite-docs suite-go suite-node suite-demo suite-monitoring suite-release suite-bench-smoke
+SUITES := suite-java suite-python suite-integration suite-environments suite-unit suite-docs suite-go suite-node \
+	suite-demo suite-monitoring suite-release suite-bench-smoke
 .PHONY: suites $(SUITES)
 test:
 	$(TIMES) start
 	$(TIMES) phase set-up -- $(MAKE) --no-print-directory -j3 --output-sync=target build servers redis-cell \
 		monitoring-tools lint && \
-	$(MAKE) --no-print-directory -j3 --output-sync=target suites; \
+	$(MAKE) --no-print-directory -j4 --output-sync=target suites; \
 	code=$$?; $(TIMES) report; exit $$code
 
 suites: $(SUITES)
 suite-java:
 	$(TIMES) phase java -- $(MAKE) --no-print-directory java-test BUILT=
-# The Python package's environments apart, so that its runs, the longest of the clients', start
-# without waiting for the others'.
-suite-python-environments:
+# The Python package's environments, then its runs (the longest of the clients'), in one slot: a
+# suite waiting for another's phase would start only after every other suite had.
+suite-python:
 	$(TIMES) phase python-environments -- $(MAKE) --no-print-directory python-envs
+	$(TIMES) phase python -- $(MAKE) --no-print-directory python-test $(READY)
 suite-environments:
 	$(TIMES) phase environments -- $(MAKE) --no-print-directory -j3 --output-sync=target node-installed go-ready \
 		$(PACKAGE_SERVERS)
@@ -187,22 +188,20 @@ suite-integration:
 	$(TIMES) phase integration -- $(MAKE) --no-print-directory integration BUILT=
 suite-unit:
 	$(TIMES) phase unit -- cargo test --release --locked --lib
-suite-python: suite-python-environments
-	$(TIMES) phase python -- $(MAKE) --no-print-directory python-test $(READY)
 suite-node: suite-environments
 	$(TIMES) phase node -- $(MAKE) --no-print-directory node-test $(READY)
 suite-go: suite-environments
 	$(TIMES) phase go -- $(MAKE) --no-print-directory go-test $(READY)
-suite-docs: suite-python-environments suite-environments
+suite-docs: suite-python suite-environments
 	$(TIMES) phase docs -- $(MAKE) --no-print-directory docs-test $(READY)
 suite-monitoring:
 	$(TIMES) phase monitoring -- $(MAKE) --no-print-directory monitoring-test
 suite-demo:
 	$(TIMES) phase demo -- $(MAKE) --no-print-directory examples BUILT=
 # The release files take Java's repository (java-test's build) and the clients' packages.
-suite-release: suite-java suite-python-environments suite-environments
+suite-release: suite-java suite-python suite-environments
 	$(TIMES) phase release -- $(MAKE) --no-print-directory package-test $(READY)
-suite-bench-smoke: suite-python-environments suite-environments
+suite-bench-smoke: suite-python suite-environments
 	$(TIMES) phase bench-smoke -- $(MAKE) --no-print-directory bench-smoke $(READY)
 
 # Every bench, briefly, so that `make bench` cannot rot (its output goes under target/).
