@@ -149,7 +149,7 @@ integration: $(BUILT) servers redis-cell monitoring-tools
 # first server.
 BENCH_SMOKE_SERVERS := $(firstword $(SERVERS))
 
-# make test: the set-up, then the suites as phases four at a time (many of them mostly wait, on
+# make test: the set-up, then the suites as phases three at a time (many of them mostly wait, on
 # windows, leases, servers and HTTP), each as soon as what it takes is made, the release files and
 # the benches' smoke runs last. Each proof runs once, in the cheapest place that proves it
 # (docs/development.md's test plan). The clients' packages and environments are made once, by the
@@ -163,14 +163,14 @@ TIMES := $(CURDIR)/scripts/test-times.py
 BUILT ?= build
 READY := CLIENTS_READY=1 GO_READY=1 BUILT=
 # The longest first, so that the short ones fill the end.
-SUITES := suite-java suite-python suite-integration suite-environments suite-unit suite-docs suite-go suite-node \
+SUITES := suite-java suite-python suite-environments suite-integration suite-unit suite-docs suite-go suite-node \
 	suite-demo suite-monitoring suite-release suite-bench-smoke
 .PHONY: suites $(SUITES)
 test:
 	$(TIMES) start
 	$(TIMES) phase set-up -- $(MAKE) --no-print-directory -j3 --output-sync=target build servers redis-cell \
 		monitoring-tools lint && \
-	$(MAKE) --no-print-directory -j4 --output-sync=target suites; \
+	$(MAKE) --no-print-directory -j3 --output-sync=target suites; \
 	code=$$?; $(TIMES) report; exit $$code
 
 suites: $(SUITES)

@@ -329,7 +329,11 @@ fn a_client_that_disconnects_stops_the_walk() {
     let server = Server::start();
     let mut con = server.connect();
     const KEYS: i64 = 2_000_000;
+    // Populating takes tens of seconds on a busy machine (two `make test` side by side read past
+    // the connection's 30 s): that call alone waits as long as it takes.
+    con.set_read_timeout(None).unwrap();
     let _: () = redis::cmd("DEBUG").arg("POPULATE").arg(KEYS).query(&mut con).unwrap();
+    con.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     // The shortest slices: the walk takes longer, the hang-up comes early in it.
     run_all(&mut con, &["CONFIG SET ratelimit.walk-slice-us 100"]);
     let scanned_before = keys_scanned(&mut con);
