@@ -157,3 +157,18 @@ async def test_async_hot_limits_share_a_limit(server: Server) -> None:
     assert await clients[0].get("hot:async-given") == b"3"
     for c in clients:
         await c.aclose()
+
+
+async def test_aclose_gives_back_the_block_of_a_request_in_flight(server: Server) -> None:
+    # aclose waited for nothing once closed (two make test side by side saw a refill's 2 tokens
+    # kept): it waits for the request's answer, then gives its block back.
+    client = redis.asyncio.Redis(port=server.port)
+    hot = AsyncRateLimiter(client).hot("hot:in-flight", 100, 60)
+    take = asyncio.create_task(hot.take(3))
+    await asyncio.sleep(0)  # the take sends its request and waits for the answer
+    await hot.aclose()
+    with pytest.raises(HotLimitClosed):
+        await take
+    await asyncio.gather(*list(hot._tasks))  # the request done: its grant counted by the server
+    assert int(await client.get("hot:in-flight") or 0) == 0
+    await client.aclose()

@@ -439,9 +439,10 @@ class AsyncHotLimit(_HotLimit):
             self._closed = True
             self._cond.notify_all()
             if self._state.asking:
-                answered = functools.partial(self._answered_since, self._answers)
+                # The answer itself, not _answered_since: that is true at once, closed.
+                seen = self._answers
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._cond.wait_for(answered), timeout)
+                    await asyncio.wait_for(self._cond.wait_for(lambda: self._answers != seen), timeout)
             blocks = self._state.unused(self._clock())
         for b in blocks:
             await self._rl.settle(self._t.key, b.grant.token or "", b.grant.amount - b.left)
