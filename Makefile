@@ -419,8 +419,10 @@ JAVA_MIDDLE_SERVERS := $(filter-out $(firstword $(SERVERS)) $(lastword $(SERVERS
 JAVA_SERVER_TESTS := ClusterTest ReplicaTest LibraryTest
 JAVA_NEWEST_TESTS := ClientTest ReactiveTest GatewayTest
 # The jars as released: every file's time the last commit's, so that they are the same bytes
-# every build.
-JAVA_DEPLOY = deploy -Dmaven.install.skip=true -DaltDeploymentRepository=release::file:$(CURDIR)/$(JAVA_REPO) \
+# every build; not installed in ~/.m2, and deployed under a repository id of this clone's own
+# (Maven stages the metadata in ~/.m2 by that id: another clone's deploy beside would take it).
+JAVA_REPO_ID := release-$(shell printf '%s' '$(CURDIR)' | cksum | cut -d' ' -f1)
+JAVA_DEPLOY = deploy -Dmaven.install.skip=true -DaltDeploymentRepository=$(JAVA_REPO_ID)::file:$(CURDIR)/$(JAVA_REPO) \
 	-Dproject.build.outputTimestamp=$$(git log -1 --format=%cI)
 
 java-test: $(BUILT) servers
