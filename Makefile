@@ -116,10 +116,8 @@ monitoring-test: monitoring-tools
 redis-cell: deps
 	scripts/redis-cell.sh
 
-# The unit tests; the integration tests, and the limiter's tests against the Functions library,
-# on each server; the client examples; then a short benchmark run so that `make bench` cannot rot
-# (its output goes under target/).
-# $(1): the server binary, $(2): the module's test files, $(3): the library's.
+# One server's integration test files with the module, then with the Functions library
+# (RATELIMIT_IMPL=library): $(1) the server binary, $(2) the module's files, $(3) the library's.
 define test-on
 	@echo "== integration tests on $$($(1) --version | cut -d' ' -f1-3) =="
 	REDIS_SERVER=$(1) $(TIMES) suite "$$($(1) --version | cut -d' ' -f1-3)" $(TEST_FILES_AT_ONCE) -- $(call test_args,$(2))
@@ -154,9 +152,9 @@ BENCH_SMOKE_SERVERS := $(firstword $(SERVERS))
 # the benches' smoke runs last. Each proof runs once, in the cheapest place that proves it
 # (docs/development.md's test plan). The clients' packages and environments are made once, by the
 # phases python-environments and environments, and the phases after take them as made
-# (CLIENTS_READY=1, GO_READY=1); each of those steps run alone makes them afresh. Each phase is timed, and the end prints each against
-# its budget (docs/development.md), and the slowest tests (scripts/test-times.py), also when a
-# phase failed.
+# (CLIENTS_READY=1, GO_READY=1); each of those steps run alone makes them afresh. Each phase is
+# timed, and the end prints each against its budget (docs/development.md), and the slowest tests
+# (scripts/test-times.py), also when a phase failed.
 TIMES := $(CURDIR)/scripts/test-times.py
 # The module, built by the set-up: a step after it that asked cargo again would wait on its lock
 # while the unit tests compile.
