@@ -11,10 +11,12 @@
                                                   ARGS` builds, JOBS at a time (they mostly wait on
                                                   windows, leases and servers), each one's output
                                                   printed whole when it is done, and keep their times
-  scripts/test-times.py report                    print each phase's time and CPU against its budget
-                                                  (docs/development.md's table), a warning line for
-                                                  each phase over it (never a failure), the run's
-                                                  time since start, and the 15 slowest tests
+  scripts/test-times.py report                    print when each phase began, its time and CPU
+                                                  (its processes' user and system time) against its
+                                                  budget (docs/development.md's table), a warning
+                                                  line for each phase over it and for the whole run
+                                                  over its own (never a failure), the run's time
+                                                  since start, and the 15 slowest tests
 
 Times go to target/test-times/ (started, phases.tsv, tests.tsv). A command's exit status is the
 script's.
