@@ -1,7 +1,5 @@
 //! Why a command's arguments were refused, in the words of the error reply.
 
-use super::lease::MAX_ID_LEN;
-
 /// Why the arguments were refused; `message()` is the Redis error reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArgError {
@@ -21,8 +19,8 @@ pub enum ArgError {
     TokenKeys,
     /// The named length of time exceeds 2^62 ms.
     TooLarge(&'static str),
-    /// A lease id that is empty or longer than `MAX_ID_LEN`.
-    IdLength,
+    /// A lease id that is empty or longer than the bound it holds.
+    IdLength(usize),
     MissingValue(&'static str),
     Repeated(&'static str),
     /// An extra argument that is no option of the command; holds the ones it has.
@@ -58,7 +56,7 @@ impl ArgError {
             ArgError::PartialNeeds(name) => format!("ERR PARTIAL needs {name} >= 1"),
             ArgError::TokenKeys => "ERR TOKENS' key count must be between 1 and numkeys".into(),
             ArgError::TooLarge(name) => format!("ERR {name} is too large"),
-            ArgError::IdLength => format!("ERR ID must be 1 to {MAX_ID_LEN} bytes"),
+            ArgError::IdLength(max) => format!("ERR ID must be 1 to {max} bytes"),
             ArgError::MissingValue(name) => format!("ERR syntax error: {name} needs a value"),
             ArgError::Repeated(name) => format!("ERR syntax error: {name} given more than once"),
             ArgError::UnknownOption(known) => format!("ERR syntax error: unknown option (expected {known})"),

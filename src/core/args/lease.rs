@@ -3,13 +3,6 @@
 use super::error::ArgError;
 use super::read::*;
 
-/// The longest lease id accepted.
-pub const MAX_ID_LEN: usize = 256;
-
-fn lease_id(bytes: &[u8]) -> Result<&[u8], ArgError> {
-    (1..=MAX_ID_LEN).contains(&bytes.len()).then_some(bytes).ok_or(ArgError::IdLength)
-}
-
 /// `RATELIMIT.ACQUIRE key limit lease [MS] [ID id]`, validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AcquireArgs<'a> {
@@ -68,10 +61,10 @@ mod tests {
         assert_eq!(acquire("k 3 0"), Err(ArgError::NotPositive("lease")));
         assert_eq!(acquire("k 3 9223372036854775"), Err(ArgError::TooLarge("lease")));
         assert_eq!(acquire("k 3 30 ID"), Err(ArgError::MissingValue("ID")));
-        assert_eq!(acquire("k 3 30 ID "), Err(ArgError::IdLength));
+        assert_eq!(acquire("k 3 30 ID "), Err(ArgError::IdLength(MAX_ID_LEN)));
         assert_eq!(acquire("k 3 30 COST 1"), Err(ArgError::UnknownOption("MS or ID")));
         let long = format!("k 3 30 ID {}", "x".repeat(MAX_ID_LEN + 1));
-        assert_eq!(parse_acquire(words(&long)), Err(ArgError::IdLength));
+        assert_eq!(parse_acquire(words(&long)), Err(ArgError::IdLength(MAX_ID_LEN)));
         let longest = format!("k 3 30 ID {}", "x".repeat(MAX_ID_LEN));
         assert!(parse_acquire(words(&longest)).is_ok());
         assert_eq!(parse_release(words("k a")), Ok(&b"a"[..]));

@@ -30,7 +30,7 @@ use crate::core::calendar::Window;
 #[cfg(test)]
 use crate::core::window::{Limit, MAX_WINDOW_MS};
 #[cfg(test)]
-use {gcra::GcraArgs, lease::MAX_ID_LEN};
+use {gcra::GcraArgs, read::MAX_ID_LEN};
 
 #[cfg(test)]
 mod properties {

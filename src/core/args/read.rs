@@ -105,6 +105,14 @@ pub(super) fn signed_cost(cost: Option<&[u8]>) -> Result<i64, ArgError> {
     cost.map_or(Ok(1), |c| parse_i64(c).filter(|&c| c != 0).ok_or(ArgError::Zero("COST")))
 }
 
+/// The longest lease id accepted.
+pub const MAX_ID_LEN: usize = 256;
+
+/// A lease id: 1 to `MAX_ID_LEN` bytes.
+pub(super) fn lease_id(bytes: &[u8]) -> Result<&[u8], ArgError> {
+    (1..=MAX_ID_LEN).contains(&bytes.len()).then_some(bytes).ok_or(ArgError::IdLength(MAX_ID_LEN))
+}
+
 pub(super) fn at_least(bytes: &[u8], name: &'static str, min: i64) -> Result<i64, ArgError> {
     let value = parse_i64(bytes).ok_or(ArgError::NotAnInteger(name))?;
     (value >= min).then_some(value).ok_or(ArgError::OutOfRange(name, min))
