@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from redis_ratelimit_client.hot import HotState
+from redis_ratelimit_client.hot_state import HotState
 from redis_ratelimit_client.results import Decision, Reservation
 
 CLIENTS = 1000

@@ -5,166 +5,43 @@ deadline: the instant its request was sent, plus the time the server said its wi
 less a guard. A token is never used after its deadline, so every admission falls in the window
 that granted it, whatever the offset between the hosts' clocks: never over the limit.
 
-``HotState`` is the decisions, with no I/O and no clock of its own (every instant is seconds on
-the process's monotonic clock, given by the caller); ``HotLimit`` (threads) and ``AsyncHotLimit``
-(asyncio) run it, and tests/test_hot_simulation.py runs it against a model of the server."""
+``HotState`` (hot_state.py) is the decisions; ``HotLimit`` (threads) and ``AsyncHotLimit``
+(asyncio) run them over a limiter's ``run``: anything that sends a Call and answers its reply."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import functools
-import math
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
-from .commands import CalendarUnit, Seconds, reserve_hit_up_to
+from .commands import CalendarUnit, Call, Seconds, reserve_hit_up_to, settle
 from .errors import RateLimitError
-from .results import Reservation
+from .hot_state import Block, HotState, Step
+from .results import Reservation, Settlement
 
-if TYPE_CHECKING:
-    from .aio import AsyncRateLimiter
-    from .client import RateLimiter
+T = TypeVar("T")
+
+
+class Transport(Protocol):
+    """What a hot limit sends its requests by: ``RateLimiter``, or a limiter of its own."""
+
+    def run(self, call: Call[T]) -> T: ...
+
+
+class AsyncTransport(Protocol):
+    """What an asyncio hot limit sends its requests by: ``AsyncRateLimiter``, or a limiter of its own."""
+
+    async def run(self, call: Call[T]) -> T: ...
 
 
 class HotLimitClosed(RateLimitError):
     """``take`` after ``close``."""
-
-
-@dataclass
-class Block:
-    """One grant: tokens left, usable before ``deadline``, and the reservation that settles what
-    was not used."""
-
-    left: int
-    deadline: float
-    grant: Reservation
-
-
-@dataclass(frozen=True)
-class Step:
-    """What to do for a take: admit or deny it; send a request (for ``send`` tokens); wait for the
-    answer in flight (``wait``), or until ``sleep_until``; then step again."""
-
-    admitted: bool = False
-    denied: bool = False
-    send: int = 0
-    wait: bool = False
-    sleep_until: float = 0.0
-
-
-class HotState:
-    """A hot limit's decisions: the blocks held, the local demand, the deny until the window
-    resets. The same rules as the Go client's hotState."""
-
-    def __init__(self, limit: int, horizon: float, guard: float, now: float) -> None:
-        self.limit, self.horizon, self.guard = limit, horizon, guard
-        self.blocks: list[Block] = []
-        self.asking = False
-        self.waiting = 0
-        self.denied_until = -math.inf
-        self.paused_until = -math.inf
-        self.taken, self.since, self.rate = 0, now, 0.0
-        self.remaining, self.window_end = -1, -math.inf
-
-    def held(self, now: float) -> int:
-        return sum(b.left for b in self.blocks if now < b.deadline)
-
-    def _drop(self, now: float) -> None:
-        self.blocks = [b for b in self.blocks if b.left > 0 and now < b.deadline]
-
-    def _take(self, now: float, n: int) -> bool:
-        self._drop(now)
-        if self.held(now) < n:
-            return False
-        for b in self.blocks:
-            spent = min(n, b.left)
-            b.left -= spent
-            n -= spent
-        self._drop(now)
-        return True
-
-    def denied(self, now: float) -> bool:
-        return now < self.denied_until
-
-    def _ask(self, now: float, need: int) -> int:
-        """How many tokens to ask for now (0: no request): a horizon of demand (measured over a
-        horizon at least: none before), at least ``need``, no more than the demand spends before
-        the window ends nor an eighth of what the server had left (of the limit, in a window not
-        seen yet); only with none in flight, no deny, and less than half a horizon (or ``need``)
-        held."""
-        if self.asking or self.denied(now) or now < self.paused_until:
-            return 0
-        held = self.held(now)
-        elapsed = now - self.since
-        if elapsed >= self.horizon:
-            self.rate = self.taken / elapsed
-            self.taken, self.since = 0, now
-        want = math.ceil(self.rate * self.horizon)
-        if held >= need and (held > want / 2 or want == 0):
-            return 0
-        left = self.limit
-        if now < self.window_end:
-            want = min(want, math.ceil(self.rate * (self.window_end - now)))
-            left = self.remaining
-        want = min(want, max(1, left // 8))
-        self.asking = True
-        return max(want, need - held, 1)
-
-    def step(self, now: float, n: int, tries: int, waited: bool) -> Step:
-        """A take of ``n`` at ``now``, its ``tries``th step (a step after an answer is a try;
-        ``waited``: it was counted among those waiting). Denied only when the server said the
-        window has none left: a take whose tokens others spent first waits for the next answer,
-        however often (each grant spends the window, so the server says so within the limit's
-        count of answers)."""
-        if waited:
-            self.waiting -= n
-        if tries == 0:
-            self.taken += n
-        if self._take(now, n):
-            return Step(admitted=True, send=self._ask(now, self.waiting))
-        if self.denied(now):
-            return Step(denied=True)
-        want = self._ask(now, n + self.waiting)
-        if want or self.asking:
-            self.waiting += n
-            return Step(send=want, wait=True)
-        return Step(sleep_until=self.paused_until)
-
-    def gave_up(self, n: int) -> None:
-        """A take that stopped waiting (its timeout)."""
-        self.waiting -= n
-
-    def granted(self, sent: float, received: float, r: Reservation) -> None:
-        """The answer to the request sent at ``sent``: a block usable until the window's end as the
-        server saw it, less the guard, counted from the send. A grant of 0, or one that left none,
-        makes the window denied until it resets; one too late to use waits for the next."""
-        self.asking = False
-        # The guard, and a thousandth of the time the window had left for the clocks' rates.
-        guard = self.guard + r.decision.reset_after / 1000
-        reset = received + r.decision.reset_after + guard
-        deadline = sent + r.decision.reset_after - guard
-        if r.amount > 0 and received < deadline:
-            self.blocks.append(Block(r.amount, deadline, r))
-            self.remaining, self.window_end = r.decision.remaining, deadline
-        elif r.amount > 0:
-            self.paused_until = reset
-            return
-        if r.amount == 0 or r.decision.remaining == 0:
-            self.denied_until = reset
-
-    def failed(self) -> None:
-        self.asking = False
-
-    def unused(self, now: float) -> list[Block]:
-        """The live blocks, to settle at the end (what of each was used: amount - left)."""
-        self._drop(now)
-        live, self.blocks = self.blocks, []
-        return live
 
 
 @dataclass(frozen=True)
@@ -275,6 +152,11 @@ class _HotLimit:
         return TimeoutError(f"no block of {self._t.key} within {timeout} s")
 
 
+def _given_back(key: str, b: Block) -> Call[Settlement]:
+    """The SETTLE that gives back what a block left unused."""
+    return settle(key, b.grant.token or "", b.grant.amount - b.left)
+
+
 def _count(n: int) -> int:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise RateLimitError("take needs n >= 1")
@@ -286,7 +168,7 @@ class HotLimit(_HotLimit):
     admits from the blocks held, waiting for one when it holds too few; ``close`` (or the end of a
     ``with`` block) gives back what it holds. Thread-safe."""
 
-    def __init__(self, limiter: RateLimiter, terms: HotTerms, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, limiter: Transport, terms: HotTerms, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(terms, clock)
         self._rl = limiter
         self._cond = threading.Condition()
@@ -350,7 +232,7 @@ class HotLimit(_HotLimit):
         sent = self._clock()
         answer: Reservation | BaseException
         try:
-            answer = self._rl.reserve_hit_up_to(t.key, t.limit, t.window, cost=want, align=t.align, tz=t.tz)
+            answer = self._rl.run(reserve_hit_up_to(t.key, t.limit, t.window, cost=want, align=t.align, tz=t.tz))
         except Exception as e:  # any failure is this request's answer
             answer = e
         received = self._clock()
@@ -369,7 +251,7 @@ class HotLimit(_HotLimit):
                 self._cond.wait(end - self._clock())
             blocks = self._state.unused(self._clock())
         for b in blocks:
-            self._rl.settle(self._t.key, b.grant.token or "", b.grant.amount - b.left)
+            self._rl.run(_given_back(self._t.key, b))
 
     def __enter__(self) -> HotLimit:
         return self
@@ -382,7 +264,7 @@ class AsyncHotLimit(_HotLimit):
     """``HotLimit`` for asyncio (``AsyncRateLimiter.hot``): ``await take(n)``, ``await aclose()``
     or ``async with``. For one event loop."""
 
-    def __init__(self, limiter: AsyncRateLimiter, terms: HotTerms, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, limiter: AsyncTransport, terms: HotTerms, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(terms, clock)
         self._rl = limiter
         self._cond = asyncio.Condition()
@@ -425,7 +307,7 @@ class AsyncHotLimit(_HotLimit):
         sent = self._clock()
         answer: Reservation | BaseException
         try:
-            answer = await self._rl.reserve_hit_up_to(t.key, t.limit, t.window, cost=want, align=t.align, tz=t.tz)
+            answer = await self._rl.run(reserve_hit_up_to(t.key, t.limit, t.window, cost=want, align=t.align, tz=t.tz))
         except Exception as e:  # any failure is this request's answer
             answer = e
         received = self._clock()
@@ -445,7 +327,7 @@ class AsyncHotLimit(_HotLimit):
                     await asyncio.wait_for(self._cond.wait_for(lambda: self._answers != seen), timeout)
             blocks = self._state.unused(self._clock())
         for b in blocks:
-            await self._rl.settle(self._t.key, b.grant.token or "", b.grant.amount - b.left)
+            await self._rl.run(_given_back(self._t.key, b))
 
     async def __aenter__(self) -> AsyncHotLimit:
         return self
@@ -456,4 +338,4 @@ class AsyncHotLimit(_HotLimit):
         await self.aclose()
 
 
-__all__ = ["AsyncHotLimit", "HotLimit", "HotLimitClosed", "HotState", "Step", "hot_terms"]
+__all__ = ["AsyncHotLimit", "AsyncTransport", "HotLimit", "HotLimitClosed", "Transport", "hot_terms"]

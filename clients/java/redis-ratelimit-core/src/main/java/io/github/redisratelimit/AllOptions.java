@@ -1,5 +1,6 @@
 package io.github.redisratelimit;
 
+import io.github.redisratelimit.command.Checks;
 import java.util.List;
 
 /**
@@ -16,6 +17,31 @@ import java.util.List;
 public record AllOptions(long cost, boolean sliding, boolean align, String zone, long tokens, int tokenKeys) {
     /** Cost 1 on each fixed window. */
     public static final AllOptions DEFAULT = new AllOptions(1, false, false, null, 0, 0);
+
+    /**
+     * Checks the options as the server would, without the limits ({@link #validate(List)} checks
+     * them together).
+     *
+     * @param cost see the record
+     * @param sliding see the record
+     * @param align see the record
+     * @param zone see the record
+     * @param tokens see the record
+     * @param tokenKeys see the record
+     * @throws InvalidArgumentException what {@code hitAll} would refuse of any limits
+     */
+    public AllOptions {
+        Checks.positive(cost, "COST");
+        if (sliding && align) {
+            throw Checks.invalid("SLIDE and ALIGN cannot be given together");
+        }
+        if (tokens != 0 || tokenKeys != 0) {
+            Checks.positive(tokens, "TOKENS");
+            if (tokenKeys < 1) {
+                throw Checks.invalid("TOKENS' key count must be between 1 and numkeys");
+            }
+        }
+    }
 
     /**
      * The same options, counting {@code cost} on each limit.
@@ -73,6 +99,19 @@ public record AllOptions(long cost, boolean sliding, boolean align, String zone,
      * @throws InvalidArgumentException what {@code hitAll} would refuse
      */
     public void validate(List<Limit> limits) {
-        io.github.redisratelimit.command.Commands.hitAll(limits, this);
+        if (limits == null || limits.isEmpty()) {
+            throw Checks.invalid("HITALL needs at least one limit");
+        }
+        boolean calendar = false;
+        for (Limit l : limits) {
+            calendar |= java.util.Objects.requireNonNull(l, "limit").calendar() != null;
+        }
+        if (sliding && calendar) {
+            throw Checks.invalid("SLIDE and a calendar window cannot be given together");
+        }
+        Checks.zone(calendar, zone);
+        if (tokenKeys > limits.size()) {
+            throw Checks.invalid("TOKENS' key count must be between 1 and numkeys");
+        }
     }
 }

@@ -1,5 +1,6 @@
 package io.github.redisratelimit;
 
+import io.github.redisratelimit.command.Checks;
 import java.time.Duration;
 
 /**
@@ -16,6 +17,24 @@ import java.time.Duration;
  *     the module only), or {@code null} for UTC
  */
 public record Fixed(long limit, Duration window, Calendar calendar, long cost, boolean align, String zone) {
+    /**
+     * Checks the limit as the server would.
+     *
+     * @param limit see the record
+     * @param window see the record
+     * @param calendar see the record
+     * @param cost see the record
+     * @param align see the record
+     * @param zone see the record
+     * @throws InvalidArgumentException what {@code hit} would refuse
+     */
+    public Fixed {
+        Checks.positive(limit, "limit");
+        Checks.fixedWindow(window, calendar);
+        Checks.zone(calendar != null, zone);
+        Checks.nonzero(cost, "COST");
+    }
+
     /**
      * {@code limit} per {@code window}, counting 1 a call.
      *
@@ -68,12 +87,11 @@ public record Fixed(long limit, Duration window, Calendar calendar, long cost, b
     }
 
     /**
-     * Checks the limit as {@code hit} would, with no round trip (for a limit read from a
-     * configuration).
+     * Nothing to check: the constructor checked the limit as the server would.
      *
-     * @throws InvalidArgumentException what {@code hit} would refuse
+     * @deprecated an invalid limit cannot be made; remove the call
      */
+    @Deprecated
     public void validate() {
-        io.github.redisratelimit.command.Commands.hit("", this);
     }
 }

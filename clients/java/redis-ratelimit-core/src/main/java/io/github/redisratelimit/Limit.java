@@ -1,6 +1,8 @@
 package io.github.redisratelimit;
 
+import io.github.redisratelimit.command.Checks;
 import java.time.Duration;
+import java.util.Objects;
 
 /**
  * One key's limit in {@code RATELIMIT.HITALL}.
@@ -11,6 +13,21 @@ import java.time.Duration;
  * @param calendar a calendar window instead of {@code window}, or {@code null}
  */
 public record Limit(String key, long limit, Duration window, Calendar calendar) {
+    /**
+     * Checks the limit as the server would.
+     *
+     * @param key see the record
+     * @param limit see the record
+     * @param window see the record
+     * @param calendar see the record
+     * @throws InvalidArgumentException what {@code hitAll} would refuse of one limit
+     */
+    public Limit {
+        Objects.requireNonNull(key, "key");
+        Checks.fixedWindow(window, calendar);
+        Checks.positive(limit, "limit");
+    }
+
     /**
      * {@code limit} per {@code window} on {@code key}.
      *

@@ -1,5 +1,6 @@
 package io.github.redisratelimit;
 
+import io.github.redisratelimit.command.Checks;
 import java.time.Duration;
 
 /**
@@ -15,6 +16,27 @@ import java.time.Duration;
  *     period of a second), rather than one every {@code period / perPeriod}
  */
 public record Rate(long maxBurst, long perPeriod, Duration period, long tokens, boolean align) {
+    /**
+     * Checks the bucket as the server would.
+     *
+     * @param maxBurst see the record
+     * @param perPeriod see the record
+     * @param period see the record
+     * @param tokens see the record
+     * @param align see the record
+     * @throws InvalidArgumentException what {@code gcra} would refuse
+     */
+    public Rate {
+        if (maxBurst < 0) {
+            throw Checks.invalid("max_burst must be an integer >= 0");
+        }
+        Checks.positive(perPeriod, "tokens_per_period");
+        if (period == null || period.isNegative() || period.isZero()) {
+            throw Checks.invalid("period must be > 0");
+        }
+        Checks.nonzero(tokens, "TOKENS");
+    }
+
     /**
      * A bucket of {@code maxBurst + 1} refilled by {@code perPeriod} every {@code period}, taking
      * 1 token a call.
@@ -50,11 +72,11 @@ public record Rate(long maxBurst, long perPeriod, Duration period, long tokens, 
     }
 
     /**
-     * Checks the bucket as {@code gcra} would, with no round trip.
+     * Nothing to check: the constructor checked the bucket as the server would.
      *
-     * @throws InvalidArgumentException what {@code gcra} would refuse
+     * @deprecated an invalid bucket cannot be made; remove the call
      */
+    @Deprecated
     public void validate() {
-        io.github.redisratelimit.command.Commands.gcra("", this);
     }
 }

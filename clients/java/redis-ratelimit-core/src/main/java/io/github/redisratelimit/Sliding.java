@@ -1,5 +1,6 @@
 package io.github.redisratelimit;
 
+import io.github.redisratelimit.command.Checks;
 import java.time.Duration;
 
 /**
@@ -10,6 +11,20 @@ import java.time.Duration;
  * @param cost what the call counts for (nonzero; a negative one gives back)
  */
 public record Sliding(long limit, Duration window, long cost) {
+    /**
+     * Checks the limit as the server would.
+     *
+     * @param limit see the record
+     * @param window see the record
+     * @param cost see the record
+     * @throws InvalidArgumentException what {@code slide} would refuse
+     */
+    public Sliding {
+        Checks.positive(limit, "limit");
+        Checks.lengthMs(window, "window");
+        Checks.nonzero(cost, "COST");
+    }
+
     /**
      * {@code limit} per sliding {@code window}, counting 1 a call.
      *
@@ -32,11 +47,11 @@ public record Sliding(long limit, Duration window, long cost) {
     }
 
     /**
-     * Checks the limit as {@code slide} would, with no round trip.
+     * Nothing to check: the constructor checked the limit as the server would.
      *
-     * @throws InvalidArgumentException what {@code slide} would refuse
+     * @deprecated an invalid limit cannot be made; remove the call
      */
+    @Deprecated
     public void validate() {
-        io.github.redisratelimit.command.Commands.slide("", this);
     }
 }

@@ -1,5 +1,7 @@
 package io.github.redisratelimit.command;
 
+import static io.github.redisratelimit.command.Checks.invalid;
+import static io.github.redisratelimit.command.Checks.positive;
 import static io.github.redisratelimit.command.Replies.integer;
 import static io.github.redisratelimit.command.Replies.integers;
 import static io.github.redisratelimit.command.Replies.list;
@@ -41,27 +43,9 @@ public final class Commands {
     private Commands() {
     }
 
-    /** The longest window or lease the server takes. */
-    private static final long MAX_MS = 1L << 62;
     /** The longest lease id the server takes. */
     private static final int MAX_ID_BYTES = 256;
     private static final SecureRandom RANDOM = new SecureRandom();
-
-    private static InvalidArgumentException invalid(String message) {
-        return new InvalidArgumentException(message);
-    }
-
-    private static void positive(long n, String name) {
-        if (n < 1) {
-            throw invalid(name + " must be an integer >= 1");
-        }
-    }
-
-    private static void nonzero(long n, String name) {
-        if (n == 0) {
-            throw invalid(name + " must be a nonzero integer");
-        }
-    }
 
     /** A window or lease as sent: whole seconds, or milliseconds with MS. */
     private record Length(long ms, boolean inMs) {
@@ -71,37 +55,21 @@ public final class Commands {
     }
 
     private static Length length(Duration d, String name) {
-        if (d == null || d.isNegative() || d.getNano() % 1_000_000 != 0 || d.compareTo(Duration.ofMillis(1)) < 0
-                || d.getSeconds() > MAX_MS / 1000) {
-            throw invalid(name + " must be a whole number of milliseconds from 1ms to 2^62 ms");
-        }
-        long ms = d.toMillis();
+        long ms = Checks.lengthMs(d, name);
         return new Length(ms, ms % 1000 != 0);
     }
 
-    /** A HIT window: a calendar unit (null length) or a length. */
+    /** A HIT window, checked by its record: a calendar unit (null length) or a length. */
     private static Length fixedWindow(Duration window, Calendar calendar) {
-        if (calendar != null) {
-            if (window != null) {
-                throw invalid("give a window or a calendar, not both");
-            }
-            return null;
-        }
-        return length(window, "window");
+        return calendar != null ? null : length(window, "window");
     }
 
-    private static List<String> laidOnClock(boolean calendar, boolean align, String zone) {
+    private static List<String> laidOnClock(boolean align, String zone) {
         List<String> args = new ArrayList<>();
         if (align) {
             args.add("ALIGN");
         }
         if (zone != null) {
-            if (!calendar) {
-                throw invalid("TZ needs a calendar window (day, week, month or year)");
-            }
-            if (zone.isEmpty()) {
-                throw invalid("TZ must name a zone");
-            }
             args.add("TZ");
             args.add(zone);
         }
@@ -158,10 +126,7 @@ public final class Commands {
      */
     public static Command<Decision> hit(String key, Fixed f) {
         Objects.requireNonNull(f, "limit");
-        positive(f.limit(), "limit");
         Length window = fixedWindow(f.window(), f.calendar());
-        List<String> clock = laidOnClock(f.calendar() != null, f.align(), f.zone());
-        nonzero(f.cost(), "COST");
         List<String> args = new ArrayList<>();
         args.add(Long.toString(f.limit()));
         args.add(window == null ? f.calendar().name().toLowerCase(java.util.Locale.ROOT) : window.text(window.inMs()));
@@ -169,7 +134,7 @@ public final class Commands {
         if (window != null && window.inMs()) {
             args.add("MS");
         }
-        args.addAll(clock);
+        args.addAll(laidOnClock(f.align(), f.zone()));
         return new Command<>("RATELIMIT.HIT", "ratelimit_hit", List.of(key(key)), args, false,
                 readFixed(f.limit(), orZero(f.window()), f.cost()));
     }
@@ -193,9 +158,7 @@ public final class Commands {
 
     private static List<String> slideArgs(Sliding s) {
         Objects.requireNonNull(s, "limit");
-        positive(s.limit(), "limit");
         Length window = length(s.window(), "window");
-        nonzero(s.cost(), "COST");
         List<String> args = new ArrayList<>(List.of(Long.toString(s.limit()), window.text(window.inMs())));
         signedCost(args, s.cost(), "COST");
         if (window.inMs()) {
@@ -239,21 +202,11 @@ public final class Commands {
      */
     public static Command<MultiDecision> hitAll(List<Limit> limits, AllOptions o) {
         Objects.requireNonNull(o, "options");
-        if (limits == null || limits.isEmpty()) {
-            throw invalid("HITALL needs at least one limit");
-        }
+        o.validate(limits);
         boolean anyMs = false;
-        boolean calendar = false;
         for (Limit l : limits) {
-            Objects.requireNonNull(l, "limit");
-            key(l.key());
             Length w = fixedWindow(l.window(), l.calendar());
-            positive(l.limit(), "limit");
             anyMs |= w != null && w.inMs();
-            calendar |= w == null;
-        }
-        if (o.sliding() && calendar) {
-            throw invalid("SLIDE and a calendar window cannot be given together");
         }
         List<String> keys = new ArrayList<>();
         List<String> args = new ArrayList<>();
@@ -264,25 +217,17 @@ public final class Commands {
             args.add(l.calendar() != null ? l.calendar().name().toLowerCase(java.util.Locale.ROOT)
                     : Long.toString(anyMs ? l.window().toMillis() : l.window().toMillis() / 1000));
         }
-        positive(o.cost(), "COST");
         signedCost(args, o.cost(), "COST");
         if (anyMs) {
             args.add("MS");
         }
         if (o.sliding()) {
-            if (o.align()) {
-                throw invalid("SLIDE and ALIGN cannot be given together");
-            }
             args.add("SLIDE");
         }
-        args.addAll(laidOnClock(calendar, o.align(), o.zone()));
+        args.addAll(laidOnClock(o.align(), o.zone()));
         long[] costs = new long[limits.size()];
         java.util.Arrays.fill(costs, o.cost());
-        if (o.tokens() != 0 || o.tokenKeys() != 0) {
-            positive(o.tokens(), "TOKENS");
-            if (o.tokenKeys() < 1 || o.tokenKeys() > limits.size()) {
-                throw invalid("TOKENS' key count must be between 1 and numkeys");
-            }
+        if (o.tokenKeys() != 0) {
             for (int i = limits.size() - o.tokenKeys(); i < limits.size(); i++) {
                 costs[i] = o.tokens();
             }
@@ -332,14 +277,6 @@ public final class Commands {
      */
     public static Command<Decision> gcra(String key, Rate r) {
         Objects.requireNonNull(r, "rate");
-        if (r.maxBurst() < 0) {
-            throw invalid("max_burst must be an integer >= 0");
-        }
-        positive(r.perPeriod(), "tokens_per_period");
-        if (r.period() == null || r.period().isNegative() || r.period().isZero()) {
-            throw invalid("period must be > 0");
-        }
-        nonzero(r.tokens(), "TOKENS");
         List<String> args = new ArrayList<>(List.of(Long.toString(r.maxBurst()), Long.toString(r.perPeriod()),
                 periodText(r.period())));
         signedCost(args, r.tokens(), "TOKENS");

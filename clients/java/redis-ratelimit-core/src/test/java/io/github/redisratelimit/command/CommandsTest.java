@@ -38,24 +38,24 @@ class CommandsTest {
     void argumentsRefusedBeforeSending() {
         List<Limit> day = List.of(Limit.of("a", 1, Calendar.DAY));
         List<Limit> second = List.of(Limit.of("a", 1, SECOND));
-        refused("limit must be an integer >= 1", () -> Fixed.of(0, SECOND).validate());
-        refused("window must be a whole number of milliseconds from 1ms to 2^62 ms", () -> Fixed.of(1, (Duration) null).validate());
+        refused("limit must be an integer >= 1", () -> Fixed.of(0, SECOND));
+        refused("window must be a whole number of milliseconds from 1ms to 2^62 ms", () -> Fixed.of(1, (Duration) null));
         refused("window must be a whole number of milliseconds from 1ms to 2^62 ms",
-                () -> Sliding.of(1, Duration.ofNanos(1_500_000)).validate());
+                () -> Sliding.of(1, Duration.ofNanos(1_500_000)));
         refused("window must be a whole number of milliseconds from 1ms to 2^62 ms",
-                () -> Fixed.of(1, Duration.ofSeconds(Long.MAX_VALUE)).validate());
-        refused("give a window or a calendar, not both", () -> new Fixed(1, SECOND, Calendar.DAY, 1, false, null).validate());
-        refused("TZ needs a calendar window (day, week, month or year)", () -> Fixed.of(1, SECOND).inZone("UTC").validate());
-        refused("COST must be a nonzero integer", () -> Fixed.of(1, SECOND).withCost(0).validate());
+                () -> Fixed.of(1, Duration.ofSeconds(Long.MAX_VALUE)));
+        refused("give a window or a calendar, not both", () -> new Fixed(1, SECOND, Calendar.DAY, 1, false, null));
+        refused("TZ needs a calendar window (day, week, month or year)", () -> Fixed.of(1, SECOND).inZone("UTC"));
+        refused("COST must be a nonzero integer", () -> Fixed.of(1, SECOND).withCost(0));
         refused("HITALL needs at least one limit", () -> AllOptions.DEFAULT.validate(List.of()));
         refused("SLIDE and a calendar window cannot be given together", () -> AllOptions.DEFAULT.slidingWindows().validate(day));
         refused("SLIDE and ALIGN cannot be given together", () -> AllOptions.DEFAULT.slidingWindows().aligned().validate(second));
         refused("COST must be an integer >= 1", () -> AllOptions.DEFAULT.withCost(-1).validate(second));
         refused("TOKENS' key count must be between 1 and numkeys", () -> AllOptions.DEFAULT.withTokens(5, 2).validate(second));
         refused("TOKENS must be an integer >= 1", () -> AllOptions.DEFAULT.withTokens(0, 1).validate(second));
-        refused("max_burst must be an integer >= 0", () -> Rate.of(-1, 1, SECOND).validate());
-        refused("tokens_per_period must be an integer >= 1", () -> Rate.of(0, 0, SECOND).validate());
-        refused("period must be > 0", () -> Rate.of(0, 1, Duration.ZERO).validate());
+        refused("max_burst must be an integer >= 0", () -> Rate.of(-1, 1, SECOND));
+        refused("tokens_per_period must be an integer >= 1", () -> Rate.of(0, 0, SECOND));
+        refused("period must be > 0", () -> Rate.of(0, 1, Duration.ZERO));
         refused("COST must be an integer >= 1", () -> Commands.peek("k", 1, -2));
         refused("TOKENS must be an integer >= 1", () -> Commands.gcraUpTo("k", Rate.of(0, 1, SECOND).withTokens(-1)));
         refused("RESERVE needs COST >= 1", () -> Commands.reserveHit("k", Fixed.of(1, SECOND).withCost(-1)));

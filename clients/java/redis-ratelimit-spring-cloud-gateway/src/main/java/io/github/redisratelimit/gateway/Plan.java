@@ -80,14 +80,12 @@ record Plan(String key, Rate rate, Fixed fixed, Sliding sliding, List<Limit> lim
                 throw new IllegalArgumentException("a sliding window takes a duration, with neither align nor zone");
             }
             Sliding limit = Sliding.of(c.getLimit(), duration(window)).withCost(tokens);
-            limit.validate();
             return new Plan(prefix + "sliding." + window, null, null, limit, List.of(), AllOptions.DEFAULT, names, null);
         }
         Fixed limit = calendar != null ? Fixed.of(c.getLimit(), calendar) : Fixed.of(c.getLimit(), duration(window));
         limit = limit.withCost(tokens);
         limit = c.isAlign() ? limit.aligned() : limit;
         limit = c.getZone() != null ? limit.inZone(c.getZone()) : limit;
-        limit.validate();
         return new Plan(prefix + "fixed." + window, null, limit, null, List.of(), AllOptions.DEFAULT, names, null);
     }
 
@@ -120,7 +118,6 @@ record Plan(String key, Rate rate, Fixed fixed, Sliding sliding, List<Limit> lim
         }
         Rate bucket = Rate.of(burst - 1, rate, period).withTokens(tokens);
         bucket = stepped ? bucket.aligned() : bucket;
-        bucket.validate();
         return new Plan(prefix + (stepped ? "bucket" : "gcra"), bucket, null, null, List.of(), AllOptions.DEFAULT, ONE, null);
     }
 
