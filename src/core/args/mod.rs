@@ -3,6 +3,8 @@
 //! sliding windows, GCRA, leases, reservations, walks, TOP), the readers they share in `read`, the
 //! errors in `error`. The property tests and the check against the docs stay here, over them all.
 
+#[cfg(test)]
+mod conformance;
 mod error;
 mod gcra;
 mod lease;
