@@ -64,8 +64,21 @@ def _integer(value: object, name: str, minimum: int = 1) -> int:
     return value
 
 
+# The longest window or lease the module takes, in ms; GCRA's products stay within half of i64.
+MAX_MS = 2**62
+MAX_SPAN_NS = (2**63 - 1) // 2
+
+
 def _duration(value: object, name: str) -> tuple[Arg, bool]:
-    """A window or lease as the command takes it: (whole seconds, False) or (milliseconds, True)."""
+    """A window or lease as the command takes it: (whole seconds, False) or (milliseconds, True),
+    at most 2^62 ms."""
+    value, in_ms = _duration_of(value, name)
+    if (value if in_ms else value * 1000) > MAX_MS:
+        raise RateLimitError(f"{name} is too large")
+    return value, in_ms
+
+
+def _duration_of(value: object, name: str) -> tuple[int, bool]:
     if isinstance(value, timedelta):
         ms, rest = divmod(value, timedelta(milliseconds=1))
         if rest or ms < 1:
@@ -90,7 +103,7 @@ def _seconds(value: Arg, in_ms: bool) -> float:
 
 
 def _period(value: object) -> tuple[str, float]:
-    """GCRA's period as its decimal text, and in seconds."""
+    """GCRA's period as its decimal text, and in seconds (whole nanoseconds below 2^63)."""
     if isinstance(value, timedelta):
         value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -99,7 +112,20 @@ def _period(value: object) -> tuple[str, float]:
         raise RateLimitError("period is not a valid float")
     if value <= 0:
         raise RateLimitError("period must be > 0")
-    return (str(value) if isinstance(value, int) else repr(value)), float(value)
+    text = str(value) if isinstance(value, int) else repr(value)
+    # As the module reads the text: a double, rounded to the nanosecond.
+    if not round(float(text) * 1e9, 0) < 2.0**63:
+        raise RateLimitError("period would cause an overflow")
+    return text, float(value)
+
+
+def _gcra_spans(max_burst: int, tokens_per_period: int, seconds: float, tokens: int) -> None:
+    """Refuses a bucket whose spans in ns would pass half of i64, as the module does."""
+    emission_ns = max(round(seconds * 1e9) // tokens_per_period, 1)
+    if emission_ns * (max_burst + 1) > MAX_SPAN_NS:
+        raise RateLimitError("(max_burst + 1) * period / tokens_per_period would cause an overflow")
+    if emission_ns * abs(tokens) > MAX_SPAN_NS:
+        raise RateLimitError("TOKENS * period / tokens_per_period would cause an overflow")
 
 
 def _lease_id(value: str | bytes | None) -> str:
@@ -322,8 +348,10 @@ def gcra(
     Unix epoch (Spring Cloud Gateway's bucket, with ``period`` 1)."""
     text, seconds = _period(period)
     burst = _integer(max_burst, "max_burst", minimum=0)
-    args = (burst, _integer(tokens_per_period, "tokens_per_period"), text, *_signed_cost_args(tokens, "TOKENS"))
+    rate = _integer(tokens_per_period, "tokens_per_period")
+    args = (burst, rate, text, *_signed_cost_args(tokens, "TOKENS"))
     args += _laid_on_clock(False, align, None)
+    _gcra_spans(burst, rate, seconds, tokens)
     return Call("RATELIMIT.GCRA", "ratelimit_gcra", (_key(key),), args, _bucket(seconds))
 
 
