@@ -346,7 +346,12 @@ func hitAllCall(limits []Limit, o AllOptions) (command[MultiDecision], error) {
 	}
 	keys, pairs := make([]string, len(limits)), make([]string, 0, 2*len(limits))
 	anyMS, calendar := false, false
+	seen := make(map[string]bool, len(limits))
 	for _, l := range limits {
+		if seen[l.Key] {
+			return fail(invalid("each key may be given only once"))
+		}
+		seen[l.Key] = true
 		_, inMS, err := fixedWindow(l.Window, l.Calendar)
 		if err != nil {
 			return fail(err)
@@ -451,6 +456,22 @@ func periodText(d time.Duration) string {
 	return strings.TrimSuffix(strings.TrimRight(text, "0"), ".")
 }
 
+// maxSpan is the module's bound on a bucket's spans in ns: half of int64.
+const maxSpan = math.MaxInt64 / 2
+
+// gcraSpans refuses a bucket whose spans in ns would pass maxSpan, as the module does.
+func gcraSpans(r Rate) error {
+	within := maxSpan / max(int64(r.Period)/r.PerPeriod, 1)
+	if r.MaxBurst >= within {
+		return invalid("(max_burst + 1) * period / tokens_per_period would cause an overflow")
+	}
+	tokens := cost(r.Tokens)
+	if tokens > within || tokens < -within {
+		return invalid("TOKENS * period / tokens_per_period would cause an overflow")
+	}
+	return nil
+}
+
 // gcraCall is RATELIMIT.GCRA: tokens from a GCRA bucket (smooth limiting).
 func gcraCall(key string, r Rate) (command[Decision], error) {
 	if r.MaxBurst < 0 {
@@ -461,6 +482,9 @@ func gcraCall(key string, r Rate) (command[Decision], error) {
 	}
 	if r.Period <= 0 {
 		return command[Decision]{}, invalid("period must be > 0")
+	}
+	if err := gcraSpans(r); err != nil {
+		return command[Decision]{}, err
 	}
 	args := []string{strconv.FormatInt(r.MaxBurst, 10), strconv.FormatInt(r.PerPeriod, 10), periodText(r.Period)}
 	args = append(args, signedCost(cost(r.Tokens), "TOKENS")...)
@@ -523,7 +547,7 @@ func reserving(call command[Decision], amount int64, name string, err error) (co
 // reservation to settle with what was used.
 func reserveHitCall(key string, f Fixed) (command[Reservation], error) {
 	call, err := hitCall(key, f)
-	return reserving(call, f.Cost, "COST", err)
+	return reserving(call, cost(f.Cost), "COST", err)
 }
 
 // reservingUpTo is call with PARTIAL and RESERVE: as many of amount as the limit has room
@@ -571,7 +595,7 @@ func reserveSlideUpToCall(key string, s Sliding) (command[Reservation], error) {
 // reserveSlideCall is RATELIMIT.SLIDE with RESERVE.
 func reserveSlideCall(key string, s Sliding) (command[Reservation], error) {
 	call, err := slideCall(key, s)
-	return reserving(call, s.Cost, "COST", err)
+	return reserving(call, cost(s.Cost), "COST", err)
 }
 
 // reserveGCRACall is RATELIMIT.GCRA with RESERVE.
@@ -581,7 +605,7 @@ func reserveGCRACall(key string, r Rate) (command[Reservation], error) {
 		return command[Reservation]{}, invalid("ALIGN and RESERVE cannot be given together")
 	}
 	call, err := gcraCall(key, r)
-	return reserving(call, r.Tokens, "TOKENS", err)
+	return reserving(call, cost(r.Tokens), "TOKENS", err)
 }
 
 // reserveAllCall is RATELIMIT.HITALL with TOKENS and RESERVE: the request's limits decided

@@ -349,17 +349,28 @@ export interface GcraOptions {
 const RESERVE_GCRA = ['maxBurst', 'tokensPerPeriod', 'periodMs', 'tokens'] as const;
 const GCRA = [...RESERVE_GCRA, 'align'] as const;
 
+/** The module's bound on a bucket's spans in ns: half of i64. */
+const MAX_SPAN_NS = (1n << 62n) - 1n;
+
+/** Refuses a bucket whose spans in ns would pass MAX_SPAN_NS, as the module does. */
+function gcraSpans(maxBurst: number, tokensPerPeriod: number, periodMs: number, tokens: number): void {
+  let emissionNs = (BigInt(periodMs) * 1_000_000n) / BigInt(tokensPerPeriod);
+  emissionNs = emissionNs < 1n ? 1n : emissionNs;
+  if (emissionNs * (BigInt(maxBurst) + 1n) > MAX_SPAN_NS) {
+    throw new RateLimitError('(max_burst + 1) * period / tokens_per_period would cause an overflow');
+  }
+  if (emissionNs * BigInt(Math.abs(tokens)) > MAX_SPAN_NS) {
+    throw new RateLimitError('TOKENS * period / tokens_per_period would cause an overflow');
+  }
+}
+
 /** RATELIMIT.GCRA: a burst of `maxBurst + 1`, then `tokensPerPeriod` per `periodMs`. */
 export const gcra = define(['key', ...GCRA], (key: string, o: GcraOptions): Call<Decision> => {
   const { maxBurst, tokensPerPeriod, periodMs, tokens, align } = options(o, GCRA, 'gcra');
   const period = duration(periodMs, 'periodMs');
-  const args = [
-    integer(maxBurst, 'maxBurst', 0),
-    integer(tokensPerPeriod, 'tokensPerPeriod'),
-    String(period / 1000),
-    ...signedCostArgs(tokens, 'TOKENS'),
-    ...laidOnClock(false, align, undefined),
-  ];
+  const [burst, rate] = [integer(maxBurst, 'maxBurst', 0), integer(tokensPerPeriod, 'tokensPerPeriod')];
+  const args = [burst, rate, String(period / 1000), ...signedCostArgs(tokens, 'TOKENS'), ...laidOnClock(false, align, undefined)];
+  gcraSpans(burst, rate, period, tokens ?? 1);
   return { command: 'RATELIMIT.GCRA', fn: 'ratelimit_gcra', keys: [text(key, 'key')], args, parse: bucket(period) };
 });
 
