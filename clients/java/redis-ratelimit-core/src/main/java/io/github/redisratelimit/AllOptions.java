@@ -103,8 +103,12 @@ public record AllOptions(long cost, boolean sliding, boolean align, String zone,
             throw Checks.invalid("HITALL needs at least one limit");
         }
         boolean calendar = false;
+        java.util.Set<String> keys = new java.util.HashSet<>();
         for (Limit l : limits) {
             calendar |= java.util.Objects.requireNonNull(l, "limit").calendar() != null;
+            if (!keys.add(l.key())) {
+                throw Checks.invalid("each key may be given only once");
+            }
         }
         if (sliding && calendar) {
             throw Checks.invalid("SLIDE and a calendar window cannot be given together");

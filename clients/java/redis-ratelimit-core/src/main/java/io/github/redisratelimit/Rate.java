@@ -35,6 +35,7 @@ public record Rate(long maxBurst, long perPeriod, Duration period, long tokens, 
             throw Checks.invalid("period must be > 0");
         }
         Checks.nonzero(tokens, "TOKENS");
+        Checks.gcraSpans(maxBurst, perPeriod, period, tokens);
     }
 
     /**

@@ -13,8 +13,10 @@ public final class Checks {
     private Checks() {
     }
 
-    /** The longest window or lease the server takes. */
-    static final long MAX_MS = 1L << 62;
+    /** The longest window or lease the server takes: 2^62 - 1 ms. */
+    static final long MAX_MS = (1L << 62) - 1;
+    /** The server's bound on a GCRA bucket's spans in ns: half of a long. */
+    static final long MAX_SPAN_NS = Long.MAX_VALUE / 2;
 
     /**
      * The refusal, worded as the server's error.
@@ -58,11 +60,38 @@ public final class Checks {
      * @return the milliseconds
      */
     public static long lengthMs(Duration d, String name) {
-        if (d == null || d.isNegative() || d.getNano() % 1_000_000 != 0 || d.compareTo(Duration.ofMillis(1)) < 0
-                || d.getSeconds() > MAX_MS / 1000) {
+        if (d == null || d.isNegative() || d.getNano() % 1_000_000 != 0 || d.compareTo(Duration.ofMillis(1)) < 0) {
             throw invalid(name + " must be a whole number of milliseconds from 1ms to 2^62 ms");
         }
+        if (d.getSeconds() > MAX_MS / 1000 || d.toMillis() > MAX_MS) {
+            throw invalid(name + " is too large");
+        }
         return d.toMillis();
+    }
+
+    /**
+     * Refuses a GCRA bucket whose spans in nanoseconds would pass half of a long, as the server
+     * does.
+     *
+     * @param maxBurst the burst beyond the first token, at least 0
+     * @param perPeriod tokens per period, at least 1
+     * @param period the period, above 0
+     * @param tokens what a call takes
+     */
+    public static void gcraSpans(long maxBurst, long perPeriod, Duration period, long tokens) {
+        long periodNs;
+        try {
+            periodNs = period.toNanos();
+        } catch (ArithmeticException e) {
+            throw invalid("period would cause an overflow");
+        }
+        long within = MAX_SPAN_NS / Math.max(periodNs / perPeriod, 1);
+        if (maxBurst >= within) {
+            throw invalid("(max_burst + 1) * period / tokens_per_period would cause an overflow");
+        }
+        if (tokens > within || tokens < -within) {
+            throw invalid("TOKENS * period / tokens_per_period would cause an overflow");
+        }
     }
 
     /**

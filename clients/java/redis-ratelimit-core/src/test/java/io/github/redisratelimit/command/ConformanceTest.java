@@ -1,0 +1,219 @@
+package io.github.redisratelimit.command;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.github.redisratelimit.AllOptions;
+import io.github.redisratelimit.Calendar;
+import io.github.redisratelimit.Fixed;
+import io.github.redisratelimit.InvalidArgumentException;
+import io.github.redisratelimit.Limit;
+import io.github.redisratelimit.Rate;
+import io.github.redisratelimit.Sliding;
+import io.github.redisratelimit.TopOptions;
+import java.io.IOException;
+import java.math.BigDecimal;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The shared argument cases (testkit/conformance/arguments.json, the module's own answers): each
+ * case the client can send as a typed call is built here, records and builders, with no server,
+ * and the client must refuse exactly what the module refuses. A case with no typed call (an
+ * unknown option, a missing value) or with a value the types do not hold (a limit of "x", a cost
+ * of 0 where 0 means the default, a calendar unit that is none) is not the client's to send; a
+ * refusal by the module's own data ({@code server_data}, its zone database) it may leave to the
+ * server.
+ */
+class ConformanceTest {
+    /** The case has a value the client's types do not hold. */
+    private static final class NotTyped extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        NotTyped(JsonNode v) {
+            super(String.valueOf(v));
+        }
+    }
+
+    private static long integer(JsonNode v) {
+        if (v == null || !v.canConvertToLong() || !v.isIntegralNumber()) {
+            throw new NotTyped(v);
+        }
+        return v.asLong();
+    }
+
+    private static boolean flag(JsonNode c, String name) {
+        return c.path(name).asBoolean(false);
+    }
+
+    private static Duration length(JsonNode v, boolean ms) {
+        long n = integer(v);
+        try {
+            return ms ? Duration.ofMillis(n) : Duration.ofSeconds(n);
+        } catch (ArithmeticException e) {
+            throw new NotTyped(v);
+        }
+    }
+
+    private static Calendar calendar(JsonNode v, boolean ms) {
+        if (!v.isTextual()) {
+            return null;
+        }
+        try {
+            if (ms) {
+                throw new NotTyped(v);
+            }
+            return Calendar.valueOf(v.asText().toUpperCase(Locale.ROOT));
+        } catch (IllegalArgumentException e) {
+            throw new NotTyped(v);
+        }
+    }
+
+    private static Fixed fixed(JsonNode c) {
+        boolean ms = flag(c, "MS");
+        Calendar unit = calendar(c.get("window"), ms);
+        Fixed f = unit != null ? Fixed.of(integer(c.get("limit")), unit) : Fixed.of(integer(c.get("limit")), length(c.get("window"), ms));
+        f = c.has("COST") ? f.withCost(integer(c.get("COST"))) : f;
+        f = flag(c, "ALIGN") ? f.aligned() : f;
+        return c.has("TZ") ? f.inZone(c.get("TZ").asText()) : f;
+    }
+
+    private static Sliding sliding(JsonNode c) {
+        Sliding s = Sliding.of(integer(c.get("limit")), length(c.get("window"), flag(c, "MS")));
+        return c.has("COST") ? s.withCost(integer(c.get("COST"))) : s;
+    }
+
+    private static Rate rate(JsonNode c) {
+        Duration period;
+        try {
+            BigDecimal ns = new BigDecimal(c.get("period").asText()).movePointRight(9);
+            period = Duration.ofNanos(ns.longValueExact());
+        } catch (NumberFormatException | ArithmeticException e) {
+            throw new NotTyped(c.get("period"));
+        }
+        Rate r = Rate.of(integer(c.get("max_burst")), integer(c.get("tokens_per_period")), period);
+        r = c.has("TOKENS") ? r.withTokens(integer(c.get("TOKENS"))) : r;
+        return flag(c, "ALIGN") ? r.aligned() : r;
+    }
+
+    /** The case's call as the client makes it; null where the client has no such call. */
+    private static Runnable call(String command, JsonNode c) {
+        String key = c.path("key").asText();
+        String flags = flag(c, "PARTIAL") + "," + flag(c, "RESERVE");
+        switch (command) {
+            case "ratelimit.hit":
+                return switch (flags) {
+                    case "false,false" -> () -> Commands.hit(key, fixed(c));
+                    case "false,true" -> () -> Commands.reserveHit(key, fixed(c));
+                    case "true,true" -> () -> Commands.reserveHitUpTo(key, fixed(c));
+                    default -> null;
+                };
+            case "ratelimit.peek":
+                return () -> Commands.peek(key, integer(c.get("limit")), c.has("COST") ? integer(c.get("COST")) : 1);
+            case "ratelimit.slide":
+                return switch (flags + "," + flag(c, "PEEK")) {
+                    case "false,false,false" -> () -> Commands.slide(key, sliding(c));
+                    case "false,false,true" -> () -> Commands.slidePeek(key, sliding(c));
+                    case "false,true,false" -> () -> Commands.reserveSlide(key, sliding(c));
+                    case "true,true,false" -> () -> Commands.reserveSlideUpTo(key, sliding(c));
+                    default -> null;
+                };
+            case "ratelimit.gcra":
+                return switch (flags) {
+                    case "false,false" -> () -> Commands.gcra(key, rate(c));
+                    case "true,false" -> () -> Commands.gcraUpTo(key, rate(c));
+                    case "false,true" -> () -> Commands.reserveGcra(key, rate(c));
+                    default -> null;
+                };
+            case "ratelimit.hitall":
+                return () -> {
+                    List<Limit> limits = new ArrayList<>();
+                    boolean ms = flag(c, "MS");
+                    for (int i = 0; i < c.get("limits").size(); i++) {
+                        JsonNode pair = c.get("limits").get(i);
+                        String k = c.get("keys").get(i).asText();
+                        Calendar unit = calendar(pair.get(1), ms);
+                        limits.add(unit != null ? Limit.of(k, integer(pair.get(0)), unit)
+                                : Limit.of(k, integer(pair.get(0)), length(pair.get(1), ms)));
+                    }
+                    AllOptions o = AllOptions.DEFAULT;
+                    o = c.has("COST") ? o.withCost(integer(c.get("COST"))) : o;
+                    o = flag(c, "SLIDE") ? o.slidingWindows() : o;
+                    o = flag(c, "ALIGN") ? o.aligned() : o;
+                    o = c.has("TZ") ? o.inZone(c.get("TZ").asText()) : o;
+                    if (c.has("TOKENS")) {
+                        long keys = integer(c.get("TOKENS").get(1));
+                        if (keys != (int) keys) {
+                            throw new NotTyped(c.get("TOKENS"));
+                        }
+                        o = o.withTokens(integer(c.get("TOKENS").get(0)), (int) keys);
+                    }
+                    if (flag(c, "RESERVE")) {
+                        Commands.reserveAll(limits, o);
+                    } else {
+                        Commands.hitAll(limits, o);
+                    }
+                };
+            case "ratelimit.acquire":
+                return () -> Commands.acquire(key, integer(c.get("limit")), length(c.get("lease"), flag(c, "MS")),
+                        c.has("ID") ? c.get("ID").asText() : null);
+            case "ratelimit.release":
+                return () -> Commands.release(key, c.get("id").asText());
+            case "ratelimit.renew":
+                return () -> Commands.renew(key, c.get("id").asText(), length(c.get("lease"), flag(c, "MS")));
+            case "ratelimit.top":
+                List<TopOptions.View> views = new ArrayList<>();
+                for (TopOptions.View v : TopOptions.View.values()) {
+                    if (flag(c, v.name())) {
+                        views.add(v);
+                    }
+                }
+                if (views.size() > 1 || c.has("COUNT") && c.get("COUNT").asLong(1) == 0) {
+                    return null; // one view at most; a count of 0 is the default
+                }
+                TopOptions.View view = views.isEmpty() ? TopOptions.View.DENIED : views.get(0);
+                return () -> Commands.top(new TopOptions(view, c.has("COUNT") ? integer(c.get("COUNT")) : 0, flag(c, "RESET")));
+            default:
+                throw new AssertionError("a case of " + command + ", which this test does not know");
+        }
+    }
+
+    @Test
+    void theClientRefusesWhatTheModuleRefusesAndNoMore() throws IOException {
+        JsonNode cases = new ObjectMapper().readTree(Path.of("../../../testkit/conformance/arguments.json").toFile());
+        List<String> disagree = new ArrayList<>();
+        int sent = 0;
+        for (JsonNode c : cases) {
+            if (c.get("call").isNull()) {
+                continue;
+            }
+            Runnable call = call(c.get("command").asText(), c.get("call"));
+            if (call == null) {
+                continue;
+            }
+            String refused = null;
+            try {
+                call.run();
+            } catch (NotTyped e) {
+                continue;
+            } catch (InvalidArgumentException e) {
+                refused = e.getMessage();
+            }
+            sent++;
+            if (c.get("server_data").asBoolean() && refused == null) {
+                continue;
+            }
+            if ((refused == null) != c.get("error").isNull()) {
+                disagree.add(c.get("command").asText() + " " + c.get("args") + ": module " + c.get("error") + ", client " + refused);
+            }
+        }
+        assertEquals(List.of(), disagree);
+        assertTrue(sent >= 90, sent + " cases sent");
+    }
+}
