@@ -13,6 +13,7 @@ pub mod reservation;
 pub mod settle_marks;
 pub mod shadow;
 pub mod slide;
+pub mod space_saving;
 pub mod stored;
 pub mod top;
 pub mod version;
