@@ -28,14 +28,16 @@ fn new_id() -> String {
 
 pub fn acquire(call: &Call) -> Result<(), Error> {
     let args = parse_acquire(call.args())?;
-    let name = call.key(1).ok_or(ArgError::Arity("ratelimit.acquire"))?;
+    let (Some(name), Some(key)) = (call.key(1), call.arg(1)) else {
+        return Err(ArgError::Arity("ratelimit.acquire").into());
+    };
     let now = clock::command_now();
     let made = args.id.is_none().then(new_id);
     let id = args.id.unwrap_or_else(|| made.as_deref().unwrap_or_default().as_bytes());
     let mut set = LeaseSet::open(call, name, id)?;
     let mut leases = set.reading(now.ms)?;
     let a = decide(args.limit, args.lease_ms, &mut leases, now.ms);
-    let anyway = shadow::admitted(call, !a.acquired, || Some(acquire_anyway(args.lease_ms, &mut leases, now.ms)));
+    let anyway = shadow::admitted(key, !a.acquired, || Some(acquire_anyway(args.lease_ms, &mut leases, now.ms)));
     let a = anyway.unwrap_or(a);
     // Over maxmemory existing sets keep limiting; only a new one is refused.
     if a.acquired && set.is_missing() && call.is_out_of_memory() {
@@ -43,9 +45,9 @@ pub fn acquire(call: &Call) -> Result<(), Error> {
     }
     set.apply(&a.writes, now.ms)?;
     count(ACQUIRES, a.acquired);
-    track(&stats::ACQUIRE_DECISIONS, a.acquired, now.ms, call.arg(1).map(|key| (key, 1)));
+    track(&stats::ACQUIRE_DECISIONS, a.acquired, now.ms, [(key, 1)]);
     if anyway.is_some() {
-        shadow::record(&stats::ACQUIRE_DECISIONS, now.ms, call.arg(1));
+        shadow::record(&stats::ACQUIRE_DECISIONS, now.ms, [key]);
     }
     call.reply_array(5);
     for n in [i64::from(a.acquired), a.in_use, a.remaining, a.ms] {

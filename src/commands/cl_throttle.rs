@@ -3,18 +3,23 @@
 //! (whole seconds, truncated as redis-cell truncates them); a negative quantity gives back as
 //! redis-cell's arithmetic does.
 
-use crate::commands::gcra::take;
-use crate::core::args::parse_cl_throttle;
-use crate::core::gcra::decide_cell;
+use crate::commands::limiter::{answer, decide, Counting};
+use crate::commands::GCRAS;
+use crate::core::algorithm::{Bucket, BucketReply};
+use crate::core::args::{parse_cl_throttle, ArgError};
 use crate::redis::call::{Call, Error};
+use crate::redis::key::Written;
 use crate::redis::stats;
 
-const NS_PER_S: i64 = 1_000_000_000;
+const COUNTING: Counting = Counting { counted: GCRAS, decisions: &stats::CL_THROTTLE_DECISIONS, written: Written::Set };
 
 pub fn cl_throttle(call: &Call) -> Result<(), Error> {
     let rate = parse_cl_throttle(call.args())?;
-    let o = take(call, &rate, "cl.throttle", &stats::CL_THROTTLE_DECISIONS, false, None, decide_cell)?;
-    let retry_after_s = o.retry_after_ns.map_or(-1, |ns| ns / NS_PER_S);
-    call.reply_integers(&[i64::from(o.limited), rate.capacity, o.remaining, retry_after_s, o.full_after_ns / NS_PER_S]);
+    let (Some(name), Some(key)) = (call.key(1), call.arg(1)) else {
+        return Err(ArgError::Arity("cl.throttle").into());
+    };
+    let bucket = Bucket { rate, align_ns: None, reply: BucketReply::Cell };
+    let decided = decide(call, name, key, &bucket, false, &COUNTING)?;
+    answer(call, decided);
     Ok(())
 }

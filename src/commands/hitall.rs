@@ -4,7 +4,8 @@
 //! keys count a request's tokens, and with RESERVE the reply ends with one reservation of them
 //! all for SETTLE.
 
-use crate::commands::{next_reservation_id, record, shadow, track, Counted, HITS, SLIDES};
+use crate::commands::limiter::next_reservation_id;
+use crate::commands::{record, shadow, track, Counted, HITS, SLIDES};
 use crate::core::args::parse_hitall;
 use crate::core::decimal::parse_i64;
 use crate::core::reservation::{self, Reserved};

@@ -10,6 +10,7 @@ mod gcra;
 pub mod guard;
 mod hit;
 mod hitall;
+mod limiter;
 mod peek;
 mod release;
 mod renew;
@@ -21,7 +22,6 @@ mod sweep;
 mod top;
 
 use crate::core::args::ArgError;
-use crate::core::reservation::{self, Reserved};
 use crate::core::stored::Stored;
 use crate::core::top::View;
 use crate::redis::acl::AclUser;
@@ -42,17 +42,17 @@ type Counted = [&'static stats::Stat; 3];
 const HITS: Counted = [&stats::HITS, &stats::ADMITTED, &stats::DENIED];
 const SLIDES: Counted = [&stats::SLIDE_CALLS, &stats::SLIDE_ADMITTED, &stats::SLIDE_DENIED];
 const ACQUIRES: Counted = [&stats::ACQUIRES, &stats::ACQUIRED, &stats::ACQUIRE_DENIED];
+const GCRAS: Counted = [&stats::GCRA_CALLS, &stats::GCRA_ADMITTED, &stats::GCRA_DENIED];
 
 /// One call, admitted or not.
 /// A give-back (a negative COST, TOKENS or quantity) is for the callers that may settle on the
 /// key (run RATELIMIT.SETTLE, which is in `@ratelimit-refund`): `NOPERM` for the others, before
 /// anything is read or written. A call with no ACL user (the server's own) may.
-fn may_give_back(call: &Call) -> Result<(), Error> {
+fn may_give_back(call: &Call, key: &[u8]) -> Result<(), Error> {
     let Some(name) = call.user_name() else {
         return Ok(());
     };
     let user = AclUser::named(call, &name).ok_or("ERR ratelimit: cannot tell the caller's ACL user")?;
-    let key = call.arg(1).unwrap_or_default();
     match user.may_run(call, &[b"ratelimit.settle", key, b"-", b"0"]) {
         true => Ok(()),
         false => Err("NOPERM giving back (a negative COST, TOKENS or quantity) needs the permission to run RATELIMIT.SETTLE on the key".into()),
@@ -82,66 +82,6 @@ fn healed<V>(keys: &[Stored<V>]) {
 fn gave_back<V>(keys: &[Stored<V>]) {
     stats::REFUNDED.add(1);
     healed(keys);
-}
-
-/// What a call on one window key asked for, for `answer`.
-struct Asked<'a> {
-    counted: Counted,
-    decisions: &'a stats::Decisions,
-    cost: i64,
-    /// With RESERVE: the reservation (None when denied).
-    reserved: Option<Option<Reserved<'a>>>,
-}
-
-/// INFO, RATELIMIT.TOP and the reply of a HIT or SLIDE call on a key read as `stored`: a
-/// give-back (a negative cost) is no decision; a reservation's cost counts for TOP when settled.
-fn answer<V>(call: &crate::redis::call::Call, asked: Asked, stored: Stored<V>, now_ms: i64, numbers: &[i64]) {
-    let allowed = numbers[0] == 1;
-    if asked.cost < 0 {
-        gave_back(&[stored]);
-    } else {
-        record(asked.counted, allowed, &[stored]);
-        let cost = if asked.reserved.is_some() { 0 } else { asked.cost };
-        track(asked.decisions, allowed, now_ms, call.arg(1).map(|key| (key, cost)));
-    }
-    reply(call, numbers, asked.reserved);
-}
-
-/// A limiter call's reply: its numbers, and with RESERVE (`reserved` is Some) the reservation.
-fn reply(call: &crate::redis::call::Call, numbers: &[i64], reserved: Option<Option<Reserved<'_>>>) {
-    match reserved {
-        Some(reserved) => reply_reserving(call, numbers, reserved),
-        None => call.reply_integers(numbers),
-    }
-}
-
-/// The reply of a call with RESERVE: its numbers, then the reservation (nil when denied).
-fn reply_reserving(call: &crate::redis::call::Call, numbers: &[i64], reserved: Option<Reserved<'_>>) {
-    call.reply_array(numbers.len() + 1);
-    for &n in numbers {
-        call.reply_integer(n);
-    }
-    match (reserved, call.arg(1)) {
-        (Some(r), Some(key)) => {
-            stats::RESERVED.add(1);
-            let mut buf = [0; reservation::MAX_LEN];
-            call.reply_bulk(r.write(key, &next_reservation_id(), &mut buf));
-        }
-        _ => call.reply_null(),
-    }
-}
-
-/// A new reservation's id: this process's next (`reservation::id`), from a seed drawn at random
-/// the first time.
-fn next_reservation_id() -> reservation::Id {
-    use std::hash::BuildHasher;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::OnceLock;
-    static SEED: OnceLock<u64> = OnceLock::new();
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    // std's hasher keys are drawn from the OS's randomness.
-    let seed = *SEED.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(0u64));
-    reservation::id(seed, NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// One decision of a limiter command at `now_ms`, for INFO's per-command line and RATELIMIT.TOP:

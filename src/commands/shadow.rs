@@ -9,7 +9,6 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::core::shadow::Prefixes;
 use crate::core::top::View;
-use crate::redis::call::Call;
 use crate::redis::config::StringConfig;
 use crate::redis::ctx::Ctx;
 use crate::redis::stats::Decisions;
@@ -45,11 +44,11 @@ pub fn covers(key: &[u8]) -> bool {
     prefixes().shadow(key)
 }
 
-/// A call on one key (its first argument) that its limit `denied`, admitted anyway where shadow
-/// mode covers the key: `admit`'s outcome (None where it cannot be: a count past 2^63). With
-/// shadow mode off, a flag read.
-pub fn admitted<O>(call: &Call, denied: bool, admit: impl FnOnce() -> Option<O>) -> Option<O> {
-    (denied && on() && call.arg(1).is_some_and(covers)).then(admit).flatten()
+/// A call on `key` that its limit `denied`, admitted anyway where shadow mode covers the key:
+/// `admit`'s outcome (None where it cannot be: a count past 2^63). With shadow mode off, a flag
+/// read.
+pub fn admitted<O>(key: &[u8], denied: bool, admit: impl FnOnce() -> Option<O>) -> Option<O> {
+    (denied && on() && covers(key)).then(admit).flatten()
 }
 
 /// A call shadow mode admitted at `now_ms`, counted already as admitted: its would-be denial, in

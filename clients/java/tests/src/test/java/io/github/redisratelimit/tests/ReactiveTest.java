@@ -28,7 +28,9 @@ class ReactiveTest {
         assertFalse(stack.raw().exists(key), "nothing sent before a subscriber");
         assertEquals(1, hit.block().count());
         assertEquals(2, hit.block().count(), "each subscription is a call");
-        Mono<Decision> refused = rl.hit(key, Fixed.of(0, Duration.ofMinutes(1)));
+        // An invalid limit cannot be made; what the builder refuses is an error signal.
+        assertThrows(InvalidArgumentException.class, () -> Fixed.of(0, Duration.ofMinutes(1)));
+        Mono<Decision> refused = rl.peek(key, 2, 0);
         assertInstanceOf(InvalidArgumentException.class, assertThrows(RuntimeException.class, refused::block));
 
         String permits = key + ":permits";
