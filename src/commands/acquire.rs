@@ -6,10 +6,12 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
+use crate::commands::arg_docs::{LEASES_COMPLEXITY, LEASE_MS};
 use crate::commands::{count, shadow, track, ACQUIRES};
 use crate::core::args::{parse_acquire, ArgError};
 use crate::core::lease::{acquire as decide, acquire_anyway, made_id};
-use crate::redis::call::{Call, Error};
+use crate::redis::call::{entry_point, Call, Error};
+use crate::redis::command::{arg, option, Arg, Command, Keys, INTEGER, KEY, STRING, WRITES};
 use crate::redis::key::KeyError;
 use crate::redis::lease_set::LeaseSet;
 use crate::redis::{clock, stats};
@@ -25,6 +27,27 @@ fn new_id() -> String {
     });
     made_id(seed, CALLS.fetch_add(1, Ordering::Relaxed))
 }
+
+/// RATELIMIT.ACQUIRE: its flags, keys and docs, as the server is told them.
+pub const COMMAND: Command = Command {
+    name: c"ratelimit.acquire",
+    // As HIT: over maxmemory only new lease sets are refused.
+    flags: c"write fast",
+    acl_categories: c"write fast",
+    keys: Keys::At(1, WRITES),
+    arity: -4,
+    entry: entry_point!(acquire),
+    opt_in: None,
+    summary: c"Takes one of at most limit permits in flight for lease seconds; a live lease of the same ID is renewed and counted once. Replies [acquired, in_use, remaining, ms, id].",
+    complexity: LEASES_COMPLEXITY,
+    args: &[
+        Arg { summary: Some(c"the lease set: lease ids scored by their expiry"), ..arg(c"key", KEY) },
+        Arg { summary: Some(c"permits in flight at most"), ..arg(c"limit", INTEGER) },
+        Arg { summary: Some(c"the lease's length in seconds (milliseconds with MS)"), ..arg(c"lease", INTEGER) },
+        LEASE_MS,
+        Arg { summary: Some(c"the lease's id (default: one the module makes)"), ..option(c"id", STRING, c"ID") },
+    ],
+};
 
 pub fn acquire(call: &Call) -> Result<(), Error> {
     let args = parse_acquire(call.args())?;

@@ -4,6 +4,7 @@
 //! keys count a request's tokens, and with RESERVE the reply ends with one reservation of them
 //! all for SETTLE.
 
+use crate::commands::arg_docs::{ALIGN, COST, FIXED_WINDOW, MS, RESERVE, TZ};
 use crate::commands::limiter::next_reservation_id;
 use crate::commands::{record, shadow, track, Counted, HITS, SLIDES};
 use crate::core::args::parse_hitall;
@@ -12,10 +13,61 @@ use crate::core::reservation::{self, Reserved};
 use crate::core::stored::{Change, Stored, Value};
 use crate::core::window::Limit;
 use crate::core::{slide, window};
-use crate::redis::call::{Call, Error};
+use crate::redis::call::{entry_point, Call, Error};
 use crate::redis::clock::{self, Now};
+use crate::redis::command::{arg, Arg, Command, Keys, BLOCK, INTEGER, KEY, ONEOF, PURE_TOKEN, WRITES};
 use crate::redis::key::{refuse_new_over_maxmemory, StoredKey, Written};
 use crate::redis::stats;
+
+/// RATELIMIT.HITALL: its flags, keys and docs, as the server is told them.
+pub const COMMAND: Command = Command {
+    name: c"ratelimit.hitall",
+    // Keys given by numkeys: a key spec for COMMAND GETKEYS and ACLs, and getkeys-api for 7.0's
+    // cluster routing, which reads only that.
+    flags: c"write getkeys-api",
+    acl_categories: c"write slow",
+    keys: Keys::Counted(WRITES),
+    arity: -5,
+    entry: entry_point!(hitall),
+    opt_in: None,
+    summary: c"Counts one hit against several limits, all or nothing; with TOKENS, the last keys count a request's tokens. Replies [allowed, [count, remaining, reset_ms] per key]; with SLIDE, sliding windows and [count, remaining, retry_after_ms, reset_ms] per key; with RESERVE, a reservation of the token keys last.",
+    complexity: c"O(N) where N is the number of keys",
+    args: &[
+        arg(c"numkeys", INTEGER),
+        Arg { multiple: true, ..arg(c"key", KEY) },
+        Arg {
+            multiple: true,
+            subargs: &[arg(c"limit", INTEGER), FIXED_WINDOW],
+            ..arg(c"limit-window", BLOCK)
+        },
+        COST,
+        MS,
+        Arg {
+            optional: true,
+            subargs: &[
+                Arg {
+                    token: Some(c"SLIDE"),
+                    summary: Some(c"sliding windows, as RATELIMIT.SLIDE"),
+                    ..arg(c"slide", PURE_TOKEN)
+                },
+                Arg { optional: false, ..ALIGN },
+            ],
+            ..arg(c"mode", ONEOF)
+        },
+        TZ,
+        Arg {
+            token: Some(c"TOKENS"),
+            optional: true,
+            summary: Some(c"the last numtokenkeys keys count this many tokens instead of the cost"),
+            subargs: &[arg(c"tokens", INTEGER), arg(c"numtokenkeys", INTEGER)],
+            ..arg(c"tokens", BLOCK)
+        },
+        Arg {
+            summary: Some(c"reply with a reservation of the token keys as the last element, for RATELIMIT.SETTLE"),
+            ..RESERVE
+        },
+    ],
+};
 
 pub fn hitall(call: &Call) -> Result<(), Error> {
     // Redis 7.0's cluster routing asks for the keys this way (it ignores the key specs that

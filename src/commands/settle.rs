@@ -17,8 +17,9 @@ use crate::core::slide::{self, Unsettled};
 use crate::core::stored::{Change, Stored};
 use crate::core::top::View;
 use crate::core::window::{self, Limit};
-use crate::redis::call::{Call, Error};
+use crate::redis::call::{entry_point, Call, Error};
 use crate::redis::clock::{self, Now};
+use crate::redis::command::{arg, Arg, Command, Keys, INTEGER, KEY, STRING, WRITES};
 use crate::redis::key::{refuse_new_over_maxmemory, KeyError, StoredKey, Written};
 use crate::redis::settle_marks::SettleMarks;
 use crate::redis::{stats, tracking};
@@ -46,6 +47,29 @@ enum Write {
     Integer(Stored<i64>, Option<Change<i64>>, Written),
     Counts(Stored<slide::Counts>, Option<Change<slide::Counts>>),
 }
+
+/// RATELIMIT.SETTLE: its flags, keys and docs, as the server is told them.
+pub const COMMAND: Command = Command {
+    name: c"ratelimit.settle",
+    // As HIT: over maxmemory only new keys are refused (an overage after the window ended).
+    flags: c"write fast",
+    acl_categories: c"write fast",
+    keys: Keys::AllButLastTwo(WRITES),
+    arity: -4,
+    entry: entry_point!(settle),
+    opt_in: None,
+    summary: c"Settles a reservation of HIT, SLIDE, GCRA or HITALL's TOKENS with the amount used: gives the unused part back to the reserved window while it counts, charges more to the current one. Replies as the reserving command, with how much it applied last; one such reply per key for several.",
+    complexity: c"O(N) where N is the number of keys",
+    args: &[
+        Arg {
+            summary: Some(c"the key the reservation was made on; HITALL's token keys, in order"),
+            multiple: true,
+            ..arg(c"key", KEY)
+        },
+        Arg { summary: Some(c"the reservation, as RESERVE replied it"), ..arg(c"reservation", STRING) },
+        Arg { summary: Some(c"the amount used, an integer >= 0"), ..arg(c"used", INTEGER) },
+    ],
+};
 
 pub fn settle(call: &Call) -> Result<(), Error> {
     let args = parse_settle(call.args())?;

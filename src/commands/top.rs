@@ -4,8 +4,52 @@
 
 use crate::core::args::parse_top;
 use crate::redis::acl::AclUser;
-use crate::redis::call::{Call, Error};
+use crate::redis::call::{entry_point, Call, Error};
+use crate::redis::command::{arg, option, Arg, Command, Keys, INTEGER, ONEOF, PURE_TOKEN};
 use crate::redis::{clock, tracking};
+
+/// RATELIMIT.TOP: its flags, keys and docs, as the server is told them.
+pub const COMMAND: Command = Command {
+    name: c"ratelimit.top",
+    // Telemetry of this node, no keys: it runs on any node, replicas included. Not `fast`: it
+    // sorts the summaries.
+    flags: c"readonly",
+    acl_categories: c"read slow",
+    keys: Keys::None,
+    arity: -1,
+    entry: entry_point!(top),
+    opt_in: None,
+    summary: c"The keys this node denied most (or admitted the most cost for, or would have denied most in shadow mode) over the current interval and the one before it, best first: [{key, count, error}, ...]; only keys the caller may read.",
+    complexity: c"O(K log K) where K is the ratelimit.top-keys config",
+    args: &[
+        Arg {
+            optional: true,
+            subargs: &[
+                Arg {
+                    token: Some(c"DENIED"),
+                    summary: Some(c"denied calls, one each (default)"),
+                    ..arg(c"denied", PURE_TOKEN)
+                },
+                Arg {
+                    token: Some(c"ADMITTED"),
+                    summary: Some(c"admitted calls, by their cost"),
+                    ..arg(c"admitted", PURE_TOKEN)
+                },
+                Arg {
+                    token: Some(c"SHADOWED"),
+                    summary: Some(c"calls shadow mode admitted that would have been denied, one each"),
+                    ..arg(c"shadowed", PURE_TOKEN)
+                },
+            ],
+            ..arg(c"view", ONEOF)
+        },
+        Arg { summary: Some(c"how many keys at most (default 10)"), ..option(c"count", INTEGER, c"COUNT") },
+        Arg {
+            summary: Some(c"start afresh after answering (needs CONFIG RESETSTAT's permission)"),
+            ..option(c"reset", PURE_TOKEN, c"RESET")
+        },
+    ],
+};
 
 pub fn top(call: &Call) -> Result<(), Error> {
     let args = parse_top(call.args())?;
