@@ -184,6 +184,13 @@ fn agree(command: &str, module: &Value, library: &Value, gcra_ms: i64, gcra_toke
                 (Value::Array(m[..m.len() - 1].to_vec()), Value::Array(l[..l.len() - 1].to_vec()));
             return m.last() == l.last() && agree(command, &m_numbers, &l_numbers, gcra_ms, gcra_tokens);
         }
+        // A settle's shape (its limiter, limit and window) ends its reply: the same on both sides.
+        let shaped = |v: &[Value]| v.len() >= 3 && matches!(v[v.len() - 3], Value::BulkString(_));
+        if shaped(m) && shaped(l) && m.len() == l.len() {
+            let (m_numbers, l_numbers) =
+                (Value::Array(m[..m.len() - 3].to_vec()), Value::Array(l[..l.len() - 3].to_vec()));
+            return m[m.len() - 3..] == l[l.len() - 3..] && agree(command, &m_numbers, &l_numbers, gcra_ms, gcra_tokens);
+        }
     }
     match (module, library) {
         (Value::ServerError(a), Value::ServerError(b)) => {

@@ -258,13 +258,16 @@ fn random_arguments_never_hurt_the_server() {
         }
         match reply {
             Ok(Value::Array(items)) if settle => {
-                // The reserving command's numbers, and what was applied; one such per key for several.
-                let replies: Vec<Vec<i64>> = match items.first() {
-                    Some(Value::Array(_)) => redis::from_redis_value(&Value::Array(items)).unwrap(),
-                    _ => vec![redis::from_redis_value(&Value::Array(items)).unwrap()],
+                // The reserving command's numbers, what was applied, and the shape; one such per key
+                // for several.
+                let replies: Vec<Value> = match items.first() {
+                    Some(Value::Array(_)) => items,
+                    _ => vec![Value::Array(items)],
                 };
-                for n in replies {
+                for reply in replies {
+                    let (n, (kind, _, _)) = common::shaped(reply).unwrap();
                     assert!((n.len() == 5 || n.len() == 6) && n[2] >= 0, "{}: {n:?}", context());
+                    assert!(["fixed", "sliding", "bucket"].contains(&kind.as_str()), "{}: {kind}", context());
                 }
                 settled += 1;
                 ok += 1;

@@ -8,8 +8,8 @@ use ratelimit_testkit as common;
 use std::time::Duration;
 
 use common::{
-    assert_within, error_of, gcra, get, hit, info_field, limiter, module_only, reserve, same_terms, settle, slide,
-    snapshot, wait_for, Server,
+    assert_within, error_of, gcra, get, hit, info_field, limiter, module_only, reserve, same_terms, settle,
+    settle_all, settle_shaped, slide, snapshot, wait_for, Server,
 };
 use redis::Connection;
 
@@ -322,7 +322,7 @@ fn a_sliding_window_refund_counts_in_its_window_current_or_previous() {
     let r = r.unwrap();
     let start: i64 = r.split(':').nth(3).unwrap().parse().unwrap();
     // Settled in one transaction with the server's clock: where the refund belongs follows from it.
-    let (time, reply, value): ((i64, i64), Vec<i64>, Option<String>) = redis::pipe()
+    let (time, reply, value): ((i64, i64), redis::Value, Option<String>) = redis::pipe()
         .atomic()
         .cmd("TIME")
         .add_command(limiter("RATELIMIT.SETTLE").arg("s").arg(&r).arg(10).clone())
@@ -332,6 +332,7 @@ fn a_sliding_window_refund_counts_in_its_window_current_or_previous() {
         .unwrap();
     let now = time.0 * 1_000 + time.1 / 1_000;
     let value = value.unwrap_or_default();
+    let reply = common::shaped(reply).unwrap().0;
     match (now - start) / 1000 {
         0 => assert_eq!((reply[5], value.ends_with(":0:10")), (-30, true), "{value}"),
         1 => assert_eq!((reply[5], value.ends_with(":10:0")), (-30, true), "{value}"),
@@ -480,4 +481,36 @@ fn info_counts_reservations_settles_refunds_and_overage() {
     assert_eq!(counts, ["1", "3", "1", "2", "1", "1"]);
     // A give-back is no decision: one hit admitted, the reservation, and the last hit.
     assert_eq!(field(&mut con, "hits"), "2");
+}
+
+#[test]
+fn a_settle_says_what_its_reservation_was_of() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let shape = |con: &mut Connection, command: &str, key: &str, args: &[&str]| {
+        let (_, r) = reserve(con, command, key, args).unwrap();
+        settle_shaped(con, key, &r.unwrap(), 1).unwrap().1
+    };
+    let of = |kind: &str, limit: i64, window_ms: i64| (kind.to_string(), limit, window_ms);
+    assert_eq!(shape(&mut con, "RATELIMIT.HIT", "h", &["10", "60", "COST", "3"]), of("fixed", 10, 60_000));
+    assert_eq!(shape(&mut con, "RATELIMIT.HIT", "a", &["10", "1500", "MS", "ALIGN"]), of("fixed", 10, 1_500));
+    assert_eq!(shape(&mut con, "RATELIMIT.HIT", "c", &["10", "month", "TZ", "+01:00"]), of("fixed", 10, -1));
+    assert_eq!(shape(&mut con, "RATELIMIT.SLIDE", "s", &["20", "2", "COST", "4"]), of("sliding", 20, 2_000));
+    assert_eq!(shape(&mut con, "RATELIMIT.GCRA", "g", &["4", "1", "1", "TOKENS", "2"]), of("bucket", 5, -1));
+    // A HITALL's token keys: one reply per key, each with its shape.
+    let reply: Vec<redis::Value> = limiter("RATELIMIT.HITALL")
+        .arg(2)
+        .arg(&["{t}r", "{t}t", "1000", "60", "2000", "2", "TOKENS", "300", "2", "RESERVE"])
+        .query(&mut con)
+        .unwrap();
+    let r: String = redis::from_redis_value(reply.last().unwrap()).unwrap();
+    let keys = ["{t}r", "{t}t"];
+    let mut cmd = if common::library() { redis::cmd("FCALL") } else { redis::cmd("RATELIMIT.SETTLE") };
+    if common::library() {
+        cmd.arg("ratelimit_settle").arg(2);
+    }
+    let replies: Vec<redis::Value> = cmd.arg(&keys).arg(&r).arg(100).query(&mut con).unwrap();
+    let shapes: Vec<_> = replies.into_iter().map(|reply| common::shaped(reply).unwrap().1).collect();
+    assert_eq!(shapes, [of("fixed", 1_000, 60_000), of("fixed", 2_000, 2_000)]);
+    assert_eq!(settle_all(&mut con, &keys, &r, 100).unwrap().len(), 2, "settled again, with the same shapes");
 }

@@ -1826,6 +1826,19 @@ local function settle_one(key, used, kind, a, b, c, d, zone)
     return settle_gcra(key, a, b, used - c)
 end
 
+-- What a reservation was of, which ends SETTLE's reply (the module's commands/settle.rs Shape): the
+-- limiter, its limit (a bucket's capacity), its window in ms (-1: a calendar window, a bucket).
+local function shape_of(kind, a, b)
+    if kind == 'h' or kind == 'a' then
+        return 'fixed', a, b
+    elseif kind == 'c' then
+        return 'fixed', a, -1
+    elseif kind == 's' then
+        return 'sliding', a, b
+    end
+    return 'bucket', a, -1
+end
+
 -- One key's settle of a reservation entry read as { kind, a, b, c, d, zone, id, first, marks }
 -- (`first`: what a settle of it applied before, or false; `marks`: the key's marks' name):
 -- settled before, it is decided as if exactly what was reserved was used, which changes no count,
@@ -1839,6 +1852,8 @@ local function settle_marked(key, used, e)
     elseif id then
         mark_settled(key, marks, id, reply[#reply], counts_until(kind, a, b, c))
     end
+    local limiter, limit, window = shape_of(kind, a, b)
+    reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = limiter, limit, window
     return reply
 end
 

@@ -9,7 +9,7 @@
 
 use crate::commands::healed;
 use crate::core::args::{parse_settle, ArgError};
-use crate::core::calendar::Zone;
+use crate::core::calendar::{Window, Zone};
 use crate::core::gcra::{self, Rate};
 use crate::core::reservation::Reserved;
 use crate::core::settle_marks::mark_expiry;
@@ -33,6 +33,8 @@ struct Settled<'a> {
     write: Write,
     /// The reply's numbers (the reserving command's, then what was applied), and how many.
     reply: ([i64; 6], usize),
+    /// What the reservation was of, which ends the reply.
+    shape: Shape,
     amount: i64,
     /// The key's marks, for the reservation's id; None for a reservation without id.
     marks: Option<SettleMarks>,
@@ -40,6 +42,36 @@ struct Settled<'a> {
     again: bool,
     /// Until when what was reserved counts (`Reserved::counts_until`).
     counts_until: i64,
+}
+
+/// What a reservation was of, ending SETTLE's reply so that a client reads the reply without
+/// reading the reservation: the limiter (`fixed`, `sliding` or `bucket`), its limit (a bucket's
+/// capacity), and its window in ms (-1 for a calendar window, whose length varies, and for a
+/// bucket, which has none).
+#[derive(Clone, Copy)]
+struct Shape(&'static [u8], i64, i64);
+
+impl Shape {
+    fn of(reserved: &Reserved) -> Shape {
+        match *reserved {
+            Reserved::Hit { limit, window: Window::Rolling(ms) | Window::Aligned(ms), .. } => Shape(b"fixed", limit, ms),
+            Reserved::Hit { limit, window: Window::Calendar(_), .. } => Shape(b"fixed", limit, -1),
+            Reserved::Slide { limit, window_ms, .. } => Shape(b"sliding", limit, window_ms),
+            Reserved::Gcra { capacity, .. } => Shape(b"bucket", capacity, -1),
+        }
+    }
+}
+
+/// One key's reply: the numbers, then the shape.
+fn reply_one(call: &Call, s: &Settled) {
+    let Shape(kind, limit, window_ms) = s.shape;
+    call.reply_array(s.reply.1 + 3);
+    for &n in &s.reply.0[..s.reply.1] {
+        call.reply_integer(n);
+    }
+    call.reply_bulk(kind);
+    call.reply_integer(limit);
+    call.reply_integer(window_ms);
 }
 
 /// What a settle writes: a fixed window's or a bucket's integer, or a sliding window's counts.
@@ -140,11 +172,11 @@ pub fn settle(call: &Call) -> Result<(), Error> {
         }
     }
     if let [one] = &settled[..] {
-        call.reply_integers(&one.reply.0[..one.reply.1]);
+        reply_one(call, one);
     } else {
         call.reply_array(settled.len());
         for s in &settled {
-            call.reply_integers(&s.reply.0[..s.reply.1]);
+            reply_one(call, s);
         }
     }
     Ok(())
@@ -195,7 +227,8 @@ fn decide<'a>(
             Write::Counts(stored, _) => refuse_new_over_maxmemory(call, &[*stored])?,
         }
     }
-    Ok(Settled { key, write, reply, amount, marks: None, again: false, counts_until: 0 })
+    let shape = Shape::of(&reserved);
+    Ok(Settled { key, write, reply, shape, amount, marks: None, again: false, counts_until: 0 })
 }
 
 /// Makes a settle's change on the key read as `stored`; the key's expiry after it.

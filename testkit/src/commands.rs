@@ -32,9 +32,31 @@ pub fn reserve(
     Ok((redis::from_redis_value(&Value::Array(reply))?, reservation))
 }
 
-/// `RATELIMIT.SETTLE key reservation used`, reply as the reserving command's with `applied` last.
+/// What a SETTLE reply ends with: the reservation's limiter (`fixed`, `sliding`, `bucket`), its
+/// limit (a bucket's capacity) and its window in ms (-1: a calendar window, or a bucket).
+pub type Shape = (String, i64, i64);
+
+/// One key's SETTLE reply: the reserving command's numbers with `applied` last, then the shape.
+pub fn shaped(reply: Value) -> RedisResult<(Vec<i64>, Shape)> {
+    let mut items: Vec<Value> = redis::from_redis_value(&reply)?;
+    let shape = items.split_off(items.len().saturating_sub(3));
+    Ok((redis::from_redis_value(&Value::Array(items))?, redis::from_redis_value(&Value::Array(shape))?))
+}
+
+/// `RATELIMIT.SETTLE key reservation used`, its reply as the reserving command's with `applied`
+/// last (the shape that ends it checked for its types and dropped).
 pub fn settle(con: &mut impl ConnectionLike, key: &str, reservation: &str, used: i64) -> RedisResult<Vec<i64>> {
-    limiter("RATELIMIT.SETTLE").arg(key).arg(reservation).arg(used).query(con)
+    Ok(settle_shaped(con, key, reservation, used)?.0)
+}
+
+/// `RATELIMIT.SETTLE key reservation used`, its numbers and its shape.
+pub fn settle_shaped(
+    con: &mut impl ConnectionLike,
+    key: &str,
+    reservation: &str,
+    used: i64,
+) -> RedisResult<(Vec<i64>, Shape)> {
+    shaped(limiter("RATELIMIT.SETTLE").arg(key).arg(reservation).arg(used).query(con)?)
 }
 
 /// A reservation on the same terms as `reservation` (each entry of a HITALL's) but another id,
@@ -65,7 +87,8 @@ pub fn settle_all(
     if library() {
         cmd.arg("ratelimit_settle").arg(keys.len());
     }
-    cmd.arg(keys).arg(reservation).arg(used).query(con)
+    let replies: Vec<Value> = cmd.arg(keys).arg(reservation).arg(used).query(con)?;
+    replies.into_iter().map(|reply| Ok(shaped(reply)?.0)).collect()
 }
 
 /// The error text of a command that must fail.
