@@ -636,37 +636,37 @@ func reserveAllCall(limits []Limit, o AllOptions) (command[MultiReservation], er
 		Args: append(call.Args, "RESERVE"), Numkeys: true, parse: parse}, nil
 }
 
-// readSettled reads SETTLE's reply for one entry, by the reservation's kind.
-func readSettled(entry string) func(any) (Settlement, error) {
-	fields := strings.Split(entry, ":")
-	number := func(i int) int64 {
-		if i >= len(fields) {
-			return 0
-		}
-		n, _ := strconv.ParseInt(fields[i], 10, 64)
-		return n
+// readSettled reads one key's SETTLE reply: the reserving command's numbers, what was applied,
+// then what the reservation was of (its limiter, its limit, its window in ms: -1 for none), so
+// that the reservation itself stays opaque.
+func readSettled(reply any) (Settlement, error) {
+	items, ok := reply.([]any)
+	if !ok || len(items) < 5 {
+		return Settlement{}, replyError("SETTLE", reply)
 	}
-	return func(reply any) (Settlement, error) {
-		items, ok := reply.([]any)
-		if !ok || len(items) < 2 {
-			return Settlement{}, replyError("SETTLE", reply)
-		}
-		applied, _ := integer(items[len(items)-1])
-		numbers := items[:len(items)-1]
-		var read func(any) (Decision, error)
-		switch fields[0] {
-		case "h", "a":
-			read = readFixed(number(1), ms(number(2)), 1)
-		case "c":
-			read = readFixed(number(1), 0, 1)
-		case "s":
-			read = readSliding(number(1), ms(number(2)))
-		default:
-			read = readBucket(0)
-		}
-		d, err := read(numbers)
-		return Settlement{Decision: d, Applied: applied}, err
+	n := len(items)
+	kind, _ := items[n-3].(string)
+	limit, okLimit := integer(items[n-2])
+	windowMS, okWindow := integer(items[n-1])
+	applied, okApplied := integer(items[n-4])
+	if !okLimit || !okWindow || !okApplied {
+		return Settlement{}, replyError("SETTLE", reply)
 	}
+	window := time.Duration(0)
+	if windowMS > 0 {
+		window = ms(windowMS)
+	}
+	var read func(any) (Decision, error)
+	switch kind {
+	case "fixed":
+		read = readFixed(limit, window, 1)
+	case "sliding":
+		read = readSliding(limit, window)
+	default:
+		read = readBucket(0)
+	}
+	d, err := read(items[:n-4])
+	return Settlement{Decision: d, Applied: applied}, err
 }
 
 // settleCall is RATELIMIT.SETTLE: a reservation settled with what was used. The unused part goes
@@ -679,7 +679,7 @@ func settleCall(r Reservation, used int64) (command[Settlement], error) {
 		return command[Settlement]{}, err
 	}
 	return command[Settlement]{Command: "RATELIMIT.SETTLE", Function: "ratelimit_settle", Keys: []string{r.Key},
-		Args: args, parse: readSettled(r.Token)}, nil
+		Args: args, parse: readSettled}, nil
 }
 
 // settleArgs are SETTLE's arguments after its keys, checked.
@@ -699,19 +699,19 @@ func settleAllCall(r MultiReservation, used int64) (command[[]Settlement], error
 	if err != nil {
 		return command[[]Settlement]{}, err
 	}
-	entries := strings.Split(r.Token, ",")
 	parse := func(reply any) ([]Settlement, error) {
-		items, ok := reply.([]any)
-		if len(entries) == 1 {
-			s, err := readSettled(entries[0])(reply)
+		// One key's reply is flat, several keys' one per key.
+		if len(r.Keys) == 1 {
+			s, err := readSettled(reply)
 			return []Settlement{s}, err
 		}
-		if !ok || len(items) != len(entries) {
+		items, ok := reply.([]any)
+		if !ok || len(items) != len(r.Keys) {
 			return nil, replyError("SETTLE", reply)
 		}
-		out := make([]Settlement, len(entries))
-		for i, entry := range entries {
-			s, err := readSettled(entry)(items[i])
+		out := make([]Settlement, len(items))
+		for i, item := range items {
+			s, err := readSettled(item)
 			if err != nil {
 				return nil, err
 			}

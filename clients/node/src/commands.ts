@@ -511,25 +511,15 @@ export const reserveAll = define(
   },
 );
 
-/** How SETTLE's reply for one reservation entry reads, by its kind (the server checks it). */
-function settled(entry: string): (reply: unknown) => Settlement {
-  const [kind = '', ...fields] = entry.split(':');
-  const numbers = fields.slice(0, kind === 'g' ? 3 : 4);
-  const known = numbers.length === (kind === 'g' ? 3 : 4) && numbers.every((f) => /^\d+$/.test(f));
-  const [limit = 0, windowMs = 0] = numbers.map(Number);
-  const decision = !known
-    ? bucket(null)
-    : kind === 'h' || kind === 'a'
-      ? fixed(limit, windowMs, 1)
-      : kind === 'c'
-        ? fixed(limit, null, 1)
-        : kind === 's'
-          ? sliding(limit, windowMs)
-          : bucket(null);
-  return (reply) => {
-    const items = Array.isArray(reply) ? (reply as unknown[]) : [];
-    return { decision: decision(items.slice(0, -1)), applied: int(items.at(-1)) };
-  };
+/** One key's SETTLE reply: the reserving command's numbers, what was applied, then what the
+ * reservation was of (its limiter, its limit, its window in ms: -1 for none), so that the
+ * reservation itself stays opaque. */
+function settlement(reply: unknown): Settlement {
+  const items = Array.isArray(reply) ? (reply as unknown[]) : [];
+  const [kind, limit, windowMs] = [replyText(items.at(-3)), int(items.at(-2)), int(items.at(-1))];
+  const window = windowMs < 0 ? null : windowMs;
+  const decision = kind === 'fixed' ? fixed(limit, window, 1) : kind === 'sliding' ? sliding(limit, window) : bucket(null);
+  return { decision: decision(items.slice(0, -4)), applied: int(items.at(-4)) };
 }
 
 /** RATELIMIT.SETTLE: the reservation made on `key` settled with `used`: the unused part back to
@@ -549,16 +539,13 @@ function settleOn(key: string | readonly string[], reservation: string, used: nu
   const keys = typeof key === 'string' ? [text(key, 'key')] : key.map((k) => text(k, 'key'));
   if (keys.length === 0) throw new RateLimitError('settle needs a key');
   if (new Set(keys).size !== keys.length) throw new RateLimitError('each key may be given only once');
-  // Read only to shape the reply: the server checks the reservation.
-  const parses = reservation.split(',').map(settled);
-  const [one = settled('')] = parses;
   // One key's reply is flat, several keys' one per key.
   const parse =
     typeof key === 'string'
-      ? one
+      ? settlement
       : keys.length === 1
-        ? (reply: unknown): Settlement[] => [one(reply)]
-        : (reply: unknown): Settlement[] => (Array.isArray(reply) ? (reply as unknown[]) : []).map((r, i) => (parses[i] ?? one)(r));
+        ? (reply: unknown): Settlement[] => [settlement(reply)]
+        : (reply: unknown): Settlement[] => (Array.isArray(reply) ? (reply as unknown[]) : []).map(settlement);
   return { command: 'RATELIMIT.SETTLE', fn: 'ratelimit_settle', keys, args: [reservation, used], parse };
 }
 

@@ -481,24 +481,14 @@ def reserve_gcra(
     return _reserving(gcra(key, max_burst, tokens_per_period, period, tokens=_reserved(tokens, "TOKENS")), tokens)
 
 
-def _settled(entry: str) -> Callable[[Any], Settlement]:
-    """How SETTLE's reply for one reservation entry reads, by its kind (the server checks it)."""
-    kind, *fields = entry.split(":")
-    numbers = fields[:4] if kind in ("h", "a", "c", "s") else fields[:3]
-    known = len(numbers) == (3 if kind == "g" else 4) and all(f.isdigit() for f in numbers)
-    decision: Callable[[Any], Decision] = _bucket(None)
-    if known and kind in ("h", "a"):
-        decision = _fixed(int(fields[0]), int(fields[1]) / 1000, 1)
-    elif known and kind == "c":
-        decision = _fixed(int(fields[0]), None, 1)
-    elif known and kind == "s":
-        decision = _sliding(int(fields[0]), int(fields[1]) / 1000)
-
-    def parse(reply: Any) -> Settlement:
-        *numbers, applied = reply
-        return Settlement(decision(numbers), applied)
-
-    return parse
+def _settlement(reply: Any) -> Settlement:
+    """One key's SETTLE reply: the reserving command's numbers, what was applied, then what the
+    reservation was of (its limiter, its limit, its window in ms: -1 for none), so that the
+    reservation itself stays opaque."""
+    *numbers, applied, kind, limit, window_ms = reply
+    window = None if window_ms < 0 else window_ms / 1000
+    decision = {"fixed": _fixed(limit, window, 1), "sliding": _sliding(limit, window)}.get(_text(kind), _bucket(None))
+    return Settlement(decision(numbers), applied)
 
 
 @overload
@@ -519,16 +509,14 @@ def settle(key: str | list[str] | tuple[str, ...], reservation: str, used: int) 
         raise RateLimitError("settle needs a key")
     if len(set(keys)) != len(keys):
         raise RateLimitError("each key may be given only once")
-    # Read only to shape the reply: the server checks the reservation.
-    parses = [_settled(entry) for entry in reservation.split(",")]
     if isinstance(key, str):
-        return Call("RATELIMIT.SETTLE", "ratelimit_settle", keys, (reservation, used), parses[0])
+        return Call("RATELIMIT.SETTLE", "ratelimit_settle", keys, (reservation, used), _settlement)
 
     def parse_all(reply: Any) -> tuple[Settlement, ...]:
         # One key's reply is flat, several keys' one per key.
         if len(keys) == 1:
-            return (parses[0](reply),)
-        return tuple(p(r) for p, r in zip(parses, reply, strict=True))
+            return (_settlement(reply),)
+        return tuple(_settlement(r) for r in reply)
 
     return Call("RATELIMIT.SETTLE", "ratelimit_settle", keys, (reservation, used), parse_all)
 

@@ -453,30 +453,27 @@ public final class Commands {
         });
     }
 
-    /** SETTLE's reply for one entry, read by the reservation's kind. */
-    private static Function<Object, Settlement> readSettled(String entry) {
-        String[] fields = entry.split(":");
-        java.util.function.IntToLongFunction number = i -> {
-            try {
-                return i < fields.length ? Long.parseLong(fields[i]) : 0;
-            } catch (NumberFormatException e) {
-                return 0;
-            }
-        };
-        Function<Object, Decision> read = switch (fields[0]) {
-            case "h", "a" -> readFixed(number.applyAsLong(1), Duration.ofMillis(number.applyAsLong(2)), 1);
-            case "c" -> readFixed(number.applyAsLong(1), Duration.ZERO, 1);
-            case "s" -> readSliding(number.applyAsLong(1), Duration.ofMillis(number.applyAsLong(2)));
+    /**
+     * One key's SETTLE reply: the reserving command's numbers, what was applied, then what the
+     * reservation was of (its limiter, its limit, its window in ms: -1 for none), so that the
+     * reservation itself stays opaque.
+     */
+    private static Settlement readSettled(Object reply) {
+        List<?> items = list(reply, "SETTLE");
+        int n = items.size();
+        Long applied = n >= 5 ? integer(items.get(n - 4)) : null;
+        Long limit = n >= 5 ? integer(items.get(n - 2)) : null;
+        Long windowMs = n >= 5 ? integer(items.get(n - 1)) : null;
+        if (applied == null || limit == null || windowMs == null) {
+            throw new UnexpectedReplyException("SETTLE", reply);
+        }
+        Duration window = windowMs < 0 ? Duration.ZERO : Duration.ofMillis(windowMs);
+        Function<Object, Decision> read = switch (String.valueOf(items.get(n - 3))) {
+            case "fixed" -> readFixed(limit, window, 1);
+            case "sliding" -> readSliding(limit, window);
             default -> readBucket(Duration.ZERO);
         };
-        return reply -> {
-            List<?> items = list(reply, "SETTLE");
-            Long applied = items.size() >= 2 ? integer(items.get(items.size() - 1)) : null;
-            if (applied == null) {
-                throw new UnexpectedReplyException("SETTLE", reply);
-            }
-            return new Settlement(read.apply(items.subList(0, items.size() - 1)), applied);
-        };
+        return new Settlement(read.apply(items.subList(0, n - 4)), applied);
     }
 
     private static List<String> settleArgs(String token, long used) {
@@ -501,7 +498,7 @@ public final class Commands {
         Objects.requireNonNull(r, "reservation");
         List<String> args = settleArgs(r.token(), used);
         return new Command<>("RATELIMIT.SETTLE", "ratelimit_settle", List.of(key(r.key())), args, false,
-                readSettled(r.token()));
+                Commands::readSettled);
     }
 
     /**
@@ -514,18 +511,19 @@ public final class Commands {
     public static Command<List<Settlement>> settleAll(MultiReservation r, long used) {
         Objects.requireNonNull(r, "reservation");
         List<String> args = settleArgs(r.token(), used);
-        String[] entries = r.token().split(",");
+        int keys = r.keys().size();
         return new Command<>("RATELIMIT.SETTLE", "ratelimit_settle", r.keys(), args, false, reply -> {
-            if (entries.length == 1) {
-                return List.of(readSettled(entries[0]).apply(reply));
+            // One key's reply is flat, several keys' one per key.
+            if (keys == 1) {
+                return List.of(readSettled(reply));
             }
             List<?> items = list(reply, "SETTLE");
-            if (items.size() != entries.length) {
+            if (items.size() != keys) {
                 throw new UnexpectedReplyException("SETTLE", reply);
             }
             List<Settlement> out = new ArrayList<>();
-            for (int i = 0; i < entries.length; i++) {
-                out.add(readSettled(entries[i]).apply(items.get(i)));
+            for (Object item : items) {
+                out.add(readSettled(item));
             }
             return out;
         });

@@ -121,7 +121,9 @@ class CommandsTest {
         assertTrue(grant.decision().allowed());
         Reservation r = Commands.reserveHit("k", Fixed.of(10, MINUTE).withCost(4)).read(List.of(1L, 4L, 6L, 60_000L, "h:10:60000:4:1:abc"));
         assertEquals(new Reservation(new Decision(true, 4, 6, 10, MINUTE, Duration.ZERO, MINUTE), "k", "h:10:60000:4:1:abc", 4), r);
-        var settled = Commands.settle(new Reservation(null, "k", "s:5:60000:2:1:abc", 2), 1).read(List.of(1L, 1L, 4L, 0L, 60_000L, -1L));
+        // The reservation is opaque: the reply says what it was of.
+        var settled = Commands.settle(new Reservation(null, "k", "opaque", 2), 1)
+                .read(List.of(1L, 1L, 4L, 0L, 60_000L, -1L, "sliding", 5L, 60_000L));
         assertEquals(-1, settled.applied());
         assertEquals(5, settled.decision().limit());
         assertEquals(MINUTE, settled.decision().window());
