@@ -45,7 +45,7 @@ async def test_reserve_settle_and_refund(arl: AsyncRateLimiter) -> None:
     async with arl.settling(r) as s:
         s.used = 500
     assert s.settlement is not None and s.settlement.applied == -3_500
-    assert (await arl.refund("tpm", 100, limit=10_000, window=60)).count == 400
+    assert (await arl.refund_hit("tpm", 10_000, 60, amount=100)).count == 400
     g = await arl.reserve_gcra("g", 4, 1, 3600, tokens=2)
     assert (await arl.settle("g", g.token or "", 3)).applied == 1
     sr = await arl.reserve_slide("s", 10, 60, cost=3)

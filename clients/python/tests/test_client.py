@@ -262,14 +262,35 @@ def test_a_monthly_budget_reserves_and_settles(rl: RateLimiter) -> None:
 
 def test_refund_and_negative_costs_give_back(rl: RateLimiter) -> None:
     rl.hit("h", 10, 60, cost=7)
-    assert rl.refund("h", 3, limit=10, window=60).count == 4
+    assert rl.refund_hit("h", 10, 60, amount=3).count == 4
     assert rl.hit("h", 10, 60, cost=-100).count == 0
     rl.slide("s", 10, 60, cost=5)
-    assert rl.refund("s", 2, limit=10, window=60, sliding=True).count == 3
+    assert rl.refund_slide("s", 10, 60, amount=2).count == 3
     rl.gcra("g", 4, 1, 3600, tokens=5)
-    assert rl.gcra("g", 4, 1, 3600, tokens=-2).remaining == 2
-    assert rl.client.exists("none") == 0 and rl.refund("none", 1, limit=10, window=60).allowed
+    assert rl.refund_gcra("g", 4, 1, 3600, amount=2).remaining == 2
+    assert rl.client.exists("none") == 0 and rl.refund_hit("none", 10, 60, amount=1).allowed
     assert rl.client.exists("none") == 0
+    with pytest.warns(DeprecationWarning):
+        assert rl.refund("s", 1, limit=10, window=60, sliding=True).count == 2
+
+
+def test_every_limiter_decides_up_to_its_cost(rl: RateLimiter) -> None:
+    """Each limiter's four calls: decide, decide up to, reserve, reserve up to."""
+    rl.hit("uh", 10, 60, cost=8)
+    g = rl.hit_up_to("uh", 10, 60, cost=5)
+    assert (g.granted, g.decision.allowed, g.decision.count) == (2, True, 10)
+    none = rl.hit_up_to("uh", 10, 60, cost=5)
+    assert (none.granted, none.decision.allowed) == (0, False)
+    rl.slide("us", 10, 60, cost=9)
+    g = rl.slide_up_to("us", 10, 60, cost=5)
+    assert (g.granted, g.decision.count) == (1, 10)
+    r = rl.reserve_gcra_up_to("ug", 2, 1, 60, tokens=5)
+    assert (r.amount, r.decision.allowed, r.token is not None) == (3, True, True)
+    settled = rl.settle("ug", r.token or "", 1)
+    assert (settled.applied, settled.decision.remaining) == (-2, 2)
+    empty = rl.reserve_gcra_up_to("ug", 2, 1, 60, tokens=5)
+    assert (empty.amount, empty.decision.allowed) == (2, True)
+    assert rl.reserve_gcra_up_to("ug", 2, 1, 60, tokens=5).token is None
 
 
 def test_settling_settles_once_when_the_block_ends(rl: RateLimiter) -> None:
@@ -311,7 +332,9 @@ def test_settling_settles_once_when_the_block_ends(rl: RateLimiter) -> None:
         (lambda rl: rl.gcra("k", 1, 1, 1, tokens=0), "TOKENS must be a nonzero integer"),
         (lambda rl: rl.reserve_hit("k", 10, 60, cost=-1), "RESERVE needs COST >= 1"),
         (lambda rl: rl.reserve_gcra("k", 1, 1, 1, tokens=0), "RESERVE needs TOKENS >= 1"),
-        (lambda rl: rl.refund("k", 0, limit=10, window=60), "amount must be an integer >= 1"),
+        (lambda rl: rl.refund_hit("k", 10, 60, amount=0), "amount must be an integer >= 1"),
+        (lambda rl: rl.hit_up_to("k", 10, 60, cost=0), "PARTIAL needs COST >= 1"),
+        (lambda rl: rl.reserve_gcra_up_to("k", 1, 1, 1, tokens=0), "PARTIAL needs TOKENS >= 1"),
         (lambda rl: rl.settle("k", "h:1:1:1:1:01234567", -1), "used must be an integer >= 0"),
         (lambda rl: rl.slide("k", 10.0, 60), "limit must be an integer >= 1"),
         (lambda rl: rl.gcra("k", -1, 1, 1), "max_burst must be an integer >= 0"),
@@ -377,7 +400,7 @@ def test_module_and_library_answer_alike(servers: dict[str, Server]) -> None:
                 *(rl.gcra("g", 1, 1, 60) for _ in range(3)),
                 *(rl.hit_all(["{x}a", "{x}b"], [(2, 60), (1, 60)]) for _ in range(2)),
                 *(rl.acquire("l", 1, 60, id=f"id{i}") for i in range(2)),
-                rl.refund("h", 5, limit=3, window=60),
+                rl.refund_hit("h", 3, 60, amount=5),
                 rl.reserve_slide("s2", 10, 60, cost=4).decision,
                 rl.settle("s2", rl.reserve_slide("s2", 10, 60, cost=4).token or "", 1).decision,
                 rl.gcra("g", 1, 1, 60, tokens=-1),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -362,7 +363,11 @@ def gcra_up_to(
     Granted fewer than asked, the bucket is left empty (the part of the next token goes with
     them); none, it is denied until one comes back."""
     call = gcra(key, max_burst, tokens_per_period, period, tokens=_integer(tokens, "TOKENS"), align=align)
-    decided = call.parse
+    return _granting(call, call.parse)
+
+
+def _granting(call: Call[Decision], decided: Callable[[Any], Decision]) -> Call[Grant]:
+    """``call`` with PARTIAL: its decision (``decided`` reads it), then the count granted."""
 
     def parse(reply: Any) -> Grant:
         *numbers, granted = reply
@@ -371,12 +376,48 @@ def gcra_up_to(
     return Call(call.command, call.function, call.keys, (*call.args, "PARTIAL"), parse)
 
 
+def hit_up_to(
+    key: str, limit: int, window: Seconds | CalendarUnit, *, cost: int, align: bool = False, tz: str | None = None
+) -> Call[Grant]:
+    """RATELIMIT.HIT with PARTIAL: as many of ``cost`` as the window has left, at least one; none
+    left, it is denied (until the window ends, whatever the cost)."""
+    call = hit(key, limit, window, cost=_up_to(cost), align=align, tz=tz)
+    return _granting(call, _fixed(limit, _fixed_window(window)[2], 1))
+
+
+def slide_up_to(key: str, limit: int, window: Seconds, *, cost: int) -> Call[Grant]:
+    """RATELIMIT.SLIDE with PARTIAL: as many of ``cost`` as the sliding window's estimate has room
+    for, at least one (a denial's retry is for one)."""
+    call = slide(key, limit, window, cost=_up_to(cost))
+    return _granting(call, call.parse)
+
+
+def refund_hit(
+    key: str, limit: int, window: Seconds | CalendarUnit, *, amount: int, align: bool = False, tz: str | None = None
+) -> Call[Decision]:
+    """``amount`` given back to the fixed window running now: ``hit`` with a negative cost (never
+    below 0, the window's end kept). A call counted in an earlier window is refunded there only
+    by settling its reservation."""
+    return hit(key, limit, window, cost=-_integer(amount, "amount"), align=align, tz=tz)
+
+
+def refund_slide(key: str, limit: int, window: Seconds, *, amount: int) -> Call[Decision]:
+    """``amount`` given back to the sliding window's current window: ``slide`` with a negative cost."""
+    return slide(key, limit, window, cost=-_integer(amount, "amount"))
+
+
+def refund_gcra(key: str, max_burst: int, tokens_per_period: int, period: Seconds, *, amount: int) -> Call[Decision]:
+    """``amount`` tokens given back to the bucket: ``gcra`` with negative tokens (its TAT moves
+    back, never before now)."""
+    return gcra(key, max_burst, tokens_per_period, period, tokens=-_integer(amount, "amount"))
+
+
 def refund(key: str, amount: int, *, limit: int, window: Seconds, sliding: bool = False) -> Call[Decision]:
-    """``amount`` given back to the current window: ``hit`` (``slide`` with ``sliding``) with a
-    negative cost. A call counted in an earlier window is refunded there only by settling its
-    reservation."""
-    amount = _integer(amount, "amount")
-    return (slide if sliding else hit)(key, limit, window, cost=-amount)
+    """Deprecated: ``refund_hit`` (``refund_slide`` with ``sliding``)."""
+    warnings.warn("refund() is refund_hit() or refund_slide()", DeprecationWarning, stacklevel=2)
+    if sliding:
+        return refund_slide(key, limit, window, amount=amount)
+    return refund_hit(key, limit, window, amount=amount)
 
 
 def _reserving(call: Call[Decision], amount: int) -> Call[Reservation]:
@@ -398,10 +439,10 @@ def reserve_hit(
     return _reserving(hit(key, limit, window, cost=_reserved(cost, "COST"), align=align, tz=tz), cost)
 
 
-def _up_to(cost: int) -> int:
-    """PARTIAL's cost: at least one."""
+def _up_to(cost: int, name: str = "COST") -> int:
+    """PARTIAL's cost (or tokens): at least one."""
     if isinstance(cost, bool) or not isinstance(cost, int) or not 1 <= cost < 2**63:
-        raise RateLimitError("PARTIAL needs COST >= 1")
+        raise RateLimitError(f"PARTIAL needs {name} >= 1")
     return cost
 
 
@@ -479,6 +520,16 @@ def reserve_gcra(
 ) -> Call[Reservation]:
     """RATELIMIT.GCRA with RESERVE: as ``gcra``, and a reservation to settle."""
     return _reserving(gcra(key, max_burst, tokens_per_period, period, tokens=_reserved(tokens, "TOKENS")), tokens)
+
+
+def reserve_gcra_up_to(
+    key: str, max_burst: int, tokens_per_period: int, period: Seconds, *, tokens: int
+) -> Call[Reservation]:
+    """RATELIMIT.GCRA with PARTIAL and RESERVE: as many of ``tokens`` as the bucket has whole, at
+    least one, and a reservation of what was granted (its ``amount``; 0, and no token, when none
+    was whole)."""
+    call = gcra(key, max_burst, tokens_per_period, period, tokens=_up_to(tokens, "TOKENS"))
+    return _reserving_up_to(call, call.parse)
 
 
 def _settlement(reply: Any) -> Settlement:
