@@ -109,12 +109,20 @@ export class RateLimiter {
   readonly hitAll = this.#sent(commands.hitAll);
   readonly gcra = this.#sent(commands.gcra);
   readonly gcraUpTo = this.#sent(commands.gcraUpTo);
+  readonly hitUpTo = this.#sent(commands.hitUpTo);
+  readonly slideUpTo = this.#sent(commands.slideUpTo);
+  readonly refundHit = this.#sent(commands.refundHit);
+  readonly refundSlide = this.#sent(commands.refundSlide);
+  readonly refundGcra = this.#sent(commands.refundGcra);
+  /** @deprecated `refundHit` (`refundSlide` with `sliding`). */
+  // eslint-disable-next-line @typescript-eslint/no-deprecated -- the deprecated alias itself
   readonly refund = this.#sent(commands.refund);
   readonly reserveHit = this.#sent(commands.reserveHit);
   readonly reserveHitUpTo = this.#sent(commands.reserveHitUpTo);
   readonly reserveSlideUpTo = this.#sent(commands.reserveSlideUpTo);
   readonly reserveSlide = this.#sent(commands.reserveSlide);
   readonly reserveGcra = this.#sent(commands.reserveGcra);
+  readonly reserveGcraUpTo = this.#sent(commands.reserveGcraUpTo);
   readonly reserveAll = this.#sent(commands.reserveAll);
 
   /** This process's share of `limit` per window on `key`, which many processes share the same

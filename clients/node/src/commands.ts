@@ -384,11 +384,57 @@ export interface GcraUpToOptions extends GcraOptions {
  * it is denied until one comes back. */
 export const gcraUpTo = define(['key', ...GCRA], (key: string, o: GcraUpToOptions): Call<Grant> => {
   const call = gcra(key, { ...o, tokens: integer(o.tokens, 'TOKENS') });
+  return granting(call, call.parse, 5);
+});
+
+/** `call` with PARTIAL: its decision (`decided` reads its `numbers` first elements), then the
+ * count granted. */
+function granting(call: Call<Decision>, decided: (reply: unknown) => Decision, numbers: number): Call<Grant> {
   const parse = (reply: unknown): Grant => {
-    const numbers = row(reply, 6);
-    return new Grant(call.parse(numbers.slice(0, 5)), int(numbers[5]));
+    const items = row(reply, numbers + 1);
+    return new Grant(decided(items.slice(0, numbers)), int(items[numbers]));
   };
   return { ...call, args: [...call.args, 'PARTIAL'], parse };
+}
+
+/** RATELIMIT.HIT with PARTIAL: as much of `cost` as the window has left, at least one; none
+ * left, it is denied (until the window ends, whatever the cost). */
+export const hitUpTo = define(['key', ...HIT], (key: string, o: FixedWindowOptions & { cost: number }): Call<Grant> => {
+  const call = hit(key, { ...o, cost: upTo(o.cost) });
+  return granting(call, hit(key, { ...o, cost: 1 }).parse, 4);
+});
+
+/** RATELIMIT.SLIDE with PARTIAL: as much of `cost` as the sliding window's estimate has room for,
+ * at least one (a denial's retry is for one). */
+export const slideUpTo = define(['key', 'limit', 'windowMs', 'cost'], (key: string, o: WindowOptions & { cost: number }): Call<Grant> => {
+  const call = slide(key, { ...o, cost: upTo(o.cost) });
+  return granting(call, call.parse, 5);
+});
+
+/** What a give-back returns: `amount` (>= 1). */
+export interface GiveBack {
+  amount: number;
+}
+
+/** `amount` given back to the fixed window running now: `hit` with a negative cost (never below
+ * 0, the window's end kept). A call counted in an earlier window is refunded there only by
+ * settling its reservation. */
+export const refundHit = define(['key', ...HIT.filter((n) => n !== 'cost'), 'amount'], (key: string, o: FixedWindow & GiveBack & Omit<FixedWindowOptions, 'cost' | keyof FixedWindow>): Call<Decision> => {
+  const { amount, ...window } = options(o, [...HIT.filter((n) => n !== 'cost'), 'amount'], 'refundHit');
+  return hit(key, { ...(window as FixedWindowOptions), cost: -integer(amount, 'amount') });
+});
+
+/** `amount` given back to the sliding window's current window: `slide` with a negative cost. */
+export const refundSlide = define(['key', 'limit', 'windowMs', 'amount'], (key: string, o: Omit<WindowOptions, 'cost'> & GiveBack): Call<Decision> => {
+  const { amount, ...window } = options(o, ['limit', 'windowMs', 'amount'], 'refundSlide');
+  return slide(key, { ...(window as WindowOptions), cost: -integer(amount, 'amount') });
+});
+
+/** `amount` tokens given back to the bucket: `gcra` with negative tokens (its TAT moves back,
+ * never before now). */
+export const refundGcra = define(['key', 'maxBurst', 'tokensPerPeriod', 'periodMs', 'amount'], (key: string, o: Omit<GcraOptions, 'tokens' | 'align'> & GiveBack): Call<Decision> => {
+  const { amount, ...bucket } = options(o, ['maxBurst', 'tokensPerPeriod', 'periodMs', 'amount'], 'refundGcra');
+  return gcra(key, { ...(bucket as GcraOptions), tokens: -integer(amount, 'amount') });
 });
 
 export interface RefundOptions {
@@ -398,12 +444,11 @@ export interface RefundOptions {
   sliding?: boolean;
 }
 
-/** `amount` given back to the current window: `hit` (`slide` with `sliding`) with a negative
- * cost. A call counted in an earlier window is refunded there only by settling its reservation. */
+/** @deprecated `refundHit` (`refundSlide` with `sliding`). */
 export const refund = define(['key', 'amount', 'limit', 'windowMs', 'sliding'], (key: string, amount: number, o: RefundOptions): Call<Decision> => {
-  const { limit, windowMs, sliding: slides } = options(o, ['limit', 'windowMs', 'sliding'], 'refund');
-  const given = { limit: integer(limit, 'limit'), windowMs: duration(windowMs, 'windowMs'), cost: -integer(amount, 'amount') };
-  return slides === true ? slide(key, given) : hit(key, given);
+  options(o, ['limit', 'windowMs', 'sliding'], 'refund');
+  const given = { limit: o.limit, windowMs: o.windowMs, amount };
+  return o.sliding === true ? refundSlide(key, given) : refundHit(key, given);
 });
 
 function reserving(call: Call<Decision>, amount: number): Call<Reservation> {
@@ -447,9 +492,9 @@ function reservingUpTo(call: Call<Decision>, decided: (reply: unknown) => Decisi
   return { ...call, args: [...call.args, 'PARTIAL', 'RESERVE'], parse };
 }
 
-/** PARTIAL's cost: at least one. */
-function upTo(cost: number): number {
-  if (!isInteger(cost) || cost < 1) throw new RateLimitError('PARTIAL needs COST >= 1');
+/** PARTIAL's cost (or tokens): at least one. */
+function upTo(cost: number, token = 'COST'): number {
+  if (!isInteger(cost) || cost < 1) throw new RateLimitError(`PARTIAL needs ${token} >= 1`);
   return cost;
 }
 
@@ -488,6 +533,14 @@ export interface ReserveGcraOptions extends Omit<GcraOptions, 'align'> {
 export const reserveGcra = define(['key', ...RESERVE_GCRA], (key: string, o: ReserveGcraOptions): Call<Reservation> => {
   options(o, RESERVE_GCRA, 'reserveGcra');
   return reserving(gcra(key, { ...o, tokens: reserved(o.tokens, 'TOKENS') }), o.tokens);
+});
+
+/** RATELIMIT.GCRA with PARTIAL and RESERVE: as many of `tokens` as the bucket has whole, at least
+ * one, and a reservation of what was granted (its `amount`; 0, and no token, when none was). */
+export const reserveGcraUpTo = define(['key', ...RESERVE_GCRA], (key: string, o: ReserveGcraOptions): Call<Reservation> => {
+  options(o, RESERVE_GCRA, 'reserveGcraUpTo');
+  const call = gcra(key, { ...o, tokens: upTo(o.tokens, 'TOKENS') });
+  return reservingUpTo(call, call.parse, 5);
 });
 
 export interface ReserveAllOptions extends HitAllOptions {

@@ -81,7 +81,7 @@ export class RedisStore {
   }
 
   async decrement(key: string): Promise<void> {
-    await this.limiter.refund(this.prefix + key, 1, { limit: UNLIMITED, windowMs: this.windowMs });
+    await this.limiter.refundHit(this.prefix + key, { limit: UNLIMITED, windowMs: this.windowMs, amount: 1 });
   }
 
   async get(key: string): Promise<ClientRateLimitInfo | undefined> {

@@ -133,10 +133,30 @@ for (const kind of KINDS) {
           assert.match(reservation.token ?? '', /^h:10000:60000:\d+:4000:[0-9a-f]{24}$/);
           const settled = await rl.settle(key, reservation.token ?? '', 1_500);
           assert.deepEqual([settled.applied, settled.decision.count, settled.decision.remaining], [-2_500, 1_500, 8_500]);
-          const refunded = await rl.refund(key, 500, { limit: 10_000, windowMs: 60_000 });
+          const refunded = await rl.refundHit(key, { limit: 10_000, windowMs: 60_000, amount: 500 });
           assert.equal(refunded.count, 1_000);
           const bucket = await rl.reserveGcra(fresh('reserve'), { maxBurst: 9, tokensPerPeriod: 10, periodMs: 1_000, tokens: 5 });
           assert.match(bucket.token ?? '', /^g:/);
+        });
+
+        test('every limiter decides up to its cost, reserves up to it, and gives back', async () => {
+          const key = fresh('upto');
+          await rl.hit(key, { limit: 10, windowMs: 60_000, cost: 8 });
+          const hit = await rl.hitUpTo(key, { limit: 10, windowMs: 60_000, cost: 5 });
+          assert.deepEqual([hit.granted, hit.decision.allowed, hit.decision.count], [2, true, 10]);
+          const none = await rl.hitUpTo(key, { limit: 10, windowMs: 60_000, cost: 5 });
+          assert.deepEqual([none.granted, none.decision.allowed], [0, false]);
+          const sliding = fresh('upto');
+          await rl.slide(sliding, { limit: 10, windowMs: 60_000, cost: 9 });
+          const slid = await rl.slideUpTo(sliding, { limit: 10, windowMs: 60_000, cost: 5 });
+          assert.deepEqual([slid.granted, slid.decision.count], [1, 10]);
+          assert.equal((await rl.refundSlide(sliding, { limit: 10, windowMs: 60_000, amount: 4 })).count, 6);
+          const bucket = fresh('upto');
+          const rate = { maxBurst: 2, tokensPerPeriod: 1, periodMs: 60_000, tokens: 5 };
+          const block = await rl.reserveGcraUpTo(bucket, rate);
+          assert.deepEqual([block.amount, block.allowed], [3, true]);
+          assert.equal((await rl.refundGcra(bucket, { maxBurst: 2, tokensPerPeriod: 1, periodMs: 60_000, amount: 2 })).remaining, 2);
+          assert.throws(() => commands.reserveGcraUpTo(bucket, { ...rate, tokens: 0 }), /PARTIAL needs TOKENS >= 1/);
         });
 
         test('a block up to the cost reserves what was granted', async () => {
