@@ -110,6 +110,7 @@ func conformanceCall(command string, c map[string]any) (func() error, error) {
 		f := Fixed{Limit: n, Window: w, Calendar: cal, Cost: charge, Align: flag("ALIGN"), TZ: text("TZ")}
 		return map[[2]bool]func() error{
 			{false, false}: func() error { _, err := hitCall(key, f); return err },
+			{true, false}:  func() error { _, err := hitUpToCall(key, f); return err },
 			{false, true}:  func() error { _, err := reserveHitCall(key, f); return err },
 			{true, true}:   func() error { _, err := reserveHitUpToCall(key, f); return err },
 		}[flags], nil
@@ -126,6 +127,7 @@ func conformanceCall(command string, c map[string]any) (func() error, error) {
 		return map[[3]bool]func() error{
 			{false, false, false}: func() error { _, err := slideCall(key, s); return err },
 			{false, false, true}:  func() error { _, err := slidePeekCall(key, s); return err },
+			{true, false, false}:  func() error { _, err := slideUpToCall(key, s); return err },
 			{false, true, false}:  func() error { _, err := reserveSlideCall(key, s); return err },
 			{true, true, false}:   func() error { _, err := reserveSlideUpToCall(key, s); return err },
 		}[[3]bool{flags[0], flags[1], flag("PEEK")}], nil
@@ -142,6 +144,7 @@ func conformanceCall(command string, c map[string]any) (func() error, error) {
 			{false, false}: func() error { _, err := gcraCall(key, r); return err },
 			{true, false}:  func() error { _, err := gcraUpToCall(key, r); return err },
 			{false, true}:  func() error { _, err := reserveGCRACall(key, r); return err },
+			{true, true}:   func() error { _, err := reserveGCRAUpToCall(key, r); return err },
 		}[flags], nil
 	case "ratelimit.hitall":
 		keys, _ := c["keys"].([]any)

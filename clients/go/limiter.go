@@ -293,6 +293,38 @@ func (l *Limiter) GCRAUpTo(ctx context.Context, key string, r Rate) (Grant, erro
 	return send(ctx, l, call, err)
 }
 
+// HitUpTo counts as many of f.Cost as the fixed window has left, at least one (RATELIMIT.HIT
+// PARTIAL).
+func (l *Limiter) HitUpTo(ctx context.Context, key string, f Fixed) (Grant, error) {
+	call, err := hitUpToCall(key, f)
+	return send(ctx, l, call, err)
+}
+
+// SlideUpTo counts as many of s.Cost as the sliding window's estimate has room for, at least one
+// (RATELIMIT.SLIDE PARTIAL).
+func (l *Limiter) SlideUpTo(ctx context.Context, key string, s Sliding) (Grant, error) {
+	call, err := slideUpToCall(key, s)
+	return send(ctx, l, call, err)
+}
+
+// RefundHit gives amount back to the fixed window running now (f's Cost is not read).
+func (l *Limiter) RefundHit(ctx context.Context, key string, f Fixed, amount int64) (Decision, error) {
+	call, err := refundHitCall(key, f, amount)
+	return send(ctx, l, call, err)
+}
+
+// RefundSlide gives amount back to the sliding window's current window (s's Cost is not read).
+func (l *Limiter) RefundSlide(ctx context.Context, key string, s Sliding, amount int64) (Decision, error) {
+	call, err := refundSlideCall(key, s, amount)
+	return send(ctx, l, call, err)
+}
+
+// RefundGCRA gives amount tokens back to the bucket (r's Tokens and Align are not read).
+func (l *Limiter) RefundGCRA(ctx context.Context, key string, r Rate, amount int64) (Decision, error) {
+	call, err := refundGCRACall(key, r, amount)
+	return send(ctx, l, call, err)
+}
+
 // ReserveHit counts an estimate (f.Cost) against a fixed window, and reserves it for Settle.
 func (l *Limiter) ReserveHit(ctx context.Context, key string, f Fixed) (Reservation, error) {
 	call, err := reserveHitCall(key, f)
@@ -323,6 +355,13 @@ func (l *Limiter) ReserveSlide(ctx context.Context, key string, s Sliding) (Rese
 // ReserveGCRA takes an estimate (r.Tokens) from a bucket, and reserves it.
 func (l *Limiter) ReserveGCRA(ctx context.Context, key string, r Rate) (Reservation, error) {
 	call, err := reserveGCRACall(key, r)
+	return send(ctx, l, call, err)
+}
+
+// ReserveGCRAUpTo takes as many of r.Tokens as the bucket has whole, at least one, and reserves
+// what was granted (Reservation.Amount; 0 and no Token when none was).
+func (l *Limiter) ReserveGCRAUpTo(ctx context.Context, key string, r Rate) (Reservation, error) {
+	call, err := reserveGCRAUpToCall(key, r)
 	return send(ctx, l, call, err)
 }
 

@@ -162,6 +162,28 @@ func everyCommand(t *testing.T, l *ratelimit.Limiter, kind Kind) {
 	check(!r.Allowed && r.Token == "" && r.Amount == 0 && r.RetryAfter > 59*time.Minute, "reserve hit up to, none left", r)
 	_, err = l.ReserveHitUpTo(ctx, tag+"rh", ratelimit.Fixed{Limit: 95, Window: time.Hour, Cost: -1})
 	check(errors.Is(err, ratelimit.ErrInvalidArgument), "up to a give-back", err)
+	// Every limiter's five calls: decide, decide up to, reserve, reserve up to, give back.
+	g, err = l.HitUpTo(ctx, tag+"uh", ratelimit.Fixed{Limit: 10, Window: time.Minute, Cost: 12})
+	must(err)
+	check(g.Granted == 10 && g.Allowed && g.Count == 10, "hit up to", g)
+	d, err = l.RefundHit(ctx, tag+"uh", ratelimit.Fixed{Limit: 10, Window: time.Minute}, 4)
+	must(err)
+	check(d.Count == 6, "refund hit", d)
+	g, err = l.SlideUpTo(ctx, tag+"us", ratelimit.Sliding{Limit: 10, Window: time.Minute, Cost: 12})
+	must(err)
+	check(g.Granted == 10 && g.Count == 10, "slide up to", g)
+	d, err = l.RefundSlide(ctx, tag+"us", ratelimit.Sliding{Limit: 10, Window: time.Minute}, 3)
+	must(err)
+	check(d.Count == 7, "refund slide", d)
+	bucket := ratelimit.Rate{MaxBurst: 2, PerPeriod: 1, Period: time.Minute, Tokens: 5}
+	r, err = l.ReserveGCRAUpTo(ctx, tag+"ug", bucket)
+	must(err)
+	check(r.Allowed && r.Amount == 3 && r.Token != "", "reserve gcra up to", r)
+	d, err = l.RefundGCRA(ctx, tag+"ug", bucket, 2)
+	must(err)
+	check(d.Remaining == 2, "refund gcra", d)
+	_, err = l.RefundGCRA(ctx, tag+"ug", bucket, 0)
+	check(errors.Is(err, ratelimit.ErrInvalidArgument), "a give-back of nothing", err)
 	// A sliding window of 10^12 ms: the previous one weighs nothing, the estimate is the count.
 	long := ratelimit.Sliding{Limit: 100, Window: 1e12 * time.Millisecond, Cost: 70}
 	for _, want := range [][2]int64{{70, 70}, {30, 100}} { // granted, count
