@@ -11,7 +11,6 @@ import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Function;
 
@@ -79,10 +78,10 @@ public final class AsyncRateLimiter {
             // A transport that throws rather than fail its future must not leave the search open.
             probed = CompletableFuture.failedFuture(e);
         }
-        within(options.backgroundTimeout(), probed).whenComplete((b, e) -> {
+        Futures.within(options.backgroundTimeout(), probed).whenComplete((b, e) -> {
             if (e != null) {
                 backend.compareAndSet(search, null);
-                search.completeExceptionally(unwrap(e));
+                search.completeExceptionally(Futures.unwrap(e));
             } else {
                 search.complete(b);
             }
@@ -90,30 +89,19 @@ public final class AsyncRateLimiter {
         return search.copy();
     }
 
-    private static <T> CompletableFuture<T> within(Duration timeout, CompletionStage<T> stage) {
-        return stage.toCompletableFuture().copy().orTimeout(timeout.toNanos(), TimeUnit.NANOSECONDS);
-    }
-
-    static Throwable unwrap(Throwable e) {
-        while (e instanceof CompletionException && e.getCause() != null) {
-            e = e.getCause();
-        }
-        return e;
-    }
-
     private static boolean serverSays(Throwable e, String words) {
-        return unwrap(e) instanceof ServerErrorException s && s.getMessage() != null
+        return Futures.unwrap(e) instanceof ServerErrorException s && s.getMessage() != null
                 && s.getMessage().toLowerCase(Locale.ROOT).contains(words);
     }
 
     /** The module answers PEEK with no arguments by its arity error; a server without it "unknown command". */
     private CompletableFuture<Backend> probe() {
         return transport.send(-1, List.of("RATELIMIT.PEEK")).toCompletableFuture().handle((reply, e) -> {
-            if (e == null || unwrap(e) instanceof ServerErrorException && !serverSays(e, "unknown command")) {
+            if (e == null || Futures.unwrap(e) instanceof ServerErrorException && !serverSays(e, "unknown command")) {
                 return CompletableFuture.completedFuture(Backend.MODULE);
             }
-            if (!(unwrap(e) instanceof ServerErrorException)) {
-                return CompletableFuture.<Backend>failedFuture(unwrap(e));
+            if (!(Futures.unwrap(e) instanceof ServerErrorException)) {
+                return CompletableFuture.<Backend>failedFuture(Futures.unwrap(e));
             }
             return ensureLibrary().thenApply(v -> Backend.LIBRARY);
         }).thenCompose(Function.identity());
@@ -131,7 +119,7 @@ public final class AsyncRateLimiter {
                     }
                     return node.send(-1, List.of("FUNCTION", "LOAD", Library.source())).handle((r, e) -> {
                         if (e != null && !serverSays(e, "already exists")) {
-                            throw new CompletionException(unwrap(e));
+                            throw new CompletionException(Futures.unwrap(e));
                         }
                         return (Void) null;
                     });
@@ -186,7 +174,7 @@ public final class AsyncRateLimiter {
                 // The server lost the library (a restart without persistence, FUNCTION FLUSH): again.
                 sent = sent.handle((reply, e) -> e != null && serverSays(e, "function not found")
                         ? ensureLibrary().thenCompose(v -> transport.send(keyPos, args))
-                        : e != null ? CompletableFuture.failedFuture(unwrap(e)) : CompletableFuture.completedFuture(reply))
+                        : e != null ? CompletableFuture.failedFuture(Futures.unwrap(e)) : CompletableFuture.completedFuture(reply))
                         .thenCompose(Function.identity());
             }
             return sent.thenApply(call::read);
@@ -443,7 +431,7 @@ public final class AsyncRateLimiter {
             }
             return done.handle((v, e) -> permit.end().handle((released, ignored) -> {
                 if (e != null) {
-                    throw new CompletionException(unwrap(e));
+                    throw new CompletionException(Futures.unwrap(e));
                 }
                 return v;
             })).thenCompose(Function.identity());
@@ -463,9 +451,5 @@ public final class AsyncRateLimiter {
     /** The limiter's own calls' deadline, for its permits. */
     Duration backgroundTimeout() {
         return options.backgroundTimeout();
-    }
-
-    static <T> CompletableFuture<T> bounded(Duration timeout, CompletableFuture<T> call) {
-        return within(timeout, call);
     }
 }

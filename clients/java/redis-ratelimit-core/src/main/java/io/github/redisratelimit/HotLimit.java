@@ -153,7 +153,7 @@ public final class HotLimit implements AutoCloseable {
             try {
                 if (e != null) {
                     state.failed();
-                    Throwable cause = AsyncRateLimiter.unwrap(e);
+                    Throwable cause = Futures.unwrap(e);
                     error = cause instanceof RuntimeException re ? re
                             : new RateLimitException("no block of " + key + ": " + cause, cause);
                 } else {
@@ -204,7 +204,7 @@ public final class HotLimit implements AutoCloseable {
         RuntimeException failed = null;
         for (HotState.Block b : blocks) {
             try {
-                RateLimiter.join(limiter.settle(b.grant, b.grant.amount() - b.left));
+                Futures.join(limiter.settle(b.grant, b.grant.amount() - b.left));
             } catch (RuntimeException e) {
                 if (failed == null) {
                     failed = e;

@@ -83,7 +83,7 @@ public final class Permit implements AutoCloseable {
         // A renewal that fails (the server away for a moment) is tried again at the next tick; one
         // that throws here must not either, or the executor would never run this task again.
         try {
-            AsyncRateLimiter.bounded(timeout, limiter.renew(key, acquisition.id(), lease)).thenAccept(left -> {
+            Futures.within(timeout, limiter.renew(key, acquisition.id(), lease)).thenAccept(left -> {
                 if (left.isZero() && lost.completeExceptionally(new PermitLostException(key))) {
                     renewals.cancel(false);
                 }
@@ -108,7 +108,7 @@ public final class Permit implements AutoCloseable {
             renewals.cancel(false);
             lost.complete(null);
             try {
-                release = AsyncRateLimiter.bounded(limiter.backgroundTimeout(), limiter.release(key, acquisition.id()));
+                release = Futures.within(limiter.backgroundTimeout(), limiter.release(key, acquisition.id()));
             } catch (RuntimeException e) {
                 release = CompletableFuture.failedFuture(e);
             }
@@ -122,7 +122,7 @@ public final class Permit implements AutoCloseable {
      */
     @Override
     public void close() {
-        RateLimiter.join(end());
+        Futures.join(end());
     }
 
     @Override

@@ -5,8 +5,6 @@ import io.github.redisratelimit.spi.Transport;
 import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
-import java.util.concurrent.CompletionException;
-import java.util.concurrent.CompletionStage;
 import java.util.function.Function;
 
 /**
@@ -54,29 +52,13 @@ public final class RateLimiter {
         return async;
     }
 
-    /** Waits for a call's answer, throwing its failure as itself. */
-    static <T> T join(CompletionStage<T> stage) {
-        try {
-            return stage.toCompletableFuture().join();
-        } catch (CompletionException e) {
-            Throwable cause = AsyncRateLimiter.unwrap(e);
-            if (cause instanceof RuntimeException r) {
-                throw r;
-            }
-            if (cause instanceof Error err) {
-                throw err;
-            }
-            throw new RateLimitException(String.valueOf(cause.getMessage()), cause);
-        }
-    }
-
     /**
      * The backend, found on the first call.
      *
      * @return the backend
      */
     public Backend backend() {
-        return join(async.backend());
+        return Futures.join(async.backend());
     }
 
     /**
@@ -87,7 +69,7 @@ public final class RateLimiter {
      * @return its answer
      */
     public <T> T execute(Command<T> call) {
-        return join(async.execute(call));
+        return Futures.join(async.execute(call));
     }
 
     /**
@@ -98,7 +80,7 @@ public final class RateLimiter {
      * @return the decision
      */
     public Decision hit(String key, Fixed limit) {
-        return join(async.hit(key, limit));
+        return Futures.join(async.hit(key, limit));
     }
 
     /**
@@ -110,7 +92,7 @@ public final class RateLimiter {
      * @return the decision
      */
     public Decision peek(String key, long limit, long cost) {
-        return join(async.peek(key, limit, cost));
+        return Futures.join(async.peek(key, limit, cost));
     }
 
     /**
@@ -121,7 +103,7 @@ public final class RateLimiter {
      * @return the decision
      */
     public Decision slide(String key, Sliding limit) {
-        return join(async.slide(key, limit));
+        return Futures.join(async.slide(key, limit));
     }
 
     /**
@@ -132,7 +114,7 @@ public final class RateLimiter {
      * @return the decision
      */
     public Decision slidePeek(String key, Sliding limit) {
-        return join(async.slidePeek(key, limit));
+        return Futures.join(async.slidePeek(key, limit));
     }
 
     /**
@@ -143,7 +125,7 @@ public final class RateLimiter {
      * @return the decision
      */
     public MultiDecision hitAll(List<Limit> limits, AllOptions options) {
-        return join(async.hitAll(limits, options));
+        return Futures.join(async.hitAll(limits, options));
     }
 
     /**
@@ -154,7 +136,7 @@ public final class RateLimiter {
      * @return the decision
      */
     public Decision gcra(String key, Rate rate) {
-        return join(async.gcra(key, rate));
+        return Futures.join(async.gcra(key, rate));
     }
 
     /**
@@ -165,7 +147,7 @@ public final class RateLimiter {
      * @return the grant
      */
     public Grant gcraUpTo(String key, Rate rate) {
-        return join(async.gcraUpTo(key, rate));
+        return Futures.join(async.gcraUpTo(key, rate));
     }
 
     /**
@@ -176,7 +158,7 @@ public final class RateLimiter {
      * @return the reservation
      */
     public Reservation reserveHit(String key, Fixed limit) {
-        return join(async.reserveHit(key, limit));
+        return Futures.join(async.reserveHit(key, limit));
     }
 
     /**
@@ -188,7 +170,7 @@ public final class RateLimiter {
      * @return the reservation
      */
     public Reservation reserveHitUpTo(String key, Fixed limit) {
-        return join(async.reserveHitUpTo(key, limit));
+        return Futures.join(async.reserveHitUpTo(key, limit));
     }
 
     /**
@@ -200,7 +182,7 @@ public final class RateLimiter {
      * @return the reservation
      */
     public Reservation reserveSlideUpTo(String key, Sliding limit) {
-        return join(async.reserveSlideUpTo(key, limit));
+        return Futures.join(async.reserveSlideUpTo(key, limit));
     }
 
     /**
@@ -237,7 +219,7 @@ public final class RateLimiter {
      * @return the reservation
      */
     public Reservation reserveSlide(String key, Sliding limit) {
-        return join(async.reserveSlide(key, limit));
+        return Futures.join(async.reserveSlide(key, limit));
     }
 
     /**
@@ -248,7 +230,7 @@ public final class RateLimiter {
      * @return the reservation
      */
     public Reservation reserveGcra(String key, Rate rate) {
-        return join(async.reserveGcra(key, rate));
+        return Futures.join(async.reserveGcra(key, rate));
     }
 
     /**
@@ -260,7 +242,7 @@ public final class RateLimiter {
      * @return the reservation
      */
     public MultiReservation reserveAll(List<Limit> limits, AllOptions options) {
-        return join(async.reserveAll(limits, options));
+        return Futures.join(async.reserveAll(limits, options));
     }
 
     /**
@@ -271,7 +253,7 @@ public final class RateLimiter {
      * @return the settlement
      */
     public Settlement settle(Reservation reservation, long used) {
-        return join(async.settle(reservation, used));
+        return Futures.join(async.settle(reservation, used));
     }
 
     /**
@@ -282,7 +264,7 @@ public final class RateLimiter {
      * @return the settlements
      */
     public List<Settlement> settleAll(MultiReservation reservation, long used) {
-        return join(async.settleAll(reservation, used));
+        return Futures.join(async.settleAll(reservation, used));
     }
 
     /**
@@ -295,7 +277,7 @@ public final class RateLimiter {
      * @return the acquisition
      */
     public Acquisition acquire(String key, long limit, Duration lease, String id) {
-        return join(async.acquire(key, limit, lease, id));
+        return Futures.join(async.acquire(key, limit, lease, id));
     }
 
     /**
@@ -306,7 +288,7 @@ public final class RateLimiter {
      * @return false if it was not live
      */
     public boolean release(String key, String id) {
-        return join(async.release(key, id));
+        return Futures.join(async.release(key, id));
     }
 
     /**
@@ -318,7 +300,7 @@ public final class RateLimiter {
      * @return the lease it now has; zero when it was lost
      */
     public Duration renew(String key, String id, Duration lease) {
-        return join(async.renew(key, id, lease));
+        return Futures.join(async.renew(key, id, lease));
     }
 
     /**
@@ -332,7 +314,7 @@ public final class RateLimiter {
      * @throws PermitUnavailableException every permit is in use
      */
     public Permit hold(String key, long limit, Duration lease) {
-        return join(async.hold(key, limit, lease));
+        return Futures.join(async.hold(key, limit, lease));
     }
 
     /**
@@ -372,6 +354,6 @@ public final class RateLimiter {
      * @return the keys
      */
     public List<TopEntry> top(TopOptions options) {
-        return join(async.top(options));
+        return Futures.join(async.top(options));
     }
 }
