@@ -151,6 +151,77 @@ public final class RateLimiter {
     }
 
     /**
+     * Counts as many of the limit's cost as the window has left, at least one ({@code HIT ... PARTIAL}).
+     *
+     * @param key the counter
+     * @param limit the limit, its cost the most to take
+     * @return the grant
+     */
+    public Grant hitUpTo(String key, Fixed limit) {
+        return Futures.join(async.hitUpTo(key, limit));
+    }
+
+    /**
+     * Counts as many of the limit's cost as the sliding window's estimate has room for, at least one
+     * ({@code SLIDE ... PARTIAL}).
+     *
+     * @param key the counter
+     * @param limit the limit, its cost the most to take
+     * @return the grant
+     */
+    public Grant slideUpTo(String key, Sliding limit) {
+        return Futures.join(async.slideUpTo(key, limit));
+    }
+
+    /**
+     * Takes as many of the rate's tokens as the bucket has whole, at least one, and reserves what was
+     * granted ({@code GCRA ... PARTIAL RESERVE}).
+     *
+     * @param key the bucket
+     * @param rate the rate, its tokens the most to take
+     * @return the reservation
+     */
+    public Reservation reserveGcraUpTo(String key, Rate rate) {
+        return Futures.join(async.reserveGcraUpTo(key, rate));
+    }
+
+    /**
+     * Gives {@code amount} back to the fixed window running now (a negative cost).
+     *
+     * @param key the counter
+     * @param limit the limit (its cost is not read)
+     * @param amount what to give back, at least 1
+     * @return the decision
+     */
+    public Decision refundHit(String key, Fixed limit, long amount) {
+        return Futures.join(async.refundHit(key, limit, amount));
+    }
+
+    /**
+     * Gives {@code amount} back to the sliding window's current window (a negative cost).
+     *
+     * @param key the counter
+     * @param limit the limit (its cost is not read)
+     * @param amount what to give back, at least 1
+     * @return the decision
+     */
+    public Decision refundSlide(String key, Sliding limit, long amount) {
+        return Futures.join(async.refundSlide(key, limit, amount));
+    }
+
+    /**
+     * Gives {@code amount} tokens back to the bucket (negative tokens).
+     *
+     * @param key the bucket
+     * @param rate the rate (its tokens and alignment are not read)
+     * @param amount tokens to give back, at least 1
+     * @return the decision
+     */
+    public Decision refundGcra(String key, Rate rate, long amount) {
+        return Futures.join(async.refundGcra(key, rate, amount));
+    }
+
+    /**
      * Counts an estimate (the limit's cost) against a fixed window, and reserves it for settle.
      *
      * @param key the counter

@@ -298,16 +298,106 @@ public final class Commands {
         Objects.requireNonNull(r, "rate");
         positive(r.tokens(), "TOKENS");
         Command<Decision> call = gcra(key, r);
+        return granting(call, call::read, 5);
+    }
+
+    /**
+     * {@code RATELIMIT.HIT} with {@code PARTIAL}: as many of the cost as the window has left, at
+     * least one; none left, it is denied (until the window ends, whatever the cost).
+     *
+     * @param key the counter
+     * @param f the limit, its cost the most to take
+     * @return the call
+     */
+    public static Command<Grant> hitUpTo(String key, Fixed f) {
+        Objects.requireNonNull(f, "limit");
+        upTo(f.cost(), "COST");
+        return granting(hit(key, f), readFixed(f.limit(), orZero(f.window()), 1), 4);
+    }
+
+    /**
+     * {@code RATELIMIT.SLIDE} with {@code PARTIAL}: as many of the cost as the sliding window's
+     * estimate has room for, at least one (a denial's retry is for one).
+     *
+     * @param key the counter
+     * @param s the limit, its cost the most to take
+     * @return the call
+     */
+    public static Command<Grant> slideUpTo(String key, Sliding s) {
+        Objects.requireNonNull(s, "limit");
+        upTo(s.cost(), "COST");
+        Command<Decision> call = slide(key, s);
+        return granting(call, call::read, 5);
+    }
+
+    private static void upTo(long amount, String name) {
+        if (amount < 1) {
+            throw invalid("PARTIAL needs " + name + " >= 1");
+        }
+    }
+
+    /**
+     * {@code call} with {@code PARTIAL}: its decision ({@code decided} reads the reply's first
+     * {@code numbers} elements), then the count granted.
+     */
+    private static Command<Grant> granting(Command<Decision> call, Function<Object, Decision> decided, int numbers) {
         List<String> args = new ArrayList<>(call.args());
         args.add("PARTIAL");
+        String name = call.command().substring("RATELIMIT.".length()) + " PARTIAL";
         return new Command<>(call.command(), call.function(), call.keys(), args, false, reply -> {
-            List<?> items = list(reply, "GCRA PARTIAL");
-            Long granted = items.size() == 6 ? integer(items.get(5)) : null;
+            List<?> items = list(reply, name);
+            Long granted = items.size() == numbers + 1 ? integer(items.get(numbers)) : null;
             if (granted == null) {
-                throw new UnexpectedReplyException("GCRA PARTIAL", reply);
+                throw new UnexpectedReplyException(name, reply);
             }
-            return new Grant(call.read(items.subList(0, 5)), granted);
+            return new Grant(decided.apply(items.subList(0, numbers)), granted);
         });
+    }
+
+    private static long backAmount(long amount) {
+        positive(amount, "amount");
+        return -amount;
+    }
+
+    /**
+     * {@code RATELIMIT.HIT} with a negative cost: {@code amount} given back to the window running
+     * now (never below 0, the window's end kept).
+     *
+     * @param key the counter
+     * @param f the limit (its cost is not read)
+     * @param amount what to give back, at least 1
+     * @return the call
+     */
+    public static Command<Decision> refundHit(String key, Fixed f, long amount) {
+        Objects.requireNonNull(f, "limit");
+        return hit(key, f.withCost(backAmount(amount)));
+    }
+
+    /**
+     * {@code RATELIMIT.SLIDE} with a negative cost: {@code amount} given back to the current window.
+     *
+     * @param key the counter
+     * @param s the limit (its cost is not read)
+     * @param amount what to give back, at least 1
+     * @return the call
+     */
+    public static Command<Decision> refundSlide(String key, Sliding s, long amount) {
+        Objects.requireNonNull(s, "limit");
+        return slide(key, s.withCost(backAmount(amount)));
+    }
+
+    /**
+     * {@code RATELIMIT.GCRA} with negative tokens: {@code amount} tokens given back to the bucket
+     * (its TAT moves back, never before now).
+     *
+     * @param key the bucket
+     * @param r the rate (its tokens and alignment are not read)
+     * @param amount tokens to give back, at least 1
+     * @return the call
+     */
+    public static Command<Decision> refundGcra(String key, Rate r, long amount) {
+        Objects.requireNonNull(r, "rate");
+        return gcra(key, new Rate(r.maxBurst(), r.perPeriod(), r.period(), backAmount(amount), false));
     }
 
     private static Command<Reservation> reserving(Command<Decision> call, long amount, String name) {
@@ -381,9 +471,7 @@ public final class Commands {
      */
     private static Command<Reservation> reservingUpTo(Command<Decision> call, long cost,
             Function<Object, Decision> decided, int numbers) {
-        if (cost < 1) {
-            throw invalid("PARTIAL needs COST >= 1");
-        }
+        upTo(cost, call.command().equals("RATELIMIT.GCRA") ? "TOKENS" : "COST");
         List<String> args = new ArrayList<>(call.args());
         args.add("PARTIAL");
         args.add("RESERVE");
@@ -423,6 +511,24 @@ public final class Commands {
             throw invalid("ALIGN and RESERVE cannot be given together");
         }
         return reserving(gcra(key, r), r.tokens(), "TOKENS");
+    }
+
+    /**
+     * {@code RATELIMIT.GCRA} with {@code PARTIAL} and {@code RESERVE}: as many of the rate's
+     * tokens as the bucket has whole, at least one, and a reservation of what was granted (its
+     * amount; 0, and no token, when none was).
+     *
+     * @param key the bucket
+     * @param r the rate, its tokens the most to take (not aligned)
+     * @return the call
+     */
+    public static Command<Reservation> reserveGcraUpTo(String key, Rate r) {
+        Objects.requireNonNull(r, "rate");
+        if (r.align()) {
+            throw invalid("ALIGN and RESERVE cannot be given together");
+        }
+        Command<Decision> call = gcra(key, r);
+        return reservingUpTo(call, r.tokens(), call::read, 5);
     }
 
     /**

@@ -110,6 +110,7 @@ class ConformanceTest {
             case "ratelimit.hit":
                 return switch (flags) {
                     case "false,false" -> () -> Commands.hit(key, fixed(c));
+                    case "true,false" -> () -> Commands.hitUpTo(key, fixed(c));
                     case "false,true" -> () -> Commands.reserveHit(key, fixed(c));
                     case "true,true" -> () -> Commands.reserveHitUpTo(key, fixed(c));
                     default -> null;
@@ -120,6 +121,7 @@ class ConformanceTest {
                 return switch (flags + "," + flag(c, "PEEK")) {
                     case "false,false,false" -> () -> Commands.slide(key, sliding(c));
                     case "false,false,true" -> () -> Commands.slidePeek(key, sliding(c));
+                    case "true,false,false" -> () -> Commands.slideUpTo(key, sliding(c));
                     case "false,true,false" -> () -> Commands.reserveSlide(key, sliding(c));
                     case "true,true,false" -> () -> Commands.reserveSlideUpTo(key, sliding(c));
                     default -> null;
@@ -129,6 +131,7 @@ class ConformanceTest {
                     case "false,false" -> () -> Commands.gcra(key, rate(c));
                     case "true,false" -> () -> Commands.gcraUpTo(key, rate(c));
                     case "false,true" -> () -> Commands.reserveGcra(key, rate(c));
+                    case "true,true" -> () -> Commands.reserveGcraUpTo(key, rate(c));
                     default -> null;
                 };
             case "ratelimit.hitall":

@@ -8,8 +8,7 @@ import io.github.redisratelimit.Limit;
 import io.github.redisratelimit.MultiDecision;
 import io.github.redisratelimit.Rate;
 import io.github.redisratelimit.Sliding;
-import io.github.redisratelimit.gateway.NativeRedisRateLimiter.Config;
-import io.github.redisratelimit.gateway.NativeRedisRateLimiter.Config.Algorithm;
+import io.github.redisratelimit.gateway.NativeRedisRateLimiterConfig.Algorithm;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -37,7 +36,7 @@ record Plan(String key, Rate rate, Fixed fixed, Sliding sliding, List<Limit> lim
      *
      * @throws IllegalArgumentException where the properties make no limiter (what the core refuses too)
      */
-    static Plan of(Config c, String prefix) {
+    static Plan of(NativeRedisRateLimiterConfig c, String prefix) {
         int tokens = c.getRequestedTokens();
         Algorithm algorithm = c.algorithm();
         if (algorithm == Algorithm.BUCKET || algorithm == Algorithm.GCRA) {
@@ -93,7 +92,7 @@ record Plan(String key, Rate rate, Fixed fixed, Sliding sliding, List<Limit> lim
      * A bucket of {@code burstCapacity} refilled {@code replenishRate} per {@code replenishPeriod}:
      * at the period's boundaries (the gateway's), or smoothly (GCRA).
      */
-    private static Plan bucket(Config c, String prefix, boolean stepped) {
+    private static Plan bucket(NativeRedisRateLimiterConfig c, String prefix, boolean stepped) {
         if (!c.replenishRateGiven()) {
             throw new IllegalArgumentException("a bucket needs replenishRate");
         }

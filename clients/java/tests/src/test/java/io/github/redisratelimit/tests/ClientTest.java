@@ -171,6 +171,21 @@ class ClientTest {
         Reservation noRoom = rl.reserveSlideUpTo(sliding, Sliding.of(80, Duration.ofMillis(1_000_000_000_000L)).withCost(70));
         assertEquals(List.of(false, 0L), List.of(noRoom.decision().allowed(), noRoom.amount()));
         assertThrows(InvalidArgumentException.class, () -> rl.reserveSlideUpTo(sliding, room.withCost(-1)));
+        // Every limiter's five calls: decide, decide up to, reserve, reserve up to, give back.
+        String fixedUpTo = key("fixedUpTo");
+        Grant hitGrant = rl.hitUpTo(fixedUpTo, Fixed.of(10, MINUTE).withCost(12));
+        assertEquals(List.of(10L, 10L), List.of(hitGrant.granted(), hitGrant.decision().count()));
+        assertEquals(6, rl.refundHit(fixedUpTo, Fixed.of(10, MINUTE), 4).count());
+        String slideUpTo = key("slideUpTo");
+        Grant slideGrant = rl.slideUpTo(slideUpTo, Sliding.of(10, MINUTE).withCost(12));
+        assertEquals(List.of(10L, 10L), List.of(slideGrant.granted(), slideGrant.decision().count()));
+        assertEquals(7, rl.refundSlide(slideUpTo, Sliding.of(10, MINUTE), 3).count());
+        String gcraUpTo = key("gcraUpTo");
+        Rate small = Rate.of(2, 1, MINUTE).withTokens(5);
+        Reservation gcraBlock = rl.reserveGcraUpTo(gcraUpTo, small);
+        assertEquals(List.of(true, 3L), List.of(gcraBlock.decision().allowed(), gcraBlock.amount()));
+        assertEquals(2, rl.refundGcra(gcraUpTo, small, 2).remaining());
+        assertThrows(InvalidArgumentException.class, () -> rl.refundGcra(gcraUpTo, small, 0));
         Reservation denied = rl.reserveHit(key("denied"), Fixed.of(1, MINUTE).withCost(5));
         assertFalse(denied.decision().allowed());
         assertNull(denied.token());
