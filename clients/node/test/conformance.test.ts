@@ -61,6 +61,7 @@ function builder(command: string, c: Record<string, unknown>): Build | undefined
       const o = { limit: integer(c.limit), ...window(c.window, flag('MS')), cost, align: flag('ALIGN'), ...(c.TZ === undefined ? {} : { tz: String(c.TZ) }) };
       return ({
         'false,false': () => commands.hit(key, o),
+        'true,false': () => commands.hitUpTo(key, o),
         'false,true': () => commands.reserveHit(key, o),
         'true,true': () => commands.reserveHitUpTo(key, o),
       } as Record<string, Build>)[flags];
@@ -72,6 +73,7 @@ function builder(command: string, c: Record<string, unknown>): Build | undefined
       return ({
         'false,false,false': () => commands.slide(key, o),
         'false,false,true': () => commands.slide(key, { ...o, peek: true }),
+        'true,false,false': () => commands.slideUpTo(key, o),
         'false,true,false': () => commands.reserveSlide(key, o),
         'true,true,false': () => commands.reserveSlideUpTo(key, o),
       } as Record<string, Build>)[`${flags},${String(flag('PEEK'))}`];
@@ -82,6 +84,7 @@ function builder(command: string, c: Record<string, unknown>): Build | undefined
         'false,false': () => commands.gcra(key, { ...o, align: flag('ALIGN') }),
         'true,false': () => commands.gcraUpTo(key, { ...o, align: flag('ALIGN') }),
         'false,true': flag('ALIGN') ? undefined : () => commands.reserveGcra(key, o),
+        'true,true': flag('ALIGN') ? undefined : () => commands.reserveGcraUpTo(key, o),
       } as Record<string, Build | undefined>)[flags];
     }
     case 'ratelimit.hitall': {

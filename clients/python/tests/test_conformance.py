@@ -59,6 +59,7 @@ def builder(command: str, c: dict[str, Any]) -> Callable[[], object] | None:
         key, limit, kw = c["key"], integer(c["limit"]), {"align": bool(c.get("ALIGN")), "tz": c.get("TZ")}
         by_flags = {
             (False, False): lambda: commands.hit(key, limit, w, cost=cost, **kw),
+            (True, False): lambda: commands.hit_up_to(key, limit, w, cost=cost, **kw),
             (False, True): lambda: commands.reserve_hit(key, limit, w, cost=cost, **kw),
             (True, True): lambda: commands.reserve_hit_up_to(key, limit, w, cost=cost, **kw),
         }
@@ -70,6 +71,7 @@ def builder(command: str, c: dict[str, Any]) -> Callable[[], object] | None:
         by_flags = {
             (False, False, False): lambda: commands.slide(key, limit, w, cost=cost),
             (False, False, True): lambda: commands.slide(key, limit, w, cost=cost, peek=True),
+            (True, False, False): lambda: commands.slide_up_to(key, limit, w, cost=cost),
             (False, True, False): lambda: commands.reserve_slide(key, limit, w, cost=cost),
             (True, True, False): lambda: commands.reserve_slide_up_to(key, limit, w, cost=cost),
         }
@@ -81,6 +83,7 @@ def builder(command: str, c: dict[str, Any]) -> Callable[[], object] | None:
             (False, False): lambda: commands.gcra(key, burst, rate, p, tokens=tokens, align=align),
             (True, False): lambda: commands.gcra_up_to(key, burst, rate, p, tokens=tokens, align=align),
             (False, True): None if align else lambda: commands.reserve_gcra(key, burst, rate, p, tokens=tokens),
+            (True, True): None if align else lambda: commands.reserve_gcra_up_to(key, burst, rate, p, tokens=tokens),
         }
         return by_flags.get((partial, reserve))
     if command == "ratelimit.hitall":
