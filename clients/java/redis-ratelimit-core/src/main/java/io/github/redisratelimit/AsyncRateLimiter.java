@@ -1,7 +1,11 @@
 package io.github.redisratelimit;
 
 import io.github.redisratelimit.command.Command;
-import io.github.redisratelimit.command.Commands;
+import io.github.redisratelimit.command.GcraCommands;
+import io.github.redisratelimit.command.LeaseCommands;
+import io.github.redisratelimit.command.SettleCommands;
+import io.github.redisratelimit.command.TopCommands;
+import io.github.redisratelimit.command.WindowCommands;
 import io.github.redisratelimit.spi.Transport;
 import java.time.Duration;
 import java.util.List;
@@ -149,7 +153,7 @@ public final class AsyncRateLimiter {
      * Sends any built call to the backend found, and reads its reply.
      *
      * @param <T> what the reply reads as
-     * @param call the call, from {@link Commands}
+     * @param call the call, from a builder of {@code io.github.redisratelimit.command}
      * @return its answer
      */
     public <T> CompletableFuture<T> execute(Command<T> call) {
@@ -189,7 +193,7 @@ public final class AsyncRateLimiter {
      * @return the decision
      */
     public CompletableFuture<Decision> hit(String key, Fixed limit) {
-        return execute(Commands.hit(key, limit));
+        return execute(WindowCommands.hit(key, limit));
     }
 
     /**
@@ -201,7 +205,7 @@ public final class AsyncRateLimiter {
      * @return the decision
      */
     public CompletableFuture<Decision> peek(String key, long limit, long cost) {
-        return execute(Commands.peek(key, limit, cost));
+        return execute(WindowCommands.peek(key, limit, cost));
     }
 
     /**
@@ -212,7 +216,7 @@ public final class AsyncRateLimiter {
      * @return the decision
      */
     public CompletableFuture<Decision> slide(String key, Sliding limit) {
-        return execute(Commands.slide(key, limit));
+        return execute(WindowCommands.slide(key, limit));
     }
 
     /**
@@ -223,7 +227,7 @@ public final class AsyncRateLimiter {
      * @return the decision
      */
     public CompletableFuture<Decision> slidePeek(String key, Sliding limit) {
-        return execute(Commands.slidePeek(key, limit));
+        return execute(WindowCommands.slidePeek(key, limit));
     }
 
     /**
@@ -234,7 +238,7 @@ public final class AsyncRateLimiter {
      * @return the decision
      */
     public CompletableFuture<MultiDecision> hitAll(List<Limit> limits, AllOptions options) {
-        return execute(Commands.hitAll(limits, options));
+        return execute(WindowCommands.hitAll(limits, options));
     }
 
     /**
@@ -245,7 +249,7 @@ public final class AsyncRateLimiter {
      * @return the decision
      */
     public CompletableFuture<Decision> gcra(String key, Rate rate) {
-        return execute(Commands.gcra(key, rate));
+        return execute(GcraCommands.gcra(key, rate));
     }
 
     /**
@@ -256,7 +260,7 @@ public final class AsyncRateLimiter {
      * @return the grant
      */
     public CompletableFuture<Grant> gcraUpTo(String key, Rate rate) {
-        return execute(Commands.gcraUpTo(key, rate));
+        return execute(GcraCommands.gcraUpTo(key, rate));
     }
 
     /**
@@ -267,7 +271,7 @@ public final class AsyncRateLimiter {
      * @return the grant
      */
     public CompletableFuture<Grant> hitUpTo(String key, Fixed limit) {
-        return execute(Commands.hitUpTo(key, limit));
+        return execute(WindowCommands.hitUpTo(key, limit));
     }
 
     /**
@@ -279,7 +283,7 @@ public final class AsyncRateLimiter {
      * @return the grant
      */
     public CompletableFuture<Grant> slideUpTo(String key, Sliding limit) {
-        return execute(Commands.slideUpTo(key, limit));
+        return execute(WindowCommands.slideUpTo(key, limit));
     }
 
     /**
@@ -291,7 +295,7 @@ public final class AsyncRateLimiter {
      * @return the reservation
      */
     public CompletableFuture<Reservation> reserveGcraUpTo(String key, Rate rate) {
-        return execute(Commands.reserveGcraUpTo(key, rate));
+        return execute(GcraCommands.reserveGcraUpTo(key, rate));
     }
 
     /**
@@ -303,7 +307,7 @@ public final class AsyncRateLimiter {
      * @return the decision
      */
     public CompletableFuture<Decision> refundHit(String key, Fixed limit, long amount) {
-        return execute(Commands.refundHit(key, limit, amount));
+        return execute(WindowCommands.refundHit(key, limit, amount));
     }
 
     /**
@@ -315,7 +319,7 @@ public final class AsyncRateLimiter {
      * @return the decision
      */
     public CompletableFuture<Decision> refundSlide(String key, Sliding limit, long amount) {
-        return execute(Commands.refundSlide(key, limit, amount));
+        return execute(WindowCommands.refundSlide(key, limit, amount));
     }
 
     /**
@@ -327,7 +331,7 @@ public final class AsyncRateLimiter {
      * @return the decision
      */
     public CompletableFuture<Decision> refundGcra(String key, Rate rate, long amount) {
-        return execute(Commands.refundGcra(key, rate, amount));
+        return execute(GcraCommands.refundGcra(key, rate, amount));
     }
 
     /**
@@ -338,7 +342,7 @@ public final class AsyncRateLimiter {
      * @return the reservation
      */
     public CompletableFuture<Reservation> reserveHit(String key, Fixed limit) {
-        return execute(Commands.reserveHit(key, limit));
+        return execute(WindowCommands.reserveHit(key, limit));
     }
 
     /**
@@ -350,7 +354,7 @@ public final class AsyncRateLimiter {
      * @return the reservation
      */
     public CompletableFuture<Reservation> reserveHitUpTo(String key, Fixed limit) {
-        return execute(Commands.reserveHitUpTo(key, limit));
+        return execute(WindowCommands.reserveHitUpTo(key, limit));
     }
 
     /**
@@ -362,7 +366,7 @@ public final class AsyncRateLimiter {
      * @return the reservation
      */
     public CompletableFuture<Reservation> reserveSlideUpTo(String key, Sliding limit) {
-        return execute(Commands.reserveSlideUpTo(key, limit));
+        return execute(WindowCommands.reserveSlideUpTo(key, limit));
     }
 
     /**
@@ -373,7 +377,7 @@ public final class AsyncRateLimiter {
      * @return the reservation
      */
     public CompletableFuture<Reservation> reserveSlide(String key, Sliding limit) {
-        return execute(Commands.reserveSlide(key, limit));
+        return execute(WindowCommands.reserveSlide(key, limit));
     }
 
     /**
@@ -384,7 +388,7 @@ public final class AsyncRateLimiter {
      * @return the reservation
      */
     public CompletableFuture<Reservation> reserveGcra(String key, Rate rate) {
-        return execute(Commands.reserveGcra(key, rate));
+        return execute(GcraCommands.reserveGcra(key, rate));
     }
 
     /**
@@ -396,7 +400,7 @@ public final class AsyncRateLimiter {
      * @return the reservation
      */
     public CompletableFuture<MultiReservation> reserveAll(List<Limit> limits, AllOptions options) {
-        return execute(Commands.reserveAll(limits, options));
+        return execute(WindowCommands.reserveAll(limits, options));
     }
 
     /**
@@ -407,7 +411,7 @@ public final class AsyncRateLimiter {
      * @return the settlement
      */
     public CompletableFuture<Settlement> settle(Reservation reservation, long used) {
-        return execute(Commands.settle(reservation, used));
+        return execute(SettleCommands.settle(reservation, used));
     }
 
     /**
@@ -418,7 +422,7 @@ public final class AsyncRateLimiter {
      * @return the settlements
      */
     public CompletableFuture<List<Settlement>> settleAll(MultiReservation reservation, long used) {
-        return execute(Commands.settleAll(reservation, used));
+        return execute(SettleCommands.settleAll(reservation, used));
     }
 
     /**
@@ -431,7 +435,7 @@ public final class AsyncRateLimiter {
      * @return the acquisition
      */
     public CompletableFuture<Acquisition> acquire(String key, long limit, Duration lease, String id) {
-        return execute(Commands.acquire(key, limit, lease, id));
+        return execute(LeaseCommands.acquire(key, limit, lease, id));
     }
 
     /**
@@ -442,7 +446,7 @@ public final class AsyncRateLimiter {
      * @return false if it was not live
      */
     public CompletableFuture<Boolean> release(String key, String id) {
-        return execute(Commands.release(key, id));
+        return execute(LeaseCommands.release(key, id));
     }
 
     /**
@@ -454,7 +458,7 @@ public final class AsyncRateLimiter {
      * @return the lease it now has; zero when it was lost
      */
     public CompletableFuture<Duration> renew(String key, String id, Duration lease) {
-        return execute(Commands.renew(key, id, lease));
+        return execute(LeaseCommands.renew(key, id, lease));
     }
 
     /**
@@ -516,7 +520,7 @@ public final class AsyncRateLimiter {
      * @return the keys
      */
     public CompletableFuture<List<TopEntry>> top(TopOptions options) {
-        return execute(Commands.top(options));
+        return execute(TopCommands.top(options));
     }
 
     /** The limiter's own calls' deadline, for its permits. */

@@ -1,6 +1,6 @@
 package io.github.redisratelimit;
 
-import io.github.redisratelimit.command.Commands;
+import io.github.redisratelimit.command.WindowCommands;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
@@ -42,7 +42,7 @@ public final class HotLimit implements AutoCloseable {
 
     HotLimit(AsyncRateLimiter limiter, String key, Fixed limit, HotOptions options) {
         // Refused now where HIT would refuse it, not at the first take.
-        Commands.reserveHitUpTo(key, limit.withCost(1));
+        WindowCommands.reserveHitUpTo(key, limit.withCost(1));
         this.limiter = limiter;
         this.key = key;
         this.limit = limit;

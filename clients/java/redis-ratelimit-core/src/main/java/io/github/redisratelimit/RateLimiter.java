@@ -65,7 +65,7 @@ public final class RateLimiter {
      * Sends any built call to the backend found, and reads its reply.
      *
      * @param <T> what the reply reads as
-     * @param call the call, from {@link io.github.redisratelimit.command.Commands}
+     * @param call the call, from a builder of {@code io.github.redisratelimit.command}
      * @return its answer
      */
     public <T> T execute(Command<T> call) {

@@ -5,9 +5,9 @@ import io.github.redisratelimit.InvalidArgumentException;
 import java.time.Duration;
 
 /**
- * The argument checks that the limits' records (in their constructors) and the builders of
- * {@link Commands} share, each worded as the server words its refusal. Not for applications: a
- * record that exists has passed them.
+ * The argument checks that the limits' records (in their constructors) and the builders share,
+ * each worded as the server words its refusal. Not for applications: a record that exists has
+ * passed them.
  */
 public final class Checks {
     private Checks() {

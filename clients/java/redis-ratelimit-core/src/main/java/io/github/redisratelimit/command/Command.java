@@ -6,7 +6,9 @@ import java.util.function.Function;
 
 /**
  * One call, built and its arguments checked but not sent: its form for the module and for the
- * Functions library, and how its reply reads. {@link Commands} builds them; the limiter sends them.
+ * Functions library, and how its reply reads. The builders of each command family
+ * ({@link WindowCommands}, {@link GcraCommands}, {@link SettleCommands}, {@link LeaseCommands},
+ * {@link TopCommands}) make them; the limiter sends them.
  *
  * @param <T> what the reply reads as
  * @param command the module's command ({@code RATELIMIT.HIT}, ...)

@@ -109,29 +109,29 @@ class ConformanceTest {
         switch (command) {
             case "ratelimit.hit":
                 return switch (flags) {
-                    case "false,false" -> () -> Commands.hit(key, fixed(c));
-                    case "true,false" -> () -> Commands.hitUpTo(key, fixed(c));
-                    case "false,true" -> () -> Commands.reserveHit(key, fixed(c));
-                    case "true,true" -> () -> Commands.reserveHitUpTo(key, fixed(c));
+                    case "false,false" -> () -> WindowCommands.hit(key, fixed(c));
+                    case "true,false" -> () -> WindowCommands.hitUpTo(key, fixed(c));
+                    case "false,true" -> () -> WindowCommands.reserveHit(key, fixed(c));
+                    case "true,true" -> () -> WindowCommands.reserveHitUpTo(key, fixed(c));
                     default -> null;
                 };
             case "ratelimit.peek":
-                return () -> Commands.peek(key, integer(c.get("limit")), c.has("COST") ? integer(c.get("COST")) : 1);
+                return () -> WindowCommands.peek(key, integer(c.get("limit")), c.has("COST") ? integer(c.get("COST")) : 1);
             case "ratelimit.slide":
                 return switch (flags + "," + flag(c, "PEEK")) {
-                    case "false,false,false" -> () -> Commands.slide(key, sliding(c));
-                    case "false,false,true" -> () -> Commands.slidePeek(key, sliding(c));
-                    case "true,false,false" -> () -> Commands.slideUpTo(key, sliding(c));
-                    case "false,true,false" -> () -> Commands.reserveSlide(key, sliding(c));
-                    case "true,true,false" -> () -> Commands.reserveSlideUpTo(key, sliding(c));
+                    case "false,false,false" -> () -> WindowCommands.slide(key, sliding(c));
+                    case "false,false,true" -> () -> WindowCommands.slidePeek(key, sliding(c));
+                    case "true,false,false" -> () -> WindowCommands.slideUpTo(key, sliding(c));
+                    case "false,true,false" -> () -> WindowCommands.reserveSlide(key, sliding(c));
+                    case "true,true,false" -> () -> WindowCommands.reserveSlideUpTo(key, sliding(c));
                     default -> null;
                 };
             case "ratelimit.gcra":
                 return switch (flags) {
-                    case "false,false" -> () -> Commands.gcra(key, rate(c));
-                    case "true,false" -> () -> Commands.gcraUpTo(key, rate(c));
-                    case "false,true" -> () -> Commands.reserveGcra(key, rate(c));
-                    case "true,true" -> () -> Commands.reserveGcraUpTo(key, rate(c));
+                    case "false,false" -> () -> GcraCommands.gcra(key, rate(c));
+                    case "true,false" -> () -> GcraCommands.gcraUpTo(key, rate(c));
+                    case "false,true" -> () -> GcraCommands.reserveGcra(key, rate(c));
+                    case "true,true" -> () -> GcraCommands.reserveGcraUpTo(key, rate(c));
                     default -> null;
                 };
             case "ratelimit.hitall":
@@ -158,18 +158,18 @@ class ConformanceTest {
                         o = o.withTokens(integer(c.get("TOKENS").get(0)), (int) keys);
                     }
                     if (flag(c, "RESERVE")) {
-                        Commands.reserveAll(limits, o);
+                        WindowCommands.reserveAll(limits, o);
                     } else {
-                        Commands.hitAll(limits, o);
+                        WindowCommands.hitAll(limits, o);
                     }
                 };
             case "ratelimit.acquire":
-                return () -> Commands.acquire(key, integer(c.get("limit")), length(c.get("lease"), flag(c, "MS")),
+                return () -> LeaseCommands.acquire(key, integer(c.get("limit")), length(c.get("lease"), flag(c, "MS")),
                         c.has("ID") ? c.get("ID").asText() : null);
             case "ratelimit.release":
-                return () -> Commands.release(key, c.get("id").asText());
+                return () -> LeaseCommands.release(key, c.get("id").asText());
             case "ratelimit.renew":
-                return () -> Commands.renew(key, c.get("id").asText(), length(c.get("lease"), flag(c, "MS")));
+                return () -> LeaseCommands.renew(key, c.get("id").asText(), length(c.get("lease"), flag(c, "MS")));
             case "ratelimit.top":
                 List<TopOptions.View> views = new ArrayList<>();
                 for (TopOptions.View v : TopOptions.View.values()) {
@@ -181,7 +181,7 @@ class ConformanceTest {
                     return null; // one view at most; a count of 0 is the default
                 }
                 TopOptions.View view = views.isEmpty() ? TopOptions.View.DENIED : views.get(0);
-                return () -> Commands.top(new TopOptions(view, c.has("COUNT") ? integer(c.get("COUNT")) : 0, flag(c, "RESET")));
+                return () -> TopCommands.top(new TopOptions(view, c.has("COUNT") ? integer(c.get("COUNT")) : 0, flag(c, "RESET")));
             default:
                 throw new AssertionError("a case of " + command + ", which this test does not know");
         }
