@@ -189,7 +189,8 @@ fn agree(command: &str, module: &Value, library: &Value, gcra_ms: i64, gcra_toke
         if shaped(m) && shaped(l) && m.len() == l.len() {
             let (m_numbers, l_numbers) =
                 (Value::Array(m[..m.len() - 3].to_vec()), Value::Array(l[..l.len() - 3].to_vec()));
-            return m[m.len() - 3..] == l[l.len() - 3..] && agree(command, &m_numbers, &l_numbers, gcra_ms, gcra_tokens);
+            return m[m.len() - 3..] == l[l.len() - 3..]
+                && agree(command, &m_numbers, &l_numbers, gcra_ms, gcra_tokens);
         }
     }
     match (module, library) {

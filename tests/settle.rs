@@ -8,8 +8,8 @@ use ratelimit_testkit as common;
 use std::time::Duration;
 
 use common::{
-    assert_within, error_of, gcra, get, hit, info_field, limiter, module_only, reserve, same_terms, settle,
-    settle_all, settle_shaped, slide, snapshot, wait_for, Server,
+    assert_within, error_of, gcra, get, hit, info_field, limiter, module_only, reserve, same_terms, settle, settle_all,
+    settle_shaped, slide, snapshot, wait_for, Server,
 };
 use redis::Connection;
 

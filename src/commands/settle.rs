@@ -54,7 +54,9 @@ struct Shape(&'static [u8], i64, i64);
 impl Shape {
     fn of(reserved: &Reserved) -> Shape {
         match *reserved {
-            Reserved::Hit { limit, window: Window::Rolling(ms) | Window::Aligned(ms), .. } => Shape(b"fixed", limit, ms),
+            Reserved::Hit { limit, window: Window::Rolling(ms) | Window::Aligned(ms), .. } => {
+                Shape(b"fixed", limit, ms)
+            }
             Reserved::Hit { limit, window: Window::Calendar(_), .. } => Shape(b"fixed", limit, -1),
             Reserved::Slide { limit, window_ms, .. } => Shape(b"sliding", limit, window_ms),
             Reserved::Gcra { capacity, .. } => Shape(b"bucket", capacity, -1),

@@ -17,6 +17,7 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Function;
+import java.util.function.Supplier;
 
 /**
  * The limiters' calls over one {@link Transport}, each answered by a {@link CompletableFuture}.
@@ -173,16 +174,44 @@ public final class AsyncRateLimiter {
             }
             List<String> args = b == Backend.MODULE ? call.moduleArgs() : call.libraryArgs();
             int keyPos = b == Backend.MODULE ? call.moduleKeyPosition() : call.libraryKeyPosition();
-            CompletionStage<Object> sent = transport.send(keyPos, args);
-            if (b == Backend.LIBRARY) {
-                // The server lost the library (a restart without persistence, FUNCTION FLUSH): again.
-                sent = sent.handle((reply, e) -> e != null && serverSays(e, "function not found")
-                        ? ensureLibrary().thenCompose(v -> transport.send(keyPos, args))
-                        : e != null ? CompletableFuture.failedFuture(Futures.unwrap(e)) : CompletableFuture.completedFuture(reply))
-                        .thenCompose(Function.identity());
+            int replicas = options.replicas();
+            if (replicas == 0 || !call.writes()) {
+                return delivered(b, () -> transport.send(keyPos, args)).thenApply(call::read);
             }
-            return sent.thenApply(call::read);
+            return delivered(b, () -> transport.sendWaiting(keyPos, args, replicas, options.replicaTimeoutMs()))
+                    .thenApply(waited -> {
+                        T answer = call.read(waited.reply());
+                        if (waited.acknowledged() < replicas) {
+                            throw new NotReplicatedException(answer, waited.acknowledged(), replicas);
+                        }
+                        return answer;
+                    });
         });
+    }
+
+    /** {@code send}'s reply; on the library, sent again once the server lost it (a restart without
+     * persistence, FUNCTION FLUSH) and it is loaded anew. */
+    private <R> CompletionStage<R> delivered(Backend b, Supplier<CompletionStage<R>> send) {
+        CompletionStage<R> sent = send.get();
+        if (b != Backend.LIBRARY) {
+            return sent;
+        }
+        return sent.handle((reply, e) -> e != null && serverSays(e, "function not found")
+                ? ensureLibrary().thenCompose(v -> send.get())
+                : e != null ? CompletableFuture.<R>failedFuture(Futures.unwrap(e)) : CompletableFuture.completedFuture(reply))
+                .thenCompose(Function.identity());
+    }
+
+    /**
+     * This limiter's transport and options, its writes waiting for {@code replicas} replicas for
+     * at most {@code timeout}, for one call or a few: {@code rl.waitingForReplicas(1, ms).settle(...)}.
+     *
+     * @param replicas the replicas to wait for (0: none)
+     * @param timeout the longest wait, at least 1 ms
+     * @return the limiter
+     */
+    public AsyncRateLimiter waitingForReplicas(int replicas, Duration timeout) {
+        return new AsyncRateLimiter(transport, options.waitingForReplicas(replicas, timeout));
     }
 
     /**

@@ -53,6 +53,18 @@ public final class RateLimiter {
     }
 
     /**
+     * This limiter's transport and options, its writes waiting for {@code replicas} replicas for
+     * at most {@code timeout}, for one call or a few: {@code rl.waitingForReplicas(1, ms).settle(...)}.
+     *
+     * @param replicas the replicas to wait for (0: none)
+     * @param timeout the longest wait, at least 1 ms
+     * @return the limiter
+     */
+    public RateLimiter waitingForReplicas(int replicas, Duration timeout) {
+        return new RateLimiter(async.waitingForReplicas(replicas, timeout));
+    }
+
+    /**
      * The backend, found on the first call.
      *
      * @return the backend

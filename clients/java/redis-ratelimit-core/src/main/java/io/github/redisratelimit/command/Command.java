@@ -36,6 +36,17 @@ public record Command<T>(String command, String function, List<String> keys, Lis
     }
 
     /**
+     * Whether the call writes: all but PEEK, TOP and SLIDE's PEEK. A limiter waiting for replicas
+     * waits behind those that do.
+     *
+     * @return true if it writes
+     */
+    public boolean writes() {
+        return !command.equals("RATELIMIT.PEEK") && !command.equals("RATELIMIT.TOP")
+                && !(command.equals("RATELIMIT.SLIDE") && args.contains("PEEK"));
+    }
+
+    /**
      * The call as the module takes it.
      *
      * @return the command and its arguments

@@ -1,5 +1,6 @@
 package io.github.redisratelimit.jedis;
 
+import io.github.redisratelimit.InvalidArgumentException;
 import io.github.redisratelimit.ServerErrorException;
 import io.github.redisratelimit.spi.Transport;
 import java.nio.charset.StandardCharsets;
@@ -13,9 +14,11 @@ import redis.clients.jedis.CommandArguments;
 import redis.clients.jedis.Connection;
 import redis.clients.jedis.ConnectionPool;
 import redis.clients.jedis.JedisCluster;
+import redis.clients.jedis.JedisPooled;
 import redis.clients.jedis.UnifiedJedis;
 import redis.clients.jedis.commands.ProtocolCommand;
 import redis.clients.jedis.exceptions.JedisDataException;
+import redis.clients.jedis.util.JedisClusterCRC16;
 
 /**
  * The limiter's transport over Jedis: a {@code UnifiedJedis} ({@code JedisPooled},
@@ -96,6 +99,33 @@ final class JedisTransport implements Transport {
             return out;
         }
         return raw;
+    }
+
+    @Override
+    public CompletionStage<Waited> sendWaiting(int keyPos, List<String> args, int replicas, long timeoutMs) {
+        if (node != null) {
+            // The write, then WAIT, on this one connection.
+            CompletableFuture<Object> written = send(keyPos, args).toCompletableFuture();
+            CompletableFuture<Object> waited =
+                    send(-1, List.of("WAIT", Integer.toString(replicas), Long.toString(timeoutMs))).toCompletableFuture();
+            return written.thenCombine(waited, (reply, acknowledged) -> new Waited(reply, ((Number) acknowledged).longValue()));
+        }
+        Connection connection;
+        try {
+            if (jedis instanceof JedisCluster cluster) {
+                connection = cluster.getConnectionFromSlot(JedisClusterCRC16.getSlot(args.get(keyPos)));
+            } else if (jedis instanceof JedisPooled pooled) {
+                connection = pooled.getPool().getResource();
+            } else {
+                return CompletableFuture.failedFuture(new InvalidArgumentException(
+                        "waiting for replicas needs a JedisPooled or a JedisCluster (a connection of its pool to write and WAIT on)"));
+            }
+        } catch (RuntimeException e) {
+            return CompletableFuture.failedFuture(e);
+        }
+        try (Connection c = connection) {
+            return new JedisTransport(null, c).sendWaiting(keyPos, args, replicas, timeoutMs);
+        }
     }
 
     @Override

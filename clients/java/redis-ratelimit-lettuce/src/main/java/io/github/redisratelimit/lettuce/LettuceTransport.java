@@ -5,6 +5,7 @@ import io.github.redisratelimit.spi.Transport;
 import io.lettuce.core.RedisCommandExecutionException;
 import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.api.async.BaseRedisAsyncCommands;
+import io.lettuce.core.cluster.SlotHash;
 import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
 import io.lettuce.core.cluster.models.partitions.RedisClusterNode;
 import io.lettuce.core.codec.StringCodec;
@@ -78,6 +79,24 @@ final class LettuceTransport implements Transport {
                     }
                     throw new CompletionException(cause);
                 });
+    }
+
+    @Override
+    public CompletionStage<Waited> sendWaiting(int keyPos, List<String> args, int replicas, long timeoutMs) {
+        if (cluster != null) {
+            // WAIT on the connection to the key's primary, which the write goes out on too.
+            RedisClusterNode primary = cluster.getPartitions().getMasterBySlot(SlotHash.getSlot(args.get(keyPos)));
+            if (primary == null) {
+                return CompletableFuture.failedFuture(new CompletionException(
+                        new IllegalStateException("no primary known for the key's slot")));
+            }
+            return cluster.getConnectionAsync(primary.getNodeId())
+                    .thenCompose(node -> of(node).sendWaiting(keyPos, args, replicas, timeoutMs));
+        }
+        // Both dispatched at once on the one connection: the WAIT goes out right behind the write.
+        CompletionStage<Object> written = send(keyPos, args);
+        CompletionStage<Object> waited = send(-1, List.of("WAIT", Integer.toString(replicas), Long.toString(timeoutMs)));
+        return written.thenCombine(waited, (reply, acknowledged) -> new Waited(reply, ((Number) acknowledged).longValue()));
     }
 
     @Override
