@@ -3,10 +3,10 @@
 //! (whole seconds, truncated as redis-cell truncates them); a negative quantity gives back as
 //! redis-cell's arithmetic does.
 
-use crate::commands::limiter::{answer, decide, Counting};
+use crate::commands::limiter::{run, Counting};
 use crate::commands::GCRAS;
 use crate::core::algorithm::{Bucket, BucketReply};
-use crate::core::args::{parse_cl_throttle, ArgError};
+use crate::core::args::parse_cl_throttle;
 use crate::redis::call::{entry_point, Call, Error};
 use crate::redis::command::{arg, Arg, Command, Keys, INTEGER, KEY, WRITES};
 use crate::redis::key::Written;
@@ -38,11 +38,6 @@ pub const COMMAND: Command = Command {
 
 pub fn cl_throttle(call: &Call) -> Result<(), Error> {
     let rate = parse_cl_throttle(call.args())?;
-    let (Some(name), Some(key)) = (call.key(1), call.arg(1)) else {
-        return Err(ArgError::Arity("cl.throttle").into());
-    };
     let bucket = Bucket { rate, align_ns: None, reply: BucketReply::Cell };
-    let decided = decide(call, name, key, &bucket, false, &COUNTING)?;
-    answer(call, decided);
-    Ok(())
+    run(call, "cl.throttle", &bucket, false, &COUNTING)
 }

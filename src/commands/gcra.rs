@@ -4,10 +4,10 @@
 //! retry_after_ms, full_after_ms]`, with PARTIAL the tokens granted, with RESERVE the reservation.
 
 use crate::commands::arg_docs::{ALIGN, RESERVE};
-use crate::commands::limiter::{answer, decide, Counting};
+use crate::commands::limiter::{run, Counting};
 use crate::commands::GCRAS;
 use crate::core::algorithm::{Bucket, BucketReply};
-use crate::core::args::{parse_gcra, ArgError};
+use crate::core::args::parse_gcra;
 use crate::redis::call::{entry_point, Call, Error};
 use crate::redis::command::{arg, option, Arg, Command, Keys, DOUBLE, INTEGER, KEY, PURE_TOKEN, WRITES};
 use crate::redis::key::Written;
@@ -50,12 +50,7 @@ pub const COMMAND: Command = Command {
 
 pub fn gcra(call: &Call) -> Result<(), Error> {
     let args = parse_gcra(call.args())?;
-    let (Some(name), Some(key)) = (call.key(1), call.arg(1)) else {
-        return Err(ArgError::Arity("ratelimit.gcra").into());
-    };
     let bucket =
         Bucket { rate: args.rate, align_ns: args.align_ns, reply: BucketReply::Gcra { partial: args.partial } };
-    let decided = decide(call, name, key, &bucket, args.reserve, &COUNTING)?;
-    answer(call, decided);
-    Ok(())
+    run(call, "ratelimit.gcra", &bucket, args.reserve, &COUNTING)
 }

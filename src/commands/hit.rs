@@ -3,10 +3,10 @@
 //! negative cost gives back; PARTIAL grants what is left of the cost, at least one.
 
 use crate::commands::arg_docs::{ALIGN, COST_OR_REFUND, FIXED_WINDOW, MS, RESERVE, TZ};
-use crate::commands::limiter::{answer, decide, Counting};
+use crate::commands::limiter::{run, Counting};
 use crate::commands::HITS;
 use crate::core::algorithm::Fixed;
-use crate::core::args::{parse_hit, ArgError};
+use crate::core::args::parse_hit;
 use crate::redis::call::{entry_point, Call, Error};
 use crate::redis::clock;
 use crate::redis::command::{arg, option, Arg, Command, Keys, INTEGER, KEY, PURE_TOKEN, WRITES};
@@ -45,14 +45,9 @@ pub const COMMAND: Command = Command {
 
 pub fn hit(call: &Call) -> Result<(), Error> {
     let args = parse_hit(call.args())?;
-    let (Some(name), Some(key)) = (call.key(1), call.arg(1)) else {
-        return Err(ArgError::Arity("ratelimit.hit").into());
-    };
     // A calendar window's length is what is left of the one running at the call.
     let limit = args.at(clock::command_now().ms)?;
     let mut zone = [0; 6];
     let fixed = Fixed { limit, window: args.window, zone: args.zone.text(&mut zone), partial: args.partial };
-    let decided = decide(call, name, key, &fixed, args.reserve, &COUNTING)?;
-    answer(call, decided);
-    Ok(())
+    run(call, "ratelimit.hit", &fixed, args.reserve, &COUNTING)
 }

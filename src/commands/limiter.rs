@@ -6,6 +6,7 @@
 
 use crate::commands::{gave_back, may_give_back, record, shadow, track, Counted};
 use crate::core::algorithm::{Algorithm, At, Decision};
+use crate::core::args::ArgError;
 use crate::core::reservation::{self, Reserved};
 use crate::core::stored::Stored;
 use crate::redis::call::{Call, Error, KeyName};
@@ -40,6 +41,23 @@ pub struct Decided<'a, V> {
     shadowed: bool,
     reserving: Reserving<'a>,
     now_ms: i64,
+}
+
+/// A limiter command's whole body on its key (the call's first argument): `decide`, then
+/// `answer`; `command` names it in the arity error.
+pub fn run<A: Algorithm>(
+    call: &Call,
+    command: &'static str,
+    algorithm: &A,
+    reserve: bool,
+    counting: &'static Counting,
+) -> Result<(), Error> {
+    let (Some(name), Some(key)) = (call.key(1), call.arg(1)) else {
+        return Err(ArgError::Arity(command).into());
+    };
+    let decided = decide(call, name, key, algorithm, reserve, counting)?;
+    answer(call, decided);
+    Ok(())
 }
 
 /// `algorithm`'s call on `key` (named `name`) at the command's instant, written as `counting`

@@ -3,7 +3,7 @@
 //! of the cost, at least one.
 
 use crate::commands::arg_docs::{COST_OR_REFUND, MS, RESERVE};
-use crate::commands::limiter::{answer, decide, Counting};
+use crate::commands::limiter::{run, Counting};
 use crate::commands::SLIDES;
 use crate::core::algorithm::Sliding;
 use crate::core::args::{parse_slide, ArgError};
@@ -52,10 +52,8 @@ pub const COMMAND: Command = Command {
 pub fn slide(call: &Call) -> Result<(), Error> {
     let args = parse_slide(call.args())?;
     let l = args.limit;
-    let (Some(name), Some(key)) = (call.key(1), call.arg(1)) else {
-        return Err(ArgError::Arity("ratelimit.slide").into());
-    };
     if args.peek {
+        let name = call.key(1).ok_or(ArgError::Arity("ratelimit.slide"))?;
         stats::PEEKS.add(1);
         let now = clock::command_now();
         let stored = StoredKey::open_read(call, name).read()?;
@@ -68,7 +66,5 @@ pub fn slide(call: &Call) -> Result<(), Error> {
         return Ok(());
     }
     let sliding = Sliding { limit: l, partial: args.partial };
-    let decided = decide(call, name, key, &sliding, args.reserve, &COUNTING)?;
-    answer(call, decided);
-    Ok(())
+    run(call, "ratelimit.slide", &sliding, args.reserve, &COUNTING)
 }
