@@ -240,6 +240,7 @@ func TestConformance(t *testing.T) {
 			t.Errorf("%s %s: the module refuses with %s, the client with %v", c.Command, strings.Join(c.Args, " "), module, refused)
 		}
 	}
+	t.Logf("%d of the %d cases sent as typed calls", sent, len(cases))
 	if sent < 80 {
 		t.Errorf("only %d cases sent", sent)
 	}
