@@ -85,8 +85,10 @@ pub fn hitall(call: &Call) -> Result<(), Error> {
     let zone = args.zone.text(&mut zone);
     if args.slide {
         let (allowed, outcomes, _, would_deny) =
-            hit_all(call, &limits, now, (SLIDES, Written::Set), slide::decide_all, |o| (o.change, o.remaining))?;
-        track_all(call, &limits, allowed, now, outcomes.iter().map(|o| o.remaining), &would_deny, reserved_from);
+            hit_all(call, &args.keys, &limits, now, (SLIDES, Written::Set), slide::decide_all, |o| {
+                (o.change, o.remaining)
+            })?;
+        track_all(&args.keys, &limits, allowed, now, outcomes.iter().map(|o| o.remaining), &would_deny, reserved_from);
         let reserved = |i: usize, l: &Limit| match outcomes[i].change {
             Some(Change::Set { value, .. }) => Some(Reserved::Slide {
                 limit: l.limit,
@@ -96,7 +98,7 @@ pub fn hitall(call: &Call) -> Result<(), Error> {
             }),
             _ => None,
         };
-        let reservation = (args.reserve && allowed).then(|| reservation(call, &limits, reserved_from, reserved));
+        let reservation = (args.reserve && allowed).then(|| reservation(&args.keys, &limits, reserved_from, reserved));
         reply(
             call,
             allowed,
@@ -106,8 +108,10 @@ pub fn hitall(call: &Call) -> Result<(), Error> {
         );
     } else {
         let (allowed, outcomes, stored, would_deny) =
-            hit_all(call, &limits, now, (HITS, Written::Incrby), window::decide_all, |o| (o.change, o.remaining))?;
-        track_all(call, &limits, allowed, now, outcomes.iter().map(|o| o.remaining), &would_deny, reserved_from);
+            hit_all(call, &args.keys, &limits, now, (HITS, Written::Incrby), window::decide_all, |o| {
+                (o.change, o.remaining)
+            })?;
+        track_all(&args.keys, &limits, allowed, now, outcomes.iter().map(|o| o.remaining), &would_deny, reserved_from);
         let reserved = |i: usize, l: &Limit| {
             window::window_end(stored[i], &outcomes[i]).map(|window_end_ms| Reserved::Hit {
                 limit: l.limit,
@@ -117,7 +121,7 @@ pub fn hitall(call: &Call) -> Result<(), Error> {
                 amount: l.cost,
             })
         };
-        let reservation = (args.reserve && allowed).then(|| reservation(call, &limits, reserved_from, reserved));
+        let reservation = (args.reserve && allowed).then(|| reservation(&args.keys, &limits, reserved_from, reserved));
         reply(call, allowed, outcomes.iter().map(|o| [o.count, o.remaining, o.reset_ms]), args.reserve, reservation);
     }
     Ok(())
@@ -126,7 +130,7 @@ pub fn hitall(call: &Call) -> Result<(), Error> {
 /// The reservation of an admitted call's token keys (from `from` on): each key's own, joined by
 /// ','; None if one of them has no window to settle into (it cannot: an admitted hit writes).
 fn reservation<'z>(
-    call: &Call,
+    keys: &[&[u8]],
     limits: &[Limit],
     from: usize,
     reserved: impl Fn(usize, &Limit) -> Option<Reserved<'z>>,
@@ -139,7 +143,7 @@ fn reservation<'z>(
         if i > from {
             text.push(b',');
         }
-        text.extend_from_slice(reserved(i, l)?.write(call.arg(2 + i)?, &id, &mut buf));
+        text.extend_from_slice(reserved(i, l)?.write(keys[i], &id, &mut buf));
     }
     Some(text)
 }
@@ -148,7 +152,7 @@ fn reservation<'z>(
 /// whose own limit refused it (those with less than the cost `remaining`); and a call shadow mode
 /// admitted, its would-be denial against the shadowed keys that refused it (`would_deny`).
 fn track_all(
-    call: &Call,
+    names: &[&[u8]],
     limits: &[Limit],
     allowed: bool,
     now: Now,
@@ -159,14 +163,9 @@ fn track_all(
     let refused = limits.iter().zip(remaining).map(|(l, left)| allowed || l.cost > left);
     let keys = limits.iter().zip(refused).enumerate().filter(|(_, (_, counts))| *counts);
     let cost = |i: usize, l: &Limit| if i >= reserved_from { 0 } else { l.cost };
-    track(
-        &stats::HITALL_DECISIONS,
-        allowed,
-        now.ms,
-        keys.filter_map(|(i, (l, _))| call.arg(2 + i).map(|key| (key, cost(i, l)))),
-    );
+    track(&stats::HITALL_DECISIONS, allowed, now.ms, keys.map(|(i, (l, _))| (names[i], cost(i, l))));
     if would_deny.contains(&true) {
-        let shadowed = would_deny.iter().enumerate().filter(|(_, &no)| no).filter_map(|(i, _)| call.arg(2 + i));
+        let shadowed = would_deny.iter().enumerate().filter(|(_, &no)| no).map(|(i, _)| names[i]);
         shadow::record(&stats::HITALL_DECISIONS, now.ms, shadowed);
     }
 }
@@ -181,6 +180,7 @@ type DecideAll<V, O> = fn(&[(Limit, Stored<V>)], &[bool], i64) -> (bool, Vec<O>)
 #[allow(clippy::type_complexity)]
 fn hit_all<V: Value, O>(
     call: &Call,
+    names: &[&[u8]],
     limits: &[Limit],
     now: Now,
     (counted, written): (Counted, Written),
@@ -188,8 +188,8 @@ fn hit_all<V: Value, O>(
     change_and_remaining: fn(&O) -> (Option<Change<V>>, i64),
 ) -> Result<(bool, Vec<O>, Vec<Stored<V>>, Vec<bool>), Error> {
     // Every key is read before anything is written, so an error on any of them changes none.
-    let names = (2..2 + limits.len()).filter_map(|i| call.key(i));
-    let mut keys = names.map(|name| StoredKey::open(call, name)).collect::<Result<Vec<_>, _>>()?;
+    let opened = (2..2 + limits.len()).filter_map(|i| call.key(i));
+    let mut keys = opened.map(|name| StoredKey::open(call, name)).collect::<Result<Vec<_>, _>>()?;
     let stored = keys.iter_mut().map(StoredKey::read).collect::<Result<Vec<_>, _>>()?;
     refuse_new_over_maxmemory(call, &stored)?;
     let calls: Vec<(Limit, Stored<V>)> = limits.iter().copied().zip(stored.iter().copied()).collect();
@@ -197,7 +197,7 @@ fn hit_all<V: Value, O>(
     // Only a denied call looks its keys up in shadow mode's prefixes.
     let mut would_deny = Vec::new();
     if !allowed && shadow::on() {
-        let shadowed: Vec<bool> = (2..2 + limits.len()).map(|i| call.arg(i).is_some_and(shadow::covers)).collect();
+        let shadowed: Vec<bool> = names.iter().map(|key| shadow::covers(key)).collect();
         if shadowed.contains(&true) {
             let refused = limits.iter().zip(&outcomes).map(|(l, o)| l.cost > change_and_remaining(o).1);
             let refused: Vec<bool> = refused.zip(&shadowed).map(|(no, &shadow)| no && shadow).collect();

@@ -169,8 +169,8 @@ pub fn settle(call: &Call) -> Result<(), Error> {
             _ => {}
         }
         // What was used is the call's admitted cost, for RATELIMIT.TOP.
-        if let (true, Some(key_name)) = (used > 0, call.arg(1 + i)) {
-            tracking::record(View::Admitted, now.ms, [(key_name, used.unsigned_abs())]);
+        if used > 0 {
+            tracking::record(View::Admitted, now.ms, [(names[i], used.unsigned_abs())]);
         }
     }
     if let [one] = &settled[..] {
