@@ -320,7 +320,7 @@ node-dist: package-deps
 node-installed: node-dist
 	rm -rf $(NODE_INSTALLED) && mkdir -p $(NODE_INSTALLED)
 	cp clients/node/test/package.json clients/node/test/package-lock.json clients/node/test/tsconfig.json \
-		clients/node/test/*.ts testkit/conformance/arguments.json $(NODE_INSTALLED)/
+		clients/node/test/*.ts testkit/conformance/*.json $(NODE_INSTALLED)/
 	cd $(NODE_INSTALLED) && $(NPM) ci && $(NPM) install --no-save $(CURDIR)/$(NODE_DIST)/redis-ratelimit-*.tgz && $(NPM) run build
 
 node-test: $(BUILT) servers $(if $(CLIENTS_READY),,node-installed)

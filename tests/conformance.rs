@@ -1,4 +1,10 @@
-//! The argument cases every client runs (testkit/conformance/arguments.json): each line of
+//! The cases every client runs, with no server. testkit/conformance/arguments.json: each line of
+//! arguments with the module's own answer to it, the exact error reply or none.
+//! testkit/conformance/replies.json: replies of a scripted run on a server whose clock stands
+//! still, each with the decision a client reads from it, by the rules `decision` below (the one
+//! statement of them: a client that reads a reply otherwise fails its run of these).
+//!
+//! The argument cases (testkit/conformance/arguments.json): each line of
 //! arguments with the module's own answer to it, the exact error reply or none, so that the file
 //! cannot drift from the module (the unit test in src/core/args/conformance.rs holds the parsers
 //! to it too, with no server). This test fails when the file differs from what the module
@@ -22,6 +28,86 @@ use serde_json::{json, Map, Value as Json};
 const UNKNOWN_ZONE: &str = "ERR TZ must be UTC, an offset such as +05:30, or a time zone name such as Europe/Paris";
 
 const FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testkit/conformance/arguments.json");
+const REPLIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testkit/conformance/replies.json");
+
+/// The calls of the replies' run, in order, on one server (later ones see earlier ones' keys).
+const RUN: &[(&str, &str)] = &[
+    ("ratelimit.hit", "h 2 60"),
+    ("ratelimit.hit", "h 2 60"),
+    ("ratelimit.hit", "h 2 60"),
+    ("ratelimit.peek", "h 2"),
+    ("ratelimit.hit", "n 2 60 COST 5"),
+    ("ratelimit.hit", "m 2 1500 MS ALIGN"),
+    ("ratelimit.hit", "c 10 day"),
+    ("ratelimit.hit", "p 10 60 COST 15 PARTIAL"),
+    ("ratelimit.hit", "p 10 60 COST 15 PARTIAL"),
+    ("ratelimit.peek", "leaked 10"),
+    ("ratelimit.slide", "s 2 60"),
+    ("ratelimit.slide", "s 2 60"),
+    ("ratelimit.slide", "s 2 60"),
+    ("ratelimit.slide", "s 2 60 PEEK"),
+    ("ratelimit.slide", "sp 10 60 COST 15 PARTIAL"),
+    ("ratelimit.gcra", "g 1 1 60"),
+    ("ratelimit.gcra", "g 1 1 60"),
+    ("ratelimit.gcra", "g 1 1 60"),
+    ("ratelimit.gcra", "gp 4 1 60 TOKENS 9 PARTIAL"),
+    ("ratelimit.gcra", "gn 1 1 60 TOKENS 5"),
+];
+
+/// 2026-12-01T12:00:00Z: the replies' run's clock.
+const RUN_AT: i64 = 1_796_126_400_000;
+
+/// What a client reads from a limiter's reply: whether it was admitted, the count and what
+/// remains, the limit (a bucket's capacity), how long until the window ends (a bucket is full) and
+/// until the same call would be admitted, in ms; -1 for never (a counter without TTL, a cost
+/// above the limit), null for none (admitted: no wait; no window: PEEK, a calendar window, which
+/// varies); and with PARTIAL what was granted.
+fn decision(command: &str, call: &Map<String, Json>, reply: &[i64]) -> Json {
+    let number = |name: &str| call.get(name).and_then(Json::as_i64);
+    let cost = number("COST").unwrap_or(1);
+    let ms = call.contains_key("MS");
+    let window = |w: Option<&Json>| match w.and_then(Json::as_i64) {
+        Some(n) if ms => json!(n),
+        Some(n) => json!(n * 1000),
+        None => Json::Null,
+    };
+    let never_if_negative = |n: i64| if n < 0 { -1 } else { n };
+    let partial = call.contains_key("PARTIAL");
+    let (mut d, granted) = match command {
+        "ratelimit.hit" | "ratelimit.peek" => {
+            let (allowed, limit, reset) = (reply[0] == 1, number("limit").unwrap(), never_if_negative(reply[3]));
+            // PARTIAL's denial is of one hit: again when the window ends, whatever the cost.
+            let retry = match allowed {
+                true => Json::Null,
+                false if cost > limit && !partial => json!(-1),
+                false => json!(reset),
+            };
+            let window = if command == "ratelimit.peek" { Json::Null } else { window(call.get("window")) };
+            let d = json!({"allowed": allowed, "count": reply[1], "remaining": reply[2], "limit": limit,
+                "reset_after_ms": reset, "retry_after_ms": retry, "window_ms": window});
+            (d, reply.get(4))
+        }
+        "ratelimit.slide" => {
+            let allowed = reply[0] == 1;
+            let retry = if allowed { Json::Null } else { json!(never_if_negative(reply[3])) };
+            let d = json!({"allowed": allowed, "count": reply[1], "remaining": reply[2], "limit": number("limit"),
+                "reset_after_ms": never_if_negative(reply[4]), "retry_after_ms": retry, "window_ms": window(call.get("window"))});
+            (d, reply.get(5))
+        }
+        _ => {
+            let allowed = reply[0] == 0;
+            let retry = if allowed { Json::Null } else { json!(never_if_negative(reply[3])) };
+            let period = call.get("period").and_then(Json::as_i64).map_or(Json::Null, |s| json!(s * 1000));
+            let d = json!({"allowed": allowed, "count": reply[1] - reply[2], "remaining": reply[2], "limit": reply[1],
+                "reset_after_ms": reply[4], "retry_after_ms": retry, "window_ms": period});
+            (d, reply.get(5))
+        }
+    };
+    if let Some(&g) = granted.filter(|_| partial) {
+        d["granted"] = json!(g);
+    }
+    d
+}
 
 /// The lines, by command: the parsers' unit tests' and the clients' edges.
 const CASES: &[(&str, &[&str])] = &[
@@ -352,5 +438,42 @@ fn every_case_is_what_the_server_answers() {
     assert!(
         std::fs::read_to_string(FILE).unwrap_or_default() == text(&made),
         "{FILE} is not what the module answers: write it anew with RATELIMIT_WRITE_CASES=1 cargo test --test conformance"
+    );
+}
+
+#[test]
+fn every_reply_case_is_what_the_server_answers() {
+    let dir = common::TempDir::new();
+    let clock = common::TestClock::at(&dir.0, RUN_AT);
+    let server = Server::with(common::Config { clock: Some(&clock), ..common::Config::default() });
+    let mut con = server.connect();
+    let _: () = redis::cmd("SET").arg("leaked").arg(7).query(&mut con).unwrap();
+    let mut made = vec![];
+    let kept: Vec<Json> =
+        serde_json::from_str(&std::fs::read_to_string(REPLIES).unwrap_or_default()).unwrap_or_default();
+    for (i, &(command, line)) in RUN.iter().enumerate() {
+        let words = words(line);
+        let reply: Vec<i64> = limiter(&command.to_uppercase()).arg(&words).query(&mut con).unwrap();
+        if library() {
+            // The library answers as the module did (it has no COMMAND DOCS to read calls by).
+            assert_eq!(kept.get(i).map(|c| &c["reply"]), Some(&json!(reply)), "{command} {line}");
+            continue;
+        }
+        let docs = command_docs(&mut con, command);
+        let call = call(command, &docs, &words).unwrap();
+        let decision = decision(command, &call, &reply);
+        made.push(json!({ "command": command, "args": words, "call": call, "reply": reply, "decision": decision }));
+    }
+    if library() {
+        return;
+    }
+    let lines: Vec<String> = made.iter().map(Json::to_string).collect();
+    let text = format!("[\n{}\n]\n", lines.join(",\n"));
+    if std::env::var_os("RATELIMIT_WRITE_CASES").is_some() {
+        std::fs::write(REPLIES, &text).unwrap();
+    }
+    assert!(
+        std::fs::read_to_string(REPLIES).unwrap_or_default() == text,
+        "{REPLIES} is not what the server answers: write it anew with RATELIMIT_WRITE_CASES=1 cargo test --test conformance"
     );
 }

@@ -90,7 +90,18 @@ func typedPeriod(v any) (time.Duration, error) {
 }
 
 // conformanceCall builds a case's call as the client does (nil: the client has no such call).
-func conformanceCall(command string, c map[string]any) (func() error, error) {
+// reader reads a built call's reply, as its command's parse does.
+type reader func(reply any) (any, error)
+
+// parsing is a builder's call as a reader, or its refusal.
+func parsing[T any](call command[T], err error) (reader, error) {
+	if err != nil {
+		return nil, err
+	}
+	return func(reply any) (any, error) { return call.Parse(reply) }, nil
+}
+
+func conformanceCall(command string, c map[string]any) (func() (reader, error), error) {
 	flag := func(name string) bool { return c[name] == true }
 	text := func(name string) string { s, _ := c[name].(string); return s }
 	charge, err := typedCount(c, "COST")
@@ -108,15 +119,15 @@ func conformanceCall(command string, c map[string]any) (func() error, error) {
 			return nil, err
 		}
 		f := Fixed{Limit: n, Window: w, Calendar: cal, Cost: charge, Align: flag("ALIGN"), TZ: text("TZ")}
-		return map[[2]bool]func() error{
-			{false, false}: func() error { _, err := hitCall(key, f); return err },
-			{true, false}:  func() error { _, err := hitUpToCall(key, f); return err },
-			{false, true}:  func() error { _, err := reserveHitCall(key, f); return err },
-			{true, true}:   func() error { _, err := reserveHitUpToCall(key, f); return err },
+		return map[[2]bool]func() (reader, error){
+			{false, false}: func() (reader, error) { return parsing(hitCall(key, f)) },
+			{true, false}:  func() (reader, error) { return parsing(hitUpToCall(key, f)) },
+			{false, true}:  func() (reader, error) { return parsing(reserveHitCall(key, f)) },
+			{true, true}:   func() (reader, error) { return parsing(reserveHitUpToCall(key, f)) },
 		}[flags], nil
 	case "ratelimit.peek":
 		n, err := limit()
-		return func() error { _, err := peekCall(key, n, cost(charge)); return err }, err
+		return func() (reader, error) { return parsing(peekCall(key, n, cost(charge))) }, err
 	case "ratelimit.slide":
 		n, err := limit()
 		w, err2 := typedLength(c["window"], flag("MS"))
@@ -124,12 +135,12 @@ func conformanceCall(command string, c map[string]any) (func() error, error) {
 			return nil, err
 		}
 		s := Sliding{Limit: n, Window: w, Cost: charge}
-		return map[[3]bool]func() error{
-			{false, false, false}: func() error { _, err := slideCall(key, s); return err },
-			{false, false, true}:  func() error { _, err := slidePeekCall(key, s); return err },
-			{true, false, false}:  func() error { _, err := slideUpToCall(key, s); return err },
-			{false, true, false}:  func() error { _, err := reserveSlideCall(key, s); return err },
-			{true, true, false}:   func() error { _, err := reserveSlideUpToCall(key, s); return err },
+		return map[[3]bool]func() (reader, error){
+			{false, false, false}: func() (reader, error) { return parsing(slideCall(key, s)) },
+			{false, false, true}:  func() (reader, error) { return parsing(slidePeekCall(key, s)) },
+			{true, false, false}:  func() (reader, error) { return parsing(slideUpToCall(key, s)) },
+			{false, true, false}:  func() (reader, error) { return parsing(reserveSlideCall(key, s)) },
+			{true, true, false}:   func() (reader, error) { return parsing(reserveSlideUpToCall(key, s)) },
 		}[[3]bool{flags[0], flags[1], flag("PEEK")}], nil
 	case "ratelimit.gcra":
 		burst, err := typedInt(c["max_burst"])
@@ -140,11 +151,11 @@ func conformanceCall(command string, c map[string]any) (func() error, error) {
 			return nil, err
 		}
 		r := Rate{MaxBurst: burst, PerPeriod: per, Period: period, Tokens: tokens, Align: flag("ALIGN")}
-		return map[[2]bool]func() error{
-			{false, false}: func() error { _, err := gcraCall(key, r); return err },
-			{true, false}:  func() error { _, err := gcraUpToCall(key, r); return err },
-			{false, true}:  func() error { _, err := reserveGCRACall(key, r); return err },
-			{true, true}:   func() error { _, err := reserveGCRAUpToCall(key, r); return err },
+		return map[[2]bool]func() (reader, error){
+			{false, false}: func() (reader, error) { return parsing(gcraCall(key, r)) },
+			{true, false}:  func() (reader, error) { return parsing(gcraUpToCall(key, r)) },
+			{false, true}:  func() (reader, error) { return parsing(reserveGCRACall(key, r)) },
+			{true, true}:   func() (reader, error) { return parsing(reserveGCRAUpToCall(key, r)) },
 		}[flags], nil
 	case "ratelimit.hitall":
 		keys, _ := c["keys"].([]any)
@@ -168,21 +179,21 @@ func conformanceCall(command string, c map[string]any) (func() error, error) {
 			o.Tokens, o.TokenKeys = tokens, int(keys)
 		}
 		if flag("RESERVE") {
-			return func() error { _, err := reserveAllCall(limits, o); return err }, nil
+			return func() (reader, error) { return parsing(reserveAllCall(limits, o)) }, nil
 		}
-		return func() error { _, err := hitAllCall(limits, o); return err }, nil
+		return func() (reader, error) { return parsing(hitAllCall(limits, o)) }, nil
 	case "ratelimit.acquire":
 		n, err := limit()
 		lease, err2 := typedLength(c["lease"], flag("MS"))
 		if _, given := c["ID"]; given && text("ID") == "" {
 			return nil, errNotTyped // "" asks the client to make an id
 		}
-		return func() error { _, err := acquireCall(key, n, lease, text("ID")); return err }, errors.Join(err, err2)
+		return func() (reader, error) { return parsing(acquireCall(key, n, lease, text("ID"))) }, errors.Join(err, err2)
 	case "ratelimit.release":
-		return func() error { _, err := releaseCall(key, fmt.Sprint(c["id"])); return err }, nil
+		return func() (reader, error) { return parsing(releaseCall(key, fmt.Sprint(c["id"]))) }, nil
 	case "ratelimit.renew":
 		lease, err := typedLength(c["lease"], flag("MS"))
-		return func() error { _, err := renewCall(key, fmt.Sprint(c["id"]), lease); return err }, err
+		return func() (reader, error) { return parsing(renewCall(key, fmt.Sprint(c["id"]), lease)) }, err
 	case "ratelimit.top":
 		var views []string
 		for _, v := range []string{"DENIED", "ADMITTED", "SHADOWED"} {
@@ -195,7 +206,7 @@ func conformanceCall(command string, c map[string]any) (func() error, error) {
 			return nil, errNotTyped
 		}
 		o := TopOptions{View: strings.Join(views, ""), Count: count, Reset: flag("RESET")}
-		return func() error { _, err := topCall(o); return err }, nil
+		return func() (reader, error) { return parsing(topCall(o)) }, nil
 	}
 	return nil, fmt.Errorf("a case of %s, which this test does not know", command)
 }
@@ -224,7 +235,7 @@ func TestConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		refused := build()
+		_, refused := build()
 		if refused != nil && !errors.Is(refused, ErrInvalidArgument) {
 			t.Fatalf("%s %v: %v", c.Command, c.Args, refused)
 		}
@@ -243,5 +254,75 @@ func TestConformance(t *testing.T) {
 	t.Logf("%d of the %d cases sent as typed calls", sent, len(cases))
 	if sent < 80 {
 		t.Errorf("only %d cases sent", sent)
+	}
+}
+
+// replyCase is one of the shared replies (testkit/conformance/replies.json): a call's reply on a
+// server whose clock stood still, and the decision a client reads from it.
+type replyCase struct {
+	Command  string         `json:"command"`
+	Args     []string       `json:"args"`
+	Call     map[string]any `json:"call"`
+	Reply    []int64        `json:"reply"`
+	Decision map[string]any `json:"decision"`
+}
+
+// stated is a decision as the shared replies state it: ms, -1 for never, nil for none.
+func stated(d Decision) map[string]any {
+	ms := func(d time.Duration) any {
+		if d == Forever {
+			return -1.0
+		}
+		return float64(d / time.Millisecond)
+	}
+	out := map[string]any{"allowed": d.Allowed, "count": float64(d.Count), "remaining": float64(d.Remaining),
+		"limit": float64(d.Limit), "reset_after_ms": ms(d.ResetAfter), "retry_after_ms": nil, "window_ms": nil}
+	if !d.Allowed {
+		out["retry_after_ms"] = ms(d.RetryAfter)
+	}
+	if d.Window != 0 {
+		out["window_ms"] = ms(d.Window)
+	}
+	return out
+}
+
+// TestConformanceReplies: the client reads each shared reply as the module means it.
+func TestConformanceReplies(t *testing.T) {
+	raw, err := os.ReadFile("../../testkit/conformance/replies.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []replyCase
+	if err := json.Unmarshal(raw, &cases); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		build, err := conformanceCall(c.Command, c.Call)
+		if err != nil || build == nil {
+			t.Fatalf("%s %v: no call (%v)", c.Command, c.Args, err)
+		}
+		read, err := build()
+		if err != nil {
+			t.Fatalf("%s %v: %v", c.Command, c.Args, err)
+		}
+		reply := make([]any, len(c.Reply))
+		for i, n := range c.Reply {
+			reply[i] = n
+		}
+		answer, err := read(reply)
+		if err != nil {
+			t.Fatalf("%s %v: %v", c.Command, c.Args, err)
+		}
+		var got map[string]any
+		switch a := answer.(type) {
+		case Decision:
+			got = stated(a)
+		case Grant:
+			got = stated(a.Decision)
+			got["granted"] = float64(a.Granted)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.Decision) {
+			t.Errorf("%s %s: read %v, the module means %v", c.Command, strings.Join(c.Args, " "), got, c.Decision)
+		}
 	}
 }

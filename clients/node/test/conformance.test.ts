@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { commands, RateLimitError } from 'redis-ratelimit';
+import { commands, Decision, Grant, RateLimitError } from 'redis-ratelimit';
 
 interface Case {
   command: string;
@@ -19,6 +19,16 @@ interface Case {
 }
 
 const CASES = JSON.parse(readFileSync(new URL('../arguments.json', import.meta.url), 'utf8')) as Case[];
+
+interface ReplyCase {
+  command: string;
+  args: string[];
+  call: Record<string, unknown>;
+  reply: number[];
+  decision: Record<string, unknown>;
+}
+
+const REPLIES = JSON.parse(readFileSync(new URL('../replies.json', import.meta.url), 'utf8')) as ReplyCase[];
 
 class NotTyped extends Error {}
 
@@ -142,4 +152,28 @@ test('the package refuses what the module refuses, and no more', (t) => {
   t.diagnostic(`${String(sent)} of the ${String(CASES.length)} cases sent as typed calls`);
   assert.deepEqual(disagree, []);
   assert.ok(sent >= 90, `${String(sent)} cases sent`);
+});
+
+/** A decision as the shared replies state it: ms, -1 for never, null for none. */
+function read(d: Decision): Record<string, unknown> {
+  const ms = (n: number) => (n === Infinity ? -1 : n);
+  return {
+    allowed: d.allowed,
+    count: d.count,
+    remaining: d.remaining,
+    limit: d.limit,
+    reset_after_ms: ms(d.resetAfterMs),
+    retry_after_ms: d.retryAfterMs === null ? null : ms(d.retryAfterMs),
+    window_ms: d.windowMs,
+  };
+}
+
+test('the package reads each reply as the module means it', () => {
+  for (const c of REPLIES) {
+    const build = builder(c.command, c.call);
+    assert.ok(build !== undefined, c.args.join(' '));
+    const answer = (build() as { parse: (reply: unknown) => Decision | Grant }).parse(c.reply);
+    const got = answer instanceof Grant ? { ...read(answer.decision), granted: answer.granted } : read(answer);
+    assert.deepEqual(got, c.decision, `${c.command} ${c.args.join(' ')}`);
+  }
 });

@@ -8,6 +8,7 @@ zone database) the client may leave to the server."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -17,8 +18,11 @@ import pytest
 
 from redis_ratelimit_client import commands
 from redis_ratelimit_client.errors import RateLimitError
+from redis_ratelimit_client.results import Decision, Grant
 
-CASES = json.loads((Path(__file__).parents[3] / "testkit/conformance/arguments.json").read_text())
+CONFORMANCE = Path(__file__).parents[3] / "testkit/conformance"
+CASES = json.loads((CONFORMANCE / "arguments.json").read_text())
+REPLIES = json.loads((CONFORMANCE / "replies.json").read_text())
 
 
 class NotTyped(Exception):
@@ -141,3 +145,31 @@ def test_the_client_refuses_what_the_module_refuses_and_no_more() -> None:
 @pytest.mark.parametrize("command", sorted({c["command"] for c in CASES}))
 def test_every_command_has_cases_the_client_sends(command: str) -> None:
     assert any(c["command"] == command and c["call"] is not None for c in CASES)
+
+
+def read(d: Decision) -> dict[str, Any]:
+    """A decision as the shared replies state it: ms, -1 for never, None for none."""
+
+    def ms(seconds: float) -> int:
+        return -1 if math.isinf(seconds) else round(seconds * 1000)
+
+    return {
+        "allowed": d.allowed,
+        "count": d.count,
+        "remaining": d.remaining,
+        "limit": d.limit,
+        "reset_after_ms": ms(d.reset_after),
+        "retry_after_ms": None if d.retry_after is None else ms(d.retry_after),
+        "window_ms": None if d.window is None else ms(d.window),
+    }
+
+
+@pytest.mark.parametrize("case", REPLIES, ids=[" ".join([c["command"], *c["args"]]) for c in REPLIES])
+def test_the_client_reads_each_reply_as_the_module_means_it(case: dict[str, Any]) -> None:
+    build = builder(case["command"], case["call"])
+    assert build is not None
+    answer = build().parse(case["reply"])  # type: ignore[attr-defined]
+    got = read(answer.decision if isinstance(answer, Grant) else answer)
+    if isinstance(answer, Grant):
+        got["granted"] = answer.granted
+    assert got == case["decision"]

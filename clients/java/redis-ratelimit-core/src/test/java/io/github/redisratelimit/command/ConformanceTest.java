@@ -7,7 +7,9 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.github.redisratelimit.AllOptions;
 import io.github.redisratelimit.Calendar;
+import io.github.redisratelimit.Decision;
 import io.github.redisratelimit.Fixed;
+import io.github.redisratelimit.Grant;
 import io.github.redisratelimit.InvalidArgumentException;
 import io.github.redisratelimit.Limit;
 import io.github.redisratelimit.Rate;
@@ -18,8 +20,11 @@ import java.math.BigDecimal;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -103,7 +108,7 @@ class ConformanceTest {
     }
 
     /** The case's call as the client makes it; null where the client has no such call. */
-    private static Runnable call(String command, JsonNode c) {
+    private static Supplier<Command<?>> call(String command, JsonNode c) {
         String key = c.path("key").asText();
         String flags = flag(c, "PARTIAL") + "," + flag(c, "RESERVE");
         switch (command) {
@@ -157,11 +162,7 @@ class ConformanceTest {
                         }
                         o = o.withTokens(integer(c.get("TOKENS").get(0)), (int) keys);
                     }
-                    if (flag(c, "RESERVE")) {
-                        WindowCommands.reserveAll(limits, o);
-                    } else {
-                        WindowCommands.hitAll(limits, o);
-                    }
+                    return flag(c, "RESERVE") ? WindowCommands.reserveAll(limits, o) : WindowCommands.hitAll(limits, o);
                 };
             case "ratelimit.acquire":
                 return () -> LeaseCommands.acquire(key, integer(c.get("limit")), length(c.get("lease"), flag(c, "MS")),
@@ -196,13 +197,13 @@ class ConformanceTest {
             if (c.get("call").isNull()) {
                 continue;
             }
-            Runnable call = call(c.get("command").asText(), c.get("call"));
+            Supplier<Command<?>> call = call(c.get("command").asText(), c.get("call"));
             if (call == null) {
                 continue;
             }
             String refused = null;
             try {
-                call.run();
+                call.get();
             } catch (NotTyped e) {
                 continue;
             } catch (InvalidArgumentException e) {
@@ -218,5 +219,39 @@ class ConformanceTest {
         }
         assertEquals(List.of(), disagree);
         assertTrue(sent >= 90, sent + " cases sent");
+    }
+
+    /** A decision as the shared replies state it: ms, -1 for never, null for none. */
+    private static Map<String, Object> stated(Decision d) {
+        java.util.function.Function<Duration, Object> ms = t -> t.equals(Decision.FOREVER) ? -1L : t.toMillis();
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("allowed", d.allowed());
+        out.put("count", d.count());
+        out.put("remaining", d.remaining());
+        out.put("limit", d.limit());
+        out.put("reset_after_ms", ms.apply(d.resetAfter()));
+        out.put("retry_after_ms", d.allowed() ? null : ms.apply(d.retryAfter()));
+        out.put("window_ms", d.window() == null || d.window().isZero() ? null : ms.apply(d.window()));
+        return out;
+    }
+
+    @Test
+    void theClientReadsEachReplyAsTheModuleMeansIt() throws IOException {
+        ObjectMapper json = new ObjectMapper();
+        JsonNode cases = json.readTree(Path.of("../../../testkit/conformance/replies.json").toFile());
+        assertTrue(cases.size() >= 15, cases.size() + " replies");
+        for (JsonNode c : cases) {
+            Supplier<Command<?>> call = call(c.get("command").asText(), c.get("call"));
+            List<Object> reply = new ArrayList<>();
+            c.get("reply").forEach(n -> reply.add(n.asLong()));
+            Object answer = call.get().read(reply);
+            Map<String, Object> got = answer instanceof Grant g ? stated(g.decision()) : stated((Decision) answer);
+            if (answer instanceof Grant g) {
+                got.put("granted", g.granted());
+            }
+            Map<String, Object> meant = json.convertValue(c.get("decision"), new com.fasterxml.jackson.core.type.TypeReference<Map<String, Object>>() { });
+            meant.replaceAll((k, v) -> v instanceof Integer i ? (Object) i.longValue() : v);
+            assertEquals(new java.util.TreeMap<>(meant), new java.util.TreeMap<>(got), c.get("command") + " " + c.get("args"));
+        }
     }
 }
