@@ -174,8 +174,9 @@ func TestRepliesRead(t *testing.T) {
 	if err != nil || r.Token != "h:10:60000:4:1:abc" || r.Key != "k" || r.Amount != 4 || !r.Allowed {
 		t.Errorf("a reservation: %+v, %v", r, err)
 	}
-	settle := built(settleCall(Reservation{Key: "k", Token: "s:5:60000:2:1:abc"}, 1))
-	s, err := settle.Parse([]any{int64(1), int64(1), int64(4), int64(0), int64(60_000), int64(-1)})
+	// The reservation is opaque: the reply says what it was of.
+	settle := built(settleCall(Reservation{Key: "k", Token: "opaque"}, 1))
+	s, err := settle.Parse([]any{int64(1), int64(1), int64(4), int64(0), int64(60_000), int64(-1), "sliding", int64(5), int64(60_000)})
 	if err != nil || s.Applied != -1 || s.Limit != 5 || s.Window != minute {
 		t.Errorf("a sliding window's settle: %+v, %v", s, err)
 	}
