@@ -8,6 +8,7 @@ use crate::commands::GCRAS;
 use crate::core::algorithm::{Bucket, BucketReply};
 use crate::core::args::parse_cl_throttle;
 use crate::redis::call::{entry_point, Call, Error};
+use crate::redis::clock;
 use crate::redis::command::{arg, Arg, Command, Keys, INTEGER, KEY, WRITES};
 use crate::redis::key::Written;
 use crate::redis::stats;
@@ -38,6 +39,7 @@ pub const COMMAND: Command = Command {
 
 pub fn cl_throttle(call: &Call) -> Result<(), Error> {
     let rate = parse_cl_throttle(call.args())?;
+    let now = clock::command_now();
     let bucket = Bucket { rate, align_ns: None, reply: BucketReply::Cell };
-    run(call, "cl.throttle", &bucket, false, &COUNTING)
+    run(call, "cl.throttle", &bucket, (false, now), &COUNTING)
 }

@@ -9,6 +9,7 @@ use crate::commands::GCRAS;
 use crate::core::algorithm::{Bucket, BucketReply};
 use crate::core::args::parse_gcra;
 use crate::redis::call::{entry_point, Call, Error};
+use crate::redis::clock;
 use crate::redis::command::{arg, option, Arg, Command, Keys, DOUBLE, INTEGER, KEY, PURE_TOKEN, WRITES};
 use crate::redis::key::Written;
 use crate::redis::stats;
@@ -50,7 +51,8 @@ pub const COMMAND: Command = Command {
 
 pub fn gcra(call: &Call) -> Result<(), Error> {
     let args = parse_gcra(call.args())?;
+    let now = clock::command_now();
     let bucket =
         Bucket { rate: args.rate, align_ns: args.align_ns, reply: BucketReply::Gcra { partial: args.partial } };
-    run(call, "ratelimit.gcra", &bucket, args.reserve, &COUNTING)
+    run(call, "ratelimit.gcra", &bucket, (args.reserve, now), &COUNTING)
 }

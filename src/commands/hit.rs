@@ -45,9 +45,11 @@ pub const COMMAND: Command = Command {
 
 pub fn hit(call: &Call) -> Result<(), Error> {
     let args = parse_hit(call.args())?;
-    // A calendar window's length is what is left of the one running at the call.
-    let limit = args.at(clock::command_now().ms)?;
+    // A calendar window's length is what is left of the one running at the call: decided at the
+    // same instant (on Redis 7.0 each read of the clock is the wall clock's).
+    let now = clock::command_now();
+    let limit = args.at(now.ms)?;
     let mut zone = [0; 6];
     let fixed = Fixed { limit, window: args.window, zone: args.zone.text(&mut zone), partial: args.partial };
-    run(call, "ratelimit.hit", &fixed, args.reserve, &COUNTING)
+    run(call, "ratelimit.hit", &fixed, (args.reserve, now), &COUNTING)
 }

@@ -10,7 +10,7 @@ use crate::core::args::ArgError;
 use crate::core::reservation::{self, Reserved};
 use crate::core::stored::Stored;
 use crate::redis::call::{Call, Error, KeyName};
-use crate::redis::clock;
+use crate::redis::clock::Now;
 use crate::redis::key::{refuse_new_over_maxmemory, StoredKey, Written};
 use crate::redis::stats::{self, Decisions};
 
@@ -44,37 +44,36 @@ pub struct Decided<'a, V> {
 }
 
 /// A limiter command's whole body on its key (the call's first argument): `decide`, then
-/// `answer`; `command` names it in the arity error.
+/// `answer`; `command` names it in the arity error. `now` is the command's one clock
+/// (`clock::command_now`, read once: the algorithm's window may have been laid by it).
 pub fn run<A: Algorithm>(
     call: &Call,
     command: &'static str,
     algorithm: &A,
-    reserve: bool,
+    (reserve, now): (bool, Now),
     counting: &'static Counting,
 ) -> Result<(), Error> {
     let (Some(name), Some(key)) = (call.key(1), call.arg(1)) else {
         return Err(ArgError::Arity(command).into());
     };
-    let decided = decide(call, name, key, algorithm, reserve, counting)?;
+    let decided = decide(call, (name, key), algorithm, (reserve, now), counting)?;
     answer(call, decided);
     Ok(())
 }
 
-/// `algorithm`'s call on `key` (named `name`) at the command's instant, written as `counting`
-/// says; with `reserve`, its reservation.
+/// `algorithm`'s call on `key` (named `name`) at `now`, written as `counting` says; with
+/// `reserve`, its reservation.
 pub fn decide<'a, A: Algorithm>(
     call: &Call,
-    name: KeyName,
-    key: &'a [u8],
+    (name, key): (KeyName, &'a [u8]),
     algorithm: &'a A,
-    reserve: bool,
+    (reserve, now): (bool, Now),
     counting: &'static Counting,
 ) -> Result<Decided<'a, A::Value>, Error> {
     let cost = algorithm.cost();
     if cost < 0 {
         may_give_back(call, key)?;
     }
-    let now = clock::command_now();
     let at = At { ms: now.ms, ns: now.ns };
     let mut stored_key = StoredKey::open(call, name)?;
     let stored = stored_key.read()?;

@@ -52,10 +52,10 @@ pub const COMMAND: Command = Command {
 pub fn slide(call: &Call) -> Result<(), Error> {
     let args = parse_slide(call.args())?;
     let l = args.limit;
+    let now = clock::command_now();
     if args.peek {
         let name = call.key(1).ok_or(ArgError::Arity("ratelimit.slide"))?;
         stats::PEEKS.add(1);
-        let now = clock::command_now();
         let stored = StoredKey::open_read(call, name).read()?;
         let (o, granted) = match args.partial {
             true => peek_partial(&l, stored, now.ms),
@@ -66,5 +66,5 @@ pub fn slide(call: &Call) -> Result<(), Error> {
         return Ok(());
     }
     let sliding = Sliding { limit: l, partial: args.partial };
-    run(call, "ratelimit.slide", &sliding, args.reserve, &COUNTING)
+    run(call, "ratelimit.slide", &sliding, (args.reserve, now), &COUNTING)
 }

@@ -39,16 +39,7 @@ class ReplicaTest {
     @ValueSource(booleans = { true, false })
     void callsGoToThePrimaryAndReachTheReplica(boolean module) throws InterruptedException {
         try (Server primary = Server.start(module, false); Server replica = Server.start(module, false)) {
-            try (Jedis p = primary.jedis(); Jedis r = replica.jedis()) {
-                // The primary's full sync starts at once (by default it waits 5 s for more replicas).
-                p.configSet("repl-diskless-sync-delay", "0");
-                r.replicaof("127.0.0.1", primary.port);
-                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-                while (!r.info("replication").contains("master_link_status:up")) {
-                    assertTrue(System.nanoTime() < deadline, "the replica did not link up");
-                    Thread.sleep(20);
-                }
-            }
+            link(primary, replica);
             RedisClient client = RedisClient.create();
             try (StatefulRedisMasterReplicaConnection<String, String> connection =
                     MasterReplica.connect(client, StringCodec.UTF8, RedisURI.create("127.0.0.1", primary.port))) {
@@ -88,16 +79,7 @@ class ReplicaTest {
     @ValueSource(booleans = { true, false })
     void writesWaitForTheReplicas(boolean lettuce) throws InterruptedException {
         try (Server primary = Server.start(true, false); Server replica = Server.start(true, false)) {
-            try (Jedis p = primary.jedis(); Jedis r = replica.jedis()) {
-                p.configSet("repl-diskless-sync-delay", "0");
-                r.replicaof("127.0.0.1", primary.port);
-                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-                while (!p.info("replication").contains("connected_slaves:1")
-                        || !r.info("replication").contains("master_link_status:up")) {
-                    assertTrue(System.nanoTime() < deadline, "the replica did not link up");
-                    Thread.sleep(20);
-                }
-            }
+            link(primary, replica);
             RedisClient client = RedisClient.create();
             try (StatefulRedisConnection<String, String> connection = client.connect(RedisURI.create("127.0.0.1", primary.port));
                     JedisPooled pooled = new JedisPooled("127.0.0.1", primary.port)) {
@@ -118,6 +100,21 @@ class ReplicaTest {
                 assertEquals(3, rl.waitingForReplicas(2, Duration.ofMillis(50)).peek("rl:{w}", 5, 1).count());
             } finally {
                 client.shutdown();
+            }
+        }
+    }
+
+    /** Makes {@code replica} the primary's, and waits until both see the link up. */
+    private static void link(Server primary, Server replica) throws InterruptedException {
+        try (Jedis p = primary.jedis(); Jedis r = replica.jedis()) {
+            // The primary's full sync starts at once (by default it waits 5 s for more replicas).
+            p.configSet("repl-diskless-sync-delay", "0");
+            r.replicaof("127.0.0.1", primary.port);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (!p.info("replication").contains("connected_slaves:1")
+                    || !r.info("replication").contains("master_link_status:up")) {
+                assertTrue(System.nanoTime() < deadline, "the replica did not link up");
+                Thread.sleep(20);
             }
         }
     }
