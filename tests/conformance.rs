@@ -455,8 +455,15 @@ fn every_reply_case_is_what_the_server_answers() {
         let words = words(line);
         let reply: Vec<i64> = limiter(&command.to_uppercase()).arg(&words).query(&mut con).unwrap();
         if library() {
-            // The library answers as the module did (it has no COMMAND DOCS to read calls by).
-            assert_eq!(kept.get(i).map(|c| &c["reply"]), Some(&json!(reply)), "{command} {line}");
+            // The library answers as the module did (it has no COMMAND DOCS to read calls by),
+            // but that GCRA's times may round a millisecond apart, as the differential allows
+            // (tests/functions.rs): once beside another make test, Valkey 9.1's TIME under the
+            // stood clock gave the library's TAT a fraction of a millisecond more.
+            let module: Vec<i64> = serde_json::from_value(kept[i]["reply"].clone()).unwrap();
+            let slack = |at: usize| i64::from(command == "ratelimit.gcra" && at >= 3);
+            let alike = module.len() == reply.len()
+                && module.iter().zip(&reply).enumerate().all(|(at, (m, l))| (m - l).abs() <= slack(at));
+            assert!(alike, "{command} {line}: the module answered {module:?}, the library {reply:?}");
             continue;
         }
         let docs = command_docs(&mut con, command);
