@@ -125,8 +125,15 @@ def test_cluster_uri(cluster: Server) -> None:
     assert isinstance(storage.client, redis.RedisCluster) and storage.reset() == 1
     if hasattr(strategies, "SlidingWindowCounterRateLimiter"):
         sliding = strategies.SlidingWindowCounterRateLimiter(storage)
-        assert [sliding.hit(item, "c") for _ in range(3)] == [True, True, False]
-        assert sliding.get_window_stats(item, "c").remaining == 0
+        for attempt in range(3):
+            # A minute's end between the hits and the stats makes the hits the previous window's,
+            # weighed less (seen once on a busy machine): then again, on a new key.
+            minute = time.time() // 60
+            hits = [sliding.hit(item, f"s{attempt}") for _ in range(3)]
+            stats = sliding.get_window_stats(item, f"s{attempt}")
+            if time.time() // 60 == minute:
+                break
+        assert (hits, stats.remaining) == ([True, True, False], 0)
 
 
 def test_sentinel_uri(sentinel: Sentinel, server: Server) -> None:
