@@ -63,7 +63,7 @@ pub fn run<A: Algorithm>(
 
 /// `algorithm`'s call on `key` (named `name`) at `now`, written as `counting` says; with
 /// `reserve`, its reservation.
-pub fn decide<'a, A: Algorithm>(
+fn decide<'a, A: Algorithm>(
     call: &Call,
     (name, key): (KeyName, &'a [u8]),
     algorithm: &'a A,
@@ -117,7 +117,7 @@ pub fn answer<V>(call: &Call, d: Decided<V>) {
 }
 
 /// A limiter call's reply: its numbers, then with RESERVE the reservation (nil when denied).
-pub fn reply(call: &Call, key: &[u8], numbers: &[i64], reserving: Reserving) {
+fn reply(call: &Call, key: &[u8], numbers: &[i64], reserving: Reserving) {
     let reserved = match reserving {
         Reserving::No => return call.reply_integers(numbers),
         Reserving::Denied => None,

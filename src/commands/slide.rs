@@ -53,6 +53,7 @@ pub fn slide(call: &Call) -> Result<(), Error> {
     let args = parse_slide(call.args())?;
     let l = args.limit;
     let now = clock::command_now();
+    let sliding = Sliding { limit: l, partial: args.partial };
     if args.peek {
         let name = call.key(1).ok_or(ArgError::Arity("ratelimit.slide"))?;
         stats::PEEKS.add(1);
@@ -61,10 +62,8 @@ pub fn slide(call: &Call) -> Result<(), Error> {
             true => peek_partial(&l, stored, now.ms),
             false => (peek(&l, stored, now.ms), 0),
         };
-        let numbers = [i64::from(o.allowed), o.count, o.remaining, o.retry_after_ms, o.reset_ms, granted];
-        call.reply_integers(&numbers[..if args.partial { 6 } else { 5 }]);
+        call.reply_integers(sliding.decision(o, granted).numbers());
         return Ok(());
     }
-    let sliding = Sliding { limit: l, partial: args.partial };
     run(call, "ratelimit.slide", &sliding, (args.reserve, now), &COUNTING)
 }

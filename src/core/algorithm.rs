@@ -115,8 +115,8 @@ pub struct Sliding {
 
 impl Sliding {
     /// SLIDE's reply: `[allowed, count, remaining, retry_after_ms, reset_ms]`, with PARTIAL the
-    /// calls granted.
-    fn decision(&self, o: slide::Outcome, granted: i64) -> Decision<Counts> {
+    /// calls granted (PEEK's too).
+    pub fn decision(&self, o: slide::Outcome, granted: i64) -> Decision<Counts> {
         let numbers = [i64::from(o.allowed), o.count, o.remaining, o.retry_after_ms, o.reset_ms, granted];
         Decision { allowed: o.allowed, granted, change: o.change, numbers, len: if self.partial { 6 } else { 5 } }
     }
