@@ -1,0 +1,33 @@
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![deny(missing_docs)]
+
+mod command;
+mod error;
+mod limiter;
+mod limits;
+mod reply;
+mod results;
+mod slot;
+mod transport;
+
+#[cfg(feature = "redis")]
+mod redis_rs;
+
+pub use error::Error;
+pub use limiter::{Backend, Limiter, LIBRARY_NAME, LIBRARY_SOURCE};
+pub use limits::{AllOptions, Calendar, Fixed, Limit, Rate, Sliding, TopOptions, TopView, Window};
+pub use reply::Reply;
+pub use results::{
+    combined_headers, Acquisition, Decision, Grant, MultiDecision, MultiReservation, Reservation, Settlement,
+    TopEntry, FOREVER,
+};
+pub use slot::slot;
+pub use transport::Transport;
+
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use redis_rs::RedisConnection;
+#[cfg(feature = "redis-cluster")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis-cluster")))]
+pub use redis_rs::RedisCluster;
