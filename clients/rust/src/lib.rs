@@ -6,6 +6,8 @@ mod command;
 mod error;
 mod limiter;
 mod limits;
+#[cfg(feature = "tokio")]
+mod permit;
 mod reply;
 mod results;
 mod slot;
@@ -16,6 +18,9 @@ mod redis_rs;
 
 pub use error::Error;
 pub use limiter::{Backend, Limiter, LIBRARY_NAME, LIBRARY_SOURCE};
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub use permit::Permit;
 pub use limits::{AllOptions, Calendar, Fixed, Limit, Rate, Sliding, TopOptions, TopView, Window};
 pub use reply::Reply;
 pub use results::{

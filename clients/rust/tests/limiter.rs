@@ -215,3 +215,32 @@ async fn an_unreachable_server_is_told_apart() {
     let err = rl.hit(&key("k"), &Fixed::new(1, MINUTE)).await.unwrap_err();
     assert!(err.is_unreachable(), "{err:?}");
 }
+
+#[tokio::test]
+async fn a_permit_is_renewed_while_held_and_released_on_drop() {
+    let server = Server::start(Kind::Module);
+    let rl = server.limiter().await;
+    let k = key("permit");
+    let lease = Duration::from_millis(900);
+    let permit = rl.hold(&k, 1, lease).await.unwrap();
+    // Three leases later it is still held: renewed.
+    tokio::time::sleep(lease * 3).await;
+    assert!(!permit.is_lost());
+    let busy = rl.hold(&k, 1, lease).await.unwrap_err();
+    assert!(matches!(busy, Error::PermitUnavailable { in_use: 1, limit: 1, .. }), "{busy:?}");
+    drop(permit);
+    // The release runs on the runtime: the next acquire succeeds once it did.
+    let mut again = None;
+    for _ in 0..100 {
+        if let Ok(p) = rl.hold(&k, 1, lease).await {
+            again = Some(p);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut again = again.expect("released on drop");
+    let mut con = server.connection().await;
+    let _: i64 = redis::cmd("DEL").arg(&k).query_async(&mut con).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), again.lost()).await.expect("the lost lease is seen");
+    assert!(!again.release().await.unwrap());
+}
