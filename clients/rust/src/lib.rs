@@ -16,6 +16,10 @@ mod transport;
 #[cfg(feature = "redis")]
 mod redis_rs;
 
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod layer;
+
 pub use error::Error;
 pub use limiter::{Backend, Limiter, LIBRARY_NAME, LIBRARY_SOURCE};
 #[cfg(feature = "tokio")]

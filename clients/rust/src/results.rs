@@ -185,6 +185,13 @@ fn policy(name: &str, d: &Decision) -> String {
     }
 }
 
+/// The limit `RateLimit` names: the tightest (fewest remaining, then the latest reset) of those
+/// that refused, when one did; else of all.
+pub(crate) fn current<'a, 'n>(named: &'a [(&'n str, Decision)]) -> Option<&'a (&'n str, Decision)> {
+    let refusing = named.iter().filter(|(_, d)| !d.allowed);
+    refusing.min_by_key(|(_, d)| tightness(d)).or_else(|| named.iter().min_by_key(|(_, d)| tightness(d)))
+}
+
 /// The headers for several limits on one request, as every client of this project writes them:
 /// each limit in `RateLimit-Policy`; the tightest in `RateLimit` (of those that refused, when one
 /// did); `Retry-After` when one refused (`retry_after`, else the largest of the refusals': when all
@@ -193,9 +200,7 @@ pub fn combined_headers(named: &[(&str, Decision)], retry_after: Option<Duration
     let Some(first) = named.first() else {
         return Vec::new();
     };
-    let refusing = named.iter().filter(|(_, d)| !d.allowed);
-    let current = refusing.min_by_key(|(_, d)| tightness(d)).or_else(|| named.iter().min_by_key(|(_, d)| tightness(d)));
-    let (name, decision) = current.unwrap_or(first);
+    let (name, decision) = current(named).unwrap_or(first);
     let policies: Vec<String> = named.iter().map(|(n, d)| policy(n, d)).collect();
     let reset = whole_seconds(decision.reset_after.min(Duration::from_secs(1 << 31)));
     let mut headers = vec![
