@@ -37,7 +37,8 @@ test_args = $(foreach t,$(1),--test $(t))
 .PHONY: all deps package-deps test-deps build envoy-dist package package-test lint test integration $(INTEGRATION) servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
 	monitoring-tools monitoring-test \
 	bench-smoke \
-	python-dist python-envs python-test node-dist node-installed node-test go-ready go-test java-test java-dist clients docs-test
+	python-dist python-envs python-test node-dist node-installed node-test go-ready go-test java-test java-dist clients docs-test \
+	rust-test
 
 all: build
 
@@ -161,8 +162,8 @@ TIMES := $(CURDIR)/scripts/test-times.py
 BUILT ?= build
 READY := CLIENTS_READY=1 GO_READY=1 BUILT=
 # The longest first, so that the short ones fill the end.
-SUITES := suite-java suite-python suite-environments suite-integration suite-unit suite-docs suite-go suite-node \
-	suite-demo suite-monitoring suite-release suite-bench-smoke
+SUITES := suite-java suite-python suite-environments suite-integration suite-unit suite-rust suite-docs suite-go \
+	suite-node suite-demo suite-monitoring suite-release suite-bench-smoke
 .PHONY: suites $(SUITES)
 test:
 	$(TIMES) start
@@ -186,6 +187,8 @@ suite-integration:
 	$(TIMES) phase integration -- $(MAKE) --no-print-directory integration BUILT=
 suite-unit:
 	$(TIMES) phase unit -- cargo test --release --locked --lib
+suite-rust:
+	$(TIMES) phase rust -- $(MAKE) --no-print-directory rust-test BUILT=
 suite-node: suite-environments
 	$(TIMES) phase node -- $(MAKE) --no-print-directory node-test $(READY)
 suite-go: suite-environments
@@ -430,6 +433,21 @@ java-test: $(BUILT) servers
 		java_tests,$(JAVA_SERVER_TESTS))))
 	$(if $(filter-out $(firstword $(SERVERS)),$(lastword $(SERVERS))),$(call java-test-on,$(lastword $(call \
 		server_binaries,$(SERVERS))),$(JAVA_NEWEST),$(call java_tests,$(JAVA_SERVER_TESTS),$(JAVA_NEWEST_TESTS))))
+
+# The Rust crate (clients/rust, its own workspace and lock file, built under target/rust): its
+# copy of the library held to functions/, rustfmt, clippy and rustdoc with warnings denied, then
+# its tests (the conformance cases, the limiter on the module and the library, the layer on axum
+# and tonic, the README's examples compiled) on the first server, and the limiter's on the last.
+RUST_IN = cd clients/rust && CARGO_TARGET_DIR=$(CURDIR)/target/rust RATELIMIT_MODULE=$(CURDIR)/$(MODULE)
+rust-test: $(BUILT) servers
+	cmp functions/ratelimit.lua clients/rust/src/ratelimit.lua || \
+		(echo "clients/rust/src/ratelimit.lua differs from functions/ratelimit.lua: copy it" && false)
+	$(RUST_IN) cargo fmt --check
+	$(RUST_IN) cargo clippy --locked --all-targets --all-features -- -D warnings
+	$(RUST_IN) RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --all-features --features redis/tokio-comp
+	$(RUST_IN) REDIS_SERVER=$(PY_FIRST_SERVER) cargo test --locked --all-features
+	$(if $(filter-out $(firstword $(SERVERS)),$(lastword $(SERVERS))),$(RUST_IN) REDIS_SERVER=$(lastword \
+		$(call server_binaries,$(SERVERS))) cargo test --locked --all-features --test limiter)
 
 # The gateway starter's server CPU per decision against the gateway's Lua script and Bucket4j
 # (clients/java/tests, GatewayBench): $(1) the servers, $(2) the report, $(3) more properties.

@@ -22,21 +22,21 @@ pub mod layer;
 
 pub use error::Error;
 pub use limiter::{Backend, Limiter, LIBRARY_NAME, LIBRARY_SOURCE};
+pub use limits::{AllOptions, Calendar, Fixed, Limit, Rate, Sliding, TopOptions, TopView, Window};
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use permit::Permit;
-pub use limits::{AllOptions, Calendar, Fixed, Limit, Rate, Sliding, TopOptions, TopView, Window};
 pub use reply::Reply;
 pub use results::{
-    combined_headers, Acquisition, Decision, Grant, MultiDecision, MultiReservation, Reservation, Settlement,
-    TopEntry, FOREVER,
+    combined_headers, Acquisition, Decision, Grant, MultiDecision, MultiReservation, Reservation, Settlement, TopEntry,
+    FOREVER,
 };
 pub use slot::slot;
 pub use transport::Transport;
 
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use redis_rs::RedisConnection;
 #[cfg(feature = "redis-cluster")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis-cluster")))]
 pub use redis_rs::RedisCluster;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use redis_rs::RedisConnection;

@@ -9,7 +9,9 @@ use tokio::sync::OnceCell;
 use crate::command::{gcra, lease, settle, top, window, Command};
 use crate::error::invalid;
 use crate::limits::{AllOptions, Fixed, Limit, Rate, Sliding, TopOptions};
-use crate::results::{Acquisition, Decision, Grant, MultiDecision, MultiReservation, Reservation, Settlement, TopEntry};
+use crate::results::{
+    Acquisition, Decision, Grant, MultiDecision, MultiReservation, Reservation, Settlement, TopEntry,
+};
 use crate::slot::slot;
 use crate::{Error, Reply, Transport};
 
@@ -56,7 +58,7 @@ impl<T> Clone for Limiter<T> {
 }
 
 impl<T: Transport> Limiter<T> {
-    /// A limiter over `transport` (the `redis` feature's [`RedisConnection`](crate::RedisConnection),
+    /// A limiter over `transport` (the `redis` feature's [`RedisConnection`](crate::RedisConnection)
     /// the `fred` feature's, or one of your own).
     pub fn new(transport: T) -> Limiter<T> {
         Limiter { inner: Arc::new(Inner { transport, load_library: true, backend: OnceCell::new() }) }
@@ -135,9 +137,9 @@ impl<T: Transport> Limiter<T> {
         let backend = self.backend().await?;
         let args = match backend {
             Backend::Module => call.module_args(),
-            Backend::Library => call
-                .library_args()
-                .ok_or_else(|| invalid(format!("{} needs the module (the Functions library has no such function)", call.name)))?,
+            Backend::Library => call.library_args().ok_or_else(|| {
+                invalid(format!("{} needs the module (the Functions library has no such function)", call.name))
+            })?,
         };
         let key = call.keys.first().cloned();
         let reply = match self.inner.transport.send(key.clone(), args.clone()).await {
@@ -262,7 +264,13 @@ impl<T: Transport> Limiter<T> {
 
     /// Takes one of at most `limit` permits in flight for `lease`, under `id` (`None`: a new one;
     /// a retry with the same id is counted once).
-    pub async fn acquire(&self, key: &str, limit: u64, lease: Duration, id: Option<&str>) -> Result<Acquisition, Error> {
+    pub async fn acquire(
+        &self,
+        key: &str,
+        limit: u64,
+        lease: Duration,
+        id: Option<&str>,
+    ) -> Result<Acquisition, Error> {
         self.send(lease::acquire(key, limit, lease, id)).await
     }
 
@@ -283,7 +291,9 @@ impl<T: Transport> Limiter<T> {
 }
 
 fn has_library(listing: &Reply) -> bool {
-    listing.as_array().unwrap_or_default().iter().any(|entry| {
-        entry.field("library_name").and_then(Reply::as_text) == Some(LIBRARY_NAME)
-    })
+    listing
+        .as_array()
+        .unwrap_or_default()
+        .iter()
+        .any(|entry| entry.field("library_name").and_then(Reply::as_text) == Some(LIBRARY_NAME))
 }

@@ -79,7 +79,8 @@ impl<T: Transport> Drop for Permit<T> {
         }
         // Outside a runtime, the lease runs out on its own.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let (limiter, key, id) = (self.limiter.clone(), std::mem::take(&mut self.key), std::mem::take(&mut self.id));
+            let (limiter, key, id) =
+                (self.limiter.clone(), std::mem::take(&mut self.key), std::mem::take(&mut self.id));
             runtime.spawn(async move {
                 let _ = limiter.release(&key, &id).await;
             });

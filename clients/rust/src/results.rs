@@ -99,7 +99,12 @@ impl Reservation {
     }
 
     /// A reservation kept as its key, token and amount, to settle in another process.
-    pub fn from_parts(key: impl Into<String>, token: impl Into<String>, amount: i64, decision: Decision) -> Reservation {
+    pub fn from_parts(
+        key: impl Into<String>,
+        token: impl Into<String>,
+        amount: i64,
+        decision: Decision,
+    ) -> Reservation {
         Reservation { decision, key: key.into(), token: Some(token.into()), amount }
     }
 }

@@ -1,5 +1,5 @@
 //! What a Redis client gives the limiter: one command sent (routed by its key in a cluster), and
-//! one command sent to every primary. The crate's features implement it for redis-rs and fred;
+//! one command sent to every primary. The `redis` feature implements it for redis-rs;
 //! implement it for any other client.
 
 use std::future::Future;
@@ -16,7 +16,10 @@ pub trait Transport: Clone + Send + Sync + 'static {
 
     /// Sends one command to every primary (one server: itself): each node's reply or error.
     /// The limiter loads the Functions library this way where the module is missing.
-    fn send_to_primaries(&self, args: Vec<String>) -> impl Future<Output = Result<Vec<Result<Reply, Error>>, Error>> + Send;
+    fn send_to_primaries(
+        &self,
+        args: Vec<String>,
+    ) -> impl Future<Output = Result<Vec<Result<Reply, Error>>, Error>> + Send;
 
     /// Whether keys are spread over slots, so that a call's keys must share one: the limiter
     /// then refuses a call whose keys do not, before sending it.

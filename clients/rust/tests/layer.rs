@@ -119,8 +119,12 @@ async fn keys_from_trusted_proxies_and_headers_per_route() {
         .prefix(key("k"))
         .key(ClientIp::trusting(["127.0.0.1"]))
         .rule(Rule::fixed(1, MINUTE).path("/"))
-        .rule(Rule::all_of([Fixed::new(1, MINUTE), Fixed::new(5, Duration::from_secs(3600))]).path("/tokens").name("both")
-            .key(Header(http::HeaderName::from_static("x-api-key"))));
+        .rule(
+            Rule::all_of([Fixed::new(1, MINUTE), Fixed::new(5, Duration::from_secs(3600))])
+                .path("/tokens")
+                .name("both")
+                .key(Header(http::HeaderName::from_static("x-api-key"))),
+        );
     let addr = serve(app(layer)).await;
     // Behind the trusted proxy (the test itself), each forwarded client has its own limit.
     assert_eq!(get_path(addr, "/", &[("x-forwarded-for", "6.6.6.6, 203.0.113.1")]).await.status, StatusCode::OK);
@@ -144,9 +148,13 @@ async fn counts_failures_only_and_settles_from_the_response() {
     let layer = RateLimitLayer::new(rl.clone())
         .prefix(prefix.clone())
         .rule(Rule::fixed(2, MINUTE).path("/login").name("logins").count_when(|s| s == StatusCode::UNAUTHORIZED))
-        .rule(Rule::fixed(100, MINUTE).path("/tokens").name("tokens").cost(|_| 10).settle_from(|response| {
-            response.headers.get("x-used-tokens")?.to_str().ok()?.parse().ok()
-        }));
+        .rule(
+            Rule::fixed(100, MINUTE)
+                .path("/tokens")
+                .name("tokens")
+                .cost(|_| 10)
+                .settle_from(|response| response.headers.get("x-used-tokens")?.to_str().ok()?.parse().ok()),
+        );
     let addr = serve(app(layer)).await;
     for _ in 0..3 {
         assert_eq!(get_path(addr, "/login", &[("x-password", "right")]).await.status, StatusCode::OK);
@@ -228,8 +236,8 @@ async fn an_in_flight_permit_is_held_until_the_body_ends() {
 
 #[tokio::test]
 async fn tonic_answers_resource_exhausted_with_the_headers_as_metadata() {
-    use tonic_health::pb::HealthCheckRequest;
     use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
 
     let server = Server::start(Kind::Module);
     let layer = RateLimitLayer::new(server.limiter().await).prefix(key("g")).rule(Rule::fixed(1, MINUTE).name("grpc"));

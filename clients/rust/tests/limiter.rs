@@ -73,7 +73,9 @@ async fn sliding_window_and_gcra() {
         let g = key("gcra");
         let rate = Rate::new(1, 1, Duration::from_secs(10));
         let taken = rl.gcra(&g, &rate).await.unwrap();
-        assert!(taken.allowed && taken.limit == 2 && taken.remaining == 1 && taken.window == Some(Duration::from_secs(10)));
+        assert!(
+            taken.allowed && taken.limit == 2 && taken.remaining == 1 && taken.window == Some(Duration::from_secs(10))
+        );
         rl.gcra(&g, &rate).await.unwrap();
         let empty = rl.gcra(&g, &rate).await.unwrap();
         assert!(!empty.allowed && empty.retry_after.unwrap() <= Duration::from_secs(10));

@@ -162,11 +162,12 @@ fn typed_call(command: &str, c: &Map<String, Value>) -> Result<Result<Read, Erro
             reading(lease::renew(&key, id, length(&c["lease"], flag("MS"))?), ignored)
         }
         "ratelimit.top" => {
-            let views: Vec<TopView> = [("DENIED", TopView::Denied), ("ADMITTED", TopView::Admitted), ("SHADOWED", TopView::Shadowed)]
-                .into_iter()
-                .filter(|(name, _)| flag(name))
-                .map(|(_, view)| view)
-                .collect();
+            let views: Vec<TopView> =
+                [("DENIED", TopView::Denied), ("ADMITTED", TopView::Admitted), ("SHADOWED", TopView::Shadowed)]
+                    .into_iter()
+                    .filter(|(name, _)| flag(name))
+                    .map(|(_, view)| view)
+                    .collect();
             if views.len() > 1 {
                 return Err(NotTyped);
             }
@@ -220,8 +221,11 @@ fn refuses_exactly_what_the_module_refuses() {
         if case["server_data"] == Value::Bool(true) && refused.is_none() {
             continue;
         }
-        if refused.is_some() != !case["error"].is_null() {
-            wrong.push(format!("{command} {}: the module answers {}, the client {refused:?}", case["args"], case["error"]));
+        if refused.is_some() == case["error"].is_null() {
+            wrong.push(format!(
+                "{command} {}: the module answers {}, the client {refused:?}",
+                case["args"], case["error"]
+            ));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
@@ -235,7 +239,14 @@ fn reads_each_reply_as_the_module_means_it() {
         let Ok(Ok(read)) = typed_call(case["command"].as_str().expect("a command"), call) else {
             panic!("{case}: no call");
         };
-        let reply = Reply::Array(case["reply"].as_array().expect("a reply").iter().map(|n| Reply::Int(n.as_i64().expect("an integer"))).collect());
+        let reply = Reply::Array(
+            case["reply"]
+                .as_array()
+                .expect("a reply")
+                .iter()
+                .map(|n| Reply::Int(n.as_i64().expect("an integer")))
+                .collect(),
+        );
         let read = read(&reply).unwrap_or_else(|e| panic!("{case}: {e}"));
         assert_eq!(read, case["decision"], "{} {}", case["command"], case["args"]);
     }

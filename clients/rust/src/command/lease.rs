@@ -16,7 +16,9 @@ pub(crate) fn new_lease_id() -> String {
     use std::hash::{BuildHasher, Hasher};
     let half = || {
         let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+        hasher.write_u128(
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos(),
+        );
         hasher.finish()
     };
     format!("{:016x}{:016x}", half(), half())
@@ -44,8 +46,10 @@ pub(crate) fn acquire(key: &str, limit: u64, lease: Duration, id: Option<&str>) 
     args.extend(lease_args(lease)?);
     args.extend(["ID".to_string(), id]);
     Ok(Command::new("RATELIMIT.ACQUIRE", Some("ratelimit_acquire"), vec![key.to_string()], args, |reply| {
-        let items = reply.as_array().filter(|items| items.len() == 5).ok_or_else(|| unexpected_reply("ACQUIRE", reply))?;
-        let n = integers(&crate::Reply::Array(items[..4].to_vec()), 4).ok_or_else(|| unexpected_reply("ACQUIRE", reply))?;
+        let items =
+            reply.as_array().filter(|items| items.len() == 5).ok_or_else(|| unexpected_reply("ACQUIRE", reply))?;
+        let n =
+            integers(&crate::Reply::Array(items[..4].to_vec()), 4).ok_or_else(|| unexpected_reply("ACQUIRE", reply))?;
         Ok(Acquisition {
             acquired: n[0] == 1,
             in_use: n[1],
@@ -59,9 +63,13 @@ pub(crate) fn acquire(key: &str, limit: u64, lease: Duration, id: Option<&str>) 
 /// RATELIMIT.RELEASE: the permit under `id` given back; false if it was not live.
 pub(crate) fn release(key: &str, id: &str) -> Result<Command<bool>, Error> {
     lease_id(id)?;
-    Ok(Command::new("RATELIMIT.RELEASE", Some("ratelimit_release"), vec![key.to_string()], vec![id.to_string()], |reply| {
-        reply.as_int().map(|n| n == 1).ok_or_else(|| unexpected_reply("RELEASE", reply))
-    }))
+    Ok(Command::new(
+        "RATELIMIT.RELEASE",
+        Some("ratelimit_release"),
+        vec![key.to_string()],
+        vec![id.to_string()],
+        |reply| reply.as_int().map(|n| n == 1).ok_or_else(|| unexpected_reply("RELEASE", reply)),
+    ))
 }
 
 /// RATELIMIT.RENEW: the live lease under `id` extended to `lease` from now; the lease it now has,

@@ -100,13 +100,13 @@ pub(crate) fn nonzero(n: u64, name: &str) -> Result<i64, Error> {
 /// A window or lease as sent: whole seconds, or milliseconds with MS.
 pub(crate) fn length(d: Duration, name: &str) -> Result<(String, bool), Error> {
     let ms = d.as_millis();
-    if d.subsec_nanos() % 1_000_000 != 0 || ms < 1 {
+    if !d.subsec_nanos().is_multiple_of(1_000_000) || ms < 1 {
         return Err(invalid(format!("{name} must be a whole number of milliseconds >= 1ms")));
     }
     if ms > MAX_MS {
         return Err(invalid(format!("{name} is too large")));
     }
-    Ok(if ms % 1000 == 0 { ((ms / 1000).to_string(), false) } else { (ms.to_string(), true) })
+    Ok(if ms.is_multiple_of(1000) { ((ms / 1000).to_string(), false) } else { (ms.to_string(), true) })
 }
 
 /// `COST n` (`TOKENS n`), left out for 1.
@@ -131,14 +131,11 @@ pub(crate) fn ms(n: i64) -> Duration {
 
 /// `call` with PARTIAL: its decision (read from its first `numbers` elements by `decision`, or by
 /// the call's own reader), then the count granted.
-pub(crate) fn granting(
-    call: Command<Decision>,
-    decision: Option<Parse<Decision>>,
-    numbers: usize,
-) -> Command<Grant> {
+pub(crate) fn granting(call: Command<Decision>, decision: Option<Parse<Decision>>, numbers: usize) -> Command<Grant> {
     let what = call.name;
     call.then(&["PARTIAL"], move |reply, own| {
-        let items = reply.as_array().filter(|items| items.len() == numbers + 1).ok_or_else(|| unexpected_reply(what, reply))?;
+        let items =
+            reply.as_array().filter(|items| items.len() == numbers + 1).ok_or_else(|| unexpected_reply(what, reply))?;
         let granted = items[numbers].as_int().ok_or_else(|| unexpected_reply(what, reply))?;
         let read = decision.as_ref().unwrap_or(own);
         Ok(Grant { decision: read(&Reply::Array(items[..numbers].to_vec()))?, granted })
@@ -174,7 +171,8 @@ pub(crate) fn reserving_up_to(
     let key = call.keys[0].clone();
     let what = call.name;
     Ok(call.then(&["PARTIAL", "RESERVE"], move |reply, own| {
-        let items = reply.as_array().filter(|items| items.len() == numbers + 2).ok_or_else(|| unexpected_reply(what, reply))?;
+        let items =
+            reply.as_array().filter(|items| items.len() == numbers + 2).ok_or_else(|| unexpected_reply(what, reply))?;
         let granted = items[numbers].as_int().ok_or_else(|| unexpected_reply(what, reply))?;
         let read = decision.as_ref().unwrap_or(own);
         let decision = read(&Reply::Array(items[..numbers].to_vec()))?;

@@ -47,7 +47,8 @@ pub(crate) fn settle_all(r: &MultiReservation, used: u64) -> Result<Command<Vec<
         if count == 1 {
             return Ok(vec![read_settled(reply)?]);
         }
-        let items = reply.as_array().filter(|items| items.len() == count).ok_or_else(|| unexpected_reply("SETTLE", reply))?;
+        let items =
+            reply.as_array().filter(|items| items.len() == count).ok_or_else(|| unexpected_reply("SETTLE", reply))?;
         items.iter().map(read_settled).collect()
     }))
 }

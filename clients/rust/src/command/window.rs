@@ -97,7 +97,13 @@ pub(crate) fn peek(key: &str, limit: u64, cost: u64) -> Result<Command<Decision>
     let cost = positive(cost, "COST")?;
     let mut args = vec![limit.to_string()];
     args.extend(counted(cost, "COST"));
-    let mut call = Command::new("RATELIMIT.PEEK", Some("ratelimit_peek"), vec![key.to_string()], args, read_fixed(limit, None, cost));
+    let mut call = Command::new(
+        "RATELIMIT.PEEK",
+        Some("ratelimit_peek"),
+        vec![key.to_string()],
+        args,
+        read_fixed(limit, None, cost),
+    );
     call.read_only = true;
     Ok(call)
 }

@@ -64,7 +64,10 @@ pub(crate) struct Admitted {
 pub(crate) enum Decided {
     Admit(Admitted),
     /// Denied: how long until it would be admitted, and the headers.
-    Deny { retry_after: Option<Duration>, headers: Vec<(&'static str, String)> },
+    Deny {
+        retry_after: Option<Duration>,
+        headers: Vec<(&'static str, String)>,
+    },
     /// The server out of reach, and the layer fails closed.
     Unavailable,
     /// Another error (a key of another type, a refused argument): a 500.
@@ -95,14 +98,22 @@ async fn answer<T: Transport>(config: &Config<T>, step: Step) -> Result<Answer, 
     };
     let counted_after = || Some(After::Count { rule: step.rule, key: step.key.clone(), cost: step.cost });
     Ok(match (&rule.kind, &rule.counting) {
-        (Kind::Fixed(f), Counting::OnRequest) => single(rl.hit(&step.key, &f.clone().with_cost(step.cost)).await?, None),
-        (Kind::Fixed(f), Counting::Responses(_)) => single(rl.peek(&step.key, f.limit(), step.cost).await?, counted_after()),
-        (Kind::Fixed(f), Counting::Settled(_)) => reserved(rl.reserve_hit(&step.key, &f.clone().with_cost(step.cost)).await?),
+        (Kind::Fixed(f), Counting::OnRequest) => {
+            single(rl.hit(&step.key, &f.clone().with_cost(step.cost)).await?, None)
+        }
+        (Kind::Fixed(f), Counting::Responses(_)) => {
+            single(rl.peek(&step.key, f.limit(), step.cost).await?, counted_after())
+        }
+        (Kind::Fixed(f), Counting::Settled(_)) => {
+            reserved(rl.reserve_hit(&step.key, &f.clone().with_cost(step.cost)).await?)
+        }
         (Kind::Sliding(s), Counting::OnRequest) => single(rl.slide(&step.key, &s.with_cost(step.cost)).await?, None),
         (Kind::Sliding(s), Counting::Responses(_)) => {
             single(rl.slide_peek(&step.key, &s.with_cost(step.cost)).await?, counted_after())
         }
-        (Kind::Sliding(s), Counting::Settled(_)) => reserved(rl.reserve_slide(&step.key, &s.with_cost(step.cost)).await?),
+        (Kind::Sliding(s), Counting::Settled(_)) => {
+            reserved(rl.reserve_slide(&step.key, &s.with_cost(step.cost)).await?)
+        }
         (Kind::Gcra(r), Counting::Settled(_)) => reserved(rl.reserve_gcra(&step.key, &r.with_tokens(step.cost)).await?),
         (Kind::Gcra(r), _) => single(rl.gcra(&step.key, &r.with_tokens(step.cost)).await?, None),
         (Kind::AllOf(limits), _) => {
@@ -138,7 +149,8 @@ async fn answer<T: Transport>(config: &Config<T>, step: Step) -> Result<Answer, 
 
 /// The rules' decision for a request's steps, in order until one denies.
 pub(crate) async fn decide<T: Transport>(config: Arc<Config<T>>, steps: Vec<Step>) -> Decided {
-    let mut admitted = Admitted { verdict: Verdict::default(), headers: Vec::new(), after: Vec::new(), guards: Vec::new() };
+    let mut admitted =
+        Admitted { verdict: Verdict::default(), headers: Vec::new(), after: Vec::new(), guards: Vec::new() };
     let mut denied = None;
     for step in steps {
         let answer = match answer(&config, step).await {
@@ -161,14 +173,19 @@ pub(crate) async fn decide<T: Transport>(config: Arc<Config<T>>, steps: Vec<Step
         if let Some((_, d)) = current(&named) {
             headers.push(("X-RateLimit-Limit", d.limit.to_string()));
             headers.push(("X-RateLimit-Remaining", d.remaining.to_string()));
-            headers.push(("X-RateLimit-Reset", whole_seconds(d.reset_after.min(Duration::from_secs(1 << 31))).to_string()));
+            headers.push((
+                "X-RateLimit-Reset",
+                whole_seconds(d.reset_after.min(Duration::from_secs(1 << 31))).to_string(),
+            ));
         }
     }
     match denied {
         Some(retry_after) if !config.shadow => {
             if named.is_empty() {
                 // A permit's denial has no window to name: Retry-After alone.
-                headers.extend(retry_after.filter(|r| *r != crate::FOREVER).map(|r| ("Retry-After", whole_seconds(r).to_string())));
+                headers.extend(
+                    retry_after.filter(|r| *r != crate::FOREVER).map(|r| ("Retry-After", whole_seconds(r).to_string())),
+                );
             }
             Decided::Deny { retry_after, headers }
         }
@@ -186,7 +203,11 @@ pub(crate) async fn decide<T: Transport>(config: Arc<Config<T>>, steps: Vec<Step
 }
 
 /// What is done once the response is known, on the runtime (the response does not wait for it).
-pub(crate) fn after_response<T: Transport>(config: &Arc<Config<T>>, after: Vec<After>, response: &http::response::Parts) {
+pub(crate) fn after_response<T: Transport>(
+    config: &Arc<Config<T>>,
+    after: Vec<After>,
+    response: &http::response::Parts,
+) {
     let mut work = Vec::new();
     for step in after {
         let rule = &config.rules[match &step {
@@ -197,7 +218,7 @@ pub(crate) fn after_response<T: Transport>(config: &Arc<Config<T>>, after: Vec<A
                 work.push((index, key, cost, None));
             }
             (After::Settle { rule: index, reservation }, Counting::Settled(used)) => {
-                if let Some(used) = used(&response) {
+                if let Some(used) = used(response) {
                     work.push((index, String::new(), used, Some(reservation)));
                 }
             }

@@ -29,7 +29,8 @@ pub fn peer_addr(parts: &Parts) -> Option<IpAddr> {
         return Some(addr.ip());
     }
     #[cfg(feature = "tonic")]
-    if let Some(addr) = parts.extensions.get::<tonic::transport::server::TcpConnectInfo>().and_then(|i| i.remote_addr()) {
+    if let Some(addr) = parts.extensions.get::<tonic::transport::server::TcpConnectInfo>().and_then(|i| i.remote_addr())
+    {
         return Some(addr.ip());
     }
     parts.extensions.get::<SocketAddr>().map(SocketAddr::ip)
@@ -92,8 +93,10 @@ impl ClientIp {
     /// Reads `X-Forwarded-For` when the peer is in one of `proxies` (addresses or CIDR ranges).
     /// Panics on a range that does not parse: a configuration error, seen at start-up.
     pub fn trusting<I: IntoIterator<Item = S>, S: AsRef<str>>(proxies: I) -> ClientIp {
-        let trusted =
-            proxies.into_iter().map(|p| p.as_ref().parse().unwrap_or_else(|e: String| panic!("ClientIp: {e}"))).collect();
+        let trusted = proxies
+            .into_iter()
+            .map(|p| p.as_ref().parse().unwrap_or_else(|e: String| panic!("ClientIp: {e}")))
+            .collect();
         ClientIp { trusted }
     }
 

@@ -167,7 +167,10 @@ impl<T: Transport> RateLimitLayer<T> {
     }
 
     /// A denial's body and its content type, instead of `Too Many Requests`.
-    pub fn denial_body(self, body: impl Fn(&Denial) -> (HeaderValue, Bytes) + Send + Sync + 'static) -> RateLimitLayer<T> {
+    pub fn denial_body(
+        self,
+        body: impl Fn(&Denial) -> (HeaderValue, Bytes) + Send + Sync + 'static,
+    ) -> RateLimitLayer<T> {
         self.with(|c| c.denial_body = Arc::new(body))
     }
 }
@@ -241,7 +244,13 @@ where
         let request = Request::from_parts(parts, body);
         let grpc = is_grpc(&request);
         let state = if steps.is_empty() {
-            State::Calling { future: { let mut inner = inner; inner.call(request) }, admitted: None }
+            State::Calling {
+                future: {
+                    let mut inner = inner;
+                    inner.call(request)
+                },
+                admitted: None,
+            }
         } else {
             State::Deciding {
                 decision: Box::pin(decide::decide(Arc::clone(&self.config), steps)),
@@ -355,9 +364,7 @@ fn refusal<T, B>(config: &Config<T>, decided: Decided, grpc: bool) -> Response<R
             failure = Some(error);
             (StatusCode::INTERNAL_SERVER_ERROR, "13", "the rate limiter failed", Vec::new(), None)
         }
-        Decided::Admit(_) => {
-            (StatusCode::INTERNAL_SERVER_ERROR, "13", "the rate limiter failed", Vec::new(), None)
-        }
+        Decided::Admit(_) => (StatusCode::INTERNAL_SERVER_ERROR, "13", "the rate limiter failed", Vec::new(), None),
     };
     let mut response = Response::new(ResponseBody::full(Bytes::new()));
     if let Some(error) = failure {
@@ -373,8 +380,9 @@ fn refusal<T, B>(config: &Config<T>, decided: Decided, grpc: bool) -> Response<R
         return response;
     }
     *response.status_mut() = status;
-    let (content_type, bytes) =
-        body.unwrap_or_else(|| (HeaderValue::from_static("text/plain; charset=utf-8"), Bytes::from(format!("{message}\n"))));
+    let (content_type, bytes) = body.unwrap_or_else(|| {
+        (HeaderValue::from_static("text/plain; charset=utf-8"), Bytes::from(format!("{message}\n")))
+    });
     response.headers_mut().insert(http::header::CONTENT_TYPE, content_type);
     *response.body_mut() = ResponseBody::full(bytes);
     response

@@ -19,11 +19,17 @@ pub(crate) enum Kind {
     /// Several fixed windows, all or nothing (HITALL).
     AllOf(Vec<Fixed>),
     /// At most `limit` requests in flight, each holding a permit until its response body ends.
-    InFlight { limit: u64, lease: Duration },
+    InFlight {
+        limit: u64,
+        lease: Duration,
+    },
 }
 
 /// A request's cost, read from its head.
 pub(crate) type Cost = Arc<dyn Fn(&Parts) -> u64 + Send + Sync>;
+
+/// What a response says was used.
+pub(crate) type Used = Arc<dyn Fn(&http::response::Parts) -> Option<u64> + Send + Sync>;
 
 /// When a rule counts a request.
 #[derive(Clone)]
@@ -34,7 +40,7 @@ pub(crate) enum Counting {
     /// limit is refused when the request comes in (PEEK).
     Responses(Arc<dyn Fn(StatusCode) -> bool + Send + Sync>),
     /// The cost reserved when it comes in, settled with what the response says was used.
-    Settled(Arc<dyn Fn(&http::response::Parts) -> Option<u64> + Send + Sync>),
+    Settled(Used),
 }
 
 /// A limit on the requests whose path matches a glob and whose method is listed (all of them
@@ -176,8 +182,11 @@ impl Rule {
             Kind::Sliding(s) => crate::command::window::slide("k", s).err(),
             Kind::Gcra(r) => crate::command::gcra::gcra("k", r).err(),
             Kind::AllOf(limits) => {
-                let keyed: Vec<crate::Limit> =
-                    limits.iter().enumerate().map(|(i, f)| crate::Limit::new(i.to_string(), f.limit(), f.window())).collect();
+                let keyed: Vec<crate::Limit> = limits
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| crate::Limit::new(i.to_string(), f.limit(), f.window()))
+                    .collect();
                 crate::command::window::hit_all(&keyed, &crate::AllOptions::new()).err()
             }
             Kind::InFlight { limit, lease } => crate::command::lease::acquire("k", *limit, *lease, None).err(),

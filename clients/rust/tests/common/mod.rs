@@ -32,9 +32,8 @@ pub struct Server {
 static STARTED: AtomicUsize = AtomicUsize::new(0);
 
 pub fn module_path() -> String {
-    std::env::var("RATELIMIT_MODULE").unwrap_or_else(|_| {
-        format!("{}/../../target/release/libredis_ratelimit.so", env!("CARGO_MANIFEST_DIR"))
-    })
+    std::env::var("RATELIMIT_MODULE")
+        .unwrap_or_else(|_| format!("{}/../../target/release/libredis_ratelimit.so", env!("CARGO_MANIFEST_DIR")))
 }
 
 /// A free loopback port (the listener is dropped just before the server binds it).
