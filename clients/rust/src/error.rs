@@ -1,11 +1,12 @@
 //! The crate's one error type.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What a call can fail with: refused before it was sent, refused by the server (a variant per
 /// refusal, read from the error reply's code), the server out of reach, or a reply of another
 /// shape than the command answers.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Error {
     /// An argument refused before anything was sent, worded as the server words it.
@@ -43,7 +44,9 @@ pub enum Error {
         wait: Duration,
     },
     /// The server could not be reached or answered too late: the client's own error, kept whole.
-    Unreachable(Box<dyn std::error::Error + Send + Sync>),
+    Unreachable(Arc<dyn std::error::Error + Send + Sync>),
+    /// The hot limit was closed.
+    Closed,
 }
 
 impl Error {
@@ -98,6 +101,7 @@ impl std::fmt::Display for Error {
                 write!(f, "ratelimit: no permit available: {in_use} of {limit} in use, the first ends in {wait:?}")
             }
             Error::Unreachable(e) => write!(f, "ratelimit: the server is out of reach: {e}"),
+            Error::Closed => f.write_str("ratelimit: the hot limit is closed"),
             other => f.write_str(other.server_message().unwrap_or_default()),
         }
     }
@@ -106,7 +110,7 @@ impl std::fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Unreachable(e) => Some(e.as_ref()),
+            Error::Unreachable(e) => Some(e.as_ref() as &(dyn std::error::Error + 'static)),
             _ => None,
         }
     }

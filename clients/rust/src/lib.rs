@@ -4,6 +4,12 @@
 
 mod command;
 mod error;
+#[cfg(feature = "tokio")]
+mod hot;
+#[cfg(all(test, feature = "tokio"))]
+mod hot_simulation;
+#[cfg(feature = "tokio")]
+mod hot_state;
 mod limiter;
 mod limits;
 #[cfg(feature = "tokio")]
@@ -21,6 +27,9 @@ mod redis_rs;
 pub mod layer;
 
 pub use error::Error;
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub use hot::{HotLimit, HotOptions};
 pub use limiter::{Backend, Limiter, LIBRARY_NAME, LIBRARY_SOURCE};
 pub use limits::{AllOptions, Calendar, Fixed, Limit, Rate, Sliding, TopOptions, TopView, Window};
 #[cfg(feature = "tokio")]

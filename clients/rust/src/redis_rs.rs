@@ -67,7 +67,7 @@ fn error(e: RedisError) -> Error {
             })
         }
         ErrorKind::Parse | ErrorKind::UnexpectedReturnType => Error::UnexpectedReply(e.to_string()),
-        _ => Error::Unreachable(Box::new(e)),
+        _ => Error::Unreachable(std::sync::Arc::new(e)),
     }
 }
 

@@ -246,3 +246,48 @@ async fn a_permit_is_renewed_while_held_and_released_on_drop() {
     tokio::time::timeout(Duration::from_secs(5), again.lost()).await.expect("the lost lease is seen");
     assert!(!again.release().await.unwrap());
 }
+
+#[tokio::test]
+async fn hot_limits_share_one_key_never_over_and_give_back_on_close() {
+    use redis_ratelimit_client::HotOptions;
+    for kind in KINDS {
+        let server = Server::start(kind);
+        let k = key("hot");
+        let f = Fixed::new(400, MINUTE);
+        // Four processes' shares (each its own connection), 150 takes each: 600 asked of 400.
+        let mut fleet = Vec::new();
+        for _ in 0..4 {
+            let rl = server.limiter().await;
+            let hot = rl.hot(&k, &f, HotOptions::default());
+            fleet.push(tokio::spawn(async move {
+                let mut admitted = 0;
+                for _ in 0..150 {
+                    if hot.take(1).await.unwrap() {
+                        admitted += 1;
+                    }
+                }
+                hot.close().await.unwrap();
+                admitted
+            }));
+        }
+        let mut admitted = 0;
+        for process in fleet {
+            admitted += process.await.unwrap();
+        }
+        // Never over; what a process held unused when it finished (at most an eighth of the
+        // limit a block) went back on close, so the counter is exactly what was admitted.
+        assert!((200..=400).contains(&admitted), "{kind:?}: {admitted} admitted of 400");
+        let rl = server.limiter().await;
+        assert_eq!(rl.peek(&k, 400, 1).await.unwrap().count, admitted);
+
+        // Under the limit, every take is admitted, and what was held unused is given back.
+        let k = key("hot-under");
+        let hot = rl.hot(&k, &Fixed::new(1000, MINUTE), HotOptions::default());
+        for _ in 0..100 {
+            assert!(hot.take(1).await.unwrap());
+        }
+        hot.close().await.unwrap();
+        assert_eq!(rl.peek(&k, 1000, 1).await.unwrap().count, 100, "{kind:?}: the unused part settled back");
+        assert!(matches!(hot.take(1).await, Err(Error::Closed)));
+    }
+}
