@@ -36,9 +36,57 @@ pub fn module_path() -> String {
         .unwrap_or_else(|_| format!("{}/../../target/release/libredis_ratelimit.so", env!("CARGO_MANIFEST_DIR")))
 }
 
-/// A free loopback port (the listener is dropped just before the server binds it).
+/// A free loopback port whose cluster bus port (+10000) is free too (the listeners are dropped
+/// just before the server binds them).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if port < 55_000 && std::net::TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// Three primaries, no replicas, every slot assigned, each with the module or not.
+pub struct Cluster {
+    pub nodes: Vec<Server>,
+}
+
+impl Cluster {
+    pub fn start(kind: Kind) -> Cluster {
+        let nodes: Vec<Server> = (0..3)
+            .map(|_| {
+                Server::start_with(
+                    kind,
+                    free_port(),
+                    &["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"],
+                )
+            })
+            .collect();
+        let mut create = Command::new("redis-cli");
+        create.args(["--cluster", "create"]);
+        create.args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)));
+        let out = create.args(["--cluster-replicas", "0", "--cluster-yes"]).output().expect("redis-cli");
+        assert!(out.status.success(), "cluster create: {}", String::from_utf8_lossy(&out.stdout));
+        for node in &nodes {
+            let client = redis::Client::open(node.url()).unwrap();
+            let mut con = client.get_connection().unwrap();
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut con).unwrap();
+                if info.contains("cluster_state:ok") {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "cluster_state never ok");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Cluster { nodes }
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| format!("redis://127.0.0.1:{}/", n.port)).collect()
+    }
 }
 
 impl Server {
