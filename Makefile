@@ -193,7 +193,7 @@ suite-node: suite-environments
 	$(TIMES) phase node -- $(MAKE) --no-print-directory node-test $(READY)
 suite-go: suite-environments
 	$(TIMES) phase go -- $(MAKE) --no-print-directory go-test $(READY)
-suite-docs: suite-python suite-environments
+suite-docs: suite-python suite-environments suite-rust
 	$(TIMES) phase docs -- $(MAKE) --no-print-directory docs-test $(READY)
 suite-monitoring:
 	$(TIMES) phase monitoring -- $(MAKE) --no-print-directory monitoring-test
@@ -333,7 +333,7 @@ node-test: $(BUILT) servers $(if $(CLIENTS_READY),,node-installed)
 # first server, as make run starts it (on a port of its own), with the Python package's latest and
 # litellm environments, the installed Node package, and Go.
 docs-test: $(BUILT) servers $(if $(CLIENTS_READY),,python-envs node-installed)
-	scripts/docs-test.py --server $(PY_FIRST_SERVER) --python $(PY_ENVS)/latest/bin/python \
+	$(RUST_ENV) scripts/docs-test.py --server $(PY_FIRST_SERVER) --python $(PY_ENVS)/latest/bin/python \
 		--node-dir $(NODE_INSTALLED) --litellm-bin $(PY_ENVS)/litellm/bin
 
 # The Go packages (clients/go, one module per client and integration, tied by go.work): vetted,
@@ -440,8 +440,8 @@ java-test: $(BUILT) servers
 # and tonic, the README's examples compiled) on the first server, and the limiter's on the last.
 # No debug info and no incremental state: a test build made once, in less time. The hot limits'
 # simulation runs optimized, on the crate with its one runtime feature (1,000 processes' events).
-RUST_IN = cd clients/rust && CARGO_TARGET_DIR=$(CURDIR)/target/rust RATELIMIT_MODULE=$(CURDIR)/$(MODULE) \
-	CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0
+RUST_ENV = CARGO_TARGET_DIR=$(CURDIR)/target/rust CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0
+RUST_IN = cd clients/rust && $(RUST_ENV) RATELIMIT_MODULE=$(CURDIR)/$(MODULE)
 rust-test: $(BUILT) servers
 	cmp functions/ratelimit.lua clients/rust/src/ratelimit.lua || \
 		(echo "clients/rust/src/ratelimit.lua differs from functions/ratelimit.lua: copy it" && false)

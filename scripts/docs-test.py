@@ -114,6 +114,12 @@ def go_caches():
 
 
 GO_CACHES = go_caches()
+# Rust's toolchains and crates where they are for the caller (rustup and cargo find them under
+# `~` by default); the build folder and profile are the caller's environment's (make's rust phase).
+RUST_HOMES = {
+    "CARGO_HOME": os.environ.get("CARGO_HOME", str(Path.home() / ".cargo")),
+    "RUSTUP_HOME": os.environ.get("RUSTUP_HOME", str(Path.home() / ".rustup")),
+}
 # Maven's repository, the clone's own: what a page installs there (this clone's jars) stays for the
 # next run, and a `make test` of another clone beside never reads it half-written.
 MAVEN_REPOSITORY = str(ROOT / "target" / "docs-test-maven")
@@ -315,6 +321,7 @@ class Page:
         env["PATH"] = os.pathsep.join([str(self.args.litellm_bin), env["PATH"]])
         env.update({"TERM": "dumb", "LC_ALL": "C.UTF-8", "HOME": str(self.folder)})
         env.update(GO_CACHES)
+        env.update(RUST_HOMES)
         env["MAVEN_OPTS"] = f"-Dmaven.repo.local={maven_repository.seeded(MAVEN_REPOSITORY)}"
         env.pop("REDIS_URL", None)
         return env
