@@ -18,9 +18,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let address = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:4000".to_string());
     let client = redis::Client::open(redis_url)?;
     let limiter = Limiter::new(RedisConnection::new(client.get_multiplexed_async_connection().await?));
-    let layer = RateLimitLayer::new(limiter)
-        .key(ClientIp::new())
-        .rule(Rule::fixed(2, Duration::from_secs(60)).name("api"));
+    let layer =
+        RateLimitLayer::new(limiter).key(ClientIp::new()).rule(Rule::fixed(2, Duration::from_secs(60)).name("api"));
     let app = Router::new().route("/", get(|| async { "hello\n" })).layer(layer);
     let listener = tokio::net::TcpListener::bind(address.replace("localhost", "127.0.0.1")).await?;
     axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
