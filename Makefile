@@ -481,10 +481,12 @@ package: build python-dist node-dist java-dist envoy-dist
 	$(PACKAGE)
 
 # The .deb installed into throwaway copies of Debian 12's, 13's and forky's servers and loaded by
-# their own configs, and the tarball's module loaded (scripts/package-test.py).
+# their own configs, and the tarball's module loaded (scripts/package-test.py); the Rust crate
+# packaged and built from its package as crates.io would take it (cargo publish --dry-run).
 package-test: $(BUILT) test-deps $(if $(CLIENTS_READY),,python-dist node-dist java-dist) envoy-dist $(PACKAGE_SERVERS)
 	$(PACKAGE)
 	scripts/package-test.py target/package $(dir $(PACKAGE_SERVERS))
+	$(RUST_IN) cargo publish --dry-run --locked
 
 # Every package and environment the clients' tests and make package take (the Go tests built), and the servers
 # make package-test installs beside.
