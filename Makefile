@@ -38,7 +38,7 @@ test_args = $(foreach t,$(1),--test $(t))
 	monitoring-tools monitoring-test \
 	bench-smoke \
 	python-dist python-envs python-test node-dist node-installed node-test go-ready go-test java-test java-dist clients docs-test \
-	rust-test
+	rust-test rust-peers
 
 all: build
 
@@ -451,6 +451,14 @@ rust-test: $(BUILT) servers
 	$(RUST_IN) REDIS_SERVER=$(PY_FIRST_SERVER) cargo test --locked --all-features -- --show-output
 	$(if $(filter-out $(firstword $(SERVERS)),$(lastword $(SERVERS))),$(RUST_IN) REDIS_SERVER=$(lastword \
 		$(call server_binaries,$(SERVERS))) cargo test --locked --all-features --test limiter)
+	$(MAKE) --no-print-directory rust-peers BUILT=
+
+# The Rust peers' own tests against the module's CL.THROTTLE (scripts/rust-peers.sh): redis-cell-rs's
+# on the first server (its redis-cell image) and the last (its valkey-cell image), tower-redis-cell's.
+rust-peers: $(BUILT) servers
+	$(RUST_ENV) CARGO_TARGET_DIR=$(CURDIR)/target/rust-peers-build REDIS_SERVER=$(PY_FIRST_SERVER) \
+		VALKEY_SERVER=$(lastword $(call server_binaries,$(SERVERS))) RATELIMIT_MODULE=$(CURDIR)/$(MODULE) \
+		scripts/rust-peers.sh $(CURDIR)/target/rust-peers
 
 # The gateway starter's server CPU per decision against the gateway's Lua script and Bucket4j
 # (clients/java/tests, GatewayBench): $(1) the servers, $(2) the report, $(3) more properties.

@@ -1,7 +1,7 @@
 //! A stand-in for the `testcontainers` crate, as much of it as redis-cell-rs's own tests use:
 //! "starting a container" of the image `redis-cell` or `valkey-cell` starts a local server
 //! (`REDIS_SERVER`, `VALKEY_SERVER` for valkey-cell) with the redis-ratelimit module
-//! (`RATELIMIT_MODULE`), whose `CL.THROTTLE` answers as redis-cell's does, on a free loopback
+//! (`RATELIMIT_MODULE`, loaded with `CL.THROTTLE`: redis-cell's command, answered alike), on a free loopback
 //! port; dropping the container stops it. No Docker: the peers' suites run where ours do.
 
 use std::process::{Child, Command, Stdio};
@@ -63,19 +63,20 @@ pub mod runners {
     use crate::{ContainerAsync, GenericImage, TestcontainersError};
 
     /// `image.start().await`.
-    pub trait AsyncRunner {
+    pub trait AsyncRunner<I> {
         /// Starts the image's server.
-        fn start(self) -> impl Future<Output = Result<ContainerAsync, TestcontainersError>> + Send;
+        fn start(self) -> impl Future<Output = Result<ContainerAsync<I>, TestcontainersError>> + Send;
     }
 
-    impl AsyncRunner for GenericImage {
-        async fn start(self) -> Result<ContainerAsync, TestcontainersError> {
+    impl AsyncRunner<GenericImage> for GenericImage {
+        async fn start(self) -> Result<ContainerAsync<GenericImage>, TestcontainersError> {
             crate::start(&self.name)
         }
     }
 }
 
-/// An image by name; `redis-cell` and `valkey-cell` are the ones this stand-in knows.
+/// An image by name; `redis-cell` and `valkey-cell` (under any registry) are the ones this
+/// stand-in knows.
 #[derive(Debug, Clone)]
 pub struct GenericImage {
     name: String,
@@ -100,20 +101,21 @@ impl GenericImage {
 
 /// A started server.
 #[derive(Debug)]
-pub struct ContainerAsync {
+pub struct ContainerAsync<I> {
     child: Child,
     port: u16,
     dir: std::path::PathBuf,
+    image: std::marker::PhantomData<I>,
 }
 
-impl ContainerAsync {
+impl<I> ContainerAsync<I> {
     /// The host's port for the container's (its one port).
     pub async fn get_host_port_ipv4(&self, _port: impl Into<core::ContainerPort>) -> Result<u16, TestcontainersError> {
         Ok(self.port)
     }
 }
 
-impl Drop for ContainerAsync {
+impl<I> Drop for ContainerAsync<I> {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -125,9 +127,9 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
 }
 
-fn start(image: &str) -> Result<ContainerAsync, TestcontainersError> {
+fn start<I>(image: &str) -> Result<ContainerAsync<I>, TestcontainersError> {
     let fail = |what: String| TestcontainersError(format!("{image}: {what}"));
-    let variable = match image {
+    let variable = match image.rsplit('/').next().unwrap_or(image) {
         "redis-cell" => "REDIS_SERVER",
         "valkey-cell" => "VALKEY_SERVER",
         other => return Err(fail(format!("no such image here ({other})"))),
@@ -141,12 +143,12 @@ fn start(image: &str) -> Result<ContainerAsync, TestcontainersError> {
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
         .arg("--dir")
         .arg(&dir)
-        .args(["--loadmodule", &module])
+        .args(["--loadmodule", &module, "CL.THROTTLE"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| fail(format!("{binary}: {e}")))?;
-    let container = ContainerAsync { child, port, dir };
+    let container = ContainerAsync { child, port, dir, image: std::marker::PhantomData };
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         if Instant::now() > deadline {
