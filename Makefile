@@ -445,7 +445,7 @@ RUST_IN = cd clients/rust && $(RUST_ENV) RATELIMIT_MODULE=$(CURDIR)/$(MODULE)
 rust-test: $(BUILT) servers
 	cmp functions/ratelimit.lua clients/rust/src/ratelimit.lua || \
 		(echo "clients/rust/src/ratelimit.lua differs from functions/ratelimit.lua: copy it" && false)
-	$(RUST_IN) cargo fmt --check
+	$(RUST_IN) cargo fmt --check && rustfmt --check --edition 2021 peers/testcontainers/src/lib.rs
 	$(RUST_IN) cargo clippy --locked --all-targets --all-features -- -D warnings
 	$(RUST_IN) RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --all-features --lib --examples
 	$(RUST_IN) REDIS_SERVER=$(PY_FIRST_SERVER) cargo test --locked --all-features -- --show-output

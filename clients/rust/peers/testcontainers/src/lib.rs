@@ -134,7 +134,9 @@ fn start<I>(image: &str) -> Result<ContainerAsync<I>, TestcontainersError> {
         "valkey-cell" => "VALKEY_SERVER",
         other => return Err(fail(format!("no such image here ({other})"))),
     };
-    let binary = std::env::var(variable).or_else(|_| std::env::var("REDIS_SERVER")).map_err(|_| fail(format!("{variable} unset")))?;
+    let binary = std::env::var(variable)
+        .or_else(|_| std::env::var("REDIS_SERVER"))
+        .map_err(|_| fail(format!("{variable} unset")))?;
     let module = std::env::var("RATELIMIT_MODULE").map_err(|_| fail("RATELIMIT_MODULE unset".into()))?;
     let port = free_port();
     let dir = std::env::temp_dir().join(format!("testcontainers-{image}-{}-{port}", std::process::id()));
