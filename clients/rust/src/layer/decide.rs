@@ -63,11 +63,13 @@ pub(crate) struct Admitted {
 /// The rules' answer.
 pub(crate) enum Decided {
     Admit(Admitted),
+    Refuse(Refusal),
+}
+
+/// A request not let through.
+pub(crate) enum Refusal {
     /// Denied: how long until it would be admitted, and the headers.
-    Deny {
-        retry_after: Option<Duration>,
-        headers: Vec<(&'static str, String)>,
-    },
+    Deny { retry_after: Option<Duration>, headers: Vec<(&'static str, String)> },
     /// The server out of reach, and the layer fails closed.
     Unavailable,
     /// Another error (a key of another type, a refused argument): a 500.
@@ -156,8 +158,8 @@ pub(crate) async fn decide<T: Transport>(config: Arc<Config<T>>, steps: Vec<Step
         let answer = match answer(&config, step).await {
             Ok(answer) => answer,
             Err(e) if e.is_unreachable() && config.fail_open => return Decided::Admit(admitted),
-            Err(e) if e.is_unreachable() => return Decided::Unavailable,
-            Err(e) => return Decided::Failed(e),
+            Err(e) if e.is_unreachable() => return Decided::Refuse(Refusal::Unavailable),
+            Err(e) => return Decided::Refuse(Refusal::Failed(e)),
         };
         admitted.verdict.decisions.extend(answer.named);
         admitted.after.extend(answer.after);
@@ -187,7 +189,7 @@ pub(crate) async fn decide<T: Transport>(config: Arc<Config<T>>, steps: Vec<Step
                     retry_after.filter(|r| *r != crate::FOREVER).map(|r| ("Retry-After", whole_seconds(r).to_string())),
                 );
             }
-            Decided::Deny { retry_after, headers }
+            Decided::Refuse(Refusal::Deny { retry_after, headers })
         }
         Some(_) => {
             headers.retain(|(name, _)| *name != "Retry-After");

@@ -40,7 +40,7 @@ pub use rule::Rule;
 
 use crate::results::whole_seconds;
 use crate::{Limiter, Transport};
-use decide::{Admitted, Decided};
+use decide::{Admitted, Decided, Refusal};
 
 /// What a denial's body is made from: how long until the request would be admitted (`None`:
 /// never, or unknown), and whether it is a gRPC call.
@@ -60,6 +60,7 @@ type DenialBody = Arc<dyn Fn(&Denial) -> (HeaderValue, Bytes) + Send + Sync>;
 pub struct LimiterFailure(pub Arc<crate::Error>);
 
 /// The layer's settings, shared by every clone.
+#[derive(Clone)]
 pub(crate) struct Config<T> {
     limiter: Limiter<T>,
     rules: Vec<Rule>,
@@ -125,8 +126,8 @@ impl<T: Transport> RateLimitLayer<T> {
     }
 
     fn with(mut self, change: impl FnOnce(&mut Config<T>)) -> RateLimitLayer<T> {
-        let config = Arc::get_mut(&mut self.config).expect("a layer is configured before it is cloned");
-        change(config);
+        // A layer configured after it was cloned changes its own settings only.
+        change(Arc::make_mut(&mut self.config));
         self
     }
 
@@ -303,7 +304,7 @@ where
                 StateProj::Deciding { decision, inner, request } => {
                     let admitted = match ready!(decision.as_mut().poll(cx)) {
                         Decided::Admit(admitted) => admitted,
-                        refused => return Poll::Ready(Ok(refusal(this.config, refused, *this.grpc))),
+                        Decided::Refuse(refused) => return Poll::Ready(Ok(refusal(this.config, refused, *this.grpc))),
                     };
                     let mut request = request.take().expect("polled after completion");
                     request.extensions_mut().insert(admitted.verdict.clone());
@@ -349,22 +350,21 @@ fn lowercase(name: &'static str) -> &'static str {
 
 /// A denial, an outage's refusal or a failure, as HTTP or as gRPC (a trailers-only response:
 /// the status in the headers, with the limits' headers as its metadata).
-fn refusal<T, B>(config: &Config<T>, decided: Decided, grpc: bool) -> Response<ResponseBody<B>> {
+fn refusal<T, B>(config: &Config<T>, refused: Refusal, grpc: bool) -> Response<ResponseBody<B>> {
     let mut failure = None;
-    let (status, grpc_status, message, headers, body) = match decided {
-        Decided::Deny { retry_after, headers } => {
+    let (status, grpc_status, message, headers, body) = match refused {
+        Refusal::Deny { retry_after, headers } => {
             let (content_type, bytes) = (config.denial_body)(&Denial { retry_after, grpc });
             (StatusCode::TOO_MANY_REQUESTS, "8", "Too Many Requests", headers, Some((content_type, bytes)))
         }
-        Decided::Unavailable => {
+        Refusal::Unavailable => {
             let retry = vec![("Retry-After", whole_seconds(Duration::from_secs(1)).to_string())];
             (StatusCode::SERVICE_UNAVAILABLE, "14", "the rate limiter cannot be reached", retry, None)
         }
-        Decided::Failed(error) => {
+        Refusal::Failed(error) => {
             failure = Some(error);
             (StatusCode::INTERNAL_SERVER_ERROR, "13", "the rate limiter failed", Vec::new(), None)
         }
-        Decided::Admit(_) => (StatusCode::INTERNAL_SERVER_ERROR, "13", "the rate limiter failed", Vec::new(), None),
     };
     let mut response = Response::new(ResponseBody::full(Bytes::new()));
     if let Some(error) = failure {
