@@ -162,8 +162,8 @@ TIMES := $(CURDIR)/scripts/test-times.py
 BUILT ?= build
 READY := CLIENTS_READY=1 GO_READY=1 BUILT=
 # The longest first, so that the short ones fill the end.
-SUITES := suite-java suite-python suite-environments suite-integration suite-rust suite-unit suite-docs suite-go \
-	suite-node suite-demo suite-monitoring suite-release suite-bench-smoke
+SUITES := suite-java suite-python suite-environments suite-rust suite-integration suite-unit suite-docs suite-go \
+	suite-node suite-demo suite-monitoring suite-release suite-bench-smoke suite-rust-peers
 .PHONY: suites $(SUITES)
 test:
 	$(TIMES) start
@@ -189,6 +189,8 @@ suite-unit:
 	$(TIMES) phase unit -- cargo test --release --locked --lib
 suite-rust:
 	$(TIMES) phase rust -- $(MAKE) --no-print-directory rust-test BUILT=
+suite-rust-peers:
+	$(TIMES) phase rust-peers -- $(MAKE) --no-print-directory rust-peers BUILT=
 suite-node: suite-environments
 	$(TIMES) phase node -- $(MAKE) --no-print-directory node-test $(READY)
 suite-go: suite-environments
@@ -451,7 +453,6 @@ rust-test: $(BUILT) servers
 	$(RUST_IN) REDIS_SERVER=$(PY_FIRST_SERVER) cargo test --locked --all-features -- --show-output
 	$(if $(filter-out $(firstword $(SERVERS)),$(lastword $(SERVERS))),$(RUST_IN) REDIS_SERVER=$(lastword \
 		$(call server_binaries,$(SERVERS))) cargo test --locked --all-features --test limiter)
-	$(MAKE) --no-print-directory rust-peers BUILT=
 
 # The Rust peers' own tests against the module's CL.THROTTLE (scripts/rust-peers.sh): redis-cell-rs's
 # on the first server (its redis-cell image) and the last (its valkey-cell image), tower-redis-cell's.
