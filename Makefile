@@ -38,7 +38,7 @@ test_args = $(foreach t,$(1),--test $(t))
 	monitoring-tools monitoring-test \
 	bench-smoke \
 	python-dist python-envs python-test node-dist node-installed node-test go-ready go-test java-test java-dist clients docs-test \
-	rust-test rust-peers
+	rust-test rust-peers rust-build
 
 all: build
 
@@ -204,11 +204,11 @@ suite-demo:
 # The release files take Java's repository (java-test's build) and the clients' packages.
 suite-release: suite-java suite-python suite-environments
 	$(TIMES) phase release -- $(MAKE) --no-print-directory package-test $(READY)
-suite-bench-smoke: suite-python suite-environments
+suite-bench-smoke: suite-python suite-environments suite-rust
 	$(TIMES) phase bench-smoke -- $(MAKE) --no-print-directory bench-smoke $(READY)
 
 # Every bench, briefly, so that `make bench` cannot rot (its output goes under target/).
-bench-smoke: $(BUILT) servers redis-cell $(if $(CLIENTS_READY),,clients)
+bench-smoke: $(BUILT) servers redis-cell $(if $(CLIENTS_READY),,clients rust-build)
 	BENCH_SERVERS="$(call server_binaries,$(BENCH_SMOKE_SERVERS))" cargo bench --locked --bench ratelimit -- --quick
 	$(PY_LIMITS_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/python.md --quick
 	$(PY_REPLICA_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/replicas.md --quick
@@ -217,6 +217,7 @@ bench-smoke: $(BUILT) servers redis-cell $(if $(CLIENTS_READY),,clients)
 	$(GO_HOT_BENCH) --module $(MODULE) --out target/bench-quick/hot.md --quick $(PY_FIRST_SERVER)
 	$(call envoy-bench,ENVOY_BENCH_OUT=$(CURDIR)/target/bench-quick/envoy.md ENVOY_BENCH_QUICK=1)
 	$(call java-bench,$(PY_FIRST_SERVER),$(CURDIR)/target/bench-quick/java.md,-Dbench.quick=true)
+	$(RUST_BENCH) --out target/bench-quick/rust.md --quick $(PY_FIRST_SERVER)
 
 # The TTL-leak demo's package (redis-py), under target/.
 pydeps: test-deps
@@ -441,16 +442,29 @@ java-test: $(BUILT) servers
 # its tests (the conformance cases, the limiter on the module and the library, the layer on axum
 # and tonic, the README's examples compiled) on the first server, and the limiter's on the last.
 # No debug info and no incremental state: a test build made once, in less time. rustdoc documents
-# the examples beside the library, so that it takes clippy's checks of the dependencies as made.
+# the examples and the bench beside the library, so that it takes clippy's checks of the
+# dependencies as made.
 RUST_ENV = CARGO_TARGET_DIR=$(CURDIR)/target/rust CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0
 RUST_IN = cd clients/rust && $(RUST_ENV) RATELIMIT_MODULE=$(CURDIR)/$(MODULE)
+# The crate and make bench's program (clients/rust/bench) in one build: one set of features for the
+# dependencies they share. tower-rate-limiter, the bench's peer, declares rustc 1.96 and builds
+# with 1.95.
+RUST_WORKSPACE = --locked --ignore-rust-version --workspace --all-features --all-targets
+# make bench's Rust rows (clients/rust/bench), as the rust phase built them.
+RUST_BENCH = $(CURDIR)/target/rust/debug/ratelimit-rust-bench --module $(CURDIR)/$(MODULE)
+# The crate's and the bench's build alone (what bench-smoke runs, when no rust phase made it).
+rust-build:
+	$(RUST_IN) cargo build $(RUST_WORKSPACE)
+
 rust-test: $(BUILT) servers
 	cmp functions/ratelimit.lua clients/rust/src/ratelimit.lua || \
 		(echo "clients/rust/src/ratelimit.lua differs from functions/ratelimit.lua: copy it" && false)
 	$(RUST_IN) cargo fmt --check && rustfmt --check --edition 2021 peers/testcontainers/src/lib.rs
-	$(RUST_IN) cargo clippy --locked --all-targets --all-features -- -D warnings
-	$(RUST_IN) RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --all-features --lib --examples
-	$(RUST_IN) REDIS_SERVER=$(PY_FIRST_SERVER) cargo test --locked --all-features -- --show-output
+	$(RUST_IN) cargo clippy $(RUST_WORKSPACE) -- -D warnings
+	$(RUST_IN) RUSTDOCFLAGS="-D warnings" cargo doc --locked --ignore-rust-version --workspace --no-deps --all-features \
+		--lib --bins --examples
+	$(RUST_IN) cargo build $(RUST_WORKSPACE)
+	$(RUST_IN) REDIS_SERVER=$(PY_FIRST_SERVER) cargo test $(RUST_WORKSPACE) -- --show-output
 	$(if $(filter-out $(firstword $(SERVERS)),$(lastword $(SERVERS))),$(RUST_IN) REDIS_SERVER=$(lastword \
 		$(call server_binaries,$(SERVERS))) cargo test --locked --all-features --test limiter)
 
@@ -523,12 +537,13 @@ memcheck: build
 # limiting beside ours (printed), the limits storage's rows (benches/results/python.md), what waiting
 # for a replica costs (benches/results/replicas.md), the express-rate-limit store's rows
 # (benches/results/node.md), the Go packages' (benches/results/go.md), the hot limit's
-# (benches/results/hot.md), the Envoy service's (benches/results/envoy.md) and the gateway starter's
-# (benches/results/java.md). Each prints a line as each of its rows runs. `make bench
+# (benches/results/hot.md), the Envoy service's (benches/results/envoy.md), the gateway starter's
+# (benches/results/java.md) and the Rust layer's and hot limit's (benches/results/rust.md). Each
+# prints a line as each of its rows runs. `make bench
 # SERVERS=valkey-9.1` measures on one server; BENCH_ONLY (docs/development.md) runs a few rows of
 # the first bench alone and writes nothing. CLIENTS_READY=1 takes the clients' environments a
 # `make test` made as they are.
-bench-step = @echo "== make bench $(1)/9 ($$(date +%T)): $(2) =="
+bench-step = @echo "== make bench $(1)/10 ($$(date +%T)): $(2) =="
 bench: build servers redis-cell $(if $(CLIENTS_READY),,$(PY_ENVS)/latest $(PY_ENVS)/litellm node-installed go-ready)
 	$(call bench-step,1,the module against INCR and every alternative on $(SERVERS))
 	BENCH_SERVERS="$(call server_binaries,$(SERVERS))" cargo bench --locked --bench ratelimit
@@ -550,6 +565,9 @@ ifeq ($(BENCH_ONLY),)
 	$(call envoy-bench,ENVOY_BENCH_OUT=$(CURDIR)/benches/results/envoy.md)
 	$(call bench-step,9,the gateway starter on $(SERVERS))
 	$(call java-bench,$(call server_binaries,$(SERVERS)),$(CURDIR)/benches/results/java.md)
+	$(call bench-step,10,the Rust layer and hot limit on $(SERVERS))
+	$(RUST_IN) cargo run --release --locked --ignore-rust-version -p ratelimit-rust-bench -- --module $(CURDIR)/$(MODULE) \
+		--out $(CURDIR)/benches/results/rust.md $(call server_binaries,$(SERVERS))
 	@echo "== make bench done ($$(date +%T)) =="
 endif
 
