@@ -459,14 +459,14 @@ rust-build:
 rust-test: $(BUILT) servers
 	cmp functions/ratelimit.lua clients/rust/src/ratelimit.lua || \
 		(echo "clients/rust/src/ratelimit.lua differs from functions/ratelimit.lua: copy it" && false)
-	$(RUST_IN) cargo fmt --check && rustfmt --check --edition 2021 peers/testcontainers/src/lib.rs
+	$(RUST_IN) cargo fmt --all --check && rustfmt --check --edition 2021 peers/testcontainers/src/lib.rs
 	$(RUST_IN) cargo clippy $(RUST_WORKSPACE) -- -D warnings
 	$(RUST_IN) RUSTDOCFLAGS="-D warnings" cargo doc --locked --ignore-rust-version --workspace --no-deps --all-features \
 		--lib --bins --examples
 	$(RUST_IN) cargo build $(RUST_WORKSPACE)
 	$(RUST_IN) REDIS_SERVER=$(PY_FIRST_SERVER) cargo test $(RUST_WORKSPACE) -- --show-output
 	$(if $(filter-out $(firstword $(SERVERS)),$(lastword $(SERVERS))),$(RUST_IN) REDIS_SERVER=$(lastword \
-		$(call server_binaries,$(SERVERS))) cargo test --locked --all-features --test limiter)
+		$(call server_binaries,$(SERVERS))) cargo test --locked --ignore-rust-version --workspace --all-features --test limiter)
 
 # The Rust peers' own tests against the module's CL.THROTTLE (scripts/rust-peers.sh): redis-cell-rs's
 # on the first server (its redis-cell image) and the last (its valkey-cell image), tower-redis-cell's.
