@@ -110,7 +110,7 @@ async fn router(server: &Server, contender: &str, limit: u64) -> Router {
         "tower-rate-limiter (MULTI)" => {
             let client = redis::Client::open(url).unwrap();
             let store = tower_rate_limiter::RedisStore::new(client.get_multiplexed_async_connection().await.unwrap());
-            let layer = tower_rate_limiter::RateLimitLayer::builder(tower_rate_limiter::IpKeyExtractor::new())
+            let layer = tower_rate_limiter::RateLimitLayer::builder(PeerIp)
                 .limit(limit)
                 .window(MINUTE)
                 .with_store(store)
@@ -133,22 +133,40 @@ async fn router(server: &Server, contender: &str, limit: u64) -> Router {
     }
 }
 
-/// tower-rate-limit-redis's key: the peer's address.
+/// The peers' keys: the peer's address, from axum's ConnectInfo (tower-rate-limiter's own reads
+/// it only with its axum feature, which would turn on axum's default features for every build of
+/// the workspace).
 #[derive(Clone)]
 struct PeerIp;
+
+fn peer(extensions: &http::Extensions) -> String {
+    extensions.get::<ConnectInfo<SocketAddr>>().map_or_else(|| "unknown".to_string(), |c| c.0.ip().to_string())
+}
+
+impl tower_rate_limiter::KeyExtractor for PeerIp {
+    type Key = String;
+
+    fn extract<T>(&self, request: &http::Request<T>) -> Result<String, tower_rate_limiter::RateLimitError> {
+        Ok(peer(request.extensions()))
+    }
+}
 
 impl tower_rate_limit_redis::KeyResolver for PeerIp {
     type Key = String;
     type ErrorBody = Body;
 
     fn key<T>(&self, req: &http::Request<T>) -> Result<String, http::Response<Body>> {
-        let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
-        Ok(format!("rl:{}", peer.map_or_else(|| "unknown".to_string(), |ip| ip.to_string())))
+        Ok(format!("rl:{}", peer(req.extensions())))
     }
 }
 
 fn identity(i: usize) -> SocketAddr {
     SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, (i / 250) as u8, (i % 250) as u8 + 1)), 40_000)
+}
+
+/// A request from identity `i` (its peer address as axum's ConnectInfo).
+fn request_from(i: usize) -> http::Request<Body> {
+    http::Request::get("/").extension(ConnectInfo(identity(i))).body(Body::empty()).unwrap()
 }
 
 /// The server's CPU per decision (µs) for `decisions` through the contender's layer.
@@ -160,8 +178,7 @@ async fn server_cpu(server: &Server, contender: &str, decisions: usize) -> f64 {
     };
     let app = router(server, contender, 100).await;
     // One decision first: connections made, scripts loaded.
-    let warm = http::Request::get("/").extension(ConnectInfo(identity(IDENTITIES))).body(Body::empty()).unwrap();
-    app.clone().oneshot(warm).await.unwrap();
+    app.clone().oneshot(request_from(IDENTITIES)).await.unwrap();
     let pid = server.child.id();
     let before = cpu_ns(pid);
     let mut tasks = Vec::new();
@@ -169,8 +186,7 @@ async fn server_cpu(server: &Server, contender: &str, decisions: usize) -> f64 {
         let app = app.clone();
         tasks.push(tokio::spawn(async move {
             for _ in 0..decisions / IDENTITIES {
-                let request = http::Request::get("/").extension(ConnectInfo(identity(i))).body(Body::empty()).unwrap();
-                let response = app.clone().oneshot(request).await.unwrap();
+                let response = app.clone().oneshot(request_from(i)).await.unwrap();
                 assert!(response.status() == 200 || response.status() == 429, "{}", response.status());
             }
         }));

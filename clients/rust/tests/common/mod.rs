@@ -125,8 +125,10 @@ impl Server {
             .spawn()
             .unwrap_or_else(|e| panic!("{binary}: {e}"));
         let server = Server { child, dir, kind, port };
+        // The socket's file comes with its bind, a moment before it listens: it answers when a
+        // connection does.
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !server.socket().exists() {
+        while std::os::unix::net::UnixStream::connect(server.socket()).is_err() {
             assert!(Instant::now() < deadline, "{binary} did not start");
             std::thread::sleep(Duration::from_millis(10));
         }
