@@ -448,9 +448,10 @@ java-test: $(BUILT) servers
 RUST_ENV = CARGO_TARGET_DIR=$(CURDIR)/target/rust CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0
 RUST_IN = cd clients/rust && $(RUST_ENV) RATELIMIT_MODULE=$(CURDIR)/$(MODULE)
 # The crate and make bench's program (clients/rust/bench) in one build: one set of features for the
-# dependencies they share. tower-rate-limiter, the bench's peer, declares rustc 1.96 and builds
+# dependencies they share (cargo test without --all-targets: with it, no doctests). tower-rate-limiter, the bench's peer, declares rustc 1.96 and builds
 # with 1.95.
-RUST_WORKSPACE = --locked --ignore-rust-version --workspace --all-features --all-targets
+RUST_PACKAGES = --locked --ignore-rust-version --workspace --all-features
+RUST_WORKSPACE = $(RUST_PACKAGES) --all-targets
 # make bench's Rust rows (clients/rust/bench), as the rust phase built them.
 RUST_BENCH = $(CURDIR)/target/rust/debug/ratelimit-rust-bench --module $(CURDIR)/$(MODULE)
 # The crate's and the bench's build alone (what bench-smoke runs, when no rust phase made it).
@@ -463,9 +464,9 @@ rust-test: $(BUILT) servers
 	$(RUST_IN) RUSTDOCFLAGS="-D warnings" cargo doc --locked --ignore-rust-version --workspace --no-deps --all-features \
 		--lib --bins --examples
 	$(RUST_IN) cargo build $(RUST_WORKSPACE)
-	$(RUST_IN) REDIS_SERVER=$(PY_FIRST_SERVER) cargo test $(RUST_WORKSPACE) -- --show-output
+	$(RUST_IN) REDIS_SERVER=$(PY_FIRST_SERVER) cargo test $(RUST_PACKAGES) -- --show-output
 	$(if $(filter-out $(firstword $(SERVERS)),$(lastword $(SERVERS))),$(RUST_IN) REDIS_SERVER=$(lastword \
-		$(call server_binaries,$(SERVERS))) cargo test --locked --ignore-rust-version --workspace --all-features --test limiter)
+		$(call server_binaries,$(SERVERS))) cargo test $(RUST_PACKAGES) --test limiter)
 
 # The Rust peers' own tests against the module's CL.THROTTLE (scripts/rust-peers.sh): redis-cell-rs's
 # on the first server (its redis-cell image) and the last (its valkey-cell image), tower-redis-cell's.

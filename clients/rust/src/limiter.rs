@@ -142,13 +142,15 @@ impl<T: Transport> Limiter<T> {
             })?,
         };
         let key = call.keys.first().cloned();
-        let reply = match self.inner.transport.send(key.clone(), args.clone()).await {
+        // Kept for a second try on the library only: the module's calls send theirs as they are.
+        let again = (backend == Backend::Library).then(|| (key.clone(), args.clone()));
+        let reply = match (self.inner.transport.send(key, args).await, again) {
             // The server lost the library (a restart without persistence, FUNCTION FLUSH): again.
-            Err(Error::LibraryMissing(_)) if backend == Backend::Library => {
+            (Err(Error::LibraryMissing(_)), Some((key, args))) => {
                 self.ensure_library().await?;
                 self.inner.transport.send(key, args).await?
             }
-            reply => reply?,
+            (reply, _) => reply?,
         };
         (call.parse)(&reply)
     }
