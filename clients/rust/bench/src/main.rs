@@ -339,7 +339,7 @@ async fn main() {
     }
     let server = first.expect("a server");
     report += &format!(
-        "\nTarget: at most {CPU_TARGET}x each peer's server CPU per decision: {}.\n\n## Requests a second through an axum app\n\n{} on {}: the routers above served on loopback, {requests} requests from 32 connections, every one admitted.\n\n| layer | requests/s |\n| --- | ---: |\n",
+        "\nTarget: at most {CPU_TARGET}x each peer's server CPU per decision: {}.\n\n## Requests a second through an axum app\n\n{} on {}: the routers above served on loopback, {requests} requests from 32 connections, every one admitted. tower-rate-limit-redis calls the handler while its check is in flight (a request it denies has run the handler all the same); the others call it once admitted.\n\n| layer | requests/s |\n| --- | ---: |\n",
         if met { "met" } else { "NOT met" },
         "The same machine",
         server.version
