@@ -6,6 +6,7 @@ mod common;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -20,6 +21,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use redis_ratelimit_client::layer::{ClientIp, Header, RateLimitLayer, Rule, Verdict};
 use redis_ratelimit_client::{Fixed, Limiter, RedisConnection, Transport};
+use tokio::sync::Notify;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -33,6 +35,11 @@ async fn serve(app: Router) -> SocketAddr {
 }
 
 fn app<T: Transport>(layer: RateLimitLayer<T>) -> Router {
+    app_ending(layer, Arc::new(Notify::new()))
+}
+
+/// The app, its streamed body ending when `end` is notified.
+fn app_ending<T: Transport>(layer: RateLimitLayer<T>, end: Arc<Notify>) -> Router {
     Router::new()
         .route("/", get(|| async { "ok" }))
         .route(
@@ -49,18 +56,19 @@ fn app<T: Transport>(layer: RateLimitLayer<T>) -> Router {
         .route("/verdict", get(|Extension(v): Extension<Verdict>| async move { format!("{}", v.shadow_denied) }))
         .route(
             "/stream",
-            get(|| async {
-                // A body that ends a while after the handler returned.
+            get(|Extension(end): Extension<Arc<Notify>>| async move {
+                // A body that ends after the handler returned, when the test says.
                 let (tx, rx) = tokio::sync::mpsc::channel::<Result<http_body::Frame<Bytes>, Infallible>>(1);
                 tokio::spawn(async move {
                     let _ = tx.send(Ok(http_body::Frame::data(Bytes::from_static(b"a")))).await;
-                    tokio::time::sleep(Duration::from_millis(600)).await;
+                    end.notified().await;
                     let _ = tx.send(Ok(http_body::Frame::data(Bytes::from_static(b"b")))).await;
                 });
                 Body::new(StreamBody::new(tokio_stream_from(rx)))
             }),
         )
         .layer(layer)
+        .layer(Extension(end))
 }
 
 fn tokio_stream_from<T: Send + 'static>(mut rx: tokio::sync::mpsc::Receiver<T>) -> impl futures_core::Stream<Item = T> {
@@ -89,6 +97,12 @@ fn header<'a>(answer: &'a Answer, name: &str) -> &'a str {
     answer.headers.get(name).map_or("", |v| v.to_str().unwrap())
 }
 
+/// Whether `value` is `prefix` and then the 60 s a minute's window had left, or 59 when a second
+/// passed between the window's first hit and this answer (a busy machine).
+fn a_minute_left(value: &str, prefix: &str) -> bool {
+    matches!(value.strip_prefix(prefix), Some("60" | "59"))
+}
+
 #[tokio::test]
 async fn denies_with_the_headers_every_client_writes() {
     for kind in KINDS {
@@ -107,8 +121,8 @@ async fn denies_with_the_headers_every_client_writes() {
         let denied = get_path(addr, "/", &[]).await;
         assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS, "{kind:?}");
         assert_eq!(denied.body, "Too Many Requests\n");
-        assert_eq!(header(&denied, "ratelimit"), "\"api\";r=0;t=60");
-        assert_eq!(header(&denied, "retry-after"), "60");
+        assert!(a_minute_left(header(&denied, "ratelimit"), "\"api\";r=0;t="), "{}", header(&denied, "ratelimit"));
+        assert!(a_minute_left(header(&denied, "retry-after"), ""));
     }
 }
 
@@ -136,7 +150,8 @@ async fn keys_from_trusted_proxies_and_headers_per_route() {
     let both = get_path(addr, "/tokens", &[("x-api-key", "a")]).await;
     assert_eq!(header(&both, "ratelimit-policy"), "\"both-0\";q=1;w=60, \"both-1\";q=5;w=3600");
     let denied = get_path(addr, "/tokens", &[("x-api-key", "a")]).await;
-    assert_eq!((denied.status, header(&denied, "ratelimit")), (StatusCode::TOO_MANY_REQUESTS, "\"both-0\";r=0;t=60"));
+    assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(a_minute_left(header(&denied, "ratelimit"), "\"both-0\";r=0;t="), "{}", header(&denied, "ratelimit"));
     assert_eq!(get_path(addr, "/tokens", &[]).await.status, StatusCode::OK);
 }
 
@@ -165,7 +180,7 @@ async fn counts_failures_only_and_settles_from_the_response() {
     // The failures are counted on the runtime after their responses: the third is refused once
     // they were.
     let mut status = StatusCode::OK;
-    for _ in 0..100 {
+    for _ in 0..500 {
         status = get_path(addr, "/login", &[("x-password", "right")]).await.status;
         if status == StatusCode::TOO_MANY_REQUESTS {
             break;
@@ -177,7 +192,7 @@ async fn counts_failures_only_and_settles_from_the_response() {
     assert_eq!(get_path(addr, "/tokens", &[]).await.status, StatusCode::OK);
     let tokens_key = format!("{prefix}{{tokens:127.0.0.1}}");
     let mut count = 0;
-    for _ in 0..100 {
+    for _ in 0..500 {
         count = rl.peek(&tokens_key, 100, 1).await.unwrap().count;
         if count == 3 {
             break;
@@ -215,16 +230,18 @@ async fn out_of_reach_fails_open_or_closed_as_told() {
 async fn an_in_flight_permit_is_held_until_the_body_ends() {
     let server = Server::start(Kind::Module);
     let layer = RateLimitLayer::concurrency(server.limiter().await, 1, Duration::from_secs(30)).prefix(key("c"));
-    let addr = serve(app(layer)).await;
+    let end = Arc::new(Notify::new());
+    let addr = serve(app_ending(layer, Arc::clone(&end))).await;
     let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
     let streaming = client.get(format!("http://{addr}/stream").parse().unwrap()).await.unwrap();
     assert_eq!(streaming.status(), StatusCode::OK);
     // The handler returned; its body streams on, holding the permit.
     let busy = get_path(addr, "/", &[]).await;
     assert_eq!(busy.status, StatusCode::TOO_MANY_REQUESTS);
+    end.notify_one();
     assert_eq!(streaming.into_body().collect().await.unwrap().to_bytes(), Bytes::from_static(b"ab"));
     let mut status = StatusCode::TOO_MANY_REQUESTS;
-    for _ in 0..100 {
+    for _ in 0..500 {
         status = get_path(addr, "/", &[]).await.status;
         if status == StatusCode::OK {
             break;
@@ -259,5 +276,5 @@ async fn tonic_answers_resource_exhausted_with_the_headers_as_metadata() {
     let denied = client.check(HealthCheckRequest { service: String::new() }).await.unwrap_err();
     assert_eq!(denied.code(), tonic::Code::ResourceExhausted);
     assert_eq!(denied.metadata().get("ratelimit-policy").unwrap(), "\"grpc\";q=1;w=60");
-    assert_eq!(denied.metadata().get("retry-after").unwrap(), "60");
+    assert!(a_minute_left(denied.metadata().get("retry-after").unwrap().to_str().unwrap(), ""));
 }
