@@ -4,6 +4,8 @@
 
 mod command;
 mod error;
+#[cfg(feature = "fred")]
+mod fred_client;
 #[cfg(feature = "tokio")]
 mod hot;
 #[cfg(all(test, feature = "tokio"))]
@@ -27,6 +29,9 @@ mod redis_rs;
 pub mod layer;
 
 pub use error::Error;
+#[cfg(feature = "fred")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fred")))]
+pub use fred_client::FredConnection;
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use hot::{HotLimit, HotOptions};
