@@ -38,7 +38,7 @@ test_args = $(foreach t,$(1),--test $(t))
 	monitoring-tools monitoring-test \
 	bench-smoke \
 	python-dist python-envs python-test node-dist node-installed node-test go-ready go-test java-test java-dist clients docs-test \
-	rust-test rust-peers rust-build
+	rust-test rust-peers rust-build rust-msrv
 
 all: build
 
@@ -168,7 +168,7 @@ SUITES := suite-java suite-python suite-environments suite-rust suite-integratio
 test:
 	$(TIMES) start
 	$(TIMES) phase set-up -- $(MAKE) --no-print-directory -j3 --output-sync=target build servers redis-cell \
-		monitoring-tools lint && \
+		monitoring-tools lint rust-msrv && \
 	$(MAKE) --no-print-directory -j3 --output-sync=target suites; \
 	code=$$?; $(TIMES) report; exit $$code
 
@@ -442,14 +442,17 @@ java-test: $(BUILT) servers
 # rustdoc with warnings denied, then
 # its tests (the conformance cases, the limiter on the module and the library, the layer on axum
 # and tonic, the README's examples compiled) on the first server, and the limiter's on the last.
-# No debug info and no incremental state: a test build made once, in less time. rustdoc documents
-# the examples and the bench beside the library, so that it takes clippy's checks of the
-# dependencies as made.
+# No debug info and no incremental state: a test build made once, in less time. clippy and rustdoc
+# run on the crate's stated MSRV (RUST_MSRV, its rust-version; rustup installs it in the set-up),
+# the tests on the machine's toolchain: the MSRV proven without a third build of the dependencies.
+# rustdoc documents the examples and the bench beside the library, so that it takes clippy's
+# checks of the dependencies as made.
+RUST_MSRV := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' clients/rust/Cargo.toml)
 RUST_ENV = CARGO_TARGET_DIR=$(CURDIR)/target/rust CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0
 RUST_IN = cd clients/rust && $(RUST_ENV) RATELIMIT_MODULE=$(CURDIR)/$(MODULE)
 # The crate and make bench's program (clients/rust/bench) in one build: one set of features for the
-# dependencies they share (cargo test without --all-targets: with it, no doctests). tower-rate-limiter, the bench's peer, declares rustc 1.96 and builds
-# with 1.95.
+# dependencies they share (cargo test without --all-targets: with it, no doctests).
+# tower-rate-limiter, the bench's peer, declares rustc 1.96 and builds with 1.88.
 RUST_PACKAGES = --locked --ignore-rust-version --workspace --all-features
 RUST_WORKSPACE = $(RUST_PACKAGES) --all-targets
 # make bench's Rust rows (clients/rust/bench), as the rust phase built them.
@@ -458,10 +461,14 @@ RUST_BENCH = $(CURDIR)/target/rust/debug/ratelimit-rust-bench --module $(CURDIR)
 rust-build:
 	$(RUST_IN) cargo build $(RUST_WORKSPACE)
 
-rust-test: $(BUILT) servers
+# The crate's MSRV toolchain, with clippy (the rust phase's checks run on it).
+rust-msrv:
+	rustup toolchain install $(RUST_MSRV) --profile minimal --component clippy --no-self-update
+
+rust-test: $(BUILT) servers $(if $(BUILT),rust-msrv)
 	$(RUST_IN) cargo fmt --all --check && rustfmt --check --edition 2021 peers/testcontainers/src/lib.rs
-	$(RUST_IN) cargo clippy $(RUST_WORKSPACE) -- -D warnings
-	$(RUST_IN) RUSTDOCFLAGS="-D warnings" cargo doc --locked --ignore-rust-version --workspace --no-deps --all-features \
+	$(RUST_IN) cargo +$(RUST_MSRV) clippy $(RUST_WORKSPACE) -- -D warnings
+	$(RUST_IN) RUSTDOCFLAGS="-D warnings" cargo +$(RUST_MSRV) doc --locked --ignore-rust-version --workspace --no-deps --all-features \
 		--lib --bins --examples
 	$(RUST_IN) cargo build $(RUST_WORKSPACE)
 	$(RUST_IN) REDIS_SERVER=$(PY_FIRST_SERVER) cargo test $(RUST_PACKAGES) -- --show-output
