@@ -445,8 +445,8 @@ java-test: $(BUILT) servers
 # No debug info and no incremental state: a test build made once, in less time. clippy and rustdoc
 # run on the crate's stated MSRV (RUST_MSRV, its rust-version; rustup installs it in the set-up),
 # the tests on the machine's toolchain: the MSRV proven without a third build of the dependencies.
-# rustdoc documents the examples and the bench beside the library, so that it takes clippy's
-# checks of the dependencies as made.
+# rustdoc documents the bench beside the library, so that it takes clippy's checks of the
+# dependencies as made.
 RUST_MSRV := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' clients/rust/Cargo.toml)
 RUST_ENV = CARGO_TARGET_DIR=$(CURDIR)/target/rust CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0
 RUST_IN = cd clients/rust && $(RUST_ENV) RATELIMIT_MODULE=$(CURDIR)/$(MODULE)
@@ -469,7 +469,7 @@ rust-test: $(BUILT) servers $(if $(BUILT),rust-msrv)
 	$(RUST_IN) cargo fmt --all --check && rustfmt --check --edition 2021 peers/testcontainers/src/lib.rs
 	$(RUST_IN) cargo +$(RUST_MSRV) clippy $(RUST_WORKSPACE) -- -D warnings
 	$(RUST_IN) RUSTDOCFLAGS="-D warnings" cargo +$(RUST_MSRV) doc --locked --ignore-rust-version --workspace --no-deps --all-features \
-		--lib --bins --examples
+		--lib --bins
 	$(RUST_IN) cargo build $(RUST_WORKSPACE)
 	$(RUST_IN) REDIS_SERVER=$(PY_FIRST_SERVER) cargo test $(RUST_PACKAGES) -- --show-output
 	$(if $(filter-out $(firstword $(SERVERS)),$(lastword $(SERVERS))),$(RUST_IN) REDIS_SERVER=$(lastword \

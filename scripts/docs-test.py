@@ -24,7 +24,7 @@ address, fails the check before it runs (it would reach a server this test did n
   sharing their names as in a session; top-level `await` runs on one event loop.
 - `js`: each block is an ES module run by Node beside the clients the Node tests install.
 - a `text` block right after a python or js block is what that block prints.
-- `go`, `go.mod`, `java`, `xml`, `yaml` and the like are files: `<!-- docs-test: file NAME -->` before the block
+- `go`, `go.mod`, `java`, `rust`, `xml`, `yaml` and the like are files: `<!-- docs-test: file NAME -->` before the block
   writes it into the terminal's current folder, where the next commands find it.
 
 The terminal starts in the clone; its `~` is a folder of the page's own.
@@ -78,8 +78,8 @@ PROXY_PORT = "4000"
 DEFAULT_CLOCK = "2026-12-01T12:00:00Z"
 # Languages a block runs in, or is a file of; any other tagged block must say why it does not run.
 RUN = {"console", "sh", "python", "js"}
-FILES = {"go", "go.mod", "java", "xml", "yaml", "json", "toml", "ini", "conf"}
-CODE = RUN | FILES | {"bash", "shell", "ts", "typescript", "rust", "lua", "dockerfile"}
+FILES = {"go", "go.mod", "java", "rust", "xml", "yaml", "json", "toml", "ini", "conf"}
+CODE = RUN | FILES | {"bash", "shell", "ts", "typescript", "lua", "dockerfile"}
 # A block that would connect to a server this test did not start.
 DEFAULT_SERVER = re.compile(
     r"6379|Redis\(\)|Valkey\(\)|createClient\(\)|Redis\.from_url\(\)|Addr:\s*\"\"|redis://localhost[/\"']"
@@ -312,9 +312,9 @@ class Page:
 
     def local(self, text):
         """`text` with the docs' ports made this page's (an HTTP server's where it is one:
-        `localhost:4000`, `--port 4000`, `--server.port=4000`; 4000 is also a count)."""
+        `localhost:4000`, `127.0.0.1:4000`, `--port 4000`, `--server.port=4000`; 4000 is also a count)."""
         text = re.sub(rf"(?<![0-9]){DOC_PORT}(?![0-9])", self.ports[DOC_PORT], text)
-        return re.sub(rf"(localhost:|--port |--server\.port=){PROXY_PORT}(?![0-9])", rf"\g<1>{self.ports[PROXY_PORT]}", text)
+        return re.sub(rf"(localhost:|127\.0\.0\.1:|--port |--server\.port=){PROXY_PORT}(?![0-9])", rf"\g<1>{self.ports[PROXY_PORT]}", text)
 
     def env(self):
         env = dict(os.environ)
@@ -527,7 +527,9 @@ def main():
     args = parser.parse_args()
     for name in ("python", "node_dir", "litellm_bin"):
         setattr(args, name, os.path.abspath(getattr(args, name)))
-    work = Path(tempfile.mkdtemp(prefix="docs-test-", dir=ROOT / "target"))
+    # Outside the clone, as a reader's home is: a project a page makes there is not the clone's
+    # (cargo new would join the clone's workspace).
+    work = Path(tempfile.mkdtemp(prefix="docs-test-"))
     args.clock_lib = work / "libclock.so"
     subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", args.clock_lib, ROOT / "testkit/clock/clock.c"], check=True)
     ran = skipped = 0
