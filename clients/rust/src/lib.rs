@@ -53,4 +53,4 @@ pub use transport::Transport;
 pub use redis_rs::RedisCluster;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use redis_rs::RedisConnection;
+pub use redis_rs::{RedisConnection, RedisPool};

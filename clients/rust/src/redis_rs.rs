@@ -1,14 +1,18 @@
 //! The transports for redis-rs 1.x: any `aio::ConnectionLike`, and (feature `redis-cluster`) the
 //! async cluster connection, with every call routed by its first key.
 
+use std::future::Future;
+use std::ops::DerefMut;
+use std::sync::Arc;
+
 use redis::aio::ConnectionLike;
 use redis::{Cmd, ErrorKind, RedisError, Value};
 
 use crate::{Error, Reply, Transport};
 
 /// A [`Transport`] over any redis-rs async connection that is cheap to clone:
-/// `MultiplexedConnection`, `ConnectionManager`, or a pool's (`deadpool_redis`, `bb8`) wrapped
-/// in your own `Clone` type. For a cluster, use [`RedisCluster`](crate::RedisCluster).
+/// `MultiplexedConnection`, `ConnectionManager`. For a pool, use [`RedisPool`]; for a cluster,
+/// [`RedisCluster`](crate::RedisCluster).
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -55,6 +59,57 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Transport for RedisConne
     }
 }
 
+/// A [`Transport`] that takes a connection from a pool for each call, through the closure that
+/// gets one: `deadpool_redis::Pool::get`, bb8's `Pool::get_owned`, or any pool's whose connection
+/// is (or dereferences to) a redis-rs `aio::ConnectionLike`. A pool's own error (exhausted, timed
+/// out) is [`Error::Unreachable`].
+///
+/// ```no_run
+/// # async fn run(pool: deadpool_redis::Pool) {
+/// use redis_ratelimit_client::{Limiter, RedisPool};
+///
+/// let limiter = Limiter::new(RedisPool::new(move || {
+///     let pool = pool.clone();
+///     async move { pool.get().await }
+/// }));
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RedisPool<F> {
+    get: F,
+}
+
+impl<F> RedisPool<F> {
+    /// A transport that calls `get` for a connection at each call.
+    pub fn new(get: F) -> RedisPool<F> {
+        RedisPool { get }
+    }
+}
+
+impl<F> std::fmt::Debug for RedisPool<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RedisPool")
+    }
+}
+
+impl<F, Fut, C, E> Transport for RedisPool<F>
+where
+    F: Fn() -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Result<C, E>> + Send,
+    C: DerefMut<Target: ConnectionLike + Send> + Send,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    async fn send(&self, _key: Option<String>, args: Vec<String>) -> Result<Reply, Error> {
+        let mut connection = (self.get)().await.map_err(|e| Error::Unreachable(Arc::new(e)))?;
+        let value = connection.req_packed_command(&command(&args)).await.map_err(error)?;
+        reply(value)
+    }
+
+    async fn send_to_primaries(&self, args: Vec<String>) -> Result<Vec<Result<Reply, Error>>, Error> {
+        Ok(vec![self.send(None, args).await])
+    }
+}
+
 /// A redis-rs error as the crate's: an error reply by its code, a reply of another shape, else
 /// the server out of reach.
 fn error(e: RedisError) -> Error {
@@ -67,7 +122,7 @@ fn error(e: RedisError) -> Error {
             })
         }
         ErrorKind::Parse | ErrorKind::UnexpectedReturnType => Error::UnexpectedReply(e.to_string()),
-        _ => Error::Unreachable(std::sync::Arc::new(e)),
+        _ => Error::Unreachable(Arc::new(e)),
     }
 }
 

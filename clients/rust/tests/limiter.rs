@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use common::{key, Kind, Server, KINDS};
 use redis_ratelimit_client::{
-    AllOptions, Backend, Calendar, Error, Fixed, Limit, Limiter, Rate, RedisConnection, Sliding, TopOptions, TopView,
-    FOREVER,
+    AllOptions, Backend, Calendar, Error, Fixed, Limit, Limiter, Rate, RedisConnection, RedisPool, Sliding, TopOptions,
+    TopView, FOREVER,
 };
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -216,6 +216,36 @@ async fn an_unreachable_server_is_told_apart() {
     server.kill();
     let err = rl.hit(&key("k"), &Fixed::new(1, MINUTE)).await.unwrap_err();
     assert!(err.is_unreachable(), "{err:?}");
+}
+
+#[tokio::test]
+async fn pools_give_each_call_a_connection() {
+    let mut server = Server::start(Kind::Module);
+    let deadpool =
+        deadpool_redis::Config::from_url(server.url()).create_pool(Some(deadpool_redis::Runtime::Tokio1)).unwrap();
+    let from_deadpool = Limiter::new(RedisPool::new(move || {
+        let pool = deadpool.clone();
+        async move { pool.get().await }
+    }));
+    let manager = bb8_redis::RedisConnectionManager::new(server.url()).unwrap();
+    let bb8 = bb8::Pool::builder().max_size(2).connection_timeout(Duration::from_secs(1)).build(manager).await.unwrap();
+    let from_bb8 = Limiter::new(RedisPool::new(move || {
+        let pool = bb8.clone();
+        async move { pool.get_owned().await }
+    }));
+    let (k, f) = (key("pooled"), Fixed::new(2, MINUTE));
+    assert!(from_deadpool.hit(&k, &f).await.unwrap().allowed);
+    assert!(from_bb8.hit(&k, &f).await.unwrap().allowed);
+    let denied = from_deadpool.hit(&k, &f).await.unwrap();
+    assert!(!denied.allowed && denied.count == 2, "{denied:?}");
+    let err = from_bb8.hit(&k, &Fixed::new(0, MINUTE)).await.unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+
+    server.kill();
+    for rl in [from_deadpool.hit(&k, &f).await, from_bb8.hit(&k, &f).await] {
+        let err = rl.unwrap_err();
+        assert!(err.is_unreachable(), "{err:?}");
+    }
 }
 
 #[tokio::test]
