@@ -452,7 +452,7 @@ RUST_ENV = CARGO_TARGET_DIR=$(CURDIR)/target/rust CARGO_INCREMENTAL=0 CARGO_PROF
 RUST_IN = cd clients/rust && $(RUST_ENV) RATELIMIT_MODULE=$(CURDIR)/$(MODULE)
 # The crate and make bench's program (clients/rust/bench) in one build: one set of features for the
 # dependencies they share (cargo test without --all-targets: with it, no doctests).
-# tower-rate-limiter, the bench's peer, declares rustc 1.96 and builds with 1.88.
+# tower-rate-limiter, the bench's peer, declares rustc 1.96: it is checked with 1.88 and built with 1.95.
 RUST_PACKAGES = --locked --ignore-rust-version --workspace --all-features
 RUST_WORKSPACE = $(RUST_PACKAGES) --all-targets
 # make bench's Rust rows (clients/rust/bench), as the rust phase built them.
