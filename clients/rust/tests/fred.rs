@@ -14,7 +14,7 @@ use redis_ratelimit_client::{AllOptions, Backend, Error, Fixed, FredConnection, 
 
 const MINUTE: Duration = Duration::from_secs(60);
 
-pub async fn fred_client(url: &str) -> fred::prelude::Client {
+async fn fred_client(url: &str) -> fred::prelude::Client {
     let client = Builder::from_config(Config::from_url(url).unwrap())
         .with_performance_config(|perf| perf.default_command_timeout = Duration::from_secs(5))
         .build()
