@@ -49,9 +49,7 @@ fn command(args: &[String]) -> Cmd {
 
 impl<C: ConnectionLike + Clone + Send + Sync + 'static> Transport for RedisConnection<C> {
     async fn send(&self, _key: Option<String>, args: Vec<String>) -> Result<Reply, Error> {
-        let mut connection = self.connection.clone();
-        let value = connection.req_packed_command(&command(&args)).await.map_err(error)?;
-        reply(value)
+        request(&mut self.connection.clone(), &args).await
     }
 
     async fn send_to_primaries(&self, args: Vec<String>) -> Result<Vec<Result<Reply, Error>>, Error> {
@@ -101,13 +99,18 @@ where
 {
     async fn send(&self, _key: Option<String>, args: Vec<String>) -> Result<Reply, Error> {
         let mut connection = (self.get)().await.map_err(|e| Error::Unreachable(Arc::new(e)))?;
-        let value = connection.req_packed_command(&command(&args)).await.map_err(error)?;
-        reply(value)
+        request(&mut *connection, &args).await
     }
 
     async fn send_to_primaries(&self, args: Vec<String>) -> Result<Vec<Result<Reply, Error>>, Error> {
         Ok(vec![self.send(None, args).await])
     }
+}
+
+/// One command on one connection, its reply or error as the crate's.
+async fn request<C: ConnectionLike + ?Sized>(connection: &mut C, args: &[String]) -> Result<Reply, Error> {
+    let value = connection.req_packed_command(&command(args)).await.map_err(error)?;
+    reply(value)
 }
 
 /// A redis-rs error as the crate's: an error reply by its code, a reply of another shape, else
