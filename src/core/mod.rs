@@ -2,6 +2,7 @@
 //! that each is unit- and property-tested here. The glue (`crate::redis`) and the commands
 //! (`crate::commands`) call into this layer; nothing here calls out of it.
 
+pub mod adaptive;
 pub mod algorithm;
 pub mod args;
 pub mod audit_filter;

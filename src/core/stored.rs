@@ -6,7 +6,7 @@
 use crate::core::decimal::{format_i64, parse_i64};
 
 /// The longest stored text of any value.
-pub const MAX_TEXT: usize = 96;
+pub const MAX_TEXT: usize = 192;
 
 /// A value as stored in a plain Redis string.
 pub trait Value: Copy {

@@ -1,0 +1,630 @@
+//! The adaptive limit: a limit the whole fleet learns from its provider's answers, with no Redis in
+//! it. `RATELIMIT.ADAPT` decides a call against it; `RATELIMIT.REPORT` tells it how the provider
+//! answered.
+//!
+//! Admission is a token bucket at the learned rate: `limit` tokens per window, holding at most a
+//! sixth of a window's (`BURST_DIVISOR`: a per-minute limit admits at most 10 s of it at once, as
+//! Azure counts), so that the fleet's calls reach the provider paced, not in one burst at a
+//! window's start. A call costing more than the burst is admitted on a full bucket and leaves a
+//! debt. Every quantity is an integer scaled by the window in ms (a token is `window_ms` units, and
+//! `limit` units come back each ms), below 2^53: the Functions library computes the same in Lua's
+//! doubles.
+//!
+//! The controller works in epochs of one window, fleet-wide, since the state is one key:
+//! - a throttle (`Outcome::Throttled`) cuts the limit to `DECREASE_TENTHS` of itself at most once
+//!   per epoch, however many callers saw the same burst, and empties the bucket;
+//! - a `RETRY` holds the whole fleet: nothing is admitted before that instant, and the bucket
+//!   starts empty there, so the first window after a hold admits at most the limit;
+//! - an epoch earns growth when nothing cut it and the fleet used at least half the limit; the
+//!   limit then follows CUBIC's curve in earned epochs since the last cut,
+//!   `wmax * (1 + (1 - 0.7) * ((t - K) / K)^3)` with `K = 2` epochs (back to `wmax` two earned
+//!   epochs after a cut, then probing beyond it ever faster), never above twice what the epoch
+//!   admitted, nor above the ceiling or the provider's stated limit;
+//! - the provider's stated limit caps the learned one; its stated remaining bounds what the fleet
+//!   may still take until its reset.
+
+use crate::core::decimal::{format_i64, parse_i64, MAX_LEN};
+use crate::core::stored::{Change, Stored, Value, MAX_TEXT};
+
+/// The burst: a sixth of a window's limit.
+pub const BURST_DIVISOR: i64 = 6;
+/// A cut leaves 7 tenths of the limit (AWS's CUBIC beta, 0.7).
+pub const DECREASE_TENTHS: i64 = 7;
+/// Epochs from a cut back to the limit it cut (CUBIC's K).
+pub const RECOVERY_EPOCHS: i64 = 2;
+/// Earned epochs counted at most: the curve is far above any ceiling by then.
+const MAX_EARNED: i64 = 40;
+/// The bound on `ceiling * window_ms`, `cost * window_ms`, and every time and count: every sum
+/// and product below stays under 2^53.
+pub const MAX_SCALED: i64 = 1 << 50;
+/// The bound on a window, a RETRY and a RESET, in ms (about 35 years).
+pub const MAX_SPAN_MS: i64 = 1 << 40;
+/// An idle state is forgotten after this many windows without a call.
+const KEPT_WINDOWS: i64 = 10;
+
+const TAG: &[u8] = b"adapt:";
+
+/// The bounds and window a call of `RATELIMIT.ADAPT` gives: `floor <= start <= ceiling`,
+/// `ceiling * window_ms <= MAX_SCALED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    pub floor: i64,
+    pub start: i64,
+    pub ceiling: i64,
+    pub window_ms: i64,
+}
+
+/// What an adaptive key holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct State {
+    pub window_ms: i64,
+    /// The bounds of the last ADAPT call: the learned limit stays within them.
+    pub floor: i64,
+    pub ceiling: i64,
+    /// The learned limit, per window.
+    pub limit: i64,
+    /// The limit the last cut cut (CUBIC's W_max).
+    pub wmax: i64,
+    /// Epochs that earned growth since the last cut.
+    pub earned: i64,
+    pub epoch_start: i64,
+    /// Tokens admitted in this epoch.
+    pub used: i64,
+    /// Whether a throttle cut the limit in this epoch.
+    pub cut: bool,
+    /// Tokens in the bucket, scaled by `window_ms`; negative: a debt.
+    pub level: i64,
+    /// When `level` was counted (Unix ms); after now while the fleet is held.
+    pub at: i64,
+    /// What the provider said remains (-1: nothing said), until `bound_until`.
+    pub bound_left: i64,
+    pub bound_until: i64,
+    /// The provider's stated limit (0: none stated).
+    pub stated: i64,
+}
+
+impl Value for State {
+    const INVALID: &'static str = "ERR value is not a ratelimit adaptive limit";
+
+    fn parse(text: &[u8]) -> Option<State> {
+        let mut fields = text.strip_prefix(TAG)?.split(|&b| b == b':');
+        let mut f = [0; FIELDS];
+        for slot in &mut f {
+            *slot = parse_i64(fields.next()?)?;
+        }
+        if fields.next().is_some() {
+            return None;
+        }
+        let [window_ms, floor, ceiling, limit, wmax, earned, epoch_start, used, cut, level, at, bound_left, bound_until, stated] =
+            f;
+        let s = State {
+            window_ms,
+            floor,
+            ceiling,
+            limit,
+            wmax,
+            earned,
+            epoch_start,
+            used,
+            cut: cut == 1,
+            level,
+            at,
+            bound_left,
+            bound_until,
+            stated,
+        };
+        let time = 0..=MAX_SCALED;
+        let valid = (1..=MAX_SPAN_MS).contains(&window_ms)
+            && 1 <= floor
+            && floor <= limit
+            && limit <= ceiling
+            && ceiling <= MAX_SCALED / window_ms
+            && (1..=MAX_SCALED).contains(&wmax)
+            && (0..=MAX_EARNED).contains(&earned)
+            && (0..=MAX_SCALED).contains(&used)
+            && (0..=1).contains(&cut)
+            && (-MAX_SCALED..=MAX_SCALED).contains(&level)
+            && (-1..=MAX_SCALED).contains(&bound_left)
+            && (0..=MAX_SCALED).contains(&stated)
+            && [epoch_start, at, bound_until].iter().all(|t| time.contains(t));
+        valid.then_some(s)
+    }
+
+    fn write(self, buf: &mut [u8; MAX_TEXT]) -> &[u8] {
+        buf[..TAG.len()].copy_from_slice(TAG);
+        let mut len = TAG.len();
+        for (i, field) in self.fields().into_iter().enumerate() {
+            if i > 0 {
+                buf[len] = b':';
+                len += 1;
+            }
+            let mut digits = [0; MAX_LEN];
+            let text = format_i64(field, &mut digits);
+            buf[len..len + text.len()].copy_from_slice(text);
+            len += text.len();
+        }
+        &buf[..len]
+    }
+}
+
+const FIELDS: usize = 14;
+
+/// How the provider answered a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    /// A 429, a 503, or a timeout the caller counts as one.
+    Throttled,
+}
+
+/// `RATELIMIT.REPORT`'s arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Report {
+    pub outcome: Outcome,
+    /// The provider's Retry-After, in ms (only with `Throttled`).
+    pub retry_ms: Option<i64>,
+    /// The provider's stated limit per window.
+    pub limit: Option<i64>,
+    /// The provider's stated remaining, and in how many ms it resets.
+    pub remaining: Option<(i64, i64)>,
+}
+
+/// A call decided: its reply's numbers and the state to store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decided {
+    pub allowed: bool,
+    /// Tokens taken: the cost, with PARTIAL maybe fewer, 0 when denied.
+    pub granted: i64,
+    pub limit: i64,
+    /// Whole tokens the fleet may still take now.
+    pub remaining: i64,
+    /// -1 when admitted; else the ms until the same call would be.
+    pub retry_after_ms: i64,
+    /// The ms until the bucket is full.
+    pub reset_ms: i64,
+    /// The epoch that ended with this call earned a higher limit.
+    pub increased: bool,
+    pub state: State,
+    pub expires_at: i64,
+}
+
+/// A report applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reported {
+    pub limit: i64,
+    /// This report cut the limit.
+    pub decreased: bool,
+    /// This report held the fleet (or held it longer).
+    pub held: bool,
+    /// The epoch that ended with this call earned a higher limit.
+    pub increased: bool,
+    /// The ms until the fleet may go on; 0 when not held.
+    pub hold_ms: i64,
+    pub state: State,
+    pub expires_at: i64,
+}
+
+/// `a / b` rounded up, for `a >= 0`, `b >= 1`.
+fn ceil_div(a: i64, b: i64) -> i64 {
+    a / b + i64::from(a % b != 0)
+}
+
+impl State {
+    fn fields(&self) -> [i64; FIELDS] {
+        [
+            self.window_ms,
+            self.floor,
+            self.ceiling,
+            self.limit,
+            self.wmax,
+            self.earned,
+            self.epoch_start,
+            self.used,
+            i64::from(self.cut),
+            self.level,
+            self.at,
+            self.bound_left,
+            self.bound_until,
+            self.stated,
+        ]
+    }
+
+    /// A new limit at `start`, its bucket full, as if it had just recovered to `start`: the next
+    /// earned epoch probes above it.
+    fn new(b: &Bounds, now: i64) -> State {
+        let mut s = State {
+            window_ms: b.window_ms,
+            floor: b.floor,
+            ceiling: b.ceiling,
+            limit: b.start,
+            wmax: b.start,
+            earned: RECOVERY_EPOCHS,
+            epoch_start: now,
+            used: 0,
+            cut: false,
+            level: 0,
+            at: now,
+            bound_left: -1,
+            bound_until: 0,
+            stated: 0,
+        };
+        s.level = s.capacity();
+        s
+    }
+
+    /// The bucket's size, scaled.
+    fn capacity(&self) -> i64 {
+        (self.limit / BURST_DIVISOR).max(1) * self.window_ms
+    }
+
+    /// The highest the limit may be: the ceiling, or the provider's stated limit below it.
+    fn cap(&self) -> i64 {
+        match self.stated {
+            0 => self.ceiling,
+            stated => self.ceiling.min(stated).max(self.floor),
+        }
+    }
+
+    /// CUBIC's limit after `earned` epochs since the cut from `wmax`, at least 1.
+    fn cubic(&self) -> i64 {
+        let d = self.earned - RECOVERY_EPOCHS;
+        // wmax * 0.3 * d^3 / 8, floored (the library splits wmax by 80 to stay under 2^53).
+        let delta = (i128::from(self.wmax) * 3 * i128::from(d * d * d)).div_euclid(80);
+        (i128::from(self.wmax) + delta).clamp(1, i128::from(MAX_SCALED)) as i64
+    }
+
+    /// Ends the epochs that `now` is past: the one that ran earns growth when nothing cut it and
+    /// the fleet used at least half the limit. Returns whether the limit grew.
+    fn roll(&mut self, now: i64) -> bool {
+        let w = self.window_ms;
+        if now < self.epoch_start + w {
+            return false;
+        }
+        let before = self.limit;
+        if !self.cut && self.used * 2 >= self.limit {
+            self.earned = (self.earned + 1).min(MAX_EARNED);
+            let grown = self.cubic().min(self.used * 2).min(self.cap());
+            self.limit = self.limit.max(grown);
+        }
+        self.epoch_start += (now - self.epoch_start) / w * w;
+        self.used = 0;
+        self.cut = false;
+        self.level = self.level.min(self.capacity());
+        self.limit > before
+    }
+
+    /// The bucket refilled up to `now` (not while the fleet is held).
+    fn refill(&mut self, now: i64) {
+        if now <= self.at {
+            return;
+        }
+        let full = self.capacity();
+        if self.level >= full {
+            self.level = full;
+        } else if now - self.at >= ceil_div(full - self.level, self.limit) {
+            self.level = full;
+        } else {
+            self.level += (now - self.at) * self.limit;
+        }
+        self.at = now;
+    }
+
+    /// The limit within the bounds of a call (an ADAPT's, or the stored ones).
+    fn bounded(&mut self) {
+        self.limit = self.limit.clamp(self.floor, self.cap());
+        self.wmax = self.wmax.min(self.cap()).max(1);
+        self.level = self.level.min(self.capacity());
+    }
+
+    /// What the provider's stated remaining still lets through at `now`.
+    fn bound_at(&self, now: i64) -> Option<i64> {
+        (self.bound_left >= 0 && now < self.bound_until).then_some(self.bound_left)
+    }
+
+    /// The ms from `now` until `level` holds `need` (scaled).
+    fn wait_for(&self, need: i64, now: i64) -> i64 {
+        let from = self.at.max(now) - now;
+        from + ceil_div((need - self.level).max(0), self.limit)
+    }
+
+    /// When the state may be forgotten: `KEPT_WINDOWS` after its last call, or after its hold.
+    fn expiry(&self, now: i64) -> i64 {
+        self.at.max(now).max(self.bound_until) + KEPT_WINDOWS * self.window_ms
+    }
+}
+
+/// `RATELIMIT.ADAPT`'s call of `cost` (with `partial`, as many as the bucket has, at least one)
+/// on `stored` at `now` (Unix ms).
+pub fn decide(b: &Bounds, cost: i64, partial: bool, stored: Stored<State>, now: i64) -> Decided {
+    decide_or_admit(b, cost, partial, stored, now, false)
+}
+
+/// A call the limit denied, admitted anyway (shadow mode): its cost taken whatever the bucket.
+pub fn admit_anyway(b: &Bounds, cost: i64, stored: Stored<State>, now: i64) -> Decided {
+    decide_or_admit(b, cost, false, stored, now, true)
+}
+
+fn decide_or_admit(b: &Bounds, cost: i64, partial: bool, stored: Stored<State>, now: i64, anyway: bool) -> Decided {
+    let mut s = match stored {
+        Stored::Present { value, .. } if value.window_ms == b.window_ms => value,
+        _ => State::new(b, now),
+    };
+    (s.floor, s.ceiling) = (b.floor, b.ceiling);
+    s.bounded();
+    let increased = s.roll(now);
+    s.refill(now);
+    let w = s.window_ms;
+    let burst = s.capacity() / w;
+    let bound = s.bound_at(now);
+    let whole = match now < s.at {
+        true => 0,
+        false => (s.level / w).max(0),
+    };
+    let whole = bound.map_or(whole, |left| whole.min(left));
+    let granted = if anyway {
+        cost
+    } else if partial {
+        if whole >= 1 {
+            cost.min(whole)
+        } else {
+            0
+        }
+    } else {
+        let fits = s.level >= cost.min(burst) * w && now >= s.at;
+        match fits && bound.is_none_or(|left| cost <= left) {
+            true => cost,
+            false => 0,
+        }
+    };
+    let allowed = granted > 0;
+    let retry_after_ms = if allowed {
+        -1
+    } else {
+        let need = if partial { 1 } else { cost.min(burst) };
+        let bucket = s.wait_for(need * w, now);
+        let provider = match bound {
+            Some(left) if left < if partial { 1 } else { cost } => s.bound_until - now,
+            _ => 0,
+        };
+        bucket.max(provider)
+    };
+    if allowed {
+        s.level = (s.level - granted * w).max(-MAX_SCALED);
+        s.used = (s.used + granted).min(MAX_SCALED);
+        if bound.is_some() {
+            s.bound_left = (s.bound_left - granted).max(0);
+        }
+    }
+    let left = match now < s.at {
+        true => 0,
+        false => (s.level / w).max(0),
+    };
+    let remaining = s.bound_at(now).map_or(left, |bound| left.min(bound));
+    let reset_ms = s.wait_for(s.capacity(), now);
+    Decided {
+        allowed,
+        granted,
+        limit: s.limit,
+        remaining,
+        retry_after_ms,
+        reset_ms,
+        increased,
+        expires_at: s.expiry(now),
+        state: s,
+    }
+}
+
+/// `RATELIMIT.REPORT`'s report on `stored` at `now`; `None` for a missing key (nothing to steer).
+pub fn report(r: &Report, stored: Stored<State>, now: i64) -> Option<Reported> {
+    let Stored::Present { value: mut s, .. } = stored else {
+        return None;
+    };
+    let increased = s.roll(now);
+    s.refill(now);
+    if let Some(stated) = r.limit {
+        s.stated = stated;
+        s.bounded();
+    }
+    if let Some((left, reset_ms)) = r.remaining {
+        (s.bound_left, s.bound_until) = (left, now + reset_ms);
+    }
+    let mut decreased = false;
+    let mut held = false;
+    if r.outcome == Outcome::Throttled {
+        if !s.cut {
+            s.wmax = s.limit;
+            s.limit = (s.limit * DECREASE_TENTHS / 10).max(s.floor);
+            s.earned = 0;
+            s.cut = true;
+            decreased = true;
+        }
+        s.level = s.level.min(0);
+        if let Some(retry_ms) = r.retry_ms {
+            let until = now + retry_ms;
+            if until > s.at {
+                (s.at, held) = (until, true);
+            }
+        }
+    }
+    Some(Reported {
+        limit: s.limit,
+        decreased,
+        held,
+        increased,
+        hold_ms: (s.at - now).max(0),
+        expires_at: s.expiry(now),
+        state: s,
+    })
+}
+
+/// The write of a decided or reported state: the whole value with its expiry.
+pub fn change(state: State, expires_at: i64) -> Change<State> {
+    Change::Set { value: state, expires_at }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_700_000_000_000;
+    const MINUTE: Bounds = Bounds { floor: 6, start: 60, ceiling: 600, window_ms: 60_000 };
+
+    fn stored(s: State) -> Stored<State> {
+        Stored::Present { value: s, expires_at: Some(NOW + 600_000) }
+    }
+
+    fn throttled(retry_ms: Option<i64>) -> Report {
+        Report { outcome: Outcome::Throttled, retry_ms, limit: None, remaining: None }
+    }
+
+    /// `n` calls of 1 at `now`, the state carried: how many were admitted.
+    fn calls(state: &mut Stored<State>, n: i64, now: i64) -> i64 {
+        (0..n)
+            .filter(|_| {
+                let d = decide(&MINUTE, 1, false, *state, now);
+                *state = stored(d.state);
+                d.allowed
+            })
+            .count() as i64
+    }
+
+    #[test]
+    fn a_new_limit_admits_its_burst_then_paces() {
+        let d = decide(&MINUTE, 1, false, Stored::Missing, NOW);
+        assert_eq!((d.allowed, d.limit, d.remaining, d.retry_after_ms, d.reset_ms), (true, 60, 9, -1, 1_000));
+        let mut s = stored(d.state);
+        assert_eq!(calls(&mut s, 20, NOW), 9);
+        let denied = decide(&MINUTE, 1, false, s, NOW);
+        assert_eq!((denied.allowed, denied.remaining, denied.retry_after_ms), (false, 0, 1_000));
+        // A token a second comes back: 60 a minute.
+        assert_eq!(calls(&mut s, 5, NOW + 999), 0);
+        assert_eq!(calls(&mut s, 5, NOW + 1_000), 1);
+        assert_eq!(calls(&mut s, 100, NOW + 30_000), 10);
+        assert_eq!(d.expires_at, NOW + 600_000);
+    }
+
+    #[test]
+    fn a_call_above_the_burst_waits_for_a_full_bucket_and_leaves_a_debt() {
+        let d = decide(&MINUTE, 30, false, Stored::Missing, NOW);
+        assert!(d.allowed);
+        assert_eq!((d.remaining, d.reset_ms), (0, 30_000));
+        let again = decide(&MINUTE, 30, false, stored(d.state), NOW + 20_000);
+        assert_eq!((again.allowed, again.retry_after_ms), (false, 10_000));
+        let partial = decide(&MINUTE, 30, true, stored(d.state), NOW + 25_000);
+        assert_eq!((partial.allowed, partial.granted), (true, 5));
+    }
+
+    #[test]
+    fn a_throttle_cuts_once_per_epoch_whoever_reports_it() {
+        let s = decide(&MINUTE, 1, false, Stored::Missing, NOW).state;
+        let first = report(&throttled(None), stored(s), NOW + 10).unwrap();
+        assert_eq!((first.limit, first.decreased, first.held), (42, true, false));
+        let second = report(&throttled(None), stored(first.state), NOW + 20).unwrap();
+        assert_eq!((second.limit, second.decreased), (42, false));
+        // The next epoch may cut again, not below the floor.
+        let mut state = second.state;
+        for i in 1..20 {
+            state = report(&throttled(None), stored(state), NOW + i * 60_000).unwrap().state;
+        }
+        assert_eq!(state.limit, MINUTE.floor);
+        assert_eq!(report(&throttled(None), Stored::Missing, NOW), None);
+    }
+
+    #[test]
+    fn a_hold_stops_the_fleet_and_the_window_after_it_admits_at_most_the_limit() {
+        let s = decide(&MINUTE, 1, false, Stored::Missing, NOW).state;
+        let held = report(&throttled(Some(30_000)), stored(s), NOW).unwrap();
+        assert_eq!((held.held, held.hold_ms, held.limit), (true, 30_000, 42));
+        let mut state = stored(held.state);
+        let d = decide(&MINUTE, 1, false, state, NOW + 29_999);
+        assert_eq!((d.allowed, d.retry_after_ms), (false, 1 + 60_000 / 42 + 1));
+        assert_eq!(calls(&mut state, 50, NOW + 29_999), 0);
+        // From the hold's end the bucket fills from empty: a minute later, at most 42 taken.
+        let admitted: i64 = (0..60).map(|s| calls(&mut state, 50, NOW + 30_000 + s * 1_000)).sum();
+        assert!(admitted <= 42, "{admitted}");
+        assert!(admitted >= 40, "{admitted}");
+        // A shorter Retry-After after it changes nothing.
+        let later = report(&throttled(Some(1)), stored(held.state), NOW + 10).unwrap();
+        assert_eq!((later.held, later.hold_ms), (false, 29_990));
+    }
+
+    #[test]
+    fn growth_is_earned_by_use_and_follows_cubic_in_epochs() {
+        let mut s = State::new(&Bounds { floor: 1, start: 1_000, ceiling: 100_000, window_ms: 60_000 }, NOW);
+        s.wmax = 1_000;
+        let curve: Vec<i64> = (0..6)
+            .map(|t| {
+                s.earned = t;
+                s.cubic()
+            })
+            .collect();
+        assert_eq!(curve, [700, 962, 1_000, 1_037, 1_300, 2_012]);
+        // An epoch that used less than half earns nothing.
+        let b = Bounds { floor: 1, start: 1_000, ceiling: 100_000, window_ms: 60_000 };
+        let mut state = State::new(&b, NOW);
+        state.used = 499;
+        let d = decide(&b, 1, false, stored(state), NOW + 60_000);
+        assert_eq!((d.limit, d.increased), (1_000, false));
+        state.used = 500;
+        let d = decide(&b, 1, false, stored(state), NOW + 60_000);
+        assert_eq!((d.limit, d.increased), (1_000, false), "twice 500 is the cap");
+        state.used = 1_000;
+        let d = decide(&b, 1, false, stored(state), NOW + 60_000);
+        assert_eq!((d.limit, d.increased, d.state.earned), (1_037, true, 3));
+        // An epoch with a cut earns nothing; the ceiling caps.
+        state.cut = true;
+        assert_eq!(decide(&b, 1, false, stored(state), NOW + 60_000).limit, 1_000);
+        state.cut = false;
+        let low = Bounds { ceiling: 1_010, ..b };
+        assert_eq!(decide(&low, 1, false, stored(state), NOW + 60_000).limit, 1_010);
+    }
+
+    #[test]
+    fn the_providers_figures_cap_the_limit_and_bound_the_window() {
+        let s = decide(&MINUTE, 1, false, Stored::Missing, NOW).state;
+        let stated = Report { outcome: Outcome::Ok, retry_ms: None, limit: Some(30), remaining: Some((2, 5_000)) };
+        let r = report(&stated, stored(s), NOW).unwrap();
+        assert_eq!((r.limit, r.decreased, r.held), (30, false, false));
+        let mut state = stored(r.state);
+        assert_eq!(calls(&mut state, 10, NOW), 2);
+        let d = decide(&MINUTE, 1, false, state, NOW);
+        assert_eq!((d.allowed, d.retry_after_ms, d.remaining), (false, 5_000, 0));
+        // Once the provider's window reset, the bucket's: full again (5, a sixth of 30) 5 s later.
+        assert_eq!(calls(&mut state, 10, NOW + 5_000), 5);
+        // A stated limit never takes it under the floor.
+        let tiny = Report { limit: Some(1), ..stated };
+        assert_eq!(report(&tiny, stored(s), NOW).unwrap().limit, MINUTE.floor);
+    }
+
+    #[test]
+    fn shadow_mode_takes_the_cost_whatever_the_bucket() {
+        let mut s = stored(decide(&MINUTE, 1, false, Stored::Missing, NOW).state);
+        calls(&mut s, 20, NOW);
+        let d = admit_anyway(&MINUTE, 5, s, NOW);
+        assert!(d.allowed);
+        assert_eq!(d.state.level, -5 * 60_000);
+    }
+
+    #[test]
+    fn a_stored_state_reads_back_and_junk_is_refused() {
+        let d = decide(&MINUTE, 3, false, Stored::Missing, NOW);
+        let mut buf = [0; MAX_TEXT];
+        let text = d.state.write(&mut buf);
+        assert_eq!(text, b"adapt:60000:6:600:60:60:2:1700000000000:3:0:420000:1700000000000:-1:0:0");
+        assert_eq!(State::parse(text), Some(d.state));
+        for junk in [
+            &b"adapt:60000:6:600:60:60:2:1700000000000:3:0:420000:1700000000000:-1:0"[..],
+            b"adapt:60000:6:600:60:60:2:1700000000000:3:0:420000:1700000000000:-1:0:0:0",
+            b"adapt:60000:6:600:700:60:2:1700000000000:3:0:420000:1700000000000:-1:0:0",
+            b"adapt:0:6:600:60:60:2:1700000000000:3:0:420000:1700000000000:-1:0:0",
+            b"adapt:60000:6:600:60:60:2:1700000000000:3:2:420000:1700000000000:-1:0:0",
+            b"adapt:60000:6:600:60:60:2:+1700000000000:3:0:420000:1700000000000:-1:0:0",
+            b"12",
+        ] {
+            assert_eq!(State::parse(junk), None, "{}", String::from_utf8_lossy(junk));
+        }
+        // Another window starts afresh.
+        let other = Bounds { window_ms: 1_000, ..MINUTE };
+        assert_eq!(decide(&other, 1, false, stored(d.state), NOW).state.window_ms, 1_000);
+    }
+}
