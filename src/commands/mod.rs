@@ -5,6 +5,7 @@
 //! `COMMANDS` below.
 
 mod acquire;
+mod adapt;
 mod arg_docs;
 mod audit;
 mod cl_throttle;
@@ -17,6 +18,7 @@ mod peek;
 mod release;
 mod renew;
 mod repair;
+mod report;
 mod settle;
 pub mod shadow;
 mod slide;
@@ -43,6 +45,7 @@ const HITS: Counted = [&stats::HITS, &stats::ADMITTED, &stats::DENIED];
 const SLIDES: Counted = [&stats::SLIDE_CALLS, &stats::SLIDE_ADMITTED, &stats::SLIDE_DENIED];
 const ACQUIRES: Counted = [&stats::ACQUIRES, &stats::ACQUIRED, &stats::ACQUIRE_DENIED];
 const GCRAS: Counted = [&stats::GCRA_CALLS, &stats::GCRA_ADMITTED, &stats::GCRA_DENIED];
+const ADAPTS: Counted = [&stats::ADAPT_CALLS, &stats::ADAPT_ADMITTED, &stats::ADAPT_DENIED];
 
 /// One call, admitted or not.
 /// A give-back (a negative COST, TOKENS or quantity) is for the callers that may settle on the
@@ -120,4 +123,6 @@ pub const COMMANDS: &[Command] = &[
     audit::COMMAND,
     top::COMMAND,
     repair::COMMAND,
+    adapt::COMMAND,
+    report::COMMAND,
 ];

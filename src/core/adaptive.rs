@@ -299,9 +299,7 @@ impl State {
             return;
         }
         let full = self.capacity();
-        if self.level >= full {
-            self.level = full;
-        } else if now - self.at >= ceil_div(full - self.level, self.limit) {
+        if self.level >= full || now - self.at >= ceil_div(full - self.level, self.limit) {
             self.level = full;
         } else {
             self.level += (now - self.at) * self.limit;
@@ -458,7 +456,7 @@ pub fn report(r: &Report, stored: Stored<State>, now: i64) -> Option<Reported> {
 }
 
 /// The write of a decided or reported state: the whole value with its expiry.
-pub fn change(state: State, expires_at: i64) -> Change<State> {
+pub const fn change(state: State, expires_at: i64) -> Change<State> {
     Change::Set { value: state, expires_at }
 }
 

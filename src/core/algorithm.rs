@@ -3,6 +3,9 @@
 //! decision (the ACL check of a give-back, the read, OOM for new keys, shadow mode, the write,
 //! INFO, RATELIMIT.TOP, the reply, the reservation) are written once.
 
+use std::cell::Cell;
+
+use super::adaptive::{self, Bounds, State};
 use super::calendar::Window;
 use super::gcra::{self, Rate};
 use super::reservation::Reserved;
@@ -237,6 +240,48 @@ impl Algorithm for Bucket {
         "ERR quantity gives back more than the bucket holds (redis-cell 0.2.2 fails here too, and leaves the key without TTL)";
 }
 
+/// ADAPT's call on one adaptive limit.
+pub struct Adaptive {
+    pub bounds: Bounds,
+    pub cost: i64,
+    pub partial: bool,
+    /// Whether the call ended an epoch that earned a higher limit (INFO counts the increases).
+    pub increased: Cell<bool>,
+}
+
+impl Adaptive {
+    /// ADAPT's reply: `[allowed, limit, remaining, retry_after_ms, reset_ms]`, with PARTIAL the
+    /// tokens granted. The whole state is written with its expiry, denied or not: the call may
+    /// have ended an epoch and refilled the bucket.
+    fn decision(&self, d: adaptive::Decided) -> Decision<State> {
+        self.increased.set(d.increased);
+        let numbers = [i64::from(d.allowed), d.limit, d.remaining, d.retry_after_ms, d.reset_ms, d.granted];
+        let change = Some(adaptive::change(d.state, d.expires_at));
+        Decision { allowed: d.allowed, granted: d.granted, change, numbers, len: if self.partial { 6 } else { 5 } }
+    }
+}
+
+impl Algorithm for Adaptive {
+    type Value = State;
+
+    fn cost(&self) -> i64 {
+        self.cost
+    }
+
+    fn decide(&self, stored: Stored<State>, at: At) -> Option<Decision<State>> {
+        Some(self.decision(adaptive::decide(&self.bounds, self.cost, self.partial, stored, at.ms)))
+    }
+
+    fn admit_anyway(&self, stored: Stored<State>, at: At) -> Option<Decision<State>> {
+        Some(self.decision(adaptive::admit_anyway(&self.bounds, self.cost, stored, at.ms)))
+    }
+
+    /// No reservations on an adaptive limit (yet): ADAPT takes no RESERVE.
+    fn reserved(&self, _: Stored<State>, _: &Decision<State>) -> Option<Reserved<'_>> {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,5 +346,23 @@ mod tests {
         assert_eq!(back.decide(Stored::Present { value: 0, expires_at: Some(500) }, AT), None);
         assert!(Bucket::REFUSED.starts_with("ERR quantity gives back more"));
         assert_eq!(<Sliding as Algorithm>::REFUSED, "ERR the call cannot be decided");
+    }
+
+    #[test]
+    fn an_adaptive_limit_replies_as_adapt_and_always_writes_its_state() {
+        let bounds = adaptive::Bounds { floor: 1, start: 6, ceiling: 60, window_ms: 60_000 };
+        let limit = |partial| Adaptive { bounds, cost: 2, partial, increased: Cell::new(false) };
+        let d = limit(false).decide(Stored::Missing, AT).unwrap();
+        // Above the burst (1 of 6): admitted on a full bucket, leaving a token's debt.
+        assert_eq!((d.allowed, d.granted, d.numbers()), (true, 2, &[1, 6, 0, -1, 20_000][..]));
+        assert!(matches!(d.change, Some(Change::Set { expires_at: 601_000, .. })), "{:?}", d.change);
+        let Some(Change::Set { value, expires_at }) = d.change else { unreachable!() };
+        let full = Stored::Present { value, expires_at: Some(expires_at) };
+        let denied = limit(true).decide(full, AT).unwrap();
+        assert_eq!((denied.allowed, denied.len, denied.numbers()[3]), (false, 6, 20_000));
+        assert!(denied.change.is_some());
+        assert!(limit(false).admit_anyway(full, AT).unwrap().allowed);
+        assert_eq!(limit(false).reserved(full, &d), None);
+        assert!(!limit(false).increased.get());
     }
 }

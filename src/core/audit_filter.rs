@@ -7,7 +7,11 @@ use std::hash::{BuildHasher, RandomState};
 
 use crate::core::decimal::parse_i64;
 use crate::core::slide::Counts;
-use crate::core::stored::{Value, MAX_TEXT};
+use crate::core::stored::Value;
+
+/// The longest value AUDIT recognises: a sliding window's counts (`slide:` and four 19-digit
+/// fields) fit; an adaptive limit's state always has its TTL written with it.
+const LONGEST: usize = 96;
 
 /// What the keyspace walk can ask of a key without reading its value; each answer costs a
 /// server call, so `classify` asks only what it needs.
@@ -37,7 +41,7 @@ pub fn classify(name: &[u8], prefix: &[u8], key: &mut impl Probe) -> Seen {
     if !name.starts_with(prefix) {
         Seen::Outside
     } else if key.is_string() {
-        match !key.has_ttl() && (1..=MAX_TEXT).contains(&key.len()) {
+        match !key.has_ttl() && (1..=LONGEST).contains(&key.len()) {
             true => Seen::Suspect,
             false => Seen::Healthy,
         }

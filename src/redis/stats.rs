@@ -48,6 +48,18 @@ counters! {
     SLIDE_CALLS => "slide_calls",
     SLIDE_ADMITTED => "slide_admitted",
     SLIDE_DENIED => "slide_denied",
+    /// Calls of RATELIMIT.ADAPT, and those admitted or denied.
+    ADAPT_CALLS => "adapt_calls",
+    ADAPT_ADMITTED => "adapt_admitted",
+    ADAPT_DENIED => "adapt_denied",
+    /// RATELIMIT.REPORT calls applied (on a live adaptive limit).
+    REPORTS => "reports",
+    /// Adaptive limits cut by a throttle (at most one per limit per epoch).
+    ADAPT_DECREASES => "adapt_decreases",
+    /// Reports whose Retry-After held a fleet (or held it longer).
+    ADAPT_HOLDS => "adapt_holds",
+    /// Epochs that earned an adaptive limit a higher limit.
+    ADAPT_INCREASES => "adapt_increases",
     /// Calls of RATELIMIT.GCRA.
     GCRA_CALLS => "gcra_calls",
     GCRA_ADMITTED => "gcra_admitted",
@@ -147,6 +159,7 @@ decisions! {
     HITALL_DECISIONS => "hitall",
     SLIDE_DECISIONS => "slide",
     GCRA_DECISIONS => "gcra",
+    ADAPT_DECISIONS => "adapt",
     CL_THROTTLE_DECISIONS => "cl_throttle",
     ACQUIRE_DECISIONS => "acquire",
 }

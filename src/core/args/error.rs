@@ -43,6 +43,12 @@ pub enum ArgError {
     ZoneNeedsCalendar,
     /// TZ names no zone.
     UnknownZone,
+    /// An option given without the one it needs.
+    Needs(&'static str, &'static str),
+    /// An adaptive limit's bounds out of order.
+    Bounds,
+    /// A report's outcome that is neither OK nor THROTTLED.
+    Outcome,
 }
 
 impl ArgError {
@@ -69,6 +75,9 @@ impl ArgError {
             ArgError::Missing(name) => format!("ERR Missing {name} value"),
             ArgError::Overflow(what) => format!("ERR {what} would cause an overflow"),
             ArgError::ZoneNeedsCalendar => "ERR TZ needs a calendar window (day, week, month or year)".to_string(),
+            ArgError::Needs(a, b) => format!("ERR syntax error: {a} needs {b}"),
+            ArgError::Bounds => "ERR floor <= start <= ceiling must hold".to_string(),
+            ArgError::Outcome => "ERR outcome must be OK or THROTTLED".to_string(),
             ArgError::UnknownZone => {
                 "ERR TZ must be UTC, an offset such as +05:30, or a time zone name such as Europe/Paris".to_string()
             }

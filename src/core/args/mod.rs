@@ -3,6 +3,7 @@
 //! sliding windows, GCRA, leases, reservations, walks, TOP), the readers they share in `read`, the
 //! errors in `error`. The property tests and the check against the docs stay here, over them all.
 
+mod adaptive;
 #[cfg(test)]
 mod conformance;
 mod error;
@@ -16,6 +17,8 @@ mod top;
 mod walk;
 mod window;
 
+#[cfg_attr(test, allow(unused_imports))]
+pub use adaptive::{parse_adapt, parse_report};
 pub use error::ArgError;
 pub use gcra::{parse_cl_throttle, parse_gcra};
 pub use lease::{parse_acquire, parse_release, parse_renew};
