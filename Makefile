@@ -27,7 +27,7 @@ FETCHED := $(filter /%,$(call server_binaries,$(SERVERS)))
 # Each list the slowest first (each server's files are run in that order).
 SERVER_TESTS := audit cluster monitoring guard top stress server_features functions persistence replication \
 	hostile_input shadow acl
-MODULE_TESTS := conformance lease llm_tokens slide settle gcra hitall hit peek docs
+MODULE_TESTS := conformance adaptive lease llm_tokens slide settle gcra hitall hit peek docs
 LIBRARY_TESTS := conformance lease slide settle gcra hitall hit peek replication
 LIBRARY_SERVER_TESTS := replication
 UNPLANNED := $(filter-out $(SERVER_TESTS) $(MODULE_TESTS),$(basename $(notdir $(wildcard tests/*.rs))))

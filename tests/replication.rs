@@ -124,7 +124,19 @@ fn every_write_path(con: &mut Connection) -> Vec<String> {
     common::settle_all(con, &[tpm, tpd], &common::same_terms(&all, 1), 90).unwrap();
     set(con, "rl:refund-heal", 6);
     hit(con, "rl:refund-heal", &["10", "3600", "COST", "-2"]).unwrap();
+    // Adaptive limits: created, taken, denied; cut with a hold; capped and bounded by the provider.
+    let adapt = |con: &mut Connection, command: &str, args: &[&str]| {
+        let _: redis::Value = limiter(command).arg(args).query(con).unwrap();
+    };
+    for _ in 0..12 {
+        adapt(con, "RATELIMIT.ADAPT", &["a:llm", "6", "60", "600", "3600", "COST", "7", "PARTIAL"]);
+    }
+    adapt(con, "RATELIMIT.REPORT", &["a:llm", "THROTTLED", "RETRY", "600000"]);
+    adapt(con, "RATELIMIT.ADAPT", &["a:held", "6", "60", "600", "3600"]);
+    adapt(con, "RATELIMIT.REPORT", &["a:held", "OK", "LIMIT", "30", "REMAINING", "3", "RESET", "600000"]);
     let keys = [
+        "a:llm",
+        "a:held",
         "rl:refund",
         "rl:refund:settle-refund",
         "rl:refund:settle-over",

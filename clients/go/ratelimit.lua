@@ -15,6 +15,8 @@
 --   FCALL ratelimit_renew 1 key id lease [MS]
 --   FCALL ratelimit_gcra 1 key max_burst tokens_per_period period [TOKENS count] [PARTIAL] [RESERVE] [ALIGN]
 --   FCALL ratelimit_settle numkeys key [key ...] reservation used   (a HITALL's token keys)
+--   FCALL ratelimit_adapt 1 key floor start ceiling window [COST cost] [MS] [PARTIAL]
+--   FCALL ratelimit_report 1 key OK|THROTTLED [RETRY ms] [LIMIT limit] [REMAINING remaining RESET ms]
 --
 -- Calendar windows take UTC and fixed offsets here; named time zones are the module's (NAMED_ZONE).
 --
@@ -1917,6 +1919,290 @@ local function settle_reservation(keys, args)
     return reply
 end
 
+-- The adaptive limit (the module's core/adaptive.rs): a bucket at the learned rate, its state one
+-- text `adapt:` and 14 integers. Every number stays within 2^50 (the arguments are bounded so),
+-- so the doubles here are exact; divisions go through `idiv` and `ceil_div`.
+local ADAPT_FIELDS = { 'window', 'floor', 'ceiling', 'limit', 'wmax', 'earned', 'epoch_start', 'used', 'cut',
+    'level', 'at', 'bound_left', 'bound_until', 'stated' }
+local NOT_ADAPTIVE = 'ERR value is not a ratelimit adaptive limit'
+local MAX_SCALED = 2 ^ 50
+local MAX_SPAN_MS = 2 ^ 40
+local ADAPT_OPTIONS = { { name = 'COST', valued = true }, { name = 'MS' }, { name = 'PARTIAL' } }
+local REPORT_OPTIONS = {
+    { name = 'RETRY', valued = true },
+    { name = 'LIMIT', valued = true },
+    { name = 'REMAINING', valued = true },
+    { name = 'RESET', valued = true },
+}
+
+-- The state at `key`, nil if missing; NOT_ADAPTIVE for a string that is not one.
+local function adapt_read(key)
+    local text = get(key)
+    if not text then
+        return nil
+    end
+    if string.sub(text, 1, 6) ~= 'adapt:' then
+        fail(NOT_ADAPTIVE)
+    end
+    local s, n, from = {}, 0, 7
+    while true do
+        local stop = find(text, ':', from, true)
+        n = n + 1
+        local v = n <= #ADAPT_FIELDS and integer(string.sub(text, from, stop and stop - 1 or #text))
+        if not v or v == BIG or v == BIG_NEGATIVE then
+            fail(NOT_ADAPTIVE)
+        end
+        s[ADAPT_FIELDS[n]] = v
+        if not stop then
+            break
+        end
+        from = stop + 1
+    end
+    local function within(v, lo, hi)
+        return v >= lo and v <= hi
+    end
+    local valid = n == #ADAPT_FIELDS and within(s.window, 1, MAX_SPAN_MS) and s.floor >= 1
+        and s.floor <= s.limit and s.limit <= s.ceiling and s.ceiling * s.window <= MAX_SCALED
+        and within(s.wmax, 1, MAX_SCALED) and within(s.earned, 0, 40) and within(s.used, 0, MAX_SCALED)
+        and within(s.cut, 0, 1) and within(s.level, -MAX_SCALED, MAX_SCALED)
+        and within(s.bound_left, -1, MAX_SCALED) and within(s.stated, 0, MAX_SCALED)
+        and within(s.epoch_start, 0, MAX_SCALED) and within(s.at, 0, MAX_SCALED)
+        and within(s.bound_until, 0, MAX_SCALED)
+    if not valid then
+        fail(NOT_ADAPTIVE)
+    end
+    return s
+end
+
+-- The state stored with its expiry: kept 10 windows past its last call, its hold, its provider's reset.
+local function adapt_store(key, s, now)
+    local f = {}
+    for i = 1, #ADAPT_FIELDS do
+        f[i] = format('%d', s[ADAPT_FIELDS[i]])
+    end
+    local expires = max(s.at, now, s.bound_until) + 10 * s.window
+    redis_call('SET', key, 'adapt:' .. table.concat(f, ':'), 'PXAT', format('%d', expires))
+end
+
+local function adapt_capacity(s)
+    return max(idiv(s.limit, 6), 1) * s.window
+end
+
+local function adapt_cap(s)
+    if s.stated == 0 then
+        return s.ceiling
+    end
+    return max(math.min(s.ceiling, s.stated), s.floor)
+end
+
+-- CUBIC in earned epochs: wmax * (1 + 0.3 * ((t - 2) / 2)^3), floored, wmax split by 80 to stay exact.
+local function adapt_cubic(s)
+    local d = s.earned - 2
+    local k = 3 * d * d * d
+    local q = idiv(s.wmax, 80)
+    local r = s.wmax - 80 * q
+    return math.min(max(s.wmax + q * k + floor(r * k / 80), 1), MAX_SCALED)
+end
+
+-- Ends the epochs `now` is past (growth when earned); whether the limit grew.
+local function adapt_roll(s, now)
+    local w = s.window
+    if now < s.epoch_start + w then
+        return false
+    end
+    local before = s.limit
+    if s.cut == 0 and s.used * 2 >= s.limit then
+        s.earned = math.min(s.earned + 1, 40)
+        s.limit = max(s.limit, math.min(adapt_cubic(s), s.used * 2, adapt_cap(s)))
+    end
+    s.epoch_start = s.epoch_start + idiv(now - s.epoch_start, w) * w
+    s.used, s.cut = 0, 0
+    s.level = math.min(s.level, adapt_capacity(s))
+    return s.limit > before
+end
+
+local function adapt_refill(s, now)
+    if now <= s.at then
+        return
+    end
+    local full = adapt_capacity(s)
+    if s.level >= full or now - s.at >= ceil_div(full - s.level, s.limit) then
+        s.level = full
+    else
+        s.level = s.level + (now - s.at) * s.limit
+    end
+    s.at = now
+end
+
+local function adapt_bounded(s)
+    local cap = adapt_cap(s)
+    s.limit = max(s.floor, math.min(s.limit, cap))
+    s.wmax = max(math.min(s.wmax, cap), 1)
+    s.level = math.min(s.level, adapt_capacity(s))
+end
+
+local function adapt_bound(s, now)
+    if s.bound_left >= 0 and now < s.bound_until then
+        return s.bound_left
+    end
+end
+
+local function adapt_wait(s, need, now)
+    return max(s.at, now) - now + ceil_div(max(need - s.level, 0), s.limit)
+end
+
+-- Whole tokens in the bucket at `now` (none while held).
+local function adapt_whole(s, now)
+    if now < s.at or s.level < 0 then
+        return 0
+    end
+    return idiv(s.level, s.window)
+end
+
+-- A bound's value by its text: exact up to 2^53, the double nearest beyond (BIG's).
+local function approx(text, value)
+    return value == BIG and tonumber(text) or value
+end
+
+local function adapt(keys, args)
+    if #args < 4 then
+        fail("ERR wrong number of arguments for 'ratelimit.adapt' command")
+    end
+    local floor_, start, ceiling = positive(args[1], 'floor'), positive(args[2], 'start'), positive(args[3], 'ceiling')
+    local opts = options(args, 5, ADAPT_OPTIONS, 'COST, MS or PARTIAL')
+    local cost = opts.COST and positive(opts.COST, 'COST') or 1
+    local w = window_ms(args[4], opts.MS)
+    if w == BIG or w > MAX_SPAN_MS then
+        fail('ERR window is too large')
+    end
+    floor_, start, ceiling = approx(args[1], floor_), approx(args[2], start), approx(args[3], ceiling)
+    if not (floor_ <= start and start <= ceiling) then
+        fail('ERR floor <= start <= ceiling must hold')
+    end
+    if ceiling * w > MAX_SCALED then
+        fail('ERR ceiling * window is too large')
+    end
+    cost = approx(opts.COST, cost)
+    if cost * w > MAX_SCALED then
+        fail('ERR COST * window is too large')
+    end
+    local partial = opts.PARTIAL ~= nil
+    local now = now_ms()
+    local s = adapt_read(keys[1])
+    if not s or s.window ~= w then
+        s = { window = w, limit = start, wmax = start, earned = 2, epoch_start = now, used = 0, cut = 0, at = now,
+            bound_left = -1, bound_until = 0, stated = 0 }
+        s.level = adapt_capacity(s)
+    end
+    s.floor, s.ceiling = floor_, ceiling
+    adapt_bounded(s)
+    local increased = adapt_roll(s, now)
+    adapt_refill(s, now)
+    local burst = adapt_capacity(s) / w
+    local bound = adapt_bound(s, now)
+    local whole = adapt_whole(s, now)
+    if bound then
+        whole = math.min(whole, bound)
+    end
+    local granted = 0
+    if partial then
+        if whole >= 1 then
+            granted = math.min(cost, whole)
+        end
+    elseif s.level >= math.min(cost, burst) * w and now >= s.at and (not bound or cost <= bound) then
+        granted = cost
+    end
+    local retry = -1
+    if granted == 0 then
+        local need = partial and 1 or math.min(cost, burst)
+        retry = adapt_wait(s, need * w, now)
+        if bound and bound < (partial and 1 or cost) then
+            retry = max(retry, s.bound_until - now)
+        end
+    else
+        s.level = max(s.level - granted * w, -MAX_SCALED)
+        s.used = math.min(s.used + granted, MAX_SCALED)
+        if bound then
+            s.bound_left = max(s.bound_left - granted, 0)
+        end
+    end
+    local remaining = adapt_whole(s, now)
+    bound = adapt_bound(s, now)
+    if bound then
+        remaining = math.min(remaining, bound)
+    end
+    local reply = { granted > 0 and 1 or 0, s.limit, remaining, retry, adapt_wait(s, adapt_capacity(s), now) }
+    if partial then
+        reply[6] = granted
+    end
+    adapt_store(keys[1], s, now)
+    return reply
+end
+
+-- An integer from `min` to `max` named `name`, or the module's error for it.
+local function report_value(text, name, min, most)
+    local value = argument(text)
+    if value == nil or value == BIG_NEGATIVE or (value ~= BIG and value < min) then
+        fail('ERR ' .. name .. (min == 0 and ' must be an integer >= 0' or ' must be an integer >= 1'))
+    end
+    if value == BIG or value > most then
+        fail('ERR ' .. name .. ' is too large')
+    end
+    return value
+end
+
+local function report(keys, args)
+    if #args < 1 then
+        fail("ERR wrong number of arguments for 'ratelimit.report' command")
+    end
+    local outcome = upper(args[1])
+    if outcome ~= 'OK' and outcome ~= 'THROTTLED' then
+        fail('ERR outcome must be OK or THROTTLED')
+    end
+    local opts = options(args, 2, REPORT_OPTIONS, 'RETRY, LIMIT, REMAINING or RESET')
+    local retry = opts.RETRY and report_value(opts.RETRY, 'RETRY', 0, MAX_SPAN_MS)
+    local limit = opts.LIMIT and report_value(opts.LIMIT, 'LIMIT', 1, MAX_SCALED)
+    local remaining = opts.REMAINING and report_value(opts.REMAINING, 'REMAINING', 0, MAX_SCALED)
+    local reset = opts.RESET and report_value(opts.RESET, 'RESET', 0, MAX_SPAN_MS)
+    if remaining and not reset then
+        fail('ERR syntax error: REMAINING needs RESET')
+    elseif reset and not remaining then
+        fail('ERR syntax error: RESET needs REMAINING')
+    end
+    if retry and outcome == 'OK' then
+        fail('ERR syntax error: RETRY needs THROTTLED')
+    end
+    local s = adapt_read(keys[1])
+    if not s then
+        return false
+    end
+    local now = now_ms()
+    adapt_roll(s, now)
+    adapt_refill(s, now)
+    if limit then
+        s.stated = limit
+        adapt_bounded(s)
+    end
+    if remaining then
+        s.bound_left, s.bound_until = remaining, now + reset
+    end
+    local decreased = 0
+    if outcome == 'THROTTLED' then
+        if s.cut == 0 then
+            s.wmax = s.limit
+            s.limit = max(idiv(s.limit * 7, 10), s.floor)
+            s.earned, s.cut, decreased = 0, 1, 1
+        end
+        s.level = math.min(s.level, 0)
+        if retry and now + retry > s.at then
+            s.at = now + retry
+        end
+    end
+    adapt_store(keys[1], s, now)
+    return { s.limit, decreased, max(s.at - now, 0) }
+end
+
+
 redis.register_function('ratelimit_hit', command(hit))
 redis.register_function { function_name = 'ratelimit_peek', callback = command(peek), flags = { 'no-writes' } }
 redis.register_function('ratelimit_hitall', command(hitall))
@@ -1926,3 +2212,5 @@ redis.register_function('ratelimit_release', command(release))
 redis.register_function('ratelimit_renew', command(renew))
 redis.register_function('ratelimit_gcra', command(gcra))
 redis.register_function('ratelimit_settle', command(settle_reservation))
+redis.register_function('ratelimit_adapt', command(adapt))
+redis.register_function('ratelimit_report', command(report))

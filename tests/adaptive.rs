@@ -1,0 +1,249 @@
+//! RATELIMIT.ADAPT and RATELIMIT.REPORT on a real server whose wall clock the test stands: the
+//! controller's rules across a fleet of connections, bad calls that change nothing, and the
+//! Functions library answering as the module does (the same random calls at the same instants).
+
+use ratelimit_testkit as common;
+
+use common::{error_text, info_field, load_library, Config, Rng, Server, TempDir, TestClock};
+use redis::{Connection, ConnectionLike, RedisResult, Value};
+
+/// 2027-01-15T08:00:00Z.
+const START: i64 = 1_800_000_000_000;
+
+fn adapt(con: &mut Connection, key: &str, args: &[&str]) -> RedisResult<Vec<i64>> {
+    redis::cmd("RATELIMIT.ADAPT").arg(key).arg(args).query(con)
+}
+
+fn report(con: &mut Connection, key: &str, args: &[&str]) -> RedisResult<Option<Vec<i64>>> {
+    redis::cmd("RATELIMIT.REPORT").arg(key).arg(args).query(con)
+}
+
+fn stat(con: &mut Connection, field: &str) -> i64 {
+    info_field(con, "ratelimit", &format!("ratelimit_{field}")).unwrap().parse().unwrap()
+}
+
+/// A server with the module and the library, its clock standing at `START`.
+fn at_start(dir: &TempDir) -> (TestClock, Server) {
+    let clock = TestClock::at(&dir.0, START);
+    let server = Server::with(Config { clock: Some(&clock), ..Config::default() });
+    load_library(&mut server.connect());
+    (clock, server)
+}
+
+/// Calls from every connection in turn, each as long as it is admitted: how many were.
+fn take_all(cons: &mut [Connection], key: &str, bounds: &[&str]) -> i64 {
+    let mut admitted = 0;
+    for con in cons.iter_mut() {
+        while adapt(con, key, bounds).unwrap()[0] == 1 {
+            admitted += 1;
+        }
+    }
+    admitted
+}
+
+const MINUTE: [&str; 4] = ["6", "60", "600", "60"];
+
+#[test]
+fn a_fleet_shares_one_cut_per_epoch_and_one_hold() {
+    let dir = TempDir::new();
+    let (clock, server) = at_start(&dir);
+    let mut fleet: Vec<Connection> = (0..8).map(|_| server.connect()).collect();
+    // A new limit of 60 a minute lets a sixth of it through at once, whoever asks.
+    assert_eq!(take_all(&mut fleet, "llm", &MINUTE), 10);
+    // Eight callers see the same burst's 429s: the fleet's limit is cut once.
+    let cuts: i64 = fleet.iter_mut().map(|con| report(con, "llm", &["THROTTLED"]).unwrap().unwrap()[1]).sum();
+    assert_eq!(cuts, 1);
+    assert_eq!(report(&mut fleet[0], "llm", &["throttled"]).unwrap(), Some(vec![42, 0, 0]));
+    assert_eq!(stat(&mut fleet[0], "adapt_decreases"), 1);
+    // The next epoch: one caller's 429 with a Retry-After of 30 s holds every caller.
+    let epoch = START + 60_000;
+    clock.move_to(&mut fleet[0], epoch);
+    assert_eq!(report(&mut fleet[3], "llm", &["THROTTLED", "RETRY", "30000"]).unwrap(), Some(vec![29, 1, 30_000]));
+    clock.move_to(&mut fleet[0], epoch + 29_999);
+    for con in &mut fleet {
+        let denied = adapt(con, "llm", &MINUTE).unwrap();
+        assert_eq!((denied[0], denied[1]), (0, 29));
+        assert!(denied[3] > 1, "{denied:?}");
+    }
+    // From the hold's end the bucket fills from empty: the minute after it admits at most the
+    // limit, however many callers try every second.
+    let mut admitted = 0;
+    for s in 0..60 {
+        clock.move_to(&mut fleet[0], epoch + 30_000 + s * 1_000);
+        admitted += take_all(&mut fleet, "llm", &MINUTE);
+    }
+    assert!((27..=29).contains(&admitted), "{admitted}");
+    assert_eq!((stat(&mut fleet[0], "adapt_holds"), stat(&mut fleet[0], "adapt_decreases")), (1, 2));
+}
+
+#[test]
+fn growth_is_earned_by_use_and_capped_by_the_provider() {
+    let dir = TempDir::new();
+    let (clock, server) = at_start(&dir);
+    let mut con = [server.connect()];
+    let bounds = ["10", "100", "1000", "60"];
+    // An epoch that used less than half its limit earns nothing.
+    assert_eq!(take_all(&mut con, "llm", &bounds), 16);
+    clock.move_to(&mut con[0], START + 60_000);
+    assert_eq!(adapt(&mut con[0], "llm", &bounds).unwrap()[1], 100);
+    // Epochs used to the full follow CUBIC's curve above the start: 103, 130, 201.
+    let mut limits = vec![];
+    for epoch in 1..4 {
+        for s in 0..60 {
+            clock.move_to(&mut con[0], START + epoch * 60_000 + s * 1_000);
+            take_all(&mut con, "llm", &bounds);
+        }
+        clock.move_to(&mut con[0], START + (epoch + 1) * 60_000);
+        limits.push(adapt(&mut con[0], "llm", &bounds).unwrap()[1]);
+    }
+    assert_eq!(limits, [103, 130, 201]);
+    assert_eq!(stat(&mut con[0], "adapt_increases"), 3);
+    // The provider's stated limit caps it; its remaining bounds the fleet until the reset.
+    let capped = report(&mut con[0], "llm", &["OK", "LIMIT", "150", "REMAINING", "2", "RESET", "5000"]).unwrap();
+    assert_eq!(capped, Some(vec![150, 0, 0]));
+    assert_eq!(take_all(&mut con, "llm", &bounds), 2);
+    assert_eq!(adapt(&mut con[0], "llm", &bounds).unwrap()[3], 5_000);
+}
+
+#[test]
+fn bad_calls_change_nothing() {
+    let dir = TempDir::new();
+    let (_clock, server) = at_start(&dir);
+    let mut con = server.connect();
+    adapt(&mut con, "llm", &MINUTE).unwrap();
+    let _: () = redis::cmd("RPUSH").arg("list").arg("x").query(&mut con).unwrap();
+    let _: () = redis::cmd("SET").arg("text").arg("adapt:1:2").query(&mut con).unwrap();
+    let snapshot = |con: &mut Connection| -> (Option<String>, i64) {
+        let value = redis::cmd("GET").arg("llm").query(con).unwrap();
+        (value, redis::cmd("PEXPIRETIME").arg("llm").query(con).unwrap())
+    };
+    let before = snapshot(&mut con);
+    for (command, key, args, error) in [
+        ("ADAPT", "llm", &["6", "60", "600"][..], "ERR wrong number of arguments for 'ratelimit.adapt' command"),
+        ("ADAPT", "llm", &["6", "60", "600", "60", "COST", "0"], "ERR COST must be an integer >= 1"),
+        ("ADAPT", "llm", &["60", "6", "600", "60"], "ERR floor <= start <= ceiling must hold"),
+        (
+            "ADAPT",
+            "llm",
+            &["6", "60", "600", "60", "RESERVE"],
+            "ERR syntax error: unknown option (expected COST, MS or PARTIAL)",
+        ),
+        ("ADAPT", "list", &MINUTE, "WRONGTYPE Operation against a key holding the wrong kind of value"),
+        ("ADAPT", "text", &MINUTE, "ERR value is not a ratelimit adaptive limit"),
+        ("REPORT", "llm", &["429"], "ERR outcome must be OK or THROTTLED"),
+        ("REPORT", "llm", &["OK", "RETRY", "5"], "ERR syntax error: RETRY needs THROTTLED"),
+        ("REPORT", "llm", &["THROTTLED", "REMAINING", "5"], "ERR syntax error: REMAINING needs RESET"),
+        ("REPORT", "text", &["THROTTLED"], "ERR value is not a ratelimit adaptive limit"),
+    ] {
+        let reply: RedisResult<Value> = redis::cmd(&format!("RATELIMIT.{command}")).arg(key).arg(args).query(&mut con);
+        assert_eq!(error_text(&reply.unwrap_err()), error, "{command} {key} {args:?}");
+    }
+    assert_eq!(snapshot(&mut con), before);
+    // A report on a limit nobody has learned steers nothing, and writes nothing.
+    assert_eq!(report(&mut con, "nobody", &["THROTTLED", "RETRY", "1000"]).unwrap(), None);
+    let dbsize: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
+    assert_eq!(dbsize, 3);
+}
+
+/// A reply, or its error's text.
+fn answer(con: &mut Connection, cmd: &redis::Cmd) -> Result<Value, String> {
+    con.req_packed_command(&cmd.get_packed_command()).map_err(|e| error_text(&e))
+}
+
+/// One random call's arguments after the key: mostly well formed, now and then junk.
+fn random_args(rng: &mut Rng, adapt: bool) -> Vec<String> {
+    const JUNK: &[&str] = &[
+        "COST",
+        "MS",
+        "PARTIAL",
+        "RETRY",
+        "LIMIT",
+        "REMAINING",
+        "RESET",
+        "OK",
+        "-1",
+        "0",
+        "x",
+        "",
+        "1125899906842625",
+    ];
+    let pick = |rng: &mut Rng, from: &[&str]| from[rng.below(from.len())].to_string();
+    let mut args: Vec<String> = if adapt {
+        let mut a =
+            vec![pick(rng, &["1", "5", "10"]), pick(rng, &["10", "20", "50"]), pick(rng, &["50", "100", "400"])];
+        a.push(pick(rng, &["1", "2", "60", "1000"]));
+        if rng.below(3) == 0 {
+            a.extend(["COST".into(), pick(rng, &["1", "3", "12", "200"])]);
+        }
+        if rng.below(4) == 0 {
+            a.push("MS".into());
+        }
+        if rng.below(3) == 0 {
+            a.push("PARTIAL".into());
+        }
+        a
+    } else {
+        let mut a = vec![pick(rng, &["OK", "THROTTLED", "throttled"])];
+        if a[0] != "OK" && rng.below(3) == 0 {
+            a.extend(["RETRY".into(), pick(rng, &["0", "500", "1500", "30000"])]);
+        }
+        if rng.below(3) == 0 {
+            a.extend(["LIMIT".into(), pick(rng, &["1", "8", "30", "2000"])]);
+        }
+        if rng.below(3) == 0 {
+            a.extend([
+                "REMAINING".into(),
+                pick(rng, &["0", "2", "40"]),
+                "RESET".into(),
+                pick(rng, &["0", "700", "9000"]),
+            ]);
+        }
+        a
+    };
+    if rng.below(6) == 0 {
+        let at = rng.below(args.len() + 1);
+        args.insert(at, pick(rng, JUNK));
+    }
+    args
+}
+
+#[test]
+fn the_library_answers_as_the_module_does() {
+    let (mut rng, _) = Rng::from_env();
+    let dir = TempDir::new();
+    let (clock, server) = at_start(&dir);
+    let mut con = server.connect();
+    for side in ["m", "l"] {
+        let _: () = redis::cmd("RPUSH").arg(format!("{side}:list")).arg("x").query(&mut con).unwrap();
+        let _: () = redis::cmd("SET").arg(format!("{side}:text")).arg("adapt:1").query(&mut con).unwrap();
+    }
+    let (mut now, mut compared, mut admitted, mut cuts) = (START, 0, 0, 0);
+    for _ in 0..3_000 {
+        if rng.below(3) == 0 {
+            now += [1, 7, 400, 999, 1_000, 20_000, 61_000][rng.below(7)];
+            clock.move_to(&mut con, now);
+        }
+        let adapting = rng.below(3) != 0;
+        let key = ["a", "a", "b", "c", "list", "text"][rng.below(6)];
+        let args = random_args(&mut rng, adapting);
+        let (command, function) =
+            if adapting { ("RATELIMIT.ADAPT", "ratelimit_adapt") } else { ("RATELIMIT.REPORT", "ratelimit_report") };
+        let module = answer(&mut con, redis::cmd(command).arg(format!("m:{key}")).arg(&args));
+        let library = answer(&mut con, redis::cmd("FCALL").arg(function).arg(1).arg(format!("l:{key}")).arg(&args));
+        assert_eq!(module, library, "{command} {key} {args:?} at {now}");
+        let state = |side: &str, con: &mut Connection| -> (Option<String>, i64) {
+            let value = redis::cmd("GET").arg(format!("{side}:{key}")).query(con).unwrap_or(None);
+            (value, redis::cmd("PEXPIRETIME").arg(format!("{side}:{key}")).query(con).unwrap())
+        };
+        assert_eq!(state("m", &mut con), state("l", &mut con), "{command} {key} {args:?} at {now}");
+        compared += 1;
+        match module {
+            Ok(Value::Array(v)) if adapting && v[0] == Value::Int(1) => admitted += 1,
+            Ok(Value::Array(v)) if !adapting && v[1] == Value::Int(1) => cuts += 1,
+            _ => {}
+        }
+    }
+    // The run reached the paths that matter.
+    eprintln!("{admitted} admitted, {cuts} cuts");
+    assert!(compared == 3_000 && admitted > 300 && cuts > 20, "{admitted} admitted, {cuts} cuts");
+}
