@@ -13,12 +13,24 @@ from __future__ import annotations
 
 import importlib.util
 
+from .adaptive import AdaptiveLimit, AsyncAdaptiveLimit
 from .aio import AsyncPermit, AsyncPipeline, AsyncRateLimiter, AsyncSettling
 from .client import Permit, Pipeline, RateLimiter, Settling
 from .commands import CalendarUnit, Call, Seconds
-from .errors import LibraryNotLoaded, NotReplicated, PermitUnavailable, RateLimitError
+from .errors import LibraryNotLoaded, NotReplicated, PermitUnavailable, RateLimited, RateLimitError
 from .hot import AsyncHotLimit, HotLimit, HotLimitClosed
-from .results import Acquisition, Decision, Grant, MultiDecision, MultiReservation, Reservation, Settlement, TopEntry
+from .provider_answers import ProviderAnswer, Stated, read_answer
+from .results import (
+    Acquisition,
+    Decision,
+    Grant,
+    Learned,
+    MultiDecision,
+    MultiReservation,
+    Reservation,
+    Settlement,
+    TopEntry,
+)
 
 __version__ = "1.0.0"
 
@@ -27,6 +39,8 @@ if importlib.util.find_spec("limits") is not None:
 
 __all__ = [
     "Acquisition",
+    "AdaptiveLimit",
+    "AsyncAdaptiveLimit",
     "AsyncHotLimit",
     "AsyncPermit",
     "AsyncPipeline",
@@ -38,6 +52,7 @@ __all__ = [
     "Grant",
     "HotLimit",
     "HotLimitClosed",
+    "Learned",
     "LibraryNotLoaded",
     "MultiDecision",
     "MultiReservation",
@@ -45,11 +60,15 @@ __all__ = [
     "Permit",
     "PermitUnavailable",
     "Pipeline",
+    "ProviderAnswer",
     "RateLimitError",
+    "RateLimited",
     "RateLimiter",
     "Reservation",
     "Seconds",
     "Settlement",
     "Settling",
+    "Stated",
     "TopEntry",
+    "read_answer",
 ]

@@ -87,6 +87,9 @@ class RateLimiter:
     release = _sent(commands.release)
     renew = _sent(commands.renew)
     top = _sent(commands.top)
+    adapt = _sent(commands.adapt)
+    adapt_up_to = _sent(commands.adapt_up_to)
+    report = _sent(commands.report)
 
     @property
     def backend(self) -> Backend:
@@ -212,6 +215,9 @@ class Pipeline:
     acquire = _queued(commands.acquire)
     release = _queued(commands.release)
     renew = _queued(commands.renew)
+    adapt = _queued(commands.adapt)
+    adapt_up_to = _queued(commands.adapt_up_to)
+    report = _queued(commands.report)
 
     def queue(self, call: Call[Any]) -> Pipeline:
         _backend.check_slots(self.limiter.client, call)

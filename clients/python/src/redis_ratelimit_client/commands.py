@@ -18,7 +18,17 @@ from datetime import timedelta
 from typing import Any, Generic, Literal, TypeVar, overload
 
 from .errors import RateLimitError
-from .results import Acquisition, Decision, Grant, MultiDecision, MultiReservation, Reservation, Settlement, TopEntry
+from .results import (
+    Acquisition,
+    Decision,
+    Grant,
+    Learned,
+    MultiDecision,
+    MultiReservation,
+    Reservation,
+    Settlement,
+    TopEntry,
+)
 
 T = TypeVar("T")
 Seconds = int | float | timedelta
@@ -622,3 +632,102 @@ def top(
         return entries
 
     return Call("RATELIMIT.TOP", "", (), tuple(args), parse, readonly=True, writes=False, module_only=True)
+
+
+# The adaptive limit: every scaled quantity of the module's stays within 2^50.
+MAX_SCALED = 2**50
+MAX_SPAN_MS = 2**40
+Outcome = Literal["ok", "throttled"]
+"""How the provider answered: ``"throttled"`` for a 429, a 503, or a timeout counted as one."""
+
+
+def _adaptive(limit_window: float) -> Callable[[Any], Decision]:
+    """ADAPT's [allowed, limit, remaining, retry_after_ms, reset_ms]."""
+
+    def parse(reply: Any) -> Decision:
+        allowed, limit, remaining, retry_ms, reset_ms = reply
+        retry = None if allowed else _ms(retry_ms)
+        return Decision(bool(allowed), max(limit - remaining, 0), remaining, _ms(reset_ms), retry, limit, limit_window)
+
+    return parse
+
+
+def adapt(key: str, floor: int, start: int, ceiling: int, window: Seconds, *, cost: int = 1) -> Call[Decision]:
+    """RATELIMIT.ADAPT: ``cost`` decided against the limit the fleet learns at ``key`` (per
+    ``window`` seconds, between ``floor`` and ``ceiling``, starting at ``start``), paced: at most a
+    sixth of a window's limit at once. ``limit`` in the decision is the learned limit."""
+    low, first, high = _integer(floor, "floor"), _integer(start, "start"), _integer(ceiling, "ceiling")
+    value, in_ms = _duration(window, "window")
+    ms = int(value) if in_ms else int(value) * 1000
+    if ms > MAX_SPAN_MS:
+        raise RateLimitError("window is too large")
+    if not low <= first <= high:
+        raise RateLimitError("floor <= start <= ceiling must hold")
+    if high * ms > MAX_SCALED:
+        raise RateLimitError("ceiling * window is too large")
+    if _integer(cost, "COST") * ms > MAX_SCALED:
+        raise RateLimitError("COST * window is too large")
+    args = (low, first, high, value, *_cost_args(cost), *(("MS",) if in_ms else ()))
+    return Call("RATELIMIT.ADAPT", "ratelimit_adapt", (_key(key),), args, _adaptive(ms / 1000))
+
+
+def adapt_up_to(key: str, floor: int, start: int, ceiling: int, window: Seconds, *, cost: int) -> Call[Grant]:
+    """RATELIMIT.ADAPT with PARTIAL: as many of ``cost`` as the bucket has whole, at least one."""
+    call = adapt(key, floor, start, ceiling, window, cost=_up_to(cost))
+    return _granting(call, call.parse)
+
+
+def _span_ms(seconds: float | None, name: str) -> int | None:
+    """A provider's wait in whole ms, rounded up (waiting that long is enough)."""
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+        raise RateLimitError(f"{name} must be an integer >= 0")
+    ms = math.ceil(seconds * 1000 - 1e-9)
+    if ms > MAX_SPAN_MS:
+        raise RateLimitError(f"{name} is too large")
+    return ms
+
+
+def report(
+    key: str,
+    outcome: Outcome,
+    *,
+    retry_after: float | None = None,
+    limit: int | None = None,
+    remaining: int | None = None,
+    reset_after: float | None = None,
+) -> Call[Learned | None]:
+    """RATELIMIT.REPORT: how the provider answered a call decided at ``key``. ``"throttled"`` cuts
+    the fleet's limit (once per window, however many callers report the same burst) and with
+    ``retry_after`` (seconds) holds every caller until then; the provider's stated ``limit`` caps
+    the learned one, its ``remaining`` bounds the fleet for ``reset_after`` seconds. None where no
+    limit is learned at ``key``."""
+    if outcome not in ("ok", "throttled"):
+        raise RateLimitError("outcome must be OK or THROTTLED")
+    if (remaining is None) != (reset_after is None):
+        raise RateLimitError(
+            "syntax error: REMAINING needs RESET" if reset_after is None else "syntax error: RESET needs REMAINING"
+        )
+    if retry_after is not None and outcome == "ok":
+        raise RateLimitError("syntax error: RETRY needs THROTTLED")
+    args: tuple[Arg, ...] = (outcome.upper(),)
+    retry_ms = _span_ms(retry_after, "RETRY")
+    if retry_ms is not None:
+        args += ("RETRY", retry_ms)
+    if limit is not None:
+        if _integer(limit, "LIMIT") > MAX_SCALED:
+            raise RateLimitError("LIMIT is too large")
+        args += ("LIMIT", limit)
+    if remaining is not None:
+        if _integer(remaining, "REMAINING", minimum=0) > MAX_SCALED:
+            raise RateLimitError("REMAINING is too large")
+        args += ("REMAINING", remaining, "RESET", _span_ms(reset_after, "RESET") or 0)
+
+    def parse(reply: Any) -> Learned | None:
+        if reply is None:
+            return None
+        learned, decreased, hold_ms = reply
+        return Learned(learned, bool(decreased), _ms(hold_ms))
+
+    return Call("RATELIMIT.REPORT", "ratelimit_report", (_key(key),), args, parse)

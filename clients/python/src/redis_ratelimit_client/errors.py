@@ -39,3 +39,13 @@ class PermitUnavailable(Exception):
         self.key = key
         self.limit = limit
         self.retry_after = retry_after
+
+
+class RateLimited(Exception):
+    """An adaptive limit's wrapper waited ``max_wait`` seconds and the fleet's limit still had no
+    room: ``retry_after`` is the seconds until it would have."""
+
+    def __init__(self, key: str, retry_after: float) -> None:
+        super().__init__(f"{key!r} has no room for {retry_after:.3f} s")
+        self.key = key
+        self.retry_after = retry_after

@@ -188,3 +188,15 @@ class TopEntry:
     key: str
     count: int
     error: int
+
+
+@dataclass(frozen=True)
+class Learned:
+    """What a report taught an adaptive limit (RATELIMIT.REPORT's answer)."""
+
+    limit: int
+    """The fleet's limit per window now."""
+    decreased: bool
+    """This report cut it (the first throttle of its window)."""
+    hold: float
+    """Seconds until any caller is admitted again (a provider's Retry-After); 0 when not held."""

@@ -1,0 +1,159 @@
+"""One limit a whole fleet learns from its provider's answers (RATELIMIT.ADAPT and
+RATELIMIT.REPORT): decide before calling the provider, report how it answered, or let ``call``
+do both around the call. The rules are the module's (docs/adaptive.md); this only reads the
+provider's answer (``provider_answers``) and sends it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any, Literal, TypeVar
+
+from . import commands
+from .commands import Call, Seconds
+from .errors import RateLimited
+from .provider_answers import ProviderAnswer, read_answer
+from .results import Decision, Learned
+
+R = TypeVar("R")
+Measure = Literal["requests", "tokens"]
+Headers = Mapping[str, str] | Iterable[tuple[str, str]]
+
+
+def answer_of(outcome: object) -> tuple[int | None, Headers]:
+    """The status and headers of what a provider call returned or raised: an HTTP response
+    (httpx's, requests', aiohttp's, urllib's) or an error carrying one (openai's and anthropic's
+    ``APIStatusError``, httpx's ``HTTPStatusError``) or being one (urllib's ``HTTPError``);
+    ``(None, ())`` for anything else, as a timeout."""
+    response = getattr(outcome, "response", outcome) if isinstance(outcome, BaseException) else outcome
+    status = getattr(response, "status_code", None) or getattr(response, "status", None)
+    headers = getattr(response, "headers", None)
+    return (status if isinstance(status, int) else None), (headers if headers is not None else ())
+
+
+class _Terms:
+    def __init__(
+        self,
+        key: str,
+        floor: int,
+        start: int,
+        ceiling: int,
+        window: Seconds,
+        measure: Measure,
+        max_hold: float,
+    ) -> None:
+        self.key, self.floor, self.start, self.ceiling, self.window = key, floor, start, ceiling, window
+        self.measure, self.max_hold = measure, max_hold
+        commands.adapt(key, floor, start, ceiling, window)  # checks the terms once, here
+
+    def decision(self, cost: int) -> Call[Decision]:
+        return commands.adapt(self.key, self.floor, self.start, self.ceiling, self.window, cost=cost)
+
+    def learned(self, answer: ProviderAnswer, throttled: bool | None) -> Call[Learned | None]:
+        """The report of ``answer`` for this limit's measure; ``throttled`` overrides its status
+        (a timeout counted as a throttle). A Retry-After longer than ``max_hold`` holds the fleet
+        ``max_hold`` seconds (as the SDKs honour at most 60 s)."""
+        stated = answer.requests if self.measure == "requests" else answer.tokens
+        hit = answer.throttled if throttled is None else throttled
+        retry = min(answer.retry_after, self.max_hold) if hit and answer.retry_after else None
+        both = stated.remaining is not None and stated.reset_after is not None
+        return commands.report(
+            self.key,
+            "throttled" if hit else "ok",
+            retry_after=retry,
+            limit=stated.limit,
+            remaining=stated.remaining if both else None,
+            reset_after=stated.reset_after if both else None,
+        )
+
+
+class AdaptiveLimit(_Terms):
+    """A limit per ``window`` seconds (``measure``: requests, or tokens with each call's cost)
+    that every process using ``key`` learns together, between ``floor`` and ``ceiling``,
+    starting at ``start``, on the synchronous client ``limiter`` (a RateLimiter)."""
+
+    def __init__(
+        self,
+        limiter: Any,
+        key: str,
+        *,
+        floor: int,
+        start: int,
+        ceiling: int,
+        window: Seconds = 60,
+        measure: Measure = "requests",
+        max_hold: float = 60.0,
+    ) -> None:
+        super().__init__(key, floor, start, ceiling, window, measure, max_hold)
+        self.limiter = limiter
+
+    def decide(self, cost: int = 1) -> Decision:
+        """Whether a call of ``cost`` may go to the provider now."""
+        return self.limiter.run(self.decision(cost))  # type: ignore[no-any-return]
+
+    def report(
+        self, status: int | None, headers: Headers = (), *, throttled: bool | None = None, now: datetime | None = None
+    ) -> Learned | None:
+        """How the provider answered (``status`` None: no answer)."""
+        return self.limiter.run(self.learned(read_answer(status, headers, now=now), throttled))  # type: ignore[no-any-return]
+
+    def call(self, send: Callable[[], R], *, cost: int = 1, max_wait: float = 30.0) -> R:
+        """``send()`` once the fleet's limit has room (waiting up to ``max_wait`` seconds, else
+        RateLimited), its answer reported whether it returns or raises."""
+        deadline = time.monotonic() + max_wait
+        while not (d := self.decide(cost)).allowed:
+            wait = d.retry_after or 0.0
+            if time.monotonic() + wait > deadline:
+                raise RateLimited(self.key, wait)
+            time.sleep(wait)
+        try:
+            result = send()
+        except BaseException as error:
+            self.report(*answer_of(error))
+            raise
+        self.report(*answer_of(result))
+        return result
+
+
+class AsyncAdaptiveLimit(_Terms):
+    """AdaptiveLimit on the asyncio client (an AsyncRateLimiter)."""
+
+    def __init__(
+        self,
+        limiter: Any,
+        key: str,
+        *,
+        floor: int,
+        start: int,
+        ceiling: int,
+        window: Seconds = 60,
+        measure: Measure = "requests",
+        max_hold: float = 60.0,
+    ) -> None:
+        super().__init__(key, floor, start, ceiling, window, measure, max_hold)
+        self.limiter = limiter
+
+    async def decide(self, cost: int = 1) -> Decision:
+        return await self.limiter.run(self.decision(cost))  # type: ignore[no-any-return]
+
+    async def report(
+        self, status: int | None, headers: Headers = (), *, throttled: bool | None = None, now: datetime | None = None
+    ) -> Learned | None:
+        return await self.limiter.run(self.learned(read_answer(status, headers, now=now), throttled))  # type: ignore[no-any-return]
+
+    async def call(self, send: Callable[[], Awaitable[R]], *, cost: int = 1, max_wait: float = 30.0) -> R:
+        deadline = time.monotonic() + max_wait
+        while not (d := await self.decide(cost)).allowed:
+            wait = d.retry_after or 0.0
+            if time.monotonic() + wait > deadline:
+                raise RateLimited(self.key, wait)
+            await asyncio.sleep(wait)
+        try:
+            result = await send()
+        except BaseException as error:
+            await self.report(*answer_of(error))
+            raise
+        await self.report(*answer_of(result))
+        return result
