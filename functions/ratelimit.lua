@@ -1963,7 +1963,7 @@ local function adapt_read(key)
     end
     local valid = n == #ADAPT_FIELDS and within(s.window, 1, MAX_SPAN_MS) and s.floor >= 1
         and s.floor <= s.limit and s.limit <= s.ceiling and s.ceiling * s.window <= MAX_SCALED
-        and within(s.wmax, 1, MAX_SCALED) and within(s.earned, 0, 40) and within(s.used, 0, MAX_SCALED)
+        and within(s.wmax, 1, MAX_SCALED) and within(s.earned, 0, 15) and within(s.used, 0, MAX_SCALED)
         and within(s.cut, 0, 1) and within(s.level, -MAX_SCALED, MAX_SCALED)
         and within(s.bound_left, -1, MAX_SCALED) and within(s.stated, 0, MAX_SCALED)
         and within(s.epoch_start, 0, MAX_SCALED) and within(s.at, 0, MAX_SCALED)
@@ -1995,27 +1995,40 @@ local function adapt_cap(s)
     return max(math.min(s.ceiling, s.stated), s.floor)
 end
 
--- CUBIC in earned epochs: wmax * (1 + 0.3 * ((t - 2) / 2)^3), floored, wmax split by 80 to stay exact.
+-- CUBIC in earned epochs: wmax * (1 + 0.3 * ((t - 4) / 4)^3), floored, wmax split by 640 to stay exact.
 local function adapt_cubic(s)
-    local d = s.earned - 2
+    local d = s.earned - 4
     local k = 3 * d * d * d
-    local q = idiv(s.wmax, 80)
-    local r = s.wmax - 80 * q
-    return math.min(max(s.wmax + q * k + floor(r * k / 80), 1), MAX_SCALED)
+    local q = idiv(s.wmax, 640)
+    local r = s.wmax - 640 * q
+    return math.min(max(s.wmax + q * k + floor(r * k / 640), 1), MAX_SCALED)
+end
+
+-- An epoch: a sixth of the window.
+local function adapt_epoch(s)
+    return max(idiv(s.window, 6), 1)
 end
 
 -- Ends the epochs `now` is past (growth when earned); whether the limit grew.
 local function adapt_roll(s, now)
-    local w = s.window
-    if now < s.epoch_start + w then
+    local e = adapt_epoch(s)
+    if now < s.epoch_start + e then
         return false
     end
     local before = s.limit
-    if s.cut == 0 and s.used * 2 >= s.limit then
-        s.earned = math.min(s.earned + 1, 40)
-        s.limit = max(s.limit, math.min(adapt_cubic(s), s.used * 2, adapt_cap(s)))
+    local rate = s.used * 6
+    if s.cut == 0 and rate * 2 >= s.limit then
+        s.earned = math.min(s.earned + 1, 15)
+        local target = adapt_cubic(s)
+        if s.stated > s.limit then
+            target = max(target, s.limit + idiv(s.stated - s.limit, 2))
+        end
+        s.limit = max(s.limit, math.min(target, rate * 2, adapt_cap(s)))
+        if s.earned == 15 then
+            s.wmax = s.limit
+        end
     end
-    s.epoch_start = s.epoch_start + idiv(now - s.epoch_start, w) * w
+    s.epoch_start = s.epoch_start + idiv(now - s.epoch_start, e) * e
     s.used, s.cut = 0, 0
     s.level = math.min(s.level, adapt_capacity(s))
     return s.limit > before
@@ -2090,7 +2103,7 @@ local function adapt(keys, args)
     local now = now_ms()
     local s = adapt_read(keys[1])
     if not s or s.window ~= w then
-        s = { window = w, limit = start, wmax = start, earned = 2, epoch_start = now, used = 0, cut = 0, at = now,
+        s = { window = w, limit = start, wmax = start, earned = 4, epoch_start = now, used = 0, cut = 0, at = now,
             bound_left = -1, bound_until = 0, stated = 0 }
         s.level = adapt_capacity(s)
     end
@@ -2184,19 +2197,19 @@ local function report(keys, args)
         adapt_bounded(s)
     end
     if remaining then
-        s.bound_left, s.bound_until = remaining, now + reset
+        s.bound_left, s.bound_until = remaining, now + math.min(reset, adapt_epoch(s))
     end
     local decreased = 0
-    if outcome == 'THROTTLED' then
+    if outcome == 'THROTTLED' or remaining == 0 then
         if s.cut == 0 then
             s.wmax = s.limit
             s.limit = max(idiv(s.limit * 7, 10), s.floor)
             s.earned, s.cut, decreased = 0, 1, 1
         end
         s.level = math.min(s.level, 0)
-        if retry and now + retry > s.at then
-            s.at = now + retry
-        end
+    end
+    if outcome == 'THROTTLED' and retry and now + retry > s.at then
+        s.at = now + retry
     end
     adapt_store(keys[1], s, now)
     return { s.limit, decreased, max(s.at - now, 0) }

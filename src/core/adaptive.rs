@@ -10,18 +10,22 @@
 //! `limit` units come back each ms), below 2^53: the Functions library computes the same in Lua's
 //! doubles.
 //!
-//! The controller works in epochs of one window, fleet-wide, since the state is one key:
-//! - a throttle (`Outcome::Throttled`) cuts the limit to `DECREASE_TENTHS` of itself at most once
-//!   per epoch, however many callers saw the same burst, and empties the bucket;
+//! The controller works in epochs of a sixth of the window (`EPOCHS_PER_WINDOW`: 10 s for a
+//! per-minute limit), fleet-wide, since the state is one key:
+//! - a throttle (`Outcome::Throttled`, or the provider stating nothing remains) cuts the limit to
+//!   `DECREASE_TENTHS` of itself at most once per epoch, however many callers saw the same burst,
+//!   and empties the bucket;
 //! - a `RETRY` holds the whole fleet: nothing is admitted before that instant, and the bucket
-//!   starts empty there, so the first window after a hold admits at most the limit;
-//! - an epoch earns growth when nothing cut it and the fleet used at least half the limit; the
-//!   limit then follows CUBIC's curve in earned epochs since the last cut,
-//!   `wmax * (1 + (1 - 0.7) * ((t - K) / K)^3)` with `K = 2` epochs (back to `wmax` two earned
-//!   epochs after a cut, then probing beyond it ever faster), never above twice what the epoch
-//!   admitted, nor above the ceiling or the provider's stated limit;
+//!   starts empty there: no stampede when it ends;
+//! - an epoch earns growth when nothing cut it and the fleet used at least half the limit's share
+//!   of it; the limit then follows CUBIC's curve in earned epochs since the last cut,
+//!   `wmax * (1 + (1 - 0.7) * ((t - K) / K)^3)` with `K = 4` epochs (back to `wmax` four earned
+//!   epochs after a cut, level there, then probing beyond it ever faster), and where the
+//!   provider states a higher limit, at least half the way to it; never above twice the rate the
+//!   epoch admitted, nor above the ceiling or the provider's stated limit;
 //! - the provider's stated limit caps the learned one; its stated remaining bounds what the fleet
-//!   may still take until its reset.
+//!   may still take until its reset (or the epoch's end, whichever is first: the next answer says
+//!   more).
 
 use crate::core::decimal::{format_i64, parse_i64, MAX_LEN};
 use crate::core::stored::{Change, Stored, Value, MAX_TEXT};
@@ -30,10 +34,13 @@ use crate::core::stored::{Change, Stored, Value, MAX_TEXT};
 pub const BURST_DIVISOR: i64 = 6;
 /// A cut leaves 7 tenths of the limit (AWS's CUBIC beta, 0.7).
 pub const DECREASE_TENTHS: i64 = 7;
+/// Epochs in a window.
+pub const EPOCHS_PER_WINDOW: i64 = 6;
 /// Epochs from a cut back to the limit it cut (CUBIC's K).
-pub const RECOVERY_EPOCHS: i64 = 2;
-/// Earned epochs counted at most: the curve is far above any ceiling by then.
-const MAX_EARNED: i64 = 40;
+pub const RECOVERY_EPOCHS: i64 = 4;
+/// Earned epochs counted at most: the curve is 7 times `wmax` there (its arithmetic within
+/// 2^53), and `wmax` follows the limit from there on.
+const MAX_EARNED: i64 = RECOVERY_EPOCHS + 11;
 /// The bound on `ceiling * window_ms`, `cost * window_ms`, and every time and count: every sum
 /// and product below stays under 2^53.
 pub const MAX_SCALED: i64 = 1 << 50;
@@ -268,25 +275,39 @@ impl State {
     /// CUBIC's limit after `earned` epochs since the cut from `wmax`, at least 1.
     fn cubic(&self) -> i64 {
         let d = self.earned - RECOVERY_EPOCHS;
-        // wmax * 0.3 * d^3 / 8, floored (the library splits wmax by 80 to stay under 2^53).
-        let delta = (i128::from(self.wmax) * 3 * i128::from(d * d * d)).div_euclid(80);
+        // wmax * 0.3 * d^3 / 64, floored (the library splits wmax by 640 to stay under 2^53).
+        let delta = (i128::from(self.wmax) * 3 * i128::from(d * d * d)).div_euclid(640);
         (i128::from(self.wmax) + delta).clamp(1, i128::from(MAX_SCALED)) as i64
     }
 
+    fn epoch_ms(&self) -> i64 {
+        (self.window_ms / EPOCHS_PER_WINDOW).max(1)
+    }
+
     /// Ends the epochs that `now` is past: the one that ran earns growth when nothing cut it and
-    /// the fleet used at least half the limit. Returns whether the limit grew.
+    /// the fleet used at least half the limit's share of it. Returns whether the limit grew.
     fn roll(&mut self, now: i64) -> bool {
-        let w = self.window_ms;
-        if now < self.epoch_start + w {
+        let e = self.epoch_ms();
+        if now < self.epoch_start + e {
             return false;
         }
         let before = self.limit;
-        if !self.cut && self.used * 2 >= self.limit {
+        // The epoch's use at the window's rate (at most 2^50 * 6: within 2^53).
+        let rate = self.used * EPOCHS_PER_WINDOW;
+        if !self.cut && rate * 2 >= self.limit {
             self.earned = (self.earned + 1).min(MAX_EARNED);
-            let grown = self.cubic().min(self.used * 2).min(self.cap());
+            let steered = match self.stated > self.limit {
+                true => self.limit + (self.stated - self.limit) / 2,
+                false => 0,
+            };
+            let grown = self.cubic().max(steered).min(rate * 2).min(self.cap());
             self.limit = self.limit.max(grown);
+            // At the curve's end, it starts again from here: growth is then twice the rate.
+            if self.earned == MAX_EARNED {
+                self.wmax = self.limit;
+            }
         }
-        self.epoch_start += (now - self.epoch_start) / w * w;
+        self.epoch_start += (now - self.epoch_start) / e * e;
         self.used = 0;
         self.cut = false;
         self.level = self.level.min(self.capacity());
@@ -424,11 +445,12 @@ pub fn report(r: &Report, stored: Stored<State>, now: i64) -> Option<Reported> {
         s.bounded();
     }
     if let Some((left, reset_ms)) = r.remaining {
-        (s.bound_left, s.bound_until) = (left, now + reset_ms);
+        (s.bound_left, s.bound_until) = (left, now + reset_ms.min(s.epoch_ms()));
     }
     let mut decreased = false;
     let mut held = false;
-    if r.outcome == Outcome::Throttled {
+    let spent = matches!(r.remaining, Some((0, _)));
+    if r.outcome == Outcome::Throttled || spent {
         if !s.cut {
             s.wmax = s.limit;
             s.limit = (s.limit * DECREASE_TENTHS / 10).max(s.floor);
@@ -437,6 +459,8 @@ pub fn report(r: &Report, stored: Stored<State>, now: i64) -> Option<Reported> {
             decreased = true;
         }
         s.level = s.level.min(0);
+    }
+    if r.outcome == Outcome::Throttled {
         if let Some(retry_ms) = r.retry_ms {
             let until = now + retry_ms;
             if until > s.at {
@@ -529,7 +553,7 @@ mod tests {
     }
 
     #[test]
-    fn a_hold_stops_the_fleet_and_the_window_after_it_admits_at_most_the_limit() {
+    fn a_hold_stops_the_fleet_and_no_stampede_follows_it() {
         let s = decide(&MINUTE, 1, false, Stored::Missing, NOW).state;
         let held = report(&throttled(Some(30_000)), stored(s), NOW).unwrap();
         assert_eq!((held.held, held.hold_ms, held.limit), (true, 30_000, 42));
@@ -537,10 +561,10 @@ mod tests {
         let d = decide(&MINUTE, 1, false, state, NOW + 29_999);
         assert_eq!((d.allowed, d.retry_after_ms), (false, 1 + 60_000 / 42 + 1));
         assert_eq!(calls(&mut state, 50, NOW + 29_999), 0);
-        // From the hold's end the bucket fills from empty: a minute later, at most 42 taken.
-        let admitted: i64 = (0..60).map(|s| calls(&mut state, 50, NOW + 30_000 + s * 1_000)).sum();
-        assert!(admitted <= 42, "{admitted}");
-        assert!(admitted >= 40, "{admitted}");
+        // From the hold's end the bucket fills from empty: its first epoch (10 s) takes at most
+        // its share of 42 a minute, however many ask every second.
+        let admitted: i64 = (0..10).map(|s| calls(&mut state, 50, NOW + 30_000 + s * 1_000)).sum();
+        assert_eq!(admitted, 6);
         // A shorter Retry-After after it changes nothing.
         let later = report(&throttled(Some(1)), stored(held.state), NOW + 10).unwrap();
         assert_eq!((later.held, later.hold_ms), (false, 29_990));
@@ -548,33 +572,36 @@ mod tests {
 
     #[test]
     fn growth_is_earned_by_use_and_follows_cubic_in_epochs() {
-        let mut s = State::new(&Bounds { floor: 1, start: 1_000, ceiling: 100_000, window_ms: 60_000 }, NOW);
-        s.wmax = 1_000;
-        let curve: Vec<i64> = (0..6)
+        let b = Bounds { floor: 1, start: 1_000, ceiling: 100_000, window_ms: 60_000 };
+        let mut s = State::new(&b, NOW);
+        let curve: Vec<i64> = [0, 1, 2, 3, 4, 5, 8, 10]
+            .into_iter()
             .map(|t| {
                 s.earned = t;
                 s.cubic()
             })
             .collect();
-        assert_eq!(curve, [700, 962, 1_000, 1_037, 1_300, 2_012]);
-        // An epoch that used less than half earns nothing.
-        let b = Bounds { floor: 1, start: 1_000, ceiling: 100_000, window_ms: 60_000 };
+        assert_eq!(curve, [700, 873, 962, 995, 1_000, 1_004, 1_300, 2_012]);
+        // An epoch (10 s) that used less than half the limit's share (1000 / 6 / 2) earns nothing.
         let mut state = State::new(&b, NOW);
-        state.used = 499;
-        let d = decide(&b, 1, false, stored(state), NOW + 60_000);
+        state.used = 83;
+        let d = decide(&b, 1, false, stored(state), NOW + 10_000);
         assert_eq!((d.limit, d.increased), (1_000, false));
-        state.used = 500;
-        let d = decide(&b, 1, false, stored(state), NOW + 60_000);
-        assert_eq!((d.limit, d.increased), (1_000, false), "twice 500 is the cap");
-        state.used = 1_000;
-        let d = decide(&b, 1, false, stored(state), NOW + 60_000);
-        assert_eq!((d.limit, d.increased, d.state.earned), (1_037, true, 3));
+        state.used = 84;
+        let d = decide(&b, 1, false, stored(state), NOW + 10_000);
+        assert_eq!((d.limit, d.increased, d.state.earned), (1_004, true, 5));
+        // At most twice the rate admitted.
+        state.stated = 3_000;
+        assert_eq!(decide(&b, 1, false, stored(state), NOW + 10_000).limit, 1_008);
+        // A stated limit above steers it half the way there.
+        state.used = 200;
+        assert_eq!(decide(&b, 1, false, stored(state), NOW + 10_000).limit, 2_000);
         // An epoch with a cut earns nothing; the ceiling caps.
         state.cut = true;
-        assert_eq!(decide(&b, 1, false, stored(state), NOW + 60_000).limit, 1_000);
+        assert_eq!(decide(&b, 1, false, stored(state), NOW + 10_000).limit, 1_000);
         state.cut = false;
-        let low = Bounds { ceiling: 1_010, ..b };
-        assert_eq!(decide(&low, 1, false, stored(state), NOW + 60_000).limit, 1_010);
+        let low = Bounds { ceiling: 1_002, ..b };
+        assert_eq!(decide(&low, 1, false, stored(state), NOW + 10_000).limit, 1_002);
     }
 
     #[test]
@@ -589,6 +616,11 @@ mod tests {
         assert_eq!((d.allowed, d.retry_after_ms, d.remaining), (false, 5_000, 0));
         // Once the provider's window reset, the bucket's: full again (5, a sixth of 30) 5 s later.
         assert_eq!(calls(&mut state, 10, NOW + 5_000), 5);
+        // Nothing remaining cuts the limit, as a throttle would, before any 429.
+        let spent = Report { remaining: Some((0, 60_000)), ..stated };
+        let r = report(&spent, stored(s), NOW).unwrap();
+        assert_eq!((r.limit, r.decreased), (21, true));
+        assert!(!decide(&MINUTE, 1, false, stored(r.state), NOW + 9_999).allowed);
         // A stated limit never takes it under the floor.
         let tiny = Report { limit: Some(1), ..stated };
         assert_eq!(report(&tiny, stored(s), NOW).unwrap().limit, MINUTE.floor);
@@ -608,7 +640,7 @@ mod tests {
         let d = decide(&MINUTE, 3, false, Stored::Missing, NOW);
         let mut buf = [0; MAX_TEXT];
         let text = d.state.write(&mut buf);
-        assert_eq!(text, b"adapt:60000:6:600:60:60:2:1700000000000:3:0:420000:1700000000000:-1:0:0");
+        assert_eq!(text, b"adapt:60000:6:600:60:60:4:1700000000000:3:0:420000:1700000000000:-1:0:0");
         assert_eq!(State::parse(text), Some(d.state));
         for junk in [
             &b"adapt:60000:6:600:60:60:2:1700000000000:3:0:420000:1700000000000:-1:0"[..],

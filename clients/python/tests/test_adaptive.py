@@ -80,17 +80,16 @@ def test_a_fleet_learns_one_limit(server: Server) -> None:
     assert learned[0] is not None and 19.9 < learned[0].hold <= 20
     denied = fleet[2].decide()
     assert not denied.allowed and denied.retry_after is not None and denied.retry_after > 19.9
-    # The provider's stated figures cap the limit and bound the fleet.
-    stated = fleet[1].report(
-        200,
-        {
-            "x-ratelimit-limit-requests": "30",
-            "x-ratelimit-remaining-requests": "0",
-            "x-ratelimit-reset-requests": "45s",
-        },
-    )
-    assert stated is not None and stated.limit == 30
-    assert fleet[0].decide().retry_after == pytest.approx(45, abs=0.01)
+    # The provider's stated limit caps the fleet's; nothing remaining would cut it, but this
+    # epoch had its cut. The hold (20 s), then a token at 30 a minute (2 s).
+    headers = {
+        "x-ratelimit-limit-requests": "30",
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": "45s",
+    }
+    stated = fleet[1].report(200, headers)
+    assert stated is not None and (stated.limit, stated.decreased) == (30, False)
+    assert fleet[0].decide().retry_after == pytest.approx(22, abs=0.05)
 
 
 def test_a_report_on_a_limit_nobody_learned_writes_nothing(server: Server) -> None:
