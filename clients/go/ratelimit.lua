@@ -1923,7 +1923,7 @@ end
 -- text `adapt:` and 14 integers. Every number stays within 2^50 (the arguments are bounded so),
 -- so the doubles here are exact; divisions go through `idiv` and `ceil_div`.
 local ADAPT_FIELDS = { 'window', 'floor', 'ceiling', 'limit', 'wmax', 'earned', 'epoch_start', 'used', 'cut',
-    'level', 'at', 'bound_left', 'bound_until', 'stated' }
+    'level', 'at', 'bound_left', 'bound_until', 'stated', 'queue_until' }
 local NOT_ADAPTIVE = 'ERR value is not a ratelimit adaptive limit'
 local MAX_SCALED = 2 ^ 50
 local MAX_SPAN_MS = 2 ^ 40
@@ -1967,20 +1967,21 @@ local function adapt_read(key)
         and within(s.cut, 0, 1) and within(s.level, -MAX_SCALED, MAX_SCALED)
         and within(s.bound_left, -1, MAX_SCALED) and within(s.stated, 0, MAX_SCALED)
         and within(s.epoch_start, 0, MAX_SCALED) and within(s.at, 0, MAX_SCALED)
-        and within(s.bound_until, 0, MAX_SCALED)
+        and within(s.bound_until, 0, MAX_SCALED) and within(s.queue_until, 0, MAX_SCALED)
     if not valid then
         fail(NOT_ADAPTIVE)
     end
     return s
 end
 
--- The state stored with its expiry: kept 10 windows past its last call, its hold, its provider's reset.
+-- The state stored with its expiry: kept 10 windows past its last call, its hold, its provider's
+-- reset, its last denied caller's turn.
 local function adapt_store(key, s, now)
     local f = {}
     for i = 1, #ADAPT_FIELDS do
         f[i] = format('%d', s[ADAPT_FIELDS[i]])
     end
-    local expires = max(s.at, now, s.bound_until) + 10 * s.window
+    local expires = max(s.at, now, s.bound_until, s.queue_until) + 10 * s.window
     redis_call('SET', key, 'adapt:' .. table.concat(f, ':'), 'PXAT', format('%d', expires))
 end
 
@@ -2104,7 +2105,7 @@ local function adapt(keys, args)
     local s = adapt_read(keys[1])
     if not s or s.window ~= w then
         s = { window = w, limit = start, wmax = start, earned = 4, epoch_start = now, used = 0, cut = 0, at = now,
-            bound_left = -1, bound_until = 0, stated = 0 }
+            bound_left = -1, bound_until = 0, stated = 0, queue_until = 0 }
         s.level = adapt_capacity(s)
     end
     s.floor, s.ceiling = floor_, ceiling
@@ -2132,6 +2133,9 @@ local function adapt(keys, args)
         if bound and bound < (partial and 1 or cost) then
             retry = max(retry, s.bound_until - now)
         end
+        -- After those told to come back before it, then its tokens' time for the next one.
+        retry = max(retry, s.queue_until - now)
+        s.queue_until = now + retry + ceil_div(need * w, s.limit)
     else
         s.level = max(s.level - granted * w, -MAX_SCALED)
         s.used = math.min(s.used + granted, MAX_SCALED)

@@ -88,6 +88,9 @@ pub struct State {
     pub bound_until: i64,
     /// The provider's stated limit (0: none stated).
     pub stated: i64,
+    /// When the last denied caller was told to come back, plus its tokens' time: the next one
+    /// is told to come after it, so that a denied fleet comes back one by one, not all at once.
+    pub queue_until: i64,
 }
 
 impl Value for State {
@@ -102,7 +105,7 @@ impl Value for State {
         if fields.next().is_some() {
             return None;
         }
-        let [window_ms, floor, ceiling, limit, wmax, earned, epoch_start, used, cut, level, at, bound_left, bound_until, stated] =
+        let [window_ms, floor, ceiling, limit, wmax, earned, epoch_start, used, cut, level, at, bound_left, bound_until, stated, queue_until] =
             f;
         let s = State {
             window_ms,
@@ -119,6 +122,7 @@ impl Value for State {
             bound_left,
             bound_until,
             stated,
+            queue_until,
         };
         let time = 0..=MAX_SCALED;
         let valid = (1..=MAX_SPAN_MS).contains(&window_ms)
@@ -133,7 +137,7 @@ impl Value for State {
             && (-MAX_SCALED..=MAX_SCALED).contains(&level)
             && (-1..=MAX_SCALED).contains(&bound_left)
             && (0..=MAX_SCALED).contains(&stated)
-            && [epoch_start, at, bound_until].iter().all(|t| time.contains(t));
+            && [epoch_start, at, bound_until, queue_until].iter().all(|t| time.contains(t));
         valid.then_some(s)
     }
 
@@ -154,7 +158,7 @@ impl Value for State {
     }
 }
 
-const FIELDS: usize = 14;
+const FIELDS: usize = 15;
 
 /// How the provider answered a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,6 +237,7 @@ impl State {
             self.bound_left,
             self.bound_until,
             self.stated,
+            self.queue_until,
         ]
     }
 
@@ -254,6 +259,7 @@ impl State {
             bound_left: -1,
             bound_until: 0,
             stated: 0,
+            queue_until: 0,
         };
         s.level = s.capacity();
         s
@@ -346,9 +352,10 @@ impl State {
         from + ceil_div((need - self.level).max(0), self.limit)
     }
 
-    /// When the state may be forgotten: `KEPT_WINDOWS` after its last call, or after its hold.
+    /// When the state may be forgotten: `KEPT_WINDOWS` after its last call, its hold, its bound, or
+    /// its last denied caller's turn.
     fn expiry(&self, now: i64) -> i64 {
-        self.at.max(now).max(self.bound_until) + KEPT_WINDOWS * self.window_ms
+        self.at.max(now).max(self.bound_until).max(self.queue_until) + KEPT_WINDOWS * self.window_ms
     }
 }
 
@@ -405,7 +412,10 @@ fn decide_or_admit(b: &Bounds, cost: i64, partial: bool, stored: Stored<State>, 
             Some(left) if left < if partial { 1 } else { cost } => s.bound_until - now,
             _ => 0,
         };
-        bucket.max(provider)
+        // After those told to come back before it, then its tokens' time for the next one.
+        let retry = bucket.max(provider).max(s.queue_until - now);
+        s.queue_until = now + retry + ceil_div(need * w, s.limit);
+        retry
     };
     if allowed {
         s.level = (s.level - granted * w).max(-MAX_SCALED);
@@ -516,13 +526,35 @@ mod tests {
         assert_eq!((d.allowed, d.limit, d.remaining, d.retry_after_ms, d.reset_ms), (true, 60, 9, -1, 1_000));
         let mut s = stored(d.state);
         assert_eq!(calls(&mut s, 20, NOW), 9);
+        // The twelfth denied in a row: its turn comes after the eleven before it.
         let denied = decide(&MINUTE, 1, false, s, NOW);
-        assert_eq!((denied.allowed, denied.remaining, denied.retry_after_ms), (false, 0, 1_000));
+        assert_eq!((denied.allowed, denied.remaining, denied.retry_after_ms), (false, 0, 12_000));
         // A token a second comes back: 60 a minute.
         assert_eq!(calls(&mut s, 5, NOW + 999), 0);
         assert_eq!(calls(&mut s, 5, NOW + 1_000), 1);
         assert_eq!(calls(&mut s, 100, NOW + 30_000), 10);
         assert_eq!(d.expires_at, NOW + 600_000);
+    }
+
+    #[test]
+    fn denied_callers_are_told_to_come_back_one_by_one() {
+        let mut s = stored(decide(&MINUTE, 10, false, Stored::Missing, NOW).state);
+        let turns: Vec<i64> = (0..4)
+            .map(|_| {
+                let d = decide(&MINUTE, 1, false, s, NOW);
+                s = stored(d.state);
+                d.retry_after_ms
+            })
+            .collect();
+        assert_eq!(turns, [1_000, 2_000, 3_000, 4_000]);
+        // Each comes back at its turn and finds its token.
+        for turn in [1_000, 2_000, 3_000, 4_000] {
+            let d = decide(&MINUTE, 1, false, s, NOW + turn);
+            assert!(d.allowed, "{turn}");
+            s = stored(d.state);
+        }
+        // Once the turns have passed, a denied caller waits only for the bucket.
+        assert_eq!(decide(&MINUTE, 1, false, s, NOW + 4_000).retry_after_ms, 1_000);
     }
 
     #[test]
@@ -611,7 +643,7 @@ mod tests {
         let r = report(&stated, stored(s), NOW).unwrap();
         assert_eq!((r.limit, r.decreased, r.held), (30, false, false));
         let mut state = stored(r.state);
-        assert_eq!(calls(&mut state, 10, NOW), 2);
+        assert_eq!(calls(&mut state, 2, NOW), 2);
         let d = decide(&MINUTE, 1, false, state, NOW);
         assert_eq!((d.allowed, d.retry_after_ms, d.remaining), (false, 5_000, 0));
         // Once the provider's window reset, the bucket's: full again (5, a sixth of 30) 5 s later.
@@ -640,15 +672,15 @@ mod tests {
         let d = decide(&MINUTE, 3, false, Stored::Missing, NOW);
         let mut buf = [0; MAX_TEXT];
         let text = d.state.write(&mut buf);
-        assert_eq!(text, b"adapt:60000:6:600:60:60:4:1700000000000:3:0:420000:1700000000000:-1:0:0");
+        assert_eq!(text, b"adapt:60000:6:600:60:60:4:1700000000000:3:0:420000:1700000000000:-1:0:0:0");
         assert_eq!(State::parse(text), Some(d.state));
         for junk in [
-            &b"adapt:60000:6:600:60:60:2:1700000000000:3:0:420000:1700000000000:-1:0"[..],
-            b"adapt:60000:6:600:60:60:2:1700000000000:3:0:420000:1700000000000:-1:0:0:0",
-            b"adapt:60000:6:600:700:60:2:1700000000000:3:0:420000:1700000000000:-1:0:0",
-            b"adapt:0:6:600:60:60:2:1700000000000:3:0:420000:1700000000000:-1:0:0",
-            b"adapt:60000:6:600:60:60:2:1700000000000:3:2:420000:1700000000000:-1:0:0",
-            b"adapt:60000:6:600:60:60:2:+1700000000000:3:0:420000:1700000000000:-1:0:0",
+            &b"adapt:60000:6:600:60:60:2:1700000000000:3:0:420000:1700000000000:-1:0:0"[..],
+            b"adapt:60000:6:600:60:60:2:1700000000000:3:0:420000:1700000000000:-1:0:0:0:0",
+            b"adapt:60000:6:600:700:60:2:1700000000000:3:0:420000:1700000000000:-1:0:0:0",
+            b"adapt:0:6:600:60:60:2:1700000000000:3:0:420000:1700000000000:-1:0:0:0",
+            b"adapt:60000:6:600:60:60:2:1700000000000:3:2:420000:1700000000000:-1:0:0:0",
+            b"adapt:60000:6:600:60:60:2:+1700000000000:3:0:420000:1700000000000:-1:0:0:0",
             b"12",
         ] {
             assert_eq!(State::parse(junk), None, "{}", String::from_utf8_lossy(junk));

@@ -49,6 +49,30 @@ class ServerExited(RuntimeError):
     pass
 
 
+class StoodClock:
+    """The wall clock a server reads, stood where a test puts it (testkit/clock/clock.c, built
+    here with the C compiler and preloaded): Unix ms in a file, until the test writes another."""
+
+    def __init__(self, folder: Path) -> None:
+        self.file = folder / "clock"
+        self.library = folder / "libclock.so"
+        source = Path(__file__).parents[3] / "testkit/clock/clock.c"
+        subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(self.library), str(source)], check=True)
+        self.ms = 0
+        self.stand(1_800_000_000_000)
+
+    def environment(self) -> dict[str, str]:
+        return {**os.environ, "LD_PRELOAD": str(self.library), "RATELIMIT_TEST_CLOCK": str(self.file)}
+
+    def stand(self, unix_ms: int) -> None:
+        """At ``unix_ms`` (written whole, then renamed: the server never reads half a number)."""
+        if unix_ms != self.ms:
+            following = self.file.with_suffix(".next")
+            following.write_text(str(unix_ms))
+            following.replace(self.file)
+            self.ms = unix_ms
+
+
 class Server:
     """A server process of its own on a free loopback port, in a folder of its own."""
 
@@ -60,6 +84,7 @@ class Server:
         replica_of: Server | None = None,
         binary: str = SERVER,
         module_path: str = MODULE,
+        stood_clock: bool = False,
     ) -> None:
         if module and not Path(module_path).is_file():
             raise RuntimeError(f"RATELIMIT_MODULE must name the built module (got {module_path!r})")
@@ -70,6 +95,7 @@ class Server:
         self.replica_of = replica_of
         self.folder = tempfile.mkdtemp(prefix="ratelimit-py-")
         self.process: subprocess.Popen[bytes] | None = None
+        self.clock = StoodClock(Path(self.folder)) if stood_clock else None
         # A port found free can be taken by another test's server before ours binds it: ours then
         # exits, and another port is tried.
         for _ in range(5):
@@ -93,7 +119,8 @@ class Server:
             command += ["--cluster-node-timeout", "20000"]
         elif self.replica_of is not None:
             command += ["--replicaof", "127.0.0.1", str(self.replica_of.port)]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env = self.clock.environment() if self.clock else None
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         wait_until(self._answers, f"{self.binary} on port {self.port}")
         if self.replica_of is not None:
             self._replicate()

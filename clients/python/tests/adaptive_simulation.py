@@ -1,0 +1,379 @@
+"""The adaptive limit in a deterministic simulation: a fleet of processes calling one provider
+whose capacity changes, in simulated time. Ours runs the real client (AdaptiveLimit's decide and
+report) against a real server with the module, its wall clock stood at the simulation's time;
+the baselines (a static limit, each process backing off on its own, each process with its own
+CUBIC as AWS's adaptive mode) run in the same simulation, on the same provider and demand.
+
+    python adaptive_simulation.py        (needs REDIS_SERVER and RATELIMIT_MODULE, as the tests)
+
+The provider is a token bucket: ``capacity`` calls a minute, refilled continuously, holding a
+minute's worth (Azure's sub-minute window: ten seconds' worth). It answers OpenAI's headers
+(``x-ratelimit-{limit,remaining,reset}-requests``, its stated limit the account's) or, loss only
+as Gemini and Bedrock, none; a 429 when the bucket is empty; in an outage, 429 with a Retry-After
+until it ends. 64 workers want to call it all the time (each call takes 200 to 800 ms), spread
+over 1, 4, 16 or 64 processes."""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import redis
+from servers import Server
+
+from redis_ratelimit_client import AdaptiveLimit, RateLimiter
+
+START_MS = 1_800_000_000_000
+MINUTE = 60_000
+EPOCH = MINUTE // 6
+CAPACITY = 120
+"""The provider's starting capacity, calls a minute: ours starts there, as the static limit."""
+WORKERS = 64
+DURATION = 10 * MINUTE
+CHANGE = 5 * MINUTE
+OUTAGE = 30_000
+FLEETS = (1, 4, 16, 64)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    capacity: Callable[[int], float]
+    """The provider's calls a minute at ms ``t`` since the start."""
+    other: Callable[[int], float] = lambda t: 0.0
+    """Calls a minute another consumer of the account takes first."""
+    burst_minutes: float = 1.0
+    """How much of a minute the provider's bucket holds (Azure: a sixth)."""
+    outage: bool = False
+
+
+def step(before: float, after: float) -> Callable[[int], float]:
+    return lambda t: before if t < CHANGE else after
+
+
+SCENARIOS = (
+    Scenario("halved", step(CAPACITY, CAPACITY / 2)),
+    Scenario("tripled", step(CAPACITY, CAPACITY * 3)),
+    Scenario("outage", step(CAPACITY, CAPACITY), outage=True),
+    Scenario("a third taken", step(CAPACITY, CAPACITY), other=step(0, CAPACITY / 3)),
+    Scenario("sub-minute", step(CAPACITY, CAPACITY), burst_minutes=1 / 6),
+)
+
+
+def go_duration(ms: float) -> str:
+    return f"{max(ms, 0) / 1000:.3f}s"
+
+
+class Provider:
+    def __init__(self, scenario: Scenario, headers: bool) -> None:
+        self.scenario, self.headers = scenario, headers
+        self.level = scenario.capacity(0) * scenario.burst_minutes
+        self.at = 0
+
+    def refill(self, t: int) -> None:
+        s = self.scenario
+        gained = (t - self.at) * (s.capacity(t) - s.other(t)) / MINUTE
+        self.level = min(self.level + gained, s.capacity(t) * s.burst_minutes)
+        self.at = t
+
+    def answer(self, t: int) -> tuple[int, dict[str, str]]:
+        self.refill(t)
+        s = self.scenario
+        if s.outage and CHANGE <= t < CHANGE + OUTAGE:
+            return 429, {"retry-after": str(math.ceil((CHANGE + OUTAGE - t) / 1000))}
+        status = 200 if self.level >= 1 else 429
+        if status == 200:
+            self.level -= 1
+        if not self.headers:
+            return status, {}
+        full = s.capacity(t) * s.burst_minutes
+        per_ms = max(s.capacity(t) - s.other(t), 1e-9) / MINUTE
+        return status, {
+            "x-ratelimit-limit-requests": str(round(s.capacity(t))),
+            "x-ratelimit-remaining-requests": str(max(math.floor(self.level), 0)),
+            "x-ratelimit-reset-requests": go_duration((full - self.level) / per_ms),
+        }
+
+
+@dataclass
+class Tally:
+    sent: list[int] = field(default_factory=list)
+    """Each call's send time."""
+    ok: list[tuple[int, int]] = field(default_factory=list)
+    """Each call answered 200: its send time and process."""
+    throttled: int = 0
+
+
+# The strategies: how a process's worker decides to send, and hears the answer.
+
+
+class Ours:
+    """AdaptiveLimit, the real client, one per process, on the server at the simulation's time."""
+
+    def __init__(self, server: Server, key: str, processes: int) -> None:
+        assert server.clock is not None
+        self.clock = server.clock
+        self.client = redis.Redis(port=server.port)
+        self.limits = [
+            AdaptiveLimit(RateLimiter(self.client), key, floor=6, start=CAPACITY, ceiling=CAPACITY * 10)
+            for _ in range(processes)
+        ]
+
+    def wait(self, process: int, t: int) -> int:
+        self.clock.stand(START_MS + t)
+        d = self.limits[process].decide()
+        return 0 if d.allowed else math.ceil((d.retry_after or 0) * 1000)
+
+    def heard(self, process: int, t: int, status: int, headers: dict[str, str]) -> None:
+        self.clock.stand(START_MS + t)
+        now = datetime.fromtimestamp((START_MS + t) / 1000, timezone.utc)
+        self.limits[process].report(status, headers, now=now)
+
+
+class Static:
+    """A fleet-wide limit at the starting capacity, paced as ours (a sixth of a minute at once)."""
+
+    def __init__(self) -> None:
+        self.level, self.at = CAPACITY / 6, 0
+
+    def wait(self, process: int, t: int) -> int:
+        self.level = min(self.level + (t - self.at) * CAPACITY / MINUTE, CAPACITY / 6)
+        self.at = t
+        if self.level >= 1:
+            self.level -= 1
+            return 0
+        return math.ceil((1 - self.level) * MINUTE / CAPACITY)
+
+    def heard(self, process: int, t: int, status: int, headers: dict[str, str]) -> None:
+        pass
+
+
+class Backoff:
+    """Each call retried as the SDKs do: the Retry-After when 0 < it <= 60 s, else 0.5 s doubling
+    to 8 s with up to 25% jitter; no limit before the first 429."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.attempts: dict[int, int] = {}
+        self.until: dict[int, int] = {}
+        self.worker = 0
+
+    def wait(self, process: int, t: int) -> int:
+        return max(self.until.pop(self.worker, t) - t, 0)
+
+    def heard(self, process: int, t: int, status: int, headers: dict[str, str]) -> None:
+        if status == 200:
+            self.attempts[self.worker] = 0
+            return
+        attempt = self.attempts.get(self.worker, 0)
+        self.attempts[self.worker] = attempt + 1
+        retry = float(headers.get("retry-after", "0"))
+        if 0 < retry <= 60:
+            pause = retry * 1000
+        else:
+            pause = min(8_000.0, 500.0 * 2**attempt) * (1 - 0.25 * self.rng.random())
+        self.until[self.worker] = t + math.ceil(pause)
+
+
+class AwsCubic:
+    """AWS's adaptive retry mode (botocore's retries/throttling.py and adaptive.py), one per
+    process: a token bucket at a CUBIC rate, cut to 0.7 of the measured rate on a throttle."""
+
+    BETA, SCALE, SMOOTH, BUCKET_S, MIN_RATE = 0.7, 0.4, 0.8, 0.5, 0.5
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self.fill_rate = self.MIN_RATE
+        self.tokens, self.stamp = 0.0, 0.0
+        self.last_max_rate, self.last_throttle = 0.0, 0.0
+        self.measured, self.count, self.bucket = 0.0, 0, 0.0
+
+    @staticmethod
+    def k(last_max_rate: float) -> float:
+        return (last_max_rate * (1 - AwsCubic.BETA) / AwsCubic.SCALE) ** (1 / 3)
+
+    def cubic(self, now_s: float) -> float:
+        return self.SCALE * (now_s - self.last_throttle - self.k(self.last_max_rate)) ** 3 + self.last_max_rate
+
+    def wait(self, t: int) -> int:
+        if not self.enabled:
+            return 0
+        now = t / 1000
+        capacity = max(self.fill_rate, 1.0)
+        self.tokens = min(self.tokens + (now - self.stamp) * self.fill_rate, capacity)
+        self.stamp = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return 0
+        return math.ceil((1 - self.tokens) / self.fill_rate * 1000)
+
+    def heard(self, t: int, throttled: bool) -> None:
+        now = t / 1000
+        bucket = math.floor(now * 2) / 2
+        self.count += 1
+        if bucket > self.bucket:
+            rate = self.count / (bucket - self.bucket)
+            self.measured = rate * self.SMOOTH + self.measured * (1 - self.SMOOTH)
+            self.count, self.bucket = 0, bucket
+        if throttled:
+            rate = min(self.measured, self.fill_rate) if self.enabled else self.measured
+            self.last_max_rate, self.last_throttle = rate, now
+            new = rate * self.BETA
+            self.enabled = True
+        else:
+            new = min(self.cubic(now), 2 * self.measured)
+        self.tokens = min(self.tokens, max(new, 1.0))
+        self.fill_rate = max(new, self.MIN_RATE)
+
+
+class PerProcessCubic:
+    def __init__(self, processes: int) -> None:
+        self.rates = [AwsCubic() for _ in range(processes)]
+
+    def wait(self, process: int, t: int) -> int:
+        return self.rates[process].wait(t)
+
+    def heard(self, process: int, t: int, status: int, headers: dict[str, str]) -> None:
+        self.rates[process].heard(t, status == 429)
+
+
+def simulate(scenario: Scenario, processes: int, strategy: Any, headers: bool, seed: int) -> Tally:
+    rng = random.Random(seed)
+    provider = Provider(scenario, headers)
+    tally = Tally()
+    # (time, order, worker, kind, status, headers): kind 0 is ready to call, 1 an answer.
+    events: list[tuple[int, int, int, int, int, dict[str, str]]] = []
+    order = 0
+    for w in range(WORKERS):
+        heapq.heappush(events, (rng.randrange(1_000), w, w, 0, 0, {}))
+    order = WORKERS
+    while events:
+        t, _, worker, kind, status, answer = heapq.heappop(events)
+        if t >= DURATION:
+            break
+        process = worker % processes
+        if isinstance(strategy, Backoff):
+            strategy.worker = worker
+        if kind == 0:
+            pause = strategy.wait(process, t)
+            if pause > 0:
+                # Waited out, with a little jitter so that the workers do not call in step.
+                following, kind_next, status_next, sent = t + pause + rng.randrange(20), 0, 0, {}
+            else:
+                tally.sent.append(t)
+                status_next, sent = provider.answer(t)
+                if status_next == 200:
+                    tally.ok.append((t, process))
+                else:
+                    tally.throttled += 1
+                following, kind_next = t + rng.randrange(200, 800), 1
+        else:
+            strategy.heard(process, t, status, answer)
+            following, kind_next, status_next, sent = t, 0, 0, {}
+        order += 1
+        heapq.heappush(events, (following, order, worker, kind_next, status_next, sent))
+    return tally
+
+
+@dataclass(frozen=True)
+class Figures:
+    throttled_share: float
+    steady_use: float
+    epochs_under: int | None
+    to_90_s: float | None
+    jain: float
+    after_hold: float | None
+    """The most calls sent in any minute after an outage's hold, over the capacity."""
+
+
+def available(scenario: Scenario, start: int, end: int) -> float:
+    return sum(scenario.capacity(t) - scenario.other(t) for t in range(start, end, 1_000)) / 60
+
+
+def figures(scenario: Scenario, processes: int, tally: Tally) -> Figures:
+    ok_times = sorted(t for t, _ in tally.ok)
+
+    def ok_in(start: int, end: int) -> int:
+        return sum(1 for t in ok_times if start <= t < end)
+
+    steady = [(2 * MINUTE, CHANGE), (CHANGE + 2 * MINUTE, DURATION)]
+    use = sum(ok_in(a, b) for a, b in steady) / sum(available(scenario, a, b) for a, b in steady)
+    epochs_under = None
+    if scenario.capacity(DURATION) - scenario.other(DURATION) < CAPACITY:
+        allowed = (scenario.capacity(DURATION) - scenario.other(DURATION)) / 6 * 1.05
+        sent = sorted(tally.sent)
+        for k in range((DURATION - CHANGE) // EPOCH):
+            a = CHANGE + k * EPOCH
+            if all(sum(1 for t in sent if a + j * EPOCH <= t < a + (j + 1) * EPOCH) <= allowed for j in range(3)):
+                epochs_under = k
+                break
+    to_90 = None
+    if scenario.capacity(DURATION) > CAPACITY:
+        goal = 0.9 * scenario.capacity(DURATION)
+        for t in range(CHANGE, DURATION, 1_000):
+            if ok_in(t - MINUTE, t) >= goal:
+                to_90 = (t - CHANGE) / 1000
+                break
+    after_hold = None
+    if scenario.outage:
+        sent = sorted(tally.sent)
+        end = CHANGE + OUTAGE
+        most = max(sum(1 for s in sent if t <= s < t + MINUTE) for t in range(end, DURATION - MINUTE, 1_000))
+        after_hold = most / scenario.capacity(DURATION)
+    per_process = [0] * processes
+    for _, p in tally.ok:
+        per_process[p] += 1
+    total = sum(per_process)
+    jain = total**2 / (processes * sum(x * x for x in per_process)) if total else 0.0
+    return Figures(tally.throttled / max(len(tally.sent), 1), use, epochs_under, to_90, jain, after_hold)
+
+
+STRATEGIES = ("ours", "ours, loss only", "static", "backoff", "per-process CUBIC")
+
+
+def run_all(server: Server) -> dict[tuple[str, int, str], Figures]:
+    results: dict[tuple[str, int, str], Figures] = {}
+    for s_index, scenario in enumerate(SCENARIOS):
+        for processes in FLEETS:
+            seed = s_index * 100 + processes
+            for name in STRATEGIES:
+                key = f"sim:{scenario.name}:{processes}:{name}"
+                strategy: Any = {
+                    "ours": lambda: Ours(server, key, processes),
+                    "ours, loss only": lambda: Ours(server, key, processes),
+                    "static": Static,
+                    "backoff": lambda: Backoff(random.Random(seed)),
+                    "per-process CUBIC": lambda: PerProcessCubic(processes),
+                }[name]()
+                tally = simulate(scenario, processes, strategy, name != "ours, loss only", seed)
+                results[(scenario.name, processes, name)] = figures(scenario, processes, tally)
+    return results
+
+
+def table(results: dict[tuple[str, int, str], Figures]) -> str:
+    def cell(v: float | int | None, fmt: str) -> str:
+        return "-" if v is None else format(v, fmt)
+
+    lines = [
+        "| scenario | processes | strategy | 429s | use | epochs under | s to 90% | Jain | after hold |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for (scenario, processes, name), f in results.items():
+        lines.append(
+            f"| {scenario} | {processes} | {name} | {f.throttled_share:.1%} | {f.steady_use:.0%} | "
+            f"{cell(f.epochs_under, 'd')} | {cell(f.to_90_s, '.0f')} | {f.jain:.2f} | {cell(f.after_hold, '.2f')} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    made = Server(module=True, stood_clock=True)
+    try:
+        print(table(run_all(made)))
+    finally:
+        made.close()
