@@ -280,7 +280,7 @@ PY_SETS := latest oldest limits4 bare litellm
 PY_RUNS := latest+$(firstword $(SERVERS))+all litellm+$(firstword $(SERVERS))+litellm \
 	oldest+$(firstword $(SERVERS))+nomiddlewares limits4+$(firstword $(SERVERS))+limits bare+$(firstword $(SERVERS))+bare
 PY_TESTS_all := .
-PY_TESTS_nomiddlewares := --ignore=test_middlewares.py --ignore=test_hot_simulation.py -k 'not a_fleet' .
+PY_TESTS_nomiddlewares := --ignore=test_middlewares.py --ignore=test_hot_simulation.py --ignore=test_adaptive_simulation.py -k 'not a_fleet' .
 PY_TESTS_limits := test_installed.py test_storage.py test_frameworks.py
 PY_TESTS_bare := test_installed.py test_bare.py
 PY_TESTS_litellm := -s test_litellm.py

@@ -67,7 +67,7 @@ def test_bad_terms_are_refused_before_a_round_trip() -> None:
             build()
 
 
-def test_a_fleet_learns_one_limit(server: Server) -> None:
+def test_the_callers_learn_one_limit(server: Server) -> None:
     fleet = [
         AdaptiveLimit(RateLimiter(redis.Redis(port=server.port)), "llm", floor=6, start=60, ceiling=600)
         for _ in range(4)

@@ -255,6 +255,8 @@ mod docs {
             ("ratelimit.release", include_str!("../../../docs/commands/ratelimit.release.md"), 9),
             ("ratelimit.renew", include_str!("../../../docs/commands/ratelimit.renew.md"), 10),
             ("ratelimit.settle", include_str!("../../../docs/commands/ratelimit.settle.md"), 11),
+            ("ratelimit.adapt", include_str!("../../../docs/commands/ratelimit.adapt.md"), 12),
+            ("ratelimit.report", include_str!("../../../docs/commands/ratelimit.report.md"), 13),
         ];
         let mut lacking = Vec::new();
         for (command, page, which) in pages {
@@ -276,7 +278,9 @@ mod docs {
                     8 => parse_acquire(args()).err(),
                     9 => parse_release(args()).err(),
                     10 => parse_renew(args()).err(),
-                    _ => parse_settle(args()).err(),
+                    11 => parse_settle(args()).err(),
+                    12 => parse_adapt(args()).err(),
+                    _ => parse_report(args()).err(),
                 }
             });
             lacking.extend(missing(command, page, found));
@@ -288,12 +292,15 @@ mod docs {
 
     #[test]
     fn the_stored_values_errors_are_in_the_pages() {
+        use crate::core::adaptive::State;
         use crate::core::slide::Counts;
         use crate::core::stored::Value;
         for (page, error) in [
             (include_str!("../../../docs/commands/ratelimit.hit.md"), <i64 as Value>::INVALID),
             (include_str!("../../../docs/commands/ratelimit.slide.md"), Counts::INVALID),
             (include_str!("../../../docs/commands/ratelimit.hitall.md"), Counts::INVALID),
+            (include_str!("../../../docs/commands/ratelimit.adapt.md"), State::INVALID),
+            (include_str!("../../../docs/commands/ratelimit.report.md"), State::INVALID),
         ] {
             assert!(page.contains(error), "{error}");
         }
