@@ -174,10 +174,8 @@ class Backoff:
         attempt = self.attempts.get(self.worker, 0)
         self.attempts[self.worker] = attempt + 1
         retry = float(headers.get("retry-after", "0"))
-        if 0 < retry <= 60:
-            pause = retry * 1000
-        else:
-            pause = min(8_000.0, 500.0 * 2**attempt) * (1 - 0.25 * self.rng.random())
+        jittered = min(8_000.0, 500.0 * 2**attempt) * (1 - 0.25 * self.rng.random())
+        pause = retry * 1000 if 0 < retry <= 60 else jittered
         self.until[self.worker] = t + math.ceil(pause)
 
 
@@ -317,7 +315,8 @@ def figures(scenario: Scenario, processes: int, tally: Tally) -> Figures:
     starts = [CHANGE + k * EPOCH for k in epochs]
     epochs_under = to_90 = after_hold = None
     if scenario.name == "halved":
-        epochs_under = next((k for k, a in zip(epochs, starts) if count(sent, a, a + EPOCH) <= after), None)
+        under = (k for k, a in zip(epochs, starts, strict=True) if count(sent, a, a + EPOCH) <= after)
+        epochs_under = next(under, None)
     if scenario.name == "tripled":
         reached = (a + EPOCH for a in starts if count(ok, a, a + EPOCH) >= 0.9 * after)
         to_90 = next(((t - CHANGE) / 1000 for t in reached), None)
@@ -334,20 +333,23 @@ def figures(scenario: Scenario, processes: int, tally: Tally) -> Figures:
 STRATEGIES = ("ours", "ours, loss only", "static", "backoff", "per-process CUBIC")
 
 
+def strategy_for(name: str, server: Server, key: str, processes: int, seed: int) -> Any:
+    if name.startswith("ours"):
+        return Ours(server, key, processes)
+    if name == "static":
+        return Static()
+    if name == "backoff":
+        return Backoff(random.Random(seed))
+    return PerProcessCubic(processes)
+
+
 def run_all(server: Server) -> dict[tuple[str, int, str], Figures]:
     results: dict[tuple[str, int, str], Figures] = {}
     for s_index, scenario in enumerate(SCENARIOS):
         for processes in FLEETS:
             seed = s_index * 100 + processes
             for name in STRATEGIES:
-                key = f"sim:{scenario.name}:{processes}:{name}"
-                strategy: Any = {
-                    "ours": lambda: Ours(server, key, processes),
-                    "ours, loss only": lambda: Ours(server, key, processes),
-                    "static": Static,
-                    "backoff": lambda: Backoff(random.Random(seed)),
-                    "per-process CUBIC": lambda: PerProcessCubic(processes),
-                }[name]()
+                strategy = strategy_for(name, server, f"sim:{scenario.name}:{processes}:{name}", processes, seed)
                 tally = simulate(scenario, processes, strategy, name != "ours, loss only", seed)
                 results[(scenario.name, processes, name)] = figures(scenario, processes, tally)
     return results
