@@ -54,6 +54,12 @@ VARIANTS: dict[str, tuple[str, Any, set[str], dict[str, Any]]] = {
         set(),
         {"keys": ["a", "b"], "limits": [(1, 2), (2, "day")], "cost": 2, "align": True, "tz": "+01:00", "tokens": 40},
     ),
+    "adapt_up_to": (
+        "ratelimit.adapt",
+        commands.adapt_up_to,
+        set(),
+        {"key": "k", "floor": 1, "start": 2, "ceiling": 3, "window": 60, "cost": 9},
+    ),
     "gcra_up_to": (
         "ratelimit.gcra",
         commands.gcra_up_to,
@@ -76,6 +82,16 @@ BUILDERS: dict[str, tuple[Any, dict[str, str], dict[str, Any]]] = {
         {"key": "k", "limit": 5, "window": "month", "cost": 2, "align": True, "tz": "Europe/Paris"},
     ),
     "ratelimit.peek": (commands.peek, {}, {"key": "k", "limit": 5, "cost": 2}),
+    "ratelimit.adapt": (
+        commands.adapt,
+        {},
+        {"key": "k", "floor": 1, "start": 2, "ceiling": 3, "window": 1.5, "cost": 2},
+    ),
+    "ratelimit.report": (
+        commands.report,
+        {"ok": "outcome", "throttled": "outcome", "retry": "retry_after", "reset": "reset_after"},
+        {"key": "k", "outcome": "throttled", "retry_after": 1, "limit": 5, "remaining": 2, "reset_after": 3},
+    ),
     "ratelimit.slide": (commands.slide, {}, {"key": "k", "limit": 5, "window": 1.5, "cost": 2, "peek": True}),
     "ratelimit.hitall": (
         commands.hit_all,
