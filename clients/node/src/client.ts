@@ -124,6 +124,9 @@ export class RateLimiter {
   readonly reserveGcra = this.#sent(commands.reserveGcra);
   readonly reserveGcraUpTo = this.#sent(commands.reserveGcraUpTo);
   readonly reserveAll = this.#sent(commands.reserveAll);
+  readonly adapt = this.#sent(commands.adapt);
+  readonly adaptUpTo = this.#sent(commands.adaptUpTo);
+  readonly report = this.#sent(commands.report);
 
   /** This process's share of `limit` per window on `key`, which many processes share the same
    * way: blocks of tokens taken from the server (up to `horizonMs` of this process's demand) and

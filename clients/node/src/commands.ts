@@ -8,7 +8,7 @@
 // `params` lists them: test/command-docs.test.ts holds them to the module's COMMAND DOCS.
 
 import { RateLimitError } from './errors.js';
-import { Acquisition, Decision, Grant, MultiDecision, MultiReservation, Reservation, type Settlement, type TopEntry } from './results.js';
+import { Acquisition, Decision, Grant, MultiDecision, MultiReservation, Reservation, type Learned, type Settlement, type TopEntry } from './results.js';
 
 export type Arg = string | number;
 
@@ -680,4 +680,104 @@ export const top = define([...TOP], (o?: TopOptions): Call<TopEntry[]> => {
       return { key: replyText(named.get('key')), count: int(named.get('count')), error: int(named.get('error')) };
     });
   return { command: 'RATELIMIT.TOP', fn: '', keys: [], args, parse, readonly: true, writesNothing: true };
+});
+
+// The adaptive limit: every scaled quantity of the module's stays within 2^50.
+const MAX_SCALED = 2 ** 50;
+const MAX_SPAN_MS = 2 ** 40;
+
+export interface AdaptOptions {
+  /** The lowest the learned limit goes, per window. */
+  floor: number;
+  /** Where a new key starts. */
+  start: number;
+  /** The highest the learned limit goes. */
+  ceiling: number;
+  windowMs: number;
+  /** The tokens this call takes (default 1). */
+  cost?: number;
+}
+
+const ADAPT = ['floor', 'start', 'ceiling', 'windowMs', 'cost'] as const;
+
+/** ADAPT's [allowed, limit, remaining, retry_after_ms, reset_ms]. */
+function adaptive(windowMs: number) {
+  return (reply: unknown): Decision => {
+    const [allowed, limit, remaining, retryMs, resetMs] = row(reply, 5).map(int) as [number, number, number, number, number];
+    return new Decision(allowed === 1, Math.max(limit - remaining, 0), remaining, resetMs, allowed === 1 ? null : retryMs, limit, windowMs);
+  };
+}
+
+/** RATELIMIT.ADAPT: `cost` decided against the limit the fleet learns at `key` (per `windowMs`,
+ * between `floor` and `ceiling`, starting at `start`), paced: at most a sixth of a window's limit at
+ * once. The decision's `limit` is the learned one. See docs/adaptive.md. */
+export const adapt = define(['key', ...ADAPT], (key: string, o: AdaptOptions): Call<Decision> => {
+  const { floor, start, ceiling, windowMs, cost } = options(o, ADAPT, 'adapt');
+  const [low, first, high] = [integer(floor, 'floor'), integer(start, 'start'), integer(ceiling, 'ceiling')];
+  const window = duration(windowMs, 'windowMs');
+  if (window > MAX_SPAN_MS) throw new RateLimitError('window is too large');
+  if (!(low <= first && first <= high)) throw new RateLimitError('floor <= start <= ceiling must hold');
+  if (high * window > MAX_SCALED) throw new RateLimitError('ceiling * window is too large');
+  if (integer(cost ?? 1, 'COST') * window > MAX_SCALED) throw new RateLimitError('COST * window is too large');
+  const windowArgs: Arg[] = window % 1000 === 0 ? [window / 1000] : [window, 'MS'];
+  const args = [low, first, high, ...windowArgs, ...costArgs(cost)];
+  return { command: 'RATELIMIT.ADAPT', fn: 'ratelimit_adapt', keys: [text(key, 'key')], args, parse: adaptive(window) };
+});
+
+/** RATELIMIT.ADAPT with PARTIAL: as many of `cost` as the bucket has whole, at least one. */
+export const adaptUpTo = define(['key', ...ADAPT], (key: string, o: AdaptOptions & { cost: number }): Call<Grant> => {
+  const call = adapt(key, { ...o, cost: upTo(o.cost) });
+  return granting(call, call.parse, 5);
+});
+
+export type Outcome = 'ok' | 'throttled';
+
+export interface ReportOptions {
+  /** The provider's Retry-After (only with 'throttled'): no caller is admitted before it. */
+  retryAfterMs?: number;
+  /** The provider's stated limit per window: it caps the learned one. */
+  limit?: number;
+  /** What the provider says remains, until `resetAfterMs` (both or neither). */
+  remaining?: number;
+  resetAfterMs?: number;
+}
+
+const REPORT = ['retryAfterMs', 'limit', 'remaining', 'resetAfterMs'] as const;
+
+/** A provider's wait in whole ms, rounded up, within the module's bound. */
+function spanMs(value: number, name: string): number {
+  if (typeof value !== 'number' || !(value >= 0)) throw new RateLimitError(`${name} must be an integer >= 0`);
+  const ms = Math.ceil(value - 1e-9);
+  if (ms > MAX_SPAN_MS) throw new RateLimitError(`${name} is too large`);
+  return ms;
+}
+
+/** RATELIMIT.REPORT: how the provider answered a call decided at `key`. 'throttled' cuts the
+ * fleet's limit (once per epoch, however many callers report the same burst) and with
+ * `retryAfterMs` holds every caller until then; the provider's stated `limit` caps the learned one,
+ * its `remaining` bounds the fleet until `resetAfterMs`. null where no limit is learned at `key`. */
+export const report = define(['key', 'outcome', ...REPORT], (key: string, outcome: Outcome, o?: ReportOptions): Call<Learned | null> => {
+  const { retryAfterMs, limit, remaining, resetAfterMs } = options(o, REPORT, 'report');
+  const said: string = outcome;
+  if (said !== 'ok' && said !== 'throttled') throw new RateLimitError('outcome must be OK or THROTTLED');
+  if ((remaining === undefined) !== (resetAfterMs === undefined)) {
+    throw new RateLimitError(remaining === undefined ? 'syntax error: RESET needs REMAINING' : 'syntax error: REMAINING needs RESET');
+  }
+  if (retryAfterMs !== undefined && outcome === 'ok') throw new RateLimitError('syntax error: RETRY needs THROTTLED');
+  const args: Arg[] = [outcome.toUpperCase()];
+  if (retryAfterMs !== undefined) args.push('RETRY', spanMs(retryAfterMs, 'RETRY'));
+  if (limit !== undefined) {
+    if (integer(limit, 'LIMIT') > MAX_SCALED) throw new RateLimitError('LIMIT is too large');
+    args.push('LIMIT', limit);
+  }
+  if (remaining !== undefined && resetAfterMs !== undefined) {
+    if (integer(remaining, 'REMAINING', 0) > MAX_SCALED) throw new RateLimitError('REMAINING is too large');
+    args.push('REMAINING', remaining, 'RESET', spanMs(resetAfterMs, 'RESET'));
+  }
+  const parse = (reply: unknown): Learned | null => {
+    if (reply === null || reply === undefined) return null;
+    const [learned, decreased, holdMs] = row(reply, 3).map(int) as [number, number, number];
+    return { limit: learned, decreased: decreased === 1, holdMs };
+  };
+  return { command: 'RATELIMIT.REPORT', fn: 'ratelimit_report', keys: [text(key, 'key')], args, parse };
 });

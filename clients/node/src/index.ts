@@ -2,6 +2,7 @@ export { RateLimiter, type Backend, type HeldPermit, type HotLimitOptions, type 
 export * as commands from './commands.js';
 export type {
   AcquireOptions,
+  AdaptOptions,
   Call,
   GcraOptions,
   HitAllOptions,
@@ -10,7 +11,9 @@ export type {
   FixedWindow,
   FixedWindowOptions,
   PeekOptions,
+  Outcome,
   RefundOptions,
+  ReportOptions,
   ReserveAllOptions,
   ReserveGcraOptions,
   ReserveHitOptions,
@@ -24,7 +27,9 @@ export { fastifyStore, RedisStore, type ClientRateLimitInfo, type FastifyStoreOp
 export { LibraryNotLoaded, NotReplicatedError, PermitUnavailable, RateLimitError } from './errors.js';
 export { HotLimit, HotLimitClosed, HotState, type Block, type HotOptions, type HotTransport, type Step } from './hot.js';
 export { LIBRARY_SOURCE } from './library.js';
-export { Acquisition, combinedHeaders, Decision, Grant, MultiDecision, MultiReservation, Reservation, type Settlement, type TopEntry } from './results.js';
+export { Acquisition, combinedHeaders, Decision, Grant, MultiDecision, MultiReservation, Reservation, type Learned, type Settlement, type TopEntry } from './results.js';
+export { AdaptiveLimit, answerOf, RateLimitedError, type AdaptiveLimitOptions } from './adaptive.js';
+export { goDuration, readAnswer, THROTTLED_STATUSES, type HeadersLike, type ProviderAnswer, type Stated } from './provider-answers.js';
 export { rateLimitMiddleware, rateLimitPlugin } from './middlewares.js';
 export { clientAddress, header, Rules, type KeyFunction, type LimitedRequest, type Limiter, type MiddlewareOptions, type Rule, type Verdict } from './rules.js';
 export { LimitExceededError, tokenLimitMiddleware, type ModelCall, type ModelLimit, type TokenLimitMiddleware, type TokenLimitOptions } from './ai-sdk.js';

@@ -192,3 +192,13 @@ export interface TopEntry {
   readonly count: number;
   readonly error: number;
 }
+
+/** What a report taught an adaptive limit (RATELIMIT.REPORT's answer). */
+export interface Learned {
+  /** The fleet's limit per window now. */
+  readonly limit: number;
+  /** This report cut it (the first throttle of its epoch). */
+  readonly decreased: boolean;
+  /** Until any caller is admitted again (a provider's Retry-After); 0 when not held. */
+  readonly holdMs: number;
+}
