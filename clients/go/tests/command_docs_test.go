@@ -32,6 +32,10 @@ var taken = map[string]map[string]string{
 	"ratelimit.release": {"key": "param", "id": "param"},
 	"ratelimit.renew":   {"key": "param", "id": "param", "lease": "param", "ms": "folded"},
 	"ratelimit.top":     {"denied": "TopOptions.View", "admitted": "TopOptions.View", "shadowed": "TopOptions.View", "count": "TopOptions.Count", "reset": "TopOptions.Reset"},
+	"ratelimit.adapt": {"key": "param", "floor": "Adaptive.Floor", "start": "Adaptive.Start", "ceiling": "Adaptive.Ceiling",
+		"window": "Adaptive.Window", "cost": "Adaptive.Cost", "ms": "folded", "partial": "folded"},
+	"ratelimit.report": {"key": "param", "ok": "Report.Throttled", "throttled": "Report.Throttled", "retry": "Report.RetryAfter",
+		"limit": "Report.Limit", "remaining": "Bound.Remaining", "reset": "Bound.ResetAfter"},
 }
 
 var types = map[string]reflect.Type{
@@ -39,6 +43,8 @@ var types = map[string]reflect.Type{
 	"Limit": reflect.TypeFor[ratelimit.Limit](), "AllOptions": reflect.TypeFor[ratelimit.AllOptions](),
 	"Rate": reflect.TypeFor[ratelimit.Rate](), "Reservation": reflect.TypeFor[ratelimit.Reservation](),
 	"TopOptions": reflect.TypeFor[ratelimit.TopOptions](),
+	"Adaptive":   reflect.TypeFor[ratelimit.Adaptive](), "Report": reflect.TypeFor[ratelimit.Report](),
+	"Bound": reflect.TypeFor[ratelimit.Bound](),
 }
 
 // recording is a Conn that keeps every module command sent through it.
@@ -85,6 +91,9 @@ func everyOption(t *testing.T, rdb *redis.Client) map[string][][]string {
 	sent(l.Release(ctx, "l", "i"))
 	sent(l.Renew(ctx, "l", "i", 1500*time.Millisecond))
 	sent(l.Top(ctx, ratelimit.TopOptions{View: "admitted", Count: 3, Reset: true}))
+	sent(l.AdaptUpTo(ctx, "a", ratelimit.Adaptive{Floor: 1, Start: 2, Ceiling: 3, Window: 1500 * time.Millisecond, Cost: 2}))
+	bound := &ratelimit.Bound{Remaining: 2, ResetAfter: time.Second}
+	sent(l.Report(ctx, "a", ratelimit.Report{Throttled: true, RetryAfter: time.Second, Limit: 5, Bound: bound}))
 	return conn.sent
 }
 

@@ -1,0 +1,107 @@
+// One limit a whole fleet learns from its provider's answers (RATELIMIT.ADAPT and
+// RATELIMIT.REPORT): decide before calling the provider, report how it answered, or let Do do both
+// around an HTTP call. The rules are the module's (docs/adaptive.md); this only reads the
+// provider's answer (ReadAnswer) and sends it.
+
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+)
+
+// ErrRateLimited is what Do returns (as a *RateLimitedError) when the fleet's limit had no room
+// within its wait.
+var ErrRateLimited = errors.New("ratelimit: the adaptive limit had no room in time")
+
+// RateLimitedError says how long the adaptive limit at Key would have had the caller wait.
+type RateLimitedError struct {
+	Key        string
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitedError) Error() string {
+	return "ratelimit: " + e.Key + " has no room for " + e.RetryAfter.String()
+}
+
+// Is makes errors.Is(err, ErrRateLimited) true.
+func (e *RateLimitedError) Is(target error) bool { return target == ErrRateLimited }
+
+// AdaptiveLimit is a limit per window that every process using Key learns together.
+type AdaptiveLimit struct {
+	Limiter *Limiter
+	Key     string
+	// Terms are the bounds and window (its Cost is each call's, given to Decide and Do).
+	Terms Adaptive
+	// Tokens: the limit counts tokens (each call's cost), its reports read the tokens' figures;
+	// else requests.
+	Tokens bool
+	// MaxHold is the longest a Retry-After holds the fleet (0: a minute, as the SDKs honour).
+	MaxHold time.Duration
+}
+
+// Decide is whether a call of cost may go to the provider now.
+func (a *AdaptiveLimit) Decide(ctx context.Context, cost int64) (Decision, error) {
+	terms := a.Terms
+	terms.Cost = cost
+	return a.Limiter.Adapt(ctx, a.Key, terms)
+}
+
+// Answered reports how the provider answered (status 0: no answer); throttled overrides the
+// status (a timeout counted as a throttle).
+func (a *AdaptiveLimit) Answered(ctx context.Context, answer ProviderAnswer) (*Learned, error) {
+	s := answer.Requests
+	if a.Tokens {
+		s = answer.Tokens
+	}
+	r := Report{Throttled: answer.Throttled}
+	if r.Throttled && answer.RetryAfter > 0 {
+		hold := a.MaxHold
+		if hold <= 0 {
+			hold = time.Minute
+		}
+		r.RetryAfter = min(answer.RetryAfter, hold)
+	}
+	if s.Limit > 0 {
+		r.Limit = s.Limit
+	}
+	if s.Remaining >= 0 && s.ResetAfter >= 0 {
+		r.Bound = &Bound{Remaining: s.Remaining, ResetAfter: s.ResetAfter}
+	}
+	return a.Limiter.Report(ctx, a.Key, r)
+}
+
+// Do sends the request once the fleet's limit has room (waiting while ctx allows, else a
+// *RateLimitedError), and reports its answer: the response's status and headers, or, for an
+// error (a timeout), a throttle when countTimeouts is set.
+func (a *AdaptiveLimit) Do(ctx context.Context, cost int64, countTimeouts bool,
+	send func(context.Context) (*http.Response, error)) (*http.Response, error) {
+	for {
+		d, err := a.Decide(ctx, cost)
+		if err != nil {
+			return nil, err
+		}
+		if d.Allowed {
+			break
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d.RetryAfter {
+			return nil, &RateLimitedError{Key: a.Key, RetryAfter: d.RetryAfter}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(d.RetryAfter):
+		}
+	}
+	res, err := send(ctx)
+	answer := ProviderAnswer{Throttled: err != nil && countTimeouts, Requests: notStated, Tokens: notStated}
+	if err == nil {
+		answer = ReadAnswer(res.StatusCode, res.Header, time.Now())
+	}
+	if _, rerr := a.Answered(context.WithoutCancel(ctx), answer); rerr != nil && err == nil {
+		return res, rerr
+	}
+	return res, err
+}
