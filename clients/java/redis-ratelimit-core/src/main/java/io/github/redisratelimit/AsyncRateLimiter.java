@@ -1,5 +1,6 @@
 package io.github.redisratelimit;
 
+import io.github.redisratelimit.command.AdaptiveCommands;
 import io.github.redisratelimit.command.Command;
 import io.github.redisratelimit.command.GcraCommands;
 import io.github.redisratelimit.command.LeaseCommands;
@@ -12,6 +13,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
@@ -279,6 +281,43 @@ public final class AsyncRateLimiter {
      */
     public CompletableFuture<Decision> gcra(String key, Rate rate) {
         return execute(GcraCommands.gcra(key, rate));
+    }
+
+    /**
+     * Decides a call against the limit the fleet learns ({@code RATELIMIT.ADAPT}): paced, at most
+     * a sixth of a window's limit at once; the decision's limit is the learned one.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param cost what the call takes, at least 1
+     * @return the decision
+     */
+    public CompletableFuture<Decision> adapt(String key, Adaptive terms, long cost) {
+        return execute(AdaptiveCommands.adapt(key, terms, cost));
+    }
+
+    /**
+     * Takes as many of {@code cost} as the adaptive limit's bucket has, at least one
+     * ({@code ADAPT ... PARTIAL}).
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param cost the most the call takes, at least 1
+     * @return the grant
+     */
+    public CompletableFuture<Grant> adaptUpTo(String key, Adaptive terms, long cost) {
+        return execute(AdaptiveCommands.adaptUpTo(key, terms, cost));
+    }
+
+    /**
+     * Tells the adaptive limit at {@code key} how its provider answered ({@code RATELIMIT.REPORT}).
+     *
+     * @param key the adaptive limit
+     * @param report how the provider answered
+     * @return what it learned; empty where no limit is learned at {@code key}
+     */
+    public CompletableFuture<Optional<Learned>> report(String key, Report report) {
+        return execute(AdaptiveCommands.report(key, report));
     }
 
     /**

@@ -5,6 +5,7 @@ import io.github.redisratelimit.spi.Transport;
 import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.function.Function;
 
 /**
@@ -160,6 +161,41 @@ public final class RateLimiter {
      */
     public Grant gcraUpTo(String key, Rate rate) {
         return Futures.join(async.gcraUpTo(key, rate));
+    }
+
+    /**
+     * Decides a call against the limit the fleet learns ({@code RATELIMIT.ADAPT}).
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param cost what the call takes, at least 1
+     * @return the decision, its limit the learned one
+     */
+    public Decision adapt(String key, Adaptive terms, long cost) {
+        return Futures.join(async.adapt(key, terms, cost));
+    }
+
+    /**
+     * Takes as many of {@code cost} as the adaptive limit's bucket has, at least one.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param cost the most the call takes, at least 1
+     * @return the grant
+     */
+    public Grant adaptUpTo(String key, Adaptive terms, long cost) {
+        return Futures.join(async.adaptUpTo(key, terms, cost));
+    }
+
+    /**
+     * Tells the adaptive limit at {@code key} how its provider answered ({@code RATELIMIT.REPORT}).
+     *
+     * @param key the adaptive limit
+     * @param report how the provider answered
+     * @return what it learned; empty where no limit is learned at {@code key}
+     */
+    public Optional<Learned> report(String key, Report report) {
+        return Futures.join(async.report(key, report));
     }
 
     /**

@@ -15,6 +15,9 @@ public final class Checks {
 
     /** The longest window or lease the server takes: 2^62 - 1 ms. */
     static final long MAX_MS = (1L << 62) - 1;
+
+    /** The longest window, Retry-After or reset an adaptive limit takes, in ms. */
+    public static final long MAX_SPAN_MS = 1L << 40;
     /** The server's bound on a GCRA bucket's spans in ns: half of a long. */
     static final long MAX_SPAN_NS = Long.MAX_VALUE / 2;
 

@@ -1,17 +1,20 @@
 package io.github.redisratelimit.lettuce;
 
 import io.github.redisratelimit.Acquisition;
+import io.github.redisratelimit.Adaptive;
 import io.github.redisratelimit.AllOptions;
 import io.github.redisratelimit.AsyncRateLimiter;
 import io.github.redisratelimit.Backend;
 import io.github.redisratelimit.Decision;
 import io.github.redisratelimit.Fixed;
 import io.github.redisratelimit.Grant;
+import io.github.redisratelimit.Learned;
 import io.github.redisratelimit.Limit;
 import io.github.redisratelimit.MultiDecision;
 import io.github.redisratelimit.MultiReservation;
 import io.github.redisratelimit.Permit;
 import io.github.redisratelimit.Rate;
+import io.github.redisratelimit.Report;
 import io.github.redisratelimit.Reservation;
 import io.github.redisratelimit.Settlement;
 import io.github.redisratelimit.Sliding;
@@ -21,6 +24,7 @@ import io.github.redisratelimit.command.Command;
 import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Function;
 import java.util.function.Supplier;
@@ -152,6 +156,41 @@ public final class ReactiveRateLimiter {
      */
     public Mono<Grant> gcraUpTo(String key, Rate rate) {
         return mono(() -> async.gcraUpTo(key, rate));
+    }
+
+    /**
+     * Decides a call against the limit the fleet learns ({@code RATELIMIT.ADAPT}).
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param cost what the call takes, at least 1
+     * @return the decision, its limit the learned one
+     */
+    public Mono<Decision> adapt(String key, Adaptive terms, long cost) {
+        return mono(() -> async.adapt(key, terms, cost));
+    }
+
+    /**
+     * Takes as many of {@code cost} as the adaptive limit's bucket has, at least one.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param cost the most the call takes, at least 1
+     * @return the grant
+     */
+    public Mono<Grant> adaptUpTo(String key, Adaptive terms, long cost) {
+        return mono(() -> async.adaptUpTo(key, terms, cost));
+    }
+
+    /**
+     * Tells the adaptive limit at {@code key} how its provider answered ({@code RATELIMIT.REPORT}).
+     *
+     * @param key the adaptive limit
+     * @param report how the provider answered
+     * @return what it learned; empty where no limit is learned at {@code key}
+     */
+    public Mono<Optional<Learned>> report(String key, Report report) {
+        return mono(() -> async.report(key, report));
     }
 
     /**

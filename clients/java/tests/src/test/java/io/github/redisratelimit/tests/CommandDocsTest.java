@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.github.redisratelimit.Adaptive;
 import io.github.redisratelimit.AllOptions;
 import io.github.redisratelimit.Backend;
 import io.github.redisratelimit.Calendar;
@@ -13,6 +14,7 @@ import io.github.redisratelimit.Library;
 import io.github.redisratelimit.Limit;
 import io.github.redisratelimit.Rate;
 import io.github.redisratelimit.RateLimiter;
+import io.github.redisratelimit.Report;
 import io.github.redisratelimit.Reservation;
 import io.github.redisratelimit.Sliding;
 import io.github.redisratelimit.TopOptions;
@@ -40,28 +42,33 @@ import redis.clients.jedis.util.SafeEncoder;
  */
 class CommandDocsTest {
     /** Where each documented argument is taken: a method's parameter, a record's component, or folded into a call. */
-    private static final Map<String, Map<String, String>> TAKEN = Map.of(
-            "ratelimit.hit", Map.of("key", "param", "limit", "Fixed.limit", "window", "Fixed.window", "cost", "Fixed.cost",
-                    "ms", "folded", "partial", "folded", "reserve", "folded", "align", "Fixed.align", "zone", "Fixed.zone"),
-            "ratelimit.peek", Map.of("key", "param", "limit", "param", "cost", "param"),
-            "ratelimit.slide", Map.of("key", "param", "limit", "Sliding.limit", "window", "Sliding.window", "cost", "Sliding.cost",
-                    "ms", "folded", "partial", "folded", "peek", "folded", "reserve", "folded"),
-            "ratelimit.hitall", Map.ofEntries(Map.entry("numkeys", "folded"), Map.entry("key", "Limit.key"),
+    private static final Map<String, Map<String, String>> TAKEN = Map.ofEntries(
+            Map.entry("ratelimit.hit", Map.of("key", "param", "limit", "Fixed.limit", "window", "Fixed.window", "cost", "Fixed.cost",
+                    "ms", "folded", "partial", "folded", "reserve", "folded", "align", "Fixed.align", "zone", "Fixed.zone")),
+            Map.entry("ratelimit.peek", Map.of("key", "param", "limit", "param", "cost", "param")),
+            Map.entry("ratelimit.slide", Map.of("key", "param", "limit", "Sliding.limit", "window", "Sliding.window", "cost", "Sliding.cost",
+                    "ms", "folded", "partial", "folded", "peek", "folded", "reserve", "folded")),
+            Map.entry("ratelimit.hitall", Map.ofEntries(Map.entry("numkeys", "folded"), Map.entry("key", "Limit.key"),
                     Map.entry("limit", "Limit.limit"), Map.entry("window", "Limit.window"), Map.entry("cost", "AllOptions.cost"),
                     Map.entry("ms", "folded"), Map.entry("slide", "AllOptions.sliding"), Map.entry("align", "AllOptions.align"),
                     Map.entry("zone", "AllOptions.zone"), Map.entry("tokens", "AllOptions.tokens"),
-                    Map.entry("numtokenkeys", "AllOptions.tokenKeys"), Map.entry("reserve", "folded")),
-            "ratelimit.gcra", Map.of("key", "param", "max_burst", "Rate.maxBurst", "tokens_per_period", "Rate.perPeriod",
-                    "period", "Rate.period", "count", "Rate.tokens", "partial", "folded", "reserve", "folded", "align", "Rate.align"),
-            "ratelimit.settle", Map.of("key", "Reservation.key", "reservation", "Reservation.token", "used", "param"),
-            "ratelimit.acquire", Map.of("key", "param", "limit", "param", "lease", "param", "ms", "folded", "id", "param"),
-            "ratelimit.release", Map.of("key", "param", "id", "param"),
-            "ratelimit.renew", Map.of("key", "param", "id", "param", "lease", "param", "ms", "folded"),
-            "ratelimit.top", Map.of("denied", "TopOptions.view", "admitted", "TopOptions.view", "shadowed", "TopOptions.view",
-                    "count", "TopOptions.count", "reset", "TopOptions.reset"));
+                    Map.entry("numtokenkeys", "AllOptions.tokenKeys"), Map.entry("reserve", "folded"))),
+            Map.entry("ratelimit.gcra", Map.of("key", "param", "max_burst", "Rate.maxBurst", "tokens_per_period", "Rate.perPeriod",
+                    "period", "Rate.period", "count", "Rate.tokens", "partial", "folded", "reserve", "folded", "align", "Rate.align")),
+            Map.entry("ratelimit.settle", Map.of("key", "Reservation.key", "reservation", "Reservation.token", "used", "param")),
+            Map.entry("ratelimit.acquire", Map.of("key", "param", "limit", "param", "lease", "param", "ms", "folded", "id", "param")),
+            Map.entry("ratelimit.release", Map.of("key", "param", "id", "param")),
+            Map.entry("ratelimit.renew", Map.of("key", "param", "id", "param", "lease", "param", "ms", "folded")),
+            Map.entry("ratelimit.top", Map.of("denied", "TopOptions.view", "admitted", "TopOptions.view", "shadowed", "TopOptions.view",
+                    "count", "TopOptions.count", "reset", "TopOptions.reset")),
+            Map.entry("ratelimit.adapt", Map.of("key", "param", "floor", "Adaptive.floor", "start", "Adaptive.start",
+                    "ceiling", "Adaptive.ceiling", "window", "Adaptive.window", "cost", "param", "ms", "folded", "partial", "folded")),
+            Map.entry("ratelimit.report", Map.of("key", "param", "ok", "Report.throttled", "throttled", "Report.throttled",
+                    "retry", "Report.retryAfter", "limit", "Report.limit", "remaining", "Report.remaining", "reset", "Report.resetAfter")));
 
     private static final Map<String, Class<?>> TYPES = Map.of("Fixed", Fixed.class, "Sliding", Sliding.class, "Limit", Limit.class,
-            "AllOptions", AllOptions.class, "Rate", Rate.class, "Reservation", Reservation.class, "TopOptions", TopOptions.class);
+            "AllOptions", AllOptions.class, "Rate", Rate.class, "Reservation", Reservation.class, "TopOptions", TopOptions.class,
+            "Adaptive", Adaptive.class, "Report", Report.class);
 
     /** Each call with every option set, as the limiter sends it to the module (the replies do not matter). */
     private static Map<String, List<List<String>>> everyOption() {
@@ -90,7 +97,10 @@ class CommandDocsTest {
                 () -> rl.acquire("l", 2, Duration.ofMillis(1500), "i"),
                 () -> rl.release("l", "i"),
                 () -> rl.renew("l", "i", Duration.ofMillis(1500)),
-                () -> rl.top(new TopOptions(TopOptions.View.ADMITTED, 3, true)));
+                () -> rl.top(new TopOptions(TopOptions.View.ADMITTED, 3, true)),
+                () -> rl.adaptUpTo("a", new Adaptive(1, 2, 3, Duration.ofMillis(1500)), 2),
+                () -> rl.report("a", Report.throttle().withRetryAfter(Duration.ofSeconds(1)).withLimit(5)
+                        .withRemaining(2, Duration.ofSeconds(1))));
         for (Runnable call : calls) {
             try {
                 call.run();

@@ -1,0 +1,101 @@
+package io.github.redisratelimit.tests;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.sun.net.httpserver.HttpServer;
+import io.github.redisratelimit.Adaptive;
+import io.github.redisratelimit.AdaptiveLimit;
+import io.github.redisratelimit.Decision;
+import io.github.redisratelimit.Learned;
+import io.github.redisratelimit.ProviderAnswer;
+import io.github.redisratelimit.RateLimitedException;
+import io.github.redisratelimit.RateLimiter;
+import io.github.redisratelimit.Report;
+import java.net.InetSocketAddress;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
+
+/** The adaptive limit on a real server (the module and the library), and around real HTTP calls. */
+class AdaptiveTest {
+    private static final Adaptive TERMS = new Adaptive(6, 60, 600, Duration.ofMinutes(1));
+
+    private static String key(String name) {
+        return "java:{" + UUID.randomUUID() + "}:" + name;
+    }
+
+    @ParameterizedTest
+    @MethodSource("io.github.redisratelimit.tests.Stack#all")
+    void theCallersLearnOneLimit(Stack stack) {
+        RateLimiter rl = stack.limiter();
+        String k = key("llm");
+        int admitted = 0;
+        for (int i = 0; i < 20; i++) {
+            admitted += rl.adapt(k, TERMS, 1).allowed() ? 1 : 0;
+        }
+        assertEquals(10, admitted, "a sixth of 60 at once");
+        Report throttled = Report.throttle().withRetryAfter(Duration.ofSeconds(20));
+        Learned first = rl.report(k, throttled).orElseThrow();
+        assertEquals(42, first.limit());
+        assertTrue(first.decreased());
+        assertTrue(first.hold().toMillis() > 19_900 && first.hold().toMillis() <= 20_000, first.hold().toString());
+        Learned again = rl.report(k, Report.throttle()).orElseThrow();
+        assertFalse(again.decreased(), "one cut per epoch");
+        Decision held = rl.adapt(k, TERMS, 1);
+        assertFalse(held.allowed());
+        assertTrue(held.retryAfter().toMillis() > 19_900);
+        assertEquals(30, rl.report(k, Report.ok().withLimit(30)).orElseThrow().limit(), "a stated limit caps it");
+        assertEquals(Optional.empty(), rl.report(key("nobody"), Report.throttle()));
+    }
+
+    @ParameterizedTest
+    @MethodSource("io.github.redisratelimit.tests.Stack#all")
+    void theWrapperReportsWhatTheCallAnswered(Stack stack) throws Exception {
+        AtomicInteger calls = new AtomicInteger();
+        HttpServer provider = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+        provider.createContext("/", exchange -> {
+            boolean over = calls.incrementAndGet() > 2;
+            exchange.getResponseHeaders().add("x-ratelimit-limit-requests", "100");
+            if (over) {
+                exchange.getResponseHeaders().add("retry-after", "1");
+            }
+            exchange.sendResponseHeaders(over ? 429 : 200, -1);
+            exchange.close();
+        });
+        provider.start();
+        HttpClient http = HttpClient.newHttpClient(); // Java 17's is not AutoCloseable
+        try {
+            URI uri = URI.create("http://127.0.0.1:" + provider.getAddress().getPort() + "/v1/chat/completions");
+            HttpRequest request = HttpRequest.newBuilder(uri).POST(HttpRequest.BodyPublishers.noBody()).build();
+            AdaptiveLimit limit = new AdaptiveLimit(stack.limiter(), key("wrapped"), new Adaptive(1, 600, 1000, Duration.ofMinutes(1)));
+            List<Integer> statuses = new ArrayList<>();
+            for (int i = 0; i < 3; i++) {
+                statuses.add(limit.call(1, Duration.ofSeconds(5), () -> http.send(request, HttpResponse.BodyHandlers.discarding())).statusCode());
+            }
+            assertEquals(List.of(200, 200, 429), statuses);
+            // The provider stated 100: the limit came down to it, then the 429 cut it to 70 and held the fleet.
+            Decision held = limit.decide(1);
+            assertEquals(70, held.limit());
+            assertFalse(held.allowed());
+            assertThrows(RateLimitedException.class, () -> limit.call(1, Duration.ZERO, () -> http.send(request, HttpResponse.BodyHandlers.discarding())));
+            assertEquals(Optional.of(Duration.ofSeconds(7)),
+                    ProviderAnswer.read(429, Map.of("Retry-After", List.of("7")), Instant.now()).retryAfter());
+        } finally {
+            provider.stop(0);
+        }
+    }
+}
