@@ -16,6 +16,7 @@ mod limiter;
 mod limits;
 #[cfg(feature = "tokio")]
 mod permit;
+mod provider;
 mod reply;
 mod results;
 mod slot;
@@ -36,14 +37,15 @@ pub use fred_client::FredConnection;
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use hot::{HotLimit, HotOptions};
 pub use limiter::{Backend, Limiter, LIBRARY_NAME, LIBRARY_SOURCE};
-pub use limits::{AllOptions, Calendar, Fixed, Limit, Rate, Sliding, TopOptions, TopView, Window};
+pub use limits::{Adaptive, AllOptions, Calendar, Fixed, Limit, Rate, Report, Sliding, TopOptions, TopView, Window};
 #[cfg(feature = "tokio")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
 pub use permit::Permit;
+pub use provider::{read_answer, ProviderAnswer, Stated};
 pub use reply::Reply;
 pub use results::{
-    combined_headers, Acquisition, Decision, Grant, MultiDecision, MultiReservation, Reservation, Settlement, TopEntry,
-    FOREVER,
+    combined_headers, Acquisition, Decision, Grant, Learned, MultiDecision, MultiReservation, Reservation, Settlement,
+    TopEntry, FOREVER,
 };
 pub use slot::slot;
 pub use transport::Transport;

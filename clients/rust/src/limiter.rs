@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use tokio::sync::OnceCell;
 
-use crate::command::{gcra, lease, settle, top, window, Command};
+use crate::command::{adaptive, gcra, lease, settle, top, window, Command};
 use crate::error::invalid;
-use crate::limits::{AllOptions, Fixed, Limit, Rate, Sliding, TopOptions};
+use crate::limits::{Adaptive, AllOptions, Fixed, Limit, Rate, Report, Sliding, TopOptions};
 use crate::results::{
-    Acquisition, Decision, Grant, MultiDecision, MultiReservation, Reservation, Settlement, TopEntry,
+    Acquisition, Decision, Grant, Learned, MultiDecision, MultiReservation, Reservation, Settlement, TopEntry,
 };
 use crate::slot::slot;
 use crate::{Error, Reply, Transport};
@@ -215,6 +215,23 @@ impl<T: Transport> Limiter<T> {
     /// Gives `amount` back to the sliding window's current window.
     pub async fn refund_slide(&self, key: &str, s: &Sliding, amount: u64) -> Result<Decision, Error> {
         self.send(window::refund_slide(key, s, amount)).await
+    }
+
+    /// Decides a call against the limit the fleet learns at `key` (`RATELIMIT.ADAPT`): paced, at
+    /// most a sixth of a window's limit at once; the decision's `limit` is the learned one.
+    pub async fn adapt(&self, key: &str, a: &Adaptive) -> Result<Decision, Error> {
+        self.send(adaptive::adapt(key, a)).await
+    }
+
+    /// Takes as much of the cost as the adaptive limit's bucket has, at least 1 (`ADAPT ... PARTIAL`).
+    pub async fn adapt_up_to(&self, key: &str, a: &Adaptive) -> Result<Grant, Error> {
+        self.send(adaptive::adapt_up_to(key, a)).await
+    }
+
+    /// Tells the adaptive limit at `key` how its provider answered (`RATELIMIT.REPORT`); `None`
+    /// where no limit is learned there (nothing to steer, nothing written).
+    pub async fn report(&self, key: &str, r: &Report) -> Result<Option<Learned>, Error> {
+        self.send(adaptive::report(key, r)).await
     }
 
     /// Takes tokens from a GCRA bucket (`RATELIMIT.GCRA`).

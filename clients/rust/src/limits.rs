@@ -287,3 +287,69 @@ pub struct TopOptions {
     /// Reset the view's counts after reading them.
     pub reset: bool,
 }
+
+/// An adaptive limit's terms (`RATELIMIT.ADAPT`): a limit per `window` that the fleet learns from
+/// its provider's answers, between `floor` and `ceiling`, a new key starting at `start`; each call
+/// takes `cost` (1 unless [`with_cost`](Adaptive::with_cost)). See the repository's
+/// docs/adaptive.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Adaptive {
+    pub(crate) floor: u64,
+    pub(crate) start: u64,
+    pub(crate) ceiling: u64,
+    pub(crate) window: Duration,
+    pub(crate) cost: u64,
+}
+
+impl Adaptive {
+    /// Between `floor` and `ceiling` per `window`, starting at `start`.
+    pub fn new(floor: u64, start: u64, ceiling: u64, window: Duration) -> Adaptive {
+        Adaptive { floor, start, ceiling, window, cost: 1 }
+    }
+
+    /// Each call takes `cost` (at least 1): an LLM call's tokens, say.
+    pub fn with_cost(mut self, cost: u64) -> Adaptive {
+        self.cost = cost;
+        self
+    }
+}
+
+/// How the provider answered a call (`RATELIMIT.REPORT`): [`Report::ok`] or
+/// [`Report::throttled`], with the provider's figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Report {
+    pub(crate) throttled: bool,
+    pub(crate) retry_after: Option<Duration>,
+    pub(crate) limit: Option<u64>,
+    pub(crate) remaining: Option<(u64, Duration)>,
+}
+
+impl Report {
+    /// The provider answered.
+    pub fn ok() -> Report {
+        Report { throttled: false, retry_after: None, limit: None, remaining: None }
+    }
+
+    /// The provider throttled the call: a 429, a 503, or a timeout counted as one.
+    pub fn throttled() -> Report {
+        Report { throttled: true, ..Report::ok() }
+    }
+
+    /// The provider's Retry-After (only with [`Report::throttled`]): the whole fleet waits until then.
+    pub fn with_retry_after(mut self, wait: Duration) -> Report {
+        self.retry_after = Some(wait);
+        self
+    }
+
+    /// The provider's stated limit per window: it caps the learned one.
+    pub fn with_limit(mut self, limit: u64) -> Report {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// What the provider says remains, and when it resets: the fleet takes no more until then.
+    pub fn with_remaining(mut self, remaining: u64, reset_after: Duration) -> Report {
+        self.remaining = Some((remaining, reset_after));
+        self
+    }
+}

@@ -252,3 +252,14 @@ mod tests {
         assert_eq!(whole_seconds(Duration::ZERO), 0);
     }
 }
+
+/// What a report taught an adaptive limit (`RATELIMIT.REPORT`'s answer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Learned {
+    /// The fleet's limit per window now.
+    pub limit: i64,
+    /// This report cut it (the first throttle of its epoch).
+    pub decreased: bool,
+    /// How long until any caller is admitted again (a provider's Retry-After); zero when not held.
+    pub hold: Duration,
+}

@@ -12,8 +12,8 @@ use common::{Kind, Server};
 use redis::aio::MultiplexedConnection;
 use redis::Value;
 use redis_ratelimit_client::{
-    AllOptions, Calendar, Error, Fixed, Limit, Limiter, Rate, RedisConnection, Reply, Reservation, Sliding, TopOptions,
-    TopView, Transport,
+    Adaptive, AllOptions, Calendar, Error, Fixed, Limit, Limiter, Rate, RedisConnection, Reply, Report, Reservation,
+    Sliding, TopOptions, TopView, Transport,
 };
 
 /// Where each documented argument of each command is taken.
@@ -93,6 +93,31 @@ const TAKEN: &[(&str, &[(&str, &str)])] = &[
             ("reset", "TopOptions::reset"),
         ],
     ),
+    (
+        "ratelimit.adapt",
+        &[
+            ("key", "param"),
+            ("floor", "Adaptive::new"),
+            ("start", "Adaptive::new"),
+            ("ceiling", "Adaptive::new"),
+            ("window", "Adaptive::new"),
+            ("cost", "Adaptive::with_cost"),
+            ("ms", "folded"),
+            ("partial", "folded"),
+        ],
+    ),
+    (
+        "ratelimit.report",
+        &[
+            ("key", "param"),
+            ("ok", "Report::ok"),
+            ("throttled", "Report::throttled"),
+            ("retry", "Report::with_retry_after"),
+            ("limit", "Report::with_limit"),
+            ("remaining", "Report::with_remaining"),
+            ("reset", "Report::with_remaining"),
+        ],
+    ),
 ];
 
 /// A transport that keeps every module command sent through it.
@@ -144,6 +169,9 @@ async fn every_option(rl: &Limiter<Recording>) {
     refused(rl.release("l", "i").await.map(drop));
     refused(rl.renew("l", "i", ms).await.map(drop));
     refused(rl.top(&TopOptions { view: TopView::Admitted, count: Some(3), reset: true }).await.map(drop));
+    refused(rl.adapt_up_to("a", &Adaptive::new(1, 2, 3, ms).with_cost(2)).await.map(drop));
+    let report = Report::throttled().with_retry_after(ms).with_limit(5).with_remaining(2, ms);
+    refused(rl.report("a", &report).await.map(drop));
 }
 
 fn text(v: &Value) -> Option<String> {

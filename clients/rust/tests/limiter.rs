@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use common::{key, Kind, Server, KINDS};
 use redis_ratelimit_client::{
-    AllOptions, Backend, Calendar, Error, Fixed, Limit, Limiter, Rate, RedisConnection, RedisPool, Sliding, TopOptions,
-    TopView, FOREVER,
+    read_answer, Adaptive, AllOptions, Backend, Calendar, Error, Fixed, Limit, Limiter, Rate, RedisConnection,
+    RedisPool, Report, Sliding, TopOptions, TopView, FOREVER,
 };
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -38,6 +38,36 @@ async fn fixed_window_counts_and_denies_with_its_reset() {
         assert_eq!(headers[0], ("RateLimit-Policy", "\"api\";q=2;w=60".to_string()));
         assert_eq!(headers[2].0, "Retry-After");
         assert_eq!(rl.backend().await.unwrap(), if kind == Kind::Module { Backend::Module } else { Backend::Library });
+    }
+}
+
+#[tokio::test]
+async fn an_adaptive_limit_learns_from_the_providers_answers() {
+    for kind in KINDS {
+        let server = Server::start(kind);
+        let rl = server.limiter().await;
+        let k = key("llm");
+        let terms = Adaptive::new(6, 60, 600, MINUTE);
+        let mut admitted = 0;
+        for _ in 0..20 {
+            admitted += i32::from(rl.adapt(&k, &terms).await.unwrap().allowed);
+        }
+        assert_eq!(admitted, 10, "{kind:?}: a sixth of 60 at once");
+        // A 429's answer, read as every client reads it: one cut, and the whole fleet held.
+        let answer = read_answer(Some(429), [("Retry-After", "20")], std::time::SystemTime::now());
+        let report = Report::throttled().with_retry_after(answer.retry_after.unwrap());
+        let learned = rl.report(&k, &report).await.unwrap().unwrap();
+        assert!(
+            learned.limit == 42 && learned.decreased && learned.hold > Duration::from_millis(19_900),
+            "{learned:?}"
+        );
+        assert!(!rl.report(&k, &Report::throttled()).await.unwrap().unwrap().decreased, "one cut per epoch");
+        let held = rl.adapt(&k, &terms).await.unwrap();
+        assert!(!held.allowed && held.retry_after.unwrap() > Duration::from_millis(19_900), "{held:?}");
+        assert_eq!(rl.report(&k, &Report::ok().with_limit(30)).await.unwrap().unwrap().limit, 30);
+        assert_eq!(rl.report(&key("nobody"), &Report::throttled()).await.unwrap(), None);
+        let up_to = rl.adapt_up_to(&key("partial"), &terms.with_cost(25)).await.unwrap();
+        assert_eq!(up_to.granted, 10);
     }
 }
 

@@ -3,6 +3,7 @@
 //! function, and reads the reply; the limiter sends them. By command family, as the module's
 //! `src/core/args/`.
 
+pub(crate) mod adaptive;
 pub(crate) mod gcra;
 pub(crate) mod lease;
 pub(crate) mod settle;
