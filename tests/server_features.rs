@@ -237,7 +237,7 @@ fn every_info_field_has_a_numeric_form() {
     let mut words: Vec<&str> =
         fields.iter().filter(|(_, v)| v.parse::<u64>().is_err()).map(|(k, _)| k.as_str()).collect();
     words.sort();
-    let commands = ["acquire", "cl_throttle", "gcra", "hit", "hitall", "slide"];
+    let commands = ["acquire", "adapt", "cl_throttle", "gcra", "hit", "hitall", "slide"];
     let mut expected: Vec<String> = commands.iter().map(|c| format!("ratelimit_decisions_{c}")).collect();
     expected.extend(["ratelimit_clock".to_string(), "ratelimit_guard_heal_at".to_string()]);
     expected.sort();
