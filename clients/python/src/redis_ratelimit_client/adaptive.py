@@ -34,18 +34,25 @@ def answer_of(outcome: object) -> tuple[int | None, Headers]:
 
 
 class _Terms:
+    """A limit per ``window`` seconds (``measure``: requests, or tokens with each call's cost)
+    that every process using ``key`` learns together, between ``floor`` and ``ceiling``,
+    starting at ``start``, on ``limiter``; a provider's Retry-After holds the fleet at most
+    ``max_hold`` seconds."""
+
     def __init__(
         self,
+        limiter: Any,
         key: str,
+        *,
         floor: int,
         start: int,
         ceiling: int,
-        window: Seconds,
-        measure: Measure,
-        max_hold: float,
+        window: Seconds = 60,
+        measure: Measure = "requests",
+        max_hold: float = 60.0,
     ) -> None:
-        self.key, self.floor, self.start, self.ceiling, self.window = key, floor, start, ceiling, window
-        self.measure, self.max_hold = measure, max_hold
+        self.limiter, self.key, self.floor, self.start, self.ceiling = limiter, key, floor, start, ceiling
+        self.window, self.measure, self.max_hold = window, measure, max_hold
         commands.adapt(key, floor, start, ceiling, window)  # checks the terms once, here
 
     def decision(self, cost: int) -> Call[Decision]:
@@ -70,24 +77,7 @@ class _Terms:
 
 
 class AdaptiveLimit(_Terms):
-    """A limit per ``window`` seconds (``measure``: requests, or tokens with each call's cost)
-    that every process using ``key`` learns together, between ``floor`` and ``ceiling``,
-    starting at ``start``, on the synchronous client ``limiter`` (a RateLimiter)."""
-
-    def __init__(
-        self,
-        limiter: Any,
-        key: str,
-        *,
-        floor: int,
-        start: int,
-        ceiling: int,
-        window: Seconds = 60,
-        measure: Measure = "requests",
-        max_hold: float = 60.0,
-    ) -> None:
-        super().__init__(key, floor, start, ceiling, window, measure, max_hold)
-        self.limiter = limiter
+    """An adaptive limit on the synchronous client (a RateLimiter)."""
 
     def decide(self, cost: int = 1) -> Decision:
         """Whether a call of ``cost`` may go to the provider now."""
@@ -118,22 +108,7 @@ class AdaptiveLimit(_Terms):
 
 
 class AsyncAdaptiveLimit(_Terms):
-    """AdaptiveLimit on the asyncio client (an AsyncRateLimiter)."""
-
-    def __init__(
-        self,
-        limiter: Any,
-        key: str,
-        *,
-        floor: int,
-        start: int,
-        ceiling: int,
-        window: Seconds = 60,
-        measure: Measure = "requests",
-        max_hold: float = 60.0,
-    ) -> None:
-        super().__init__(key, floor, start, ceiling, window, measure, max_hold)
-        self.limiter = limiter
+    """An adaptive limit on the asyncio client (an AsyncRateLimiter)."""
 
     async def decide(self, cost: int = 1) -> Decision:
         return await self.limiter.run(self.decision(cost))  # type: ignore[no-any-return]
