@@ -1,6 +1,7 @@
 """An OpenAI-compatible chat completions server of the tests' own, for LiteLLM's proxy to call: the
 last message says what the answer reports (``use 730``: 730 completion tokens; ``delay 20``: after
-20 ms; ``chunkdelay 500``: a stream's chunks 500 ms apart; ``fail``: HTTP 500), streamed or not,
+20 ms; ``chunkdelay 500``: a stream's chunks 500 ms apart; ``fail``: HTTP 500; ``throttle 20``: HTTP
+429 with a Retry-After of 20 s; ``stated 50``: OpenAI's ``x-ratelimit-limit-requests: 50``), streamed or not,
 always with its usage. Every call it answers is
 written as a JSON line to the log file: when, the tokens it reports, and the reservation header
 the proxy's callback sent (``x-ratelimit-reservation``).
@@ -37,12 +38,25 @@ def asked(body: dict[str, Any]) -> tuple[int, int, int, bool]:
     return number(text, "use", 10), number(text, "delay", 0), number(text, "chunkdelay", 0), "fail" in text
 
 
+def provider_says(body: dict[str, Any]) -> tuple[int, dict[str, str]]:
+    """A 429's Retry-After asked for (0: none), and the limit headers to state."""
+    text = str((body.get("messages") or [{}])[-1].get("content", ""))
+    stated = number(text, "stated", 0)
+    return number(text, "throttle", 0), {"x-ratelimit-limit-requests": str(stated)} if stated else {}
+
+
 async def completions(request: Request) -> Response:
     body = await request.json()
     completion, delay_ms, chunk_delay_ms, fail = asked(body)
+    throttle, headers = provider_says(body)
     await asyncio.sleep(delay_ms / 1000)
     if fail:
         return JSONResponse({"error": {"message": "the model failed", "type": "server_error"}}, status_code=500)
+    if throttle:
+        with open(LOG[0], "a", encoding="utf-8") as log:
+            log.write(json.dumps({"t": time.time(), "used": 0, "status": 429}) + "\n")
+        error = {"error": {"message": "rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}
+        return JSONResponse(error, status_code=429, headers={"retry-after": str(throttle), **headers})
     usage = {
         "prompt_tokens": PROMPT_TOKENS,
         "completion_tokens": completion,
@@ -59,7 +73,7 @@ async def completions(request: Request) -> Response:
     if not body.get("stream"):
         message = {"role": "assistant", "content": "ok " * 4}
         choice = {"index": 0, "message": message, "finish_reason": "stop"}
-        return JSONResponse({**base, "object": "chat.completion", "choices": [choice], "usage": usage})
+        return JSONResponse({**base, "object": "chat.completion", "choices": [choice], "usage": usage}, headers=headers)
 
     async def chunks() -> AsyncIterator[str]:
         for i in range(4):

@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from servers import Server, free_port, wait_until
@@ -272,6 +273,64 @@ async def test_from_the_sdk_the_limits_given_hold_and_a_denied_call_never_runs(s
             with pytest.raises(litellm.BadRequestError, match=r"can never fit .*tpm"):
                 await litellm.acompletion(**ask, messages=[{"role": "user", "content": "use 10"}], max_tokens=5_000)
             assert await client.get(key) == b"305" and len(calls.read_text().splitlines()) == 1
+        finally:
+            litellm.callbacks = []
+            await client.aclose()
+
+
+async def test_a_deployments_adaptive_limits_learn_from_the_providers_answers(server: Server, tmp_path: Path) -> None:
+    """Through a Router (as the proxy routes), a deployment's limits of requests and tokens start at
+    its rpm and tpm; a provider's 429 with a Retry-After cuts both once and holds every caller
+    (the next call never reaches the provider); a stated limit caps them."""
+    import litellm
+    import redis.asyncio
+
+    from redis_ratelimit_client.litellm_adaptive import AdaptiveLimits
+
+    fake_port, calls = free_port(), tmp_path / "calls.jsonl"
+    fake = [sys.executable, str(HERE / "fake_openai.py"), str(fake_port), str(calls)]
+    client = redis.asyncio.Redis(port=server.port)
+    prefix = f"rl:{server.port}:adaptive:"
+    callback = AdaptiveLimits(client, prefix=prefix)
+    params = {"model": "openai/fake", "api_base": f"http://127.0.0.1:{fake_port}/v1", "api_key": "none"}
+    deployment = {
+        "model_name": "fake",
+        "litellm_params": {**params, "rpm": 600, "tpm": 100_000},
+        "model_info": {"id": "d1"},
+    }
+    router = litellm.Router(model_list=[deployment], num_retries=0)
+
+    async def limit_of(counts: str) -> int:
+        state = (await client.get(f"{prefix}{{d1}}:{counts}") or b"").decode()
+        return int(state.split(":")[4]) if state else 0
+
+    async def ask(content: str) -> Any:
+        return await router.acompletion(model="fake", messages=[{"role": "user", "content": content}], max_tokens=100)
+
+    with started(fake, dict(os.environ), f"http://127.0.0.1:{fake_port}/", tmp_path / "fake.log", status=404):
+        litellm.callbacks = [callback]
+        try:
+            await ask("use 10")
+            assert (await limit_of("requests"), await limit_of("tokens")) == (600, 100_000)
+            with pytest.raises(litellm.RateLimitError):
+                await ask("throttle 20")
+            for _ in range(200):
+                if await limit_of("requests") == 420:
+                    break
+                await asyncio.sleep(0.05)
+            assert (await limit_of("requests"), await limit_of("tokens")) == (420, 70_000)
+            # Held by the 429's Retry-After: refused here, the provider never asked.
+            with pytest.raises(litellm.RateLimitError, match="adaptive limit of requests"):
+                await ask("use 10")
+            assert len(calls.read_text().splitlines()) == 2
+            # Past the hold, a provider that states a lower limit caps the fleet's.
+            await client.delete(f"{prefix}{{d1}}:requests", f"{prefix}{{d1}}:tokens")
+            await ask("use 10 stated 50")
+            for _ in range(200):
+                if await limit_of("requests") == 50:
+                    break
+                await asyncio.sleep(0.05)
+            assert await limit_of("requests") == 50
         finally:
             litellm.callbacks = []
             await client.aclose()
