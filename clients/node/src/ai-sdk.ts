@@ -111,7 +111,7 @@ export function tokenLimitMiddleware(options: TokenLimitOptions): TokenLimitMidd
   if (ordered.length === 0) throw new RateLimitError('tokenLimitMiddleware needs one or more limits');
   const tokenKeys = ordered.filter((l) => l.counts === 'tokens').length;
   const names = ordered.map((l) => l.name ?? `${l.counts}:${l.calendar ?? String(l.windowMs)}`);
-  const estimate = options.estimate ?? ((call: ModelCall) => promptTokens(call.prompt) + (call.maxOutputTokens ?? defaultMaxTokens));
+  const estimate = options.estimate ?? ((call: ModelCall) => estimateTokens(call, defaultMaxTokens));
 
   /** The call decided on every limit: its reservation (null without token limits), or null when
    * the server failed and calls go through. */
@@ -215,6 +215,11 @@ function usedTokens(usage: unknown): number | undefined {
   const [input, output] = [count(inputTokens), count(outputTokens)];
   if (typeof input !== 'number' && typeof output !== 'number') return undefined;
   return (typeof input === 'number' ? input : 0) + (typeof output === 'number' ? output : 0);
+}
+
+/** A call's tokens before it runs: its prompt's, plus its `maxOutputTokens` (or `defaultMaxTokens`). */
+export function estimateTokens(call: ModelCall, defaultMaxTokens: number): number {
+  return promptTokens(call.prompt) + (call.maxOutputTokens ?? defaultMaxTokens);
 }
 
 /** A prompt's text in tokens, at 4 characters a token: every string in its messages. */

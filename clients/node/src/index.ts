@@ -32,4 +32,5 @@ export { AdaptiveLimit, answerOf, RateLimitedError, type AdaptiveLimitOptions } 
 export { goDuration, readAnswer, THROTTLED_STATUSES, type HeadersLike, type ProviderAnswer, type Stated } from './provider-answers.js';
 export { rateLimitMiddleware, rateLimitPlugin } from './middlewares.js';
 export { clientAddress, header, Rules, type KeyFunction, type LimitedRequest, type Limiter, type MiddlewareOptions, type Rule, type Verdict } from './rules.js';
+export { adaptiveLimitMiddleware, type AdaptiveBounds, type AdaptiveLimitMiddlewareOptions } from './ai-sdk-adaptive.js';
 export { LimitExceededError, tokenLimitMiddleware, type ModelCall, type ModelLimit, type TokenLimitMiddleware, type TokenLimitOptions } from './ai-sdk.js';

@@ -7,10 +7,10 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { generateText, simulateReadableStream, streamText, wrapLanguageModel } from 'ai';
+import { APICallError, generateText, simulateReadableStream, streamText, wrapLanguageModel } from 'ai';
 import { MockLanguageModelV4 } from 'ai/test';
 import { createClient } from 'redis';
-import { LimitExceededError, tokenLimitMiddleware, type ModelLimit } from 'redis-ratelimit';
+import { adaptiveLimitMiddleware, LimitExceededError, RateLimitedError, tokenLimitMiddleware, type ModelLimit } from 'redis-ratelimit';
 import { KINDS, Server } from './servers.js';
 
 type Node = Awaited<ReturnType<typeof connect>>;
@@ -187,6 +187,56 @@ for (const kind of KINDS) {
       assert.ok(used <= limit, `${String(used)} tokens used under a limit of ${String(limit)}`);
       assert.equal(counted, used, 'every admitted call settled to what it used');
       assert.ok(denied > 0 && used > limit / 2);
+    });
+  });
+}
+
+for (const kind of KINDS) {
+  describe(`adaptiveLimitMiddleware with the ${kind}`, () => {
+    let server: Server;
+    let client: Node;
+    before(async () => {
+      server = await Server.start(kind);
+      client = await connect(server.port);
+    });
+    after(async () => {
+      await client.close();
+      await server.stop();
+    });
+
+    test("the provider's answers teach the fleet's limits, and a held call never reaches the model", async () => {
+      const key = `acct${String(++serial)}`;
+      const limitOf = async (measure: string) => Number((await client.get(`${key}:{${key}}:${measure}`))?.split(':')[4]);
+      let calls = 0;
+      let throttled = false;
+      const provider = new MockLanguageModelV4({
+        doGenerate: async () => {
+          calls += 1;
+          if (throttled) {
+            const headers = { 'retry-after': '20' };
+            throw new APICallError({ message: 'Too Many Requests', url: 'http://provider', requestBodyValues: {}, statusCode: 429, responseHeaders: headers, isRetryable: true });
+          }
+          const response = { headers: { 'x-ratelimit-limit-requests': '50' } };
+          return { content: [{ type: 'text', text: 'fine' }], finishReason: STOP, usage: usage(5, 5), warnings: [], response };
+        },
+      });
+      const middleware = adaptiveLimitMiddleware({
+        client,
+        key,
+        requests: { floor: 6, start: 60, ceiling: 600 },
+        tokens: { floor: 1_000, start: 90_000, ceiling: 450_000 },
+      });
+      const model = wrapLanguageModel({ model: provider, middleware });
+      await generateText({ model, prompt: 'hi', maxOutputTokens: 100, maxRetries: 0 });
+      assert.deepEqual([await limitOf('requests'), await limitOf('tokens')], [50, 90_000], 'the stated limit caps the requests');
+      throttled = true;
+      await assert.rejects(generateText({ model, prompt: 'hi', maxOutputTokens: 100, maxRetries: 0 }), /Too Many Requests/);
+      assert.deepEqual([await limitOf('requests'), await limitOf('tokens')], [35, 63_000], 'one 429: both cut once');
+      await assert.rejects(generateText({ model, prompt: 'hi', maxOutputTokens: 100, maxRetries: 0 }), (error: unknown) => {
+        const e = (error as { cause?: unknown }).cause ?? error;
+        return e instanceof RateLimitedError && e.retryAfterMs > 19_000;
+      });
+      assert.equal(calls, 2, 'held by the Retry-After: the third call never reached the model');
     });
   });
 }
