@@ -2201,7 +2201,12 @@ local function report(keys, args)
         adapt_bounded(s)
     end
     if remaining then
-        s.bound_left, s.bound_until = remaining, now + math.min(reset, adapt_epoch(s))
+        -- Until the provider's next token, its reset, or the epoch's end: whichever is first.
+        local next_token = reset
+        if s.stated > remaining then
+            next_token = ceil_div(reset, s.stated - remaining)
+        end
+        s.bound_left, s.bound_until = remaining, now + math.min(reset, adapt_epoch(s), next_token)
     end
     local decreased = 0
     if outcome == 'THROTTLED' or remaining == 0 then

@@ -108,9 +108,9 @@ fn growth_is_earned_by_use_and_capped_by_the_provider() {
     let capped = report(&mut con[0], "llm", &["OK", "LIMIT", "150", "REMAINING", "2", "RESET", "5000"]).unwrap();
     assert_eq!(capped, Some(vec![150, 0, 0]));
     assert_eq!(take_all(&mut con, "llm", &bounds), 2);
-    // The call denied there waits for the reset (5 s); the next one after it, by a token's time
-    // at 150 a minute.
-    assert_eq!(adapt(&mut con[0], "llm", &bounds).unwrap()[3], 5_400);
+    // The call denied there waits for the provider's next token (its 148 missing back in 5 s: one
+    // in 34 ms); the next one after it, by a token's time at 150 a minute (400 ms).
+    assert_eq!(adapt(&mut con[0], "llm", &bounds).unwrap()[3], 434);
 }
 
 #[test]

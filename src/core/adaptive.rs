@@ -24,8 +24,8 @@
 //!   provider states a higher limit, at least half the way to it; never above twice the rate the
 //!   epoch admitted, nor above the ceiling or the provider's stated limit;
 //! - the provider's stated limit caps the learned one; its stated remaining bounds what the fleet
-//!   may still take until its reset (or the epoch's end, whichever is first: the next answer says
-//!   more).
+//!   may still take until the provider's next token comes back (its reset over what it lacks of its
+//!   stated limit), its reset, or the epoch's end, whichever is first: the next answer says more.
 
 use crate::core::decimal::{format_i64, parse_i64, MAX_LEN};
 use crate::core::stored::{Change, Stored, Value, MAX_TEXT};
@@ -455,7 +455,13 @@ pub fn report(r: &Report, stored: Stored<State>, now: i64) -> Option<Reported> {
         s.bounded();
     }
     if let Some((left, reset_ms)) = r.remaining {
-        (s.bound_left, s.bound_until) = (left, now + reset_ms.min(s.epoch_ms()));
+        // Until the provider's next token (it refills to its stated limit by the reset), the
+        // reset, or the epoch's end: whichever is first; the next answer says more.
+        let next_token = match s.stated > left {
+            true => ceil_div(reset_ms, s.stated - left),
+            false => reset_ms,
+        };
+        (s.bound_left, s.bound_until) = (left, now + reset_ms.min(s.epoch_ms()).min(next_token));
     }
     let mut decreased = false;
     let mut held = false;
@@ -644,15 +650,18 @@ mod tests {
         assert_eq!((r.limit, r.decreased, r.held), (30, false, false));
         let mut state = stored(r.state);
         assert_eq!(calls(&mut state, 2, NOW), 2);
+        // Bound until the provider's next token: its 28 missing come back over 5 s, one in 179 ms.
         let d = decide(&MINUTE, 1, false, state, NOW);
-        assert_eq!((d.allowed, d.retry_after_ms, d.remaining), (false, 5_000, 0));
-        // Once the provider's window reset, the bucket's: full again (5, a sixth of 30) 5 s later.
+        assert_eq!((d.allowed, d.retry_after_ms, d.remaining), (false, 179, 0));
+        // Past it, the bucket's own pace: full again (5, a sixth of 30) 5 s later.
         assert_eq!(calls(&mut state, 10, NOW + 5_000), 5);
-        // Nothing remaining cuts the limit, as a throttle would, before any 429.
-        let spent = Report { remaining: Some((0, 60_000)), ..stated };
+        // Nothing remaining cuts the limit, as a throttle would, before any 429; without a
+        // stated limit, the bound holds to the reset or the epoch's end.
+        let spent = Report { limit: None, remaining: Some((0, 60_000)), ..stated };
         let r = report(&spent, stored(s), NOW).unwrap();
-        assert_eq!((r.limit, r.decreased), (21, true));
-        assert!(!decide(&MINUTE, 1, false, stored(r.state), NOW + 9_999).allowed);
+        assert_eq!((r.limit, r.decreased), (42, true));
+        let held = decide(&MINUTE, 1, false, stored(r.state), NOW + 9_999);
+        assert_eq!((held.allowed, held.retry_after_ms), (false, 1));
         // A stated limit never takes it under the floor.
         let tiny = Report { limit: Some(1), ..stated };
         assert_eq!(report(&tiny, stored(s), NOW).unwrap().limit, MINUTE.floor);
