@@ -212,6 +212,7 @@ bench-smoke: $(BUILT) servers redis-cell $(if $(CLIENTS_READY),,clients rust-bui
 	BENCH_SERVERS="$(call server_binaries,$(BENCH_SMOKE_SERVERS))" cargo bench --locked --bench ratelimit -- --quick
 	$(PY_LIMITS_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/python.md --quick
 	$(PY_REPLICA_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/replicas.md --quick
+	$(PY_ADAPTIVE_RUN) --servers $(PY_FIRST_SERVER) --out target/bench-quick/adaptive.md --quick
 	$(NODE_STORE_BENCH) --out $(CURDIR)/target/bench-quick/node.md --quick -- $(PY_FIRST_SERVER)
 	$(GO_BENCH) --module $(MODULE) --out target/bench-quick/go.md --quick $(PY_FIRST_SERVER)
 	$(GO_HOT_BENCH) --module $(MODULE) --out target/bench-quick/hot.md --quick $(PY_FIRST_SERVER)
@@ -247,6 +248,8 @@ PYTHON_OLDEST ?= $(firstword $(wildcard /root/.pyenv/versions/3.10.*/bin/python3
 PY_LIMITS_BENCH = $(PY_ENVS)/latest/bin/python clients/python/bench/limits_storages.py --module $(MODULE)
 # What waiting for a replica costs a decision (benches/results/replicas.md).
 PY_REPLICA_BENCH = $(PY_ENVS)/latest/bin/python clients/python/bench/replica_wait.py --module $(MODULE)
+# The adaptive limit's real run: a fleet over HTTP against a fake provider (benches/results/adaptive.md).
+PY_ADAPTIVE_RUN = $(PY_ENVS)/latest/bin/python clients/python/bench/adaptive_fleet.py --module $(MODULE)
 PY_FIRST_SERVER = $(firstword $(call server_binaries,$(SERVERS)))
 # $(1): the requirements set, $(2): the server binary, $(3): pytest's arguments.
 define py-test-on
@@ -557,7 +560,7 @@ memcheck: build
 # SERVERS=valkey-9.1` measures on one server; BENCH_ONLY (docs/development.md) runs a few rows of
 # the first bench alone and writes nothing. CLIENTS_READY=1 takes the clients' environments a
 # `make test` made as they are.
-bench-step = @echo "== make bench $(1)/10 ($$(date +%T)): $(2) =="
+bench-step = @echo "== make bench $(1)/11 ($$(date +%T)): $(2) =="
 bench: build servers redis-cell $(if $(CLIENTS_READY),,$(PY_ENVS)/latest $(PY_ENVS)/litellm node-installed go-ready)
 	$(call bench-step,1,the module against INCR and every alternative on $(SERVERS))
 	BENCH_SERVERS="$(call server_binaries,$(SERVERS))" cargo bench --locked --bench ratelimit
@@ -582,6 +585,8 @@ ifeq ($(BENCH_ONLY),)
 	$(call bench-step,10,the Rust layer and hot limit on $(SERVERS))
 	$(RUST_IN) cargo run --release --locked --ignore-rust-version -p ratelimit-rust-bench -- --module $(CURDIR)/$(MODULE) \
 		--out $(CURDIR)/benches/results/rust.md $(call server_binaries,$(SERVERS))
+	$(call bench-step,11,the adaptive limit's real run on $(firstword $(SERVERS)))
+	$(PY_ADAPTIVE_RUN) --servers $(PY_FIRST_SERVER) --out benches/results/adaptive.md
 	@echo "== make bench done ($$(date +%T)) =="
 endif
 

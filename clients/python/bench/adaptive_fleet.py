@@ -9,7 +9,7 @@ minute, then halved, then tripled (a phase each). It states the account's limit 
 ``x-ratelimit-reset-requests``), and answers 429 with a ``Retry-After`` of a second when empty.
 Figures per phase: the share of calls answered 429, the calls answered 200 over the capacity
 (after the phase's first 10 s), and Jain's index of the calls answered per process.
-``--quick`` is the smoke run `make test` makes so that this cannot rot: phases of 6 s."""
+``--quick`` is the smoke run `make test` makes so that this cannot rot: phases of 3 s."""
 
 from __future__ import annotations
 
@@ -167,7 +167,7 @@ def run(port: int, phase_s: float, ours: bool) -> dict[str, Any]:
 
 def main() -> None:
     args = arguments(__doc__ or "")
-    phase_s = 6.0 if args.quick else 40.0
+    phase_s = 3.0 if args.quick else 40.0
     server = Server(module=True, binary=args.servers[0], module_path=args.module)
     try:
         name = server_name(redis.Redis(port=server.port))
