@@ -11,9 +11,10 @@ use common::{error_of, run_all, top, Config, Server};
 use redis::{Connection, Value};
 
 /// Every command of the module, as `CL.THROTTLE` opted in registers them.
-const COMMANDS: [&str; 13] = [
+const COMMANDS: [&str; 15] = [
     "cl.throttle",
     "ratelimit.acquire",
+    "ratelimit.adapt",
     "ratelimit.audit",
     "ratelimit.gcra",
     "ratelimit.hit",
@@ -22,6 +23,7 @@ const COMMANDS: [&str; 13] = [
     "ratelimit.release",
     "ratelimit.renew",
     "ratelimit.repair",
+    "ratelimit.report",
     "ratelimit.settle",
     "ratelimit.slide",
     "ratelimit.top",
@@ -30,7 +32,7 @@ const COMMANDS: [&str; 13] = [
 /// The grant docs/operations.md gives for servers without module categories.
 const EXPLICIT_GRANT: &str = "+ratelimit.hit +ratelimit.slide +ratelimit.hitall +ratelimit.peek +ratelimit.gcra \
      +ratelimit.settle +ratelimit.acquire +ratelimit.release +ratelimit.renew +ratelimit.audit +ratelimit.repair \
-     +ratelimit.top +cl.throttle";
+     +ratelimit.top +ratelimit.adapt +ratelimit.report +cl.throttle";
 
 fn server() -> Server {
     Server::with(Config { module_args: &["CL.THROTTLE"], ..Config::default() })
