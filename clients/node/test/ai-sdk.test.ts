@@ -3,7 +3,9 @@
 // together, each call settled with the usage the model reports (a stream's at its finish part, or
 // what was streamed when the reader stopped), a failed call settled at 0, a denied one thrown as a
 // 429 before the model runs, a stopped server letting calls through or refusing them; and under 20
-// concurrent calls, the tokens of the admitted calls never pass the limit.
+// concurrent calls, the tokens of the admitted calls never pass the limit. And
+// adaptiveLimitMiddleware: the provider's answers teach the fleet's limits, a held call never
+// reaches the model.
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -53,7 +55,7 @@ const LIMITS: ModelLimit[] = [
 let serial = 0;
 
 for (const kind of KINDS) {
-  describe(`tokenLimitMiddleware with the ${kind}`, () => {
+  describe(`the AI SDK middlewares with the ${kind}`, () => {
     let server: Server;
     let client: Node;
     before(async () => {
@@ -187,21 +189,6 @@ for (const kind of KINDS) {
       assert.ok(used <= limit, `${String(used)} tokens used under a limit of ${String(limit)}`);
       assert.equal(counted, used, 'every admitted call settled to what it used');
       assert.ok(denied > 0 && used > limit / 2);
-    });
-  });
-}
-
-for (const kind of KINDS) {
-  describe(`adaptiveLimitMiddleware with the ${kind}`, () => {
-    let server: Server;
-    let client: Node;
-    before(async () => {
-      server = await Server.start(kind);
-      client = await connect(server.port);
-    });
-    after(async () => {
-      await client.close();
-      await server.stop();
     });
 
     test("the provider's answers teach the fleet's limits, and a held call never reaches the model", async () => {
