@@ -2133,9 +2133,10 @@ local function adapt(keys, args)
         if bound and bound < (partial and 1 or cost) then
             retry = max(retry, s.bound_until - now)
         end
-        -- After those told to come back before it, then its tokens' time for the next one.
+        -- After those told to come back before it, then its tokens' time for the next one; the
+        -- line never reaches past the state's keeping.
         retry = max(retry, s.queue_until - now)
-        s.queue_until = now + retry + ceil_div(need * w, s.limit)
+        s.queue_until = math.min(now + retry + ceil_div(need * w, s.limit), now + 10 * w)
     else
         s.level = max(s.level - granted * w, -MAX_SCALED)
         s.used = math.min(s.used + granted, MAX_SCALED)

@@ -412,9 +412,11 @@ fn decide_or_admit(b: &Bounds, cost: i64, partial: bool, stored: Stored<State>, 
             Some(left) if left < if partial { 1 } else { cost } => s.bound_until - now,
             _ => 0,
         };
-        // After those told to come back before it, then its tokens' time for the next one.
+        // After those told to come back before it, then its tokens' time for the next one; the
+        // line never reaches past the state's keeping (however many are denied, the numbers
+        // stay bounded).
         let retry = bucket.max(provider).max(s.queue_until - now);
-        s.queue_until = now + retry + ceil_div(need * w, s.limit);
+        s.queue_until = (now + retry + ceil_div(need * w, s.limit)).min(now + KEPT_WINDOWS * w);
         retry
     };
     if allowed {
@@ -561,6 +563,20 @@ mod tests {
         }
         // Once the turns have passed, a denied caller waits only for the bucket.
         assert_eq!(decide(&MINUTE, 1, false, s, NOW + 4_000).retry_after_ms, 1_000);
+    }
+
+    #[test]
+    fn the_line_of_denied_callers_stays_within_the_states_keeping() {
+        let huge = Bounds { floor: 1, start: 1, ceiling: 1, window_ms: MAX_SPAN_MS };
+        let mut s = stored(decide(&huge, 1, false, Stored::Missing, NOW).state);
+        for _ in 0..100 {
+            let d = decide(&huge, 1, false, s, NOW);
+            assert!(!d.allowed);
+            s = stored(d.state);
+        }
+        let Stored::Present { value, .. } = s else { unreachable!() };
+        assert_eq!(value.queue_until, NOW + KEPT_WINDOWS * MAX_SPAN_MS);
+        assert_eq!(State::parse(value.write(&mut [0; MAX_TEXT])), Some(value));
     }
 
     #[test]
