@@ -30,9 +30,9 @@
 -- locals that take its answers, so that its names are the globals.
 local function globals()
     return redis.call, redis.pcall, string.find, string.match, string.format, string.upper, math.floor, math.ceil,
-        math.max, tonumber, type
+        math.max, tonumber, type, math.min, string.sub, table.concat
 end
-local redis_call, redis_pcall, find, match, format, upper, floor, ceil, max, tonumber, type
+local redis_call, redis_pcall, find, match, format, upper, floor, ceil, max, tonumber, type, min, sub, concat
 
 local INF = 1 / 0
 local EXACT = 2 ^ 53 - 1
@@ -76,7 +76,8 @@ end
 local function command(body)
     return function(keys, args)
         if not redis_call then
-            redis_call, redis_pcall, find, match, format, upper, floor, ceil, max, tonumber, type = globals()
+            redis_call, redis_pcall, find, match, format, upper, floor, ceil, max, tonumber, type, min, sub, concat =
+                globals()
         end
         return body(keys, args)
     end
@@ -1941,14 +1942,14 @@ local function adapt_read(key)
     if not text then
         return nil
     end
-    if string.sub(text, 1, 6) ~= 'adapt:' then
+    if sub(text, 1, 6) ~= 'adapt:' then
         fail(NOT_ADAPTIVE)
     end
     local s, n, from = {}, 0, 7
     while true do
         local stop = find(text, ':', from, true)
         n = n + 1
-        local v = n <= #ADAPT_FIELDS and integer(string.sub(text, from, stop and stop - 1 or #text))
+        local v = n <= #ADAPT_FIELDS and integer(sub(text, from, stop and stop - 1 or #text))
         if not v or v == BIG or v == BIG_NEGATIVE then
             fail(NOT_ADAPTIVE)
         end
@@ -1982,7 +1983,7 @@ local function adapt_store(key, s, now)
         f[i] = format('%d', s[ADAPT_FIELDS[i]])
     end
     local expires = max(s.at, now, s.bound_until, s.queue_until) + 10 * s.window
-    redis_call('SET', key, 'adapt:' .. table.concat(f, ':'), 'PXAT', format('%d', expires))
+    redis_call('SET', key, 'adapt:' .. concat(f, ':'), 'PXAT', format('%d', expires))
 end
 
 local function adapt_capacity(s)
@@ -1993,7 +1994,7 @@ local function adapt_cap(s)
     if s.stated == 0 then
         return s.ceiling
     end
-    return max(math.min(s.ceiling, s.stated), s.floor)
+    return max(min(s.ceiling, s.stated), s.floor)
 end
 
 -- CUBIC in earned epochs: wmax * (1 + 0.3 * ((t - 4) / 4)^3), floored, wmax split by 640 to stay exact.
@@ -2002,7 +2003,7 @@ local function adapt_cubic(s)
     local k = 3 * d * d * d
     local q = idiv(s.wmax, 640)
     local r = s.wmax - 640 * q
-    return math.min(max(s.wmax + q * k + floor(r * k / 640), 1), MAX_SCALED)
+    return min(max(s.wmax + q * k + floor(r * k / 640), 1), MAX_SCALED)
 end
 
 -- An epoch: a sixth of the window.
@@ -2019,19 +2020,19 @@ local function adapt_roll(s, now)
     local before = s.limit
     local rate = s.used * 6
     if s.cut == 0 and rate * 2 >= s.limit then
-        s.earned = math.min(s.earned + 1, 15)
+        s.earned = min(s.earned + 1, 15)
         local target = adapt_cubic(s)
         if s.stated > s.limit then
             target = max(target, s.limit + idiv(s.stated - s.limit, 2))
         end
-        s.limit = max(s.limit, math.min(target, rate * 2, adapt_cap(s)))
+        s.limit = max(s.limit, min(target, rate * 2, adapt_cap(s)))
         if s.earned == 15 then
             s.wmax = s.limit
         end
     end
     s.epoch_start = s.epoch_start + idiv(now - s.epoch_start, e) * e
     s.used, s.cut = 0, 0
-    s.level = math.min(s.level, adapt_capacity(s))
+    s.level = min(s.level, adapt_capacity(s))
     return s.limit > before
 end
 
@@ -2050,9 +2051,9 @@ end
 
 local function adapt_bounded(s)
     local cap = adapt_cap(s)
-    s.limit = max(s.floor, math.min(s.limit, cap))
-    s.wmax = max(math.min(s.wmax, cap), 1)
-    s.level = math.min(s.level, adapt_capacity(s))
+    s.limit = max(s.floor, min(s.limit, cap))
+    s.wmax = max(min(s.wmax, cap), 1)
+    s.level = min(s.level, adapt_capacity(s))
 end
 
 local function adapt_bound(s, now)
@@ -2116,19 +2117,19 @@ local function adapt(keys, args)
     local bound = adapt_bound(s, now)
     local whole = adapt_whole(s, now)
     if bound then
-        whole = math.min(whole, bound)
+        whole = min(whole, bound)
     end
     local granted = 0
     if partial then
         if whole >= 1 then
-            granted = math.min(cost, whole)
+            granted = min(cost, whole)
         end
-    elseif s.level >= math.min(cost, burst) * w and now >= s.at and (not bound or cost <= bound) then
+    elseif s.level >= min(cost, burst) * w and now >= s.at and (not bound or cost <= bound) then
         granted = cost
     end
     local retry = -1
     if granted == 0 then
-        local need = partial and 1 or math.min(cost, burst)
+        local need = partial and 1 or min(cost, burst)
         retry = adapt_wait(s, need * w, now)
         if bound and bound < (partial and 1 or cost) then
             retry = max(retry, s.bound_until - now)
@@ -2136,10 +2137,10 @@ local function adapt(keys, args)
         -- After those told to come back before it, then its tokens' time for the next one; the
         -- line never reaches past the state's keeping.
         retry = max(retry, s.queue_until - now)
-        s.queue_until = math.min(now + retry + ceil_div(need * w, s.limit), now + 10 * w)
+        s.queue_until = min(now + retry + ceil_div(need * w, s.limit), now + 10 * w)
     else
         s.level = max(s.level - granted * w, -MAX_SCALED)
-        s.used = math.min(s.used + granted, MAX_SCALED)
+        s.used = min(s.used + granted, MAX_SCALED)
         if bound then
             s.bound_left = max(s.bound_left - granted, 0)
         end
@@ -2147,7 +2148,7 @@ local function adapt(keys, args)
     local remaining = adapt_whole(s, now)
     bound = adapt_bound(s, now)
     if bound then
-        remaining = math.min(remaining, bound)
+        remaining = min(remaining, bound)
     end
     local reply = { granted > 0 and 1 or 0, s.limit, remaining, retry, adapt_wait(s, adapt_capacity(s), now) }
     if partial then
@@ -2157,11 +2158,11 @@ local function adapt(keys, args)
     return reply
 end
 
--- An integer from `min` to `max` named `name`, or the module's error for it.
-local function report_value(text, name, min, most)
+-- An integer from `least` to `most` named `name`, or the module's error for it.
+local function report_value(text, name, least, most)
     local value = argument(text)
-    if value == nil or value == BIG_NEGATIVE or (value ~= BIG and value < min) then
-        fail('ERR ' .. name .. (min == 0 and ' must be an integer >= 0' or ' must be an integer >= 1'))
+    if value == nil or value == BIG_NEGATIVE or (value ~= BIG and value < least) then
+        fail('ERR ' .. name .. (least == 0 and ' must be an integer >= 0' or ' must be an integer >= 1'))
     end
     if value == BIG or value > most then
         fail('ERR ' .. name .. ' is too large')
@@ -2207,7 +2208,7 @@ local function report(keys, args)
         if s.stated > remaining then
             next_token = ceil_div(reset, s.stated - remaining)
         end
-        s.bound_left, s.bound_until = remaining, now + math.min(reset, adapt_epoch(s), next_token)
+        s.bound_left, s.bound_until = remaining, now + min(reset, adapt_epoch(s), next_token)
     end
     local decreased = 0
     if outcome == 'THROTTLED' or remaining == 0 then
@@ -2216,7 +2217,7 @@ local function report(keys, args)
             s.limit = max(idiv(s.limit * 7, 10), s.floor)
             s.earned, s.cut, decreased = 0, 1, 1
         end
-        s.level = math.min(s.level, 0)
+        s.level = min(s.level, 0)
     end
     if outcome == 'THROTTLED' and retry and now + retry > s.at then
         s.at = now + retry
