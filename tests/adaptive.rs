@@ -133,8 +133,8 @@ fn bad_calls_change_nothing() {
         (
             "ADAPT",
             "llm",
-            &["6", "60", "600", "60", "RESERVE"],
-            "ERR syntax error: unknown option (expected COST, MS or PARTIAL)",
+            &["6", "60", "600", "60", "TOKENS", "1"],
+            "ERR syntax error: unknown option (expected COST, MS, PARTIAL or RESERVE)",
         ),
         ("ADAPT", "list", &MINUTE, "WRONGTYPE Operation against a key holding the wrong kind of value"),
         ("ADAPT", "text", &MINUTE, "ERR value is not a ratelimit adaptive limit"),
@@ -156,6 +156,22 @@ fn bad_calls_change_nothing() {
 /// A reply, or its error's text.
 fn answer(con: &mut Connection, cmd: &redis::Cmd) -> Result<Value, String> {
     con.req_packed_command(&cmd.get_packed_command()).map_err(|e| error_text(&e))
+}
+
+/// A reply ending with a reservation: the reply with the reservation's last field (its key's tag
+/// and its id, which differ between the sides) cut off, and the whole reservation.
+fn reserved(reply: Result<Value, String>) -> (Result<Value, String>, Option<String>) {
+    let Ok(Value::Array(mut v)) = reply else { return (reply, None) };
+    let Some(Value::BulkString(text)) = v.last().cloned() else { return (Ok(Value::Array(v)), None) };
+    let text = String::from_utf8(text).unwrap();
+    let fields = text.rsplit_once(':').unwrap().0.to_string();
+    *v.last_mut().unwrap() = Value::BulkString(fields.into_bytes());
+    (Ok(Value::Array(v)), Some(text))
+}
+
+/// An adaptive reservation's amount: its last number.
+fn amount(reservation: &str) -> i64 {
+    reservation.rsplit(':').nth(1).unwrap().parse().unwrap()
 }
 
 /// One random call's arguments after the key: mostly well formed, now and then junk.
@@ -196,6 +212,9 @@ fn random_args(rng: &mut Rng, adapt: bool, key: &str) -> Vec<String> {
         if rng.below(3) == 0 {
             a.push("PARTIAL".into());
         }
+        if rng.below(3) == 0 {
+            a.push("RESERVE".into());
+        }
         a
     } else {
         // Mostly OK: growth needs epochs without a cut.
@@ -233,25 +252,52 @@ fn the_library_answers_as_the_module_does() {
         let _: () = redis::cmd("RPUSH").arg(format!("{side}:list")).arg("x").query(&mut con).unwrap();
         let _: () = redis::cmd("SET").arg(format!("{side}:text")).arg("adapt:1").query(&mut con).unwrap();
     }
-    let (mut now, mut compared, mut admitted, mut cuts) = (START, 0, 0, 0);
+    let (mut now, mut compared, mut admitted, mut cuts, mut settled) = (START, 0, 0, 0, 0);
+    // Reservations not yet settled: the key, the module's and the library's.
+    let mut pending: Vec<(&str, String, String)> = Vec::new();
+    let state = |side: &str, key: &str, con: &mut Connection| -> (Option<String>, i64) {
+        let value = redis::cmd("GET").arg(format!("{side}:{key}")).query(con).unwrap_or(None);
+        (value, redis::cmd("PEXPIRETIME").arg(format!("{side}:{key}")).query(con).unwrap())
+    };
     for _ in 0..3_000 {
         if rng.below(3) == 0 {
             now += [1, 7, 400, 999, 1_000, 20_000, 61_000][rng.below(7)];
             clock.move_to(&mut con, now);
+        }
+        if !pending.is_empty() && rng.below(5) == 0 {
+            // A reservation settled (now and then again, or on another key), as used says.
+            let i = rng.below(pending.len());
+            let (reserved_on, m, l) = pending[i].clone();
+            if rng.below(4) != 0 {
+                pending.swap_remove(i);
+            }
+            let key = if rng.below(10) == 0 { "b" } else { reserved_on };
+            let a = amount(&m);
+            let used = [0, a / 2, a, a + 3, a * 4][rng.below(5)];
+            let module = answer(&mut con, redis::cmd("RATELIMIT.SETTLE").arg(format!("m:{key}")).arg(&m).arg(used));
+            let library = answer(
+                &mut con,
+                redis::cmd("FCALL").arg("ratelimit_settle").arg(1).arg(format!("l:{key}")).arg(&l).arg(used),
+            );
+            assert_eq!(module, library, "SETTLE {key} {m} {used} at {now}");
+            assert_eq!(state("m", key, &mut con), state("l", key, &mut con), "SETTLE {key} {m} {used} at {now}");
+            settled += i64::from(module.is_ok());
+            compared += 1;
+            continue;
         }
         let adapting = rng.below(3) != 0;
         let key = ["a", "a", "b", "c", "list", "text"][rng.below(6)];
         let args = random_args(&mut rng, adapting, key);
         let (command, function) =
             if adapting { ("RATELIMIT.ADAPT", "ratelimit_adapt") } else { ("RATELIMIT.REPORT", "ratelimit_report") };
-        let module = answer(&mut con, redis::cmd(command).arg(format!("m:{key}")).arg(&args));
-        let library = answer(&mut con, redis::cmd("FCALL").arg(function).arg(1).arg(format!("l:{key}")).arg(&args));
+        let (module, m) = reserved(answer(&mut con, redis::cmd(command).arg(format!("m:{key}")).arg(&args)));
+        let (library, l) =
+            reserved(answer(&mut con, redis::cmd("FCALL").arg(function).arg(1).arg(format!("l:{key}")).arg(&args)));
         assert_eq!(module, library, "{command} {key} {args:?} at {now}");
-        let state = |side: &str, con: &mut Connection| -> (Option<String>, i64) {
-            let value = redis::cmd("GET").arg(format!("{side}:{key}")).query(con).unwrap_or(None);
-            (value, redis::cmd("PEXPIRETIME").arg(format!("{side}:{key}")).query(con).unwrap())
-        };
-        assert_eq!(state("m", &mut con), state("l", &mut con), "{command} {key} {args:?} at {now}");
+        assert_eq!(state("m", key, &mut con), state("l", key, &mut con), "{command} {key} {args:?} at {now}");
+        if let (Some(m), Some(l)) = (m, l) {
+            pending.push((key, m, l));
+        }
         compared += 1;
         match module {
             Ok(Value::Array(v)) if adapting && v[0] == Value::Int(1) => admitted += 1,
@@ -261,7 +307,11 @@ fn the_library_answers_as_the_module_does() {
     }
     // The run reached the paths that matter.
     let (grown, held) = (stat(&mut con, "adapt_increases"), stat(&mut con, "adapt_holds"));
-    eprintln!("{admitted} admitted, {cuts} cuts, {grown} increases, {held} holds");
-    let reached = admitted > 300 && cuts > 20 && grown > 5 && held > 3;
-    assert!(compared == 3_000 && reached, "{admitted} admitted, {cuts} cuts, {grown} increases, {held} holds");
+    let (back, charged) = (stat(&mut con, "refunded"), stat(&mut con, "overage"));
+    let seen = format!(
+        "{admitted} admitted, {cuts} cuts, {grown} increases, {held} holds, {settled} settled: {back} refunds, {charged} overages"
+    );
+    eprintln!("{seen}");
+    let reached = admitted > 300 && cuts > 20 && grown > 5 && held > 3 && back > 10 && charged > 20;
+    assert!(compared == 3_000 && reached, "{seen}");
 }

@@ -134,9 +134,19 @@ fn every_write_path(con: &mut Connection) -> Vec<String> {
     adapt(con, "RATELIMIT.REPORT", &["a:llm", "THROTTLED", "RETRY", "600000"]);
     adapt(con, "RATELIMIT.ADAPT", &["a:held", "6", "60", "600", "3600"]);
     adapt(con, "RATELIMIT.REPORT", &["a:held", "OK", "LIMIT", "30", "REMAINING", "3", "RESET", "600000"]);
+    // An adaptive reservation settled: a refund, and an overage on a state gone meanwhile.
+    for (used, gone) in [(2, false), (20, true)] {
+        let (_, reservation) =
+            reserve(con, "RATELIMIT.ADAPT", "a:reserved", &["6", "60", "600", "3600", "COST", "8"]).unwrap();
+        if gone {
+            let _: () = redis::cmd("DEL").arg("a:reserved").query(con).unwrap();
+        }
+        settle(con, "a:reserved", &reservation.unwrap(), used).unwrap();
+    }
     let keys = [
         "a:llm",
         "a:held",
+        "a:reserved",
         "rl:refund",
         "rl:refund:settle-refund",
         "rl:refund:settle-over",

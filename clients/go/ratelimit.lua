@@ -1583,10 +1583,11 @@ end
 -- RATELIMIT.SETTLE (the module's commands/settle.rs and core/reservation.rs).
 
 local NOT_RESERVATION = 'ERR invalid reservation'
+local WINDOW_DIFFERS = "ERR the reservation's window differs from the key's"
 
--- A reservation's fields: its kind and numbers (three for gcra, four otherwise), as the module
--- reads them; BEYOND where a number is past 2^53; then the key's tag and the reservation's id (nil
--- for one made before ids).
+-- A reservation's fields: its kind and numbers (three for gcra, six for an adaptive limit, four
+-- otherwise) in a table, as the module reads them; BEYOND where a number is past 2^53; then a
+-- calendar window's zone, the reservation's id (nil for one made before ids).
 local function reservation_of(text, key)
     local kind, rest = match(text, '^(%l+):(.*)$')
     if not kind then
@@ -1601,7 +1602,7 @@ local function reservation_of(text, key)
         end
         rest, zone = head, string.sub(tail, 2)
     end
-    local n = kind == 'g' and 3 or 4
+    local n = kind == 'g' and 3 or kind == 'd' and 6 or 4
     local f, count = {}, 0
     for field in string.gmatch(rest .. ':', '([^:]*):') do
         count = count + 1
@@ -1623,12 +1624,18 @@ local function reservation_of(text, key)
     end
     for i = 1, n do
         if f[i] == BIG then
-            fail(BEYOND)
+            -- No adaptive limit's number is past 2^50: not one the module made.
+            fail(kind == 'd' and NOT_RESERVATION or BEYOND)
         end
     end
     local a, b, c, d = f[1], f[2], f[3], f[4]
     local valid
-    if kind == 'g' then
+    if kind == 'd' then
+        -- As ADAPT takes them: floor <= start <= ceiling, ceiling and amount times the window
+        -- within the state's bound, as every time.
+        valid = a >= 1 and a <= b and b <= c and d >= 1 and d <= 2 ^ 40 and c * d <= 2 ^ 50 and f[5] <= 2 ^ 50
+            and f[6] >= 1 and f[6] * d <= 2 ^ 50
+    elseif kind == 'g' then
         valid = a >= 1 and b >= 1 and c >= 1 and b * a <= MAX_SPAN and b * c <= MAX_SPAN
     elseif kind == 'c' then
         valid = a >= 1 and UNIT_OF_CODE[b] ~= nil and d >= 1
@@ -1642,7 +1649,8 @@ local function reservation_of(text, key)
     if tag ~= key_tag(key) then
         fail('ERR the reservation is for another key')
     end
-    return kind, a, b, c, d, zone, id
+    f[count] = nil
+    return kind, f, zone, id
 end
 
 -- A key's settle marks (the module's core/settle_marks.rs): a hash named after the key, in its
@@ -1702,19 +1710,23 @@ local function settled_before(marks, id)
 end
 
 -- Until when what a reservation counted counts (the module's Reserved::counts_until).
-local function counts_until(kind, a, b, c)
+local function counts_until(kind, f)
     if kind == 's' then
-        return c + 2 * b
+        return f[3] + 2 * f[2]
     elseif kind == 'g' then
-        return now_ms() + ceil(a * b / 1000000)
+        return now_ms() + ceil(f[1] * f[2] / 1000000)
+    elseif kind == 'd' then
+        return now_ms() + f[4]
     end
-    return c
+    return f[3]
 end
 
 -- Marks reservation `id` settled in `key`'s `marks`, having applied `applied` (the module's
--- commands/settle.rs): the marks expire when the last window they guard does.
-local function mark_settled(key, marks, id, applied, until_ms)
-    local current, key_expiry = redis_call('PEXPIRETIME', marks), redis_call('PEXPIRETIME', key)
+-- commands/settle.rs): the marks expire when the last window they guard does (an adaptive
+-- limit's key, kept ten windows, is not one).
+local function mark_settled(key, kind, marks, id, applied, until_ms)
+    local current = redis_call('PEXPIRETIME', marks)
+    local key_expiry = kind == 'd' and -2 or redis_call('PEXPIRETIME', key)
     local at = max(until_ms, key_expiry, current)
     if at <= now_ms() then
         return
@@ -1765,7 +1777,7 @@ end
 local function settle_slide(key, limit, window, target, delta)
     local c = slide_read(key)
     if c and c[1] ~= window then
-        fail("ERR the reservation's window differs from the key's")
+        fail(WINDOW_DIFFERS)
     end
     local now = now_ms()
     local w, start, prev, curr = slide_now(limit, window, max(delta, 0), now, c)
@@ -1814,9 +1826,14 @@ local function settle_gcra(key, capacity, emission, delta)
     return { 0, capacity, remaining, -1, full, applied }
 end
 
+local adapt_read, settle_adapt -- with the adaptive limit, below
+
 -- One key's settle with `used`, of a reservation entry read by `reservation_of`.
-local function settle_one(key, used, kind, a, b, c, d, zone)
-    if kind == 'a' or kind == 'c' then
+local function settle_one(key, used, kind, f, zone)
+    local a, b, c, d = f[1], f[2], f[3], f[4]
+    if kind == 'd' then
+        return settle_adapt(key, f, used)
+    elseif kind == 'a' or kind == 'c' then
         -- An overage after the reserved window ended counts in the one laid now.
         local now = now_ms()
         local window = window_left(kind == 'c' and UNIT_OF_CODE[b] or b, kind == 'a', reserved_zone(zone), now)
@@ -1830,9 +1847,12 @@ local function settle_one(key, used, kind, a, b, c, d, zone)
 end
 
 -- What a reservation was of, which ends SETTLE's reply (the module's commands/settle.rs Shape): the
--- limiter, its limit (a bucket's capacity), its window in ms (-1: a calendar window, a bucket).
-local function shape_of(kind, a, b)
-    if kind == 'h' or kind == 'a' then
+-- limiter, its limit (a bucket's capacity, an adaptive limit's learned one: the reply's second
+-- number), its window in ms (-1: a calendar window, a bucket).
+local function shape_of(kind, a, b, reply, f)
+    if kind == 'd' then
+        return 'adaptive', reply[2], f[4]
+    elseif kind == 'h' or kind == 'a' then
         return 'fixed', a, b
     elseif kind == 'c' then
         return 'fixed', a, -1
@@ -1842,20 +1862,20 @@ local function shape_of(kind, a, b)
     return 'bucket', a, -1
 end
 
--- One key's settle of a reservation entry read as { kind, a, b, c, d, zone, id, first, marks }
+-- One key's settle of a reservation entry read as { kind, numbers, zone, id, first, marks }
 -- (`first`: what a settle of it applied before, or false; `marks`: the key's marks' name):
 -- settled before, it is decided as if exactly what was reserved was used, which changes no count,
 -- and answered with what the first applied.
 local function settle_marked(key, used, e)
-    local kind, a, b, c, d, zone, id, first, marks = e[1], e[2], e[3], e[4], e[5], e[6], e[7], e[8], e[9]
-    local amount = kind == 'g' and c or d
-    local reply = settle_one(key, first and amount or used, kind, a, b, c, d, zone)
+    local kind, f, zone, id, first, marks = e[1], e[2], e[3], e[4], e[5], e[6]
+    local amount = f[#f]
+    local reply = settle_one(key, first and amount or used, kind, f, zone)
     if first then
         reply[#reply] = first
     elseif id then
-        mark_settled(key, marks, id, reply[#reply], counts_until(kind, a, b, c))
+        mark_settled(key, kind, marks, id, reply[#reply], counts_until(kind, f))
     end
-    local limiter, limit, window = shape_of(kind, a, b)
+    local limiter, limit, window = shape_of(kind, f[1], f[2], reply, f)
     reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = limiter, limit, window
     return reply
 end
@@ -1880,29 +1900,34 @@ local function settle_reservation(keys, args)
         fail("ERR ratelimit library: SETTLE's keys are FCALL's keys (numkeys), not its arguments")
     end
     if #keys == 1 then
-        local kind, a, b, c, d, zone, id = reservation_of(entries[1], keys[1])
+        local kind, f, zone, id = reservation_of(entries[1], keys[1])
         local marks = id and marks_of(keys[1])
         local first = id and settled_before(marks, id)
         if used == BIG then
             fail(BEYOND)
         end
-        return settle_marked(keys[1], used, { kind, a, b, c, d, zone, id, first, marks })
+        return settle_marked(keys[1], used, { kind, f, zone, id, first, marks })
     end
     refuse_repeated_keys(keys)
     -- Every entry and key checked before anything is written: the reservation's fields, the
     -- key's type, a sliding window's length; an error on one changes none.
     local read_entries = {}
     for i = 1, #keys do
-        local kind, a, b, c, d, zone, id = reservation_of(entries[i], keys[i])
+        local kind, f, zone, id = reservation_of(entries[i], keys[i])
         local marks = id and marks_of(keys[i])
-        read_entries[i] = { kind, a, b, c, d, zone, id, id and settled_before(marks, id), marks }
+        read_entries[i] = { kind, f, zone, id, id and settled_before(marks, id), marks }
         if kind == 'c' then
             reserved_zone(zone)
         end
         if kind == 's' then
             local counts = slide_read(keys[i])
-            if counts and counts[1] ~= b then
-                fail("ERR the reservation's window differs from the key's")
+            if counts and counts[1] ~= f[2] then
+                fail(WINDOW_DIFFERS)
+            end
+        elseif kind == 'd' then
+            local state = adapt_read(keys[i])
+            if state and state.window ~= f[4] then
+                fail(WINDOW_DIFFERS)
             end
         elseif kind == 'g' then
             get(keys[i])
@@ -1928,7 +1953,7 @@ local ADAPT_FIELDS = { 'window', 'floor', 'ceiling', 'limit', 'wmax', 'earned', 
 local NOT_ADAPTIVE = 'ERR value is not a ratelimit adaptive limit'
 local MAX_SCALED = 2 ^ 50
 local MAX_SPAN_MS = 2 ^ 40
-local ADAPT_OPTIONS = { { name = 'COST', valued = true }, { name = 'MS' }, { name = 'PARTIAL' } }
+local ADAPT_OPTIONS = { { name = 'COST', valued = true }, { name = 'MS' }, { name = 'PARTIAL' }, { name = 'RESERVE' } }
 local REPORT_OPTIONS = {
     { name = 'RETRY', valued = true },
     { name = 'LIMIT', valued = true },
@@ -1937,7 +1962,7 @@ local REPORT_OPTIONS = {
 }
 
 -- The state at `key`, nil if missing; NOT_ADAPTIVE for a string that is not one.
-local function adapt_read(key)
+adapt_read = function(key)
     local text = get(key)
     if not text then
         return nil
@@ -1988,6 +2013,14 @@ end
 
 local function adapt_capacity(s)
     return max(idiv(s.limit, 6), 1) * s.window
+end
+
+-- A new limit at `start`, its bucket full, as if it had just recovered to `start`.
+local function adapt_new(floor_, start, ceiling, w, now)
+    local s = { window = w, floor = floor_, ceiling = ceiling, limit = start, wmax = start, earned = 4, epoch_start = now, used = 0, cut = 0, at = now,
+        bound_left = -1, bound_until = 0, stated = 0, queue_until = 0 }
+    s.level = adapt_capacity(s)
+    return s
 end
 
 local function adapt_cap(s)
@@ -2084,7 +2117,7 @@ local function adapt(keys, args)
         fail("ERR wrong number of arguments for 'ratelimit.adapt' command")
     end
     local floor_, start, ceiling = positive(args[1], 'floor'), positive(args[2], 'start'), positive(args[3], 'ceiling')
-    local opts = options(args, 5, ADAPT_OPTIONS, 'COST, MS or PARTIAL')
+    local opts = options(args, 5, ADAPT_OPTIONS, 'COST, MS, PARTIAL or RESERVE')
     local cost = opts.COST and positive(opts.COST, 'COST') or 1
     local w = window_ms(args[4], opts.MS)
     if w == BIG or w > MAX_SPAN_MS then
@@ -2105,9 +2138,7 @@ local function adapt(keys, args)
     local now = now_ms()
     local s = adapt_read(keys[1])
     if not s or s.window ~= w then
-        s = { window = w, limit = start, wmax = start, earned = 4, epoch_start = now, used = 0, cut = 0, at = now,
-            bound_left = -1, bound_until = 0, stated = 0, queue_until = 0 }
-        s.level = adapt_capacity(s)
+        s = adapt_new(floor_, start, ceiling, w, now)
     end
     s.floor, s.ceiling = floor_, ceiling
     adapt_bounded(s)
@@ -2154,8 +2185,57 @@ local function adapt(keys, args)
     if partial then
         reply[6] = granted
     end
+    if opts.RESERVE then
+        reply[#reply + 1] = granted > 0
+            and format('d:%d:%d:%d:%d:%d:%d:%s', floor_, start, ceiling, w, s.epoch_start, granted, reservation_key(keys[1]))
+    end
     adapt_store(keys[1], s, now)
     return reply
+end
+
+-- ADAPT's settle (the module's adaptive::settle_reserved): `used` of what was reserved (f[6]) on a
+-- limit of floor f[1], start f[2], ceiling f[3] and window f[4], in the epoch from f[5]. The unused
+-- part back to the bucket (never past full, never while held) and out of that epoch's use; more
+-- than reserved charged; a forgotten state started again when there is something to charge.
+settle_adapt = function(key, f, used)
+    local w, now = f[4], now_ms()
+    local s = adapt_read(key)
+    local present = s ~= nil
+    if s and s.window ~= w then
+        fail(WINDOW_DIFFERS)
+    end
+    s = s or adapt_new(f[1], f[2], f[3], w, now)
+    adapt_roll(s, now)
+    adapt_refill(s, now)
+    local delta, applied = used - f[6], 0
+    if delta > 0 then
+        s.level = max(s.level - delta * w, -MAX_SCALED)
+        s.used = min(s.used + delta, MAX_SCALED)
+        if adapt_bound(s, now) then
+            s.bound_left = max(s.bound_left - delta, 0)
+        end
+        applied = delta
+    elseif delta < 0 then
+        if s.epoch_start == f[5] then
+            s.used = max(s.used + delta, 0)
+        end
+        local room = 0
+        if now >= s.at then
+            room = max(adapt_capacity(s) - s.level, 0)
+        end
+        local given = min(-delta * w, room)
+        s.level = s.level + given
+        applied = -ceil_div(given, w)
+    end
+    local remaining = adapt_whole(s, now)
+    local bound = adapt_bound(s, now)
+    if bound then
+        remaining = min(remaining, bound)
+    end
+    if present or applied > 0 then
+        adapt_store(key, s, now)
+    end
+    return { 1, s.limit, remaining, -1, adapt_wait(s, adapt_capacity(s), now), applied }
 end
 
 -- An integer from `least` to `most` named `name`, or the module's error for it.

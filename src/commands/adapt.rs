@@ -1,7 +1,7 @@
-//! `RATELIMIT.ADAPT key floor start ceiling window [COST cost] [MS] [PARTIAL]`: a call decided
-//! against the limit the fleet learns (`core::adaptive`), the key created at `start` with a full
-//! bucket; replies `[allowed, limit, remaining, retry_after_ms, reset_ms]`, with PARTIAL the
-//! tokens granted.
+//! `RATELIMIT.ADAPT key floor start ceiling window [COST cost] [MS] [PARTIAL] [RESERVE]`: a call
+//! decided against the limit the fleet learns (`core::adaptive`), the key created at `start` with
+//! a full bucket; replies `[allowed, limit, remaining, retry_after_ms, reset_ms]`, with PARTIAL
+//! the tokens granted, with RESERVE a reservation (`RATELIMIT.SETTLE`).
 
 use std::cell::Cell;
 
@@ -28,7 +28,7 @@ pub const COMMAND: Command = Command {
     arity: -6,
     entry: entry_point!(adapt),
     opt_in: None,
-    summary: c"Decides a call against an adaptive limit: a rate the fleet learns from its provider's answers (RATELIMIT.REPORT), between a floor and a ceiling, starting at start; the calls are paced, at most a sixth of a window's limit at once. Replies [allowed, limit, remaining, retry_after_ms, reset_ms], with PARTIAL the tokens granted.",
+    summary: c"Decides a call against an adaptive limit: a rate the fleet learns from its provider's answers (RATELIMIT.REPORT), between a floor and a ceiling, starting at start; the calls are paced, at most a sixth of a window's limit at once. Replies [allowed, limit, remaining, retry_after_ms, reset_ms], with PARTIAL the tokens granted, with RESERVE a reservation.",
     complexity: c"O(1)",
     args: &[
         Arg { summary: Some(c"the adaptive limit"), ..arg(c"key", KEY) },
@@ -42,6 +42,10 @@ pub const COMMAND: Command = Command {
             summary: Some(c"grant as many of the cost as the bucket has, at least one; the number granted follows reset_ms in the reply"),
             ..option(c"partial", PURE_TOKEN, c"PARTIAL")
         },
+        Arg {
+            summary: Some(c"reply with a reservation as the last element, to settle with the tokens used (RATELIMIT.SETTLE)"),
+            ..option(c"reserve", PURE_TOKEN, c"RESERVE")
+        },
     ],
 };
 
@@ -49,7 +53,7 @@ pub fn adapt(call: &Call) -> Result<(), Error> {
     let args = parse_adapt(call.args())?;
     let now = clock::command_now();
     let limit = Adaptive { bounds: args.bounds, cost: args.cost, partial: args.partial, increased: Cell::new(false) };
-    run(call, "ratelimit.adapt", &limit, (false, now), &COUNTING)?;
+    run(call, "ratelimit.adapt", &limit, (args.reserve, now), &COUNTING)?;
     if limit.increased.get() {
         stats::ADAPT_INCREASES.add(1);
     }

@@ -1,5 +1,5 @@
-//! `RATELIMIT.SETTLE key [key ...] reservation used`: a reservation of HIT, SLIDE or GCRA (or of
-//! a HITALL's token keys, one entry per key) settled with the amount used. Replies as the
+//! `RATELIMIT.SETTLE key [key ...] reservation used`: a reservation of HIT, SLIDE, GCRA or ADAPT
+//! (or of a HITALL's token keys, one entry per key) settled with the amount used. Replies as the
 //! reserving command would after it, as admitted, and last how much it applied: negative for what
 //! it gave back, positive for an overage charged; with several keys, one such reply per key.
 //!
@@ -8,6 +8,7 @@
 //! the counts as they are and what the first applied.
 
 use crate::commands::healed;
+use crate::core::adaptive::{self, State};
 use crate::core::args::{parse_settle, ArgError};
 use crate::core::calendar::{Window, Zone};
 use crate::core::gcra::{self, Rate};
@@ -26,6 +27,7 @@ use crate::redis::{stats, tracking};
 
 const OVERFLOW: &str = "ERR increment or decrement would overflow";
 const INVALID: &str = "ERR invalid reservation";
+const WINDOW_DIFFERS: &str = "ERR the reservation's window differs from the key's";
 
 /// One key's settle, decided and not yet written.
 struct Settled<'a> {
@@ -45,13 +47,14 @@ struct Settled<'a> {
 }
 
 /// What a reservation was of, ending SETTLE's reply so that a client reads the reply without
-/// reading the reservation: the limiter (`fixed`, `sliding` or `bucket`), its limit (a bucket's
-/// capacity), and its window in ms (-1 for a calendar window, whose length varies, and for a
-/// bucket, which has none).
+/// reading the reservation: the limiter (`fixed`, `sliding`, `bucket` or `adaptive`), its limit
+/// (a bucket's capacity, an adaptive limit's learned one), and its window in ms (-1 for a
+/// calendar window, whose length varies, and for a bucket, which has none).
 #[derive(Clone, Copy)]
 struct Shape(&'static [u8], i64, i64);
 
 impl Shape {
+    /// The shape of a reservation of any limiter but an adaptive one, whose limit is the key's.
     fn of(reserved: &Reserved) -> Shape {
         match *reserved {
             Reserved::Hit { limit, window: Window::Rolling(ms) | Window::Aligned(ms), .. } => {
@@ -60,6 +63,7 @@ impl Shape {
             Reserved::Hit { limit, window: Window::Calendar(_), .. } => Shape(b"fixed", limit, -1),
             Reserved::Slide { limit, window_ms, .. } => Shape(b"sliding", limit, window_ms),
             Reserved::Gcra { capacity, .. } => Shape(b"bucket", capacity, -1),
+            Reserved::Adapt { bounds, .. } => Shape(b"adaptive", bounds.start, bounds.window_ms),
         }
     }
 }
@@ -76,10 +80,12 @@ fn reply_one(call: &Call, s: &Settled) {
     call.reply_integer(window_ms);
 }
 
-/// What a settle writes: a fixed window's or a bucket's integer, or a sliding window's counts.
+/// What a settle writes: a fixed window's or a bucket's integer, a sliding window's counts, or
+/// an adaptive limit's state.
 enum Write {
     Integer(Stored<i64>, Option<Change<i64>>, Written),
     Counts(Stored<slide::Counts>, Option<Change<slide::Counts>>),
+    Adaptive(Stored<State>, Option<Change<State>>),
 }
 
 /// RATELIMIT.SETTLE: its flags, keys and docs, as the server is told them.
@@ -92,7 +98,7 @@ pub const COMMAND: Command = Command {
     arity: -4,
     entry: entry_point!(settle),
     opt_in: None,
-    summary: c"Settles a reservation of HIT, SLIDE, GCRA or HITALL's TOKENS with the amount used: gives the unused part back to the reserved window while it counts, charges more to the current one. Replies as the reserving command, with how much it applied last; one such reply per key for several.",
+    summary: c"Settles a reservation of HIT, SLIDE, GCRA, ADAPT or HITALL's TOKENS with the amount used: gives the unused part back to the reserved window while it counts, charges more to the current one. Replies as the reserving command, with how much it applied last; one such reply per key for several.",
     complexity: c"O(N) where N is the number of keys",
     args: &[
         Arg {
@@ -145,6 +151,9 @@ pub fn settle(call: &Call) -> Result<(), Error> {
         let key_expiry = match &s.write {
             Write::Integer(stored, change, written) => apply(&mut s.key, *stored, *change, *written)?,
             Write::Counts(stored, change) => apply(&mut s.key, *stored, *change, Written::Set)?,
+            // An adaptive limit is kept ten windows past its last call: its marks guard only
+            // what the reservation counted (an overage is a debt the bucket pays off in time).
+            Write::Adaptive(stored, change) => apply(&mut s.key, *stored, *change, Written::Set).map(|_| None)?,
         };
         if let (false, Some(marks)) = (s.again, &mut s.marks) {
             let at = mark_expiry(s.counts_until, key_expiry, marks.expiry());
@@ -194,6 +203,7 @@ fn decide<'a>(
     now: Now,
 ) -> Result<Settled<'a>, Error> {
     let amount = reserved.amount();
+    let mut shape = Shape::of(&reserved);
     let (write, reply) = match reserved {
         Reserved::Hit { limit, window, zone, window_end_ms, .. } => {
             let zone = if zone.is_empty() { Zone::Offset(0) } else { Zone::parse(zone).map_err(|_| INVALID)? };
@@ -210,7 +220,7 @@ fn decide<'a>(
             let l = Limit { limit, window_ms, cost: amount };
             let (o, applied) =
                 slide::settle_reserved(&l, start_ms, amount, used, stored, now.ms).map_err(|e| match e {
-                    Unsettled::WindowDiffers => "ERR the reservation's window differs from the key's",
+                    Unsettled::WindowDiffers => WINDOW_DIFFERS,
                     Unsettled::Overflow => OVERFLOW,
                 })?;
             (Write::Counts(stored, o.change), ([1, o.count, o.remaining, o.retry_after_ms, o.reset_ms, applied], 6))
@@ -222,14 +232,25 @@ fn decide<'a>(
             let reply = [0, capacity, o.remaining, o.retry_after_ms(), o.full_after_ms(), applied];
             (Write::Integer(bucket, o.change, Written::Set), (reply, 6))
         }
+        Reserved::Adapt { bounds, epoch_start_ms, .. } => {
+            let stored = key.read::<State>()?;
+            let o = adaptive::settle_reserved(&bounds, epoch_start_ms, amount, used, stored, now.ms)
+                .ok_or(WINDOW_DIFFERS)?;
+            if o.increased {
+                stats::ADAPT_INCREASES.add(1);
+            }
+            shape = Shape(b"adaptive", o.limit, bounds.window_ms);
+            let change = o.write.map(|(state, at)| adaptive::change(state, at));
+            (Write::Adaptive(stored, change), ([1, o.limit, o.remaining, -1, o.reset_ms, o.applied], 6))
+        }
     };
     if used > amount {
         match &write {
             Write::Integer(stored, ..) => refuse_new_over_maxmemory(call, &[*stored])?,
             Write::Counts(stored, _) => refuse_new_over_maxmemory(call, &[*stored])?,
+            Write::Adaptive(stored, _) => refuse_new_over_maxmemory(call, &[*stored])?,
         }
     }
-    let shape = Shape::of(&reserved);
     Ok(Settled { key, write, reply, shape, amount, marks: None, again: false, counts_until: 0 })
 }
 

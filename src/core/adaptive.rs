@@ -497,6 +497,83 @@ pub fn report(r: &Report, stored: Stored<State>, now: i64) -> Option<Reported> {
     })
 }
 
+/// A reservation of ADAPT settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settled {
+    pub limit: i64,
+    pub remaining: i64,
+    pub reset_ms: i64,
+    /// Tokens given back to the bucket (negative, the last maybe in part) or charged (positive).
+    pub applied: i64,
+    /// The epoch that ended with this call earned a higher limit.
+    pub increased: bool,
+    /// The state to store and its expiry; None when nothing is stored (a forgotten state and
+    /// nothing to charge).
+    pub write: Option<(State, i64)>,
+}
+
+/// The settle of `amount` tokens that ADAPT reserved on a limit of `b` in the epoch that started
+/// at `epoch_start`, with `used` at `now`; None when the key's window is another than `b`'s.
+///
+/// The unused part goes back to the bucket, never past full, and never while the fleet is held
+/// (the bucket starts empty when a hold ends); it leaves the epoch's use when it is still that
+/// epoch, so that an estimate never earns growth the fleet did not use. More than reserved is
+/// charged: a debt in the bucket, the epoch's use, the provider's stated remaining. A forgotten
+/// state is started again, as ADAPT would, when there is something to charge.
+pub fn settle_reserved(
+    b: &Bounds,
+    epoch_start: i64,
+    amount: i64,
+    used: i64,
+    stored: Stored<State>,
+    now: i64,
+) -> Option<Settled> {
+    let (mut s, present) = match stored {
+        Stored::Present { value, .. } if value.window_ms != b.window_ms => return None,
+        Stored::Present { value, .. } => (value, true),
+        Stored::Missing => (State::new(b, now), false),
+    };
+    let increased = s.roll(now);
+    s.refill(now);
+    let w = s.window_ms;
+    let applied = match used - amount {
+        more if more > 0 => {
+            s.level = s.level.saturating_sub(more.saturating_mul(w)).max(-MAX_SCALED);
+            s.used = s.used.saturating_add(more).min(MAX_SCALED);
+            if s.bound_at(now).is_some() {
+                s.bound_left = (s.bound_left - more).max(0);
+            }
+            more
+        }
+        fewer if fewer < 0 => {
+            let back = -fewer;
+            if s.epoch_start == epoch_start {
+                s.used = (s.used - back).max(0);
+            }
+            let room = match now < s.at {
+                true => 0,
+                false => (s.capacity() - s.level).max(0),
+            };
+            let given = back.saturating_mul(w).min(room);
+            s.level += given;
+            -ceil_div(given, w)
+        }
+        _ => 0,
+    };
+    let left = match now < s.at {
+        true => 0,
+        false => (s.level / w).max(0),
+    };
+    Some(Settled {
+        limit: s.limit,
+        remaining: s.bound_at(now).map_or(left, |bound| left.min(bound)),
+        reset_ms: s.wait_for(s.capacity(), now),
+        applied,
+        increased,
+        write: (present || applied > 0).then(|| (s, s.expiry(now))),
+    })
+}
+
 /// The write of a decided or reported state: the whole value with its expiry.
 pub const fn change(state: State, expires_at: i64) -> Change<State> {
     Change::Set { value: state, expires_at }
@@ -690,6 +767,37 @@ mod tests {
         let d = admit_anyway(&MINUTE, 5, s, NOW);
         assert!(d.allowed);
         assert_eq!(d.state.level, -5 * 60_000);
+    }
+
+    #[test]
+    fn a_settle_gives_back_to_the_bucket_and_the_epoch_and_charges_the_rest() {
+        // A reservation of the whole burst (10 of a 60-a-minute limit).
+        let d = decide(&MINUTE, 10, false, Stored::Missing, NOW);
+        let reserved = stored(d.state);
+        let settled = |used, s, now| settle_reserved(&MINUTE, NOW, 10, used, s, now).unwrap();
+        // 3 used: 7 back to the bucket and out of the epoch's use, which then earns no growth.
+        let back = settled(3, reserved, NOW + 100);
+        assert_eq!((back.applied, back.remaining, back.limit), (-7, 7, 60));
+        let (state, expires_at) = back.write.unwrap();
+        assert_eq!((state.used, expires_at), (3, NOW + 100 + 600_000));
+        assert_eq!(decide(&MINUTE, 1, false, stored(state), NOW + 10_000).state.earned, RECOVERY_EPOCHS);
+        assert_eq!(decide(&MINUTE, 1, false, reserved, NOW + 10_000).state.earned, RECOVERY_EPOCHS + 1);
+        // Never past a full bucket; in a later epoch, the bucket only.
+        assert_eq!(settled(0, reserved, NOW + 5_000).applied, -5);
+        let later = settled(0, reserved, NOW + 10_000);
+        assert_eq!((later.applied, later.write.unwrap().0.used), (0, 0));
+        // 15 used: 5 more charged, a debt the next calls wait out.
+        let more = settled(15, reserved, NOW + 100);
+        assert_eq!((more.applied, more.remaining, more.write.unwrap().0.level), (5, 0, -5 * 60_000 + 100 * 60));
+        // Nothing comes back while the fleet is held.
+        let held = report(&throttled(Some(5_000)), reserved, NOW).unwrap();
+        assert_eq!(settled(0, stored(held.state), NOW + 100).applied, 0);
+        // A forgotten state: nothing to give back, nothing written; an overage starts it again.
+        assert_eq!(settled(0, Stored::Missing, NOW).write, None);
+        assert_eq!(settled(12, Stored::Missing, NOW).write.unwrap().0.used, 2);
+        // Another window is another limit.
+        let other = Bounds { window_ms: 1_000, ..MINUTE };
+        assert_eq!(settle_reserved(&other, NOW, 10, 3, reserved, NOW), None);
     }
 
     #[test]

@@ -276,9 +276,14 @@ impl Algorithm for Adaptive {
         Some(self.decision(adaptive::admit_anyway(&self.bounds, self.cost, stored, at.ms)))
     }
 
-    /// No reservations on an adaptive limit (yet): ADAPT takes no RESERVE.
-    fn reserved(&self, _: Stored<State>, _: &Decision<State>) -> Option<Reserved<'_>> {
-        None
+    /// An admitted call's tokens, in the epoch the call counted them in.
+    fn reserved(&self, _: Stored<State>, d: &Decision<State>) -> Option<Reserved<'_>> {
+        match d.change {
+            Some(Change::Set { value, .. }) if d.allowed => {
+                Some(Reserved::Adapt { bounds: self.bounds, epoch_start_ms: value.epoch_start, amount: d.granted })
+            }
+            _ => None,
+        }
     }
 }
 
@@ -362,7 +367,12 @@ mod tests {
         assert_eq!((denied.allowed, denied.len, denied.numbers()[3]), (false, 6, 20_000));
         assert!(denied.change.is_some());
         assert!(limit(false).admit_anyway(full, AT).unwrap().allowed);
-        assert_eq!(limit(false).reserved(full, &d), None);
+        let one = limit(false);
+        assert_eq!(
+            one.reserved(Stored::Missing, &d),
+            Some(Reserved::Adapt { bounds, epoch_start_ms: AT.ms, amount: 2 })
+        );
+        assert_eq!(limit(true).reserved(full, &denied), None);
         assert!(!limit(false).increased.get());
     }
 }

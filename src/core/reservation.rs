@@ -9,7 +9,10 @@
 //! - `c:<limit>:<unit>:<window_end_ms>:<amount>:<key>[:<zone>]`: HIT's in a calendar window (the
 //!   unit 0 to 3: day, week, month, year), in the zone as TZ takes it (none for UTC);
 //! - `s:<limit>:<window_ms>:<window_start_ms>:<amount>:<key>`: SLIDE's, the aligned window from then;
-//! - `g:<capacity>:<emission_ns>:<amount>:<key>`: GCRA's (a bucket has no windows).
+//! - `g:<capacity>:<emission_ns>:<amount>:<key>`: GCRA's (a bucket has no windows);
+//! - `d:<floor>:<start>:<ceiling>:<window_ms>:<epoch_start_ms>:<amount>:<key>`: ADAPT's, the
+//!   limit's bounds (a settle that finds the state forgotten starts it again, as ADAPT would) and
+//!   the epoch it was counted in.
 //!
 //! `<key>` is the tag followed by the reservation's id, 16 lowercase hex digits: SETTLE marks the
 //! id settled (`core::settle_marks`), so that settling it again changes nothing. A reservation
@@ -18,6 +21,7 @@
 //! Clients treat it as opaque; the module reads it back with the rules below, so that a text it
 //! did not make is refused before anything is written.
 
+use crate::core::adaptive::{Bounds, MAX_SCALED, MAX_SPAN_MS};
 use crate::core::calendar::{Unit, Window, MAX_NAME_LEN};
 use crate::core::decimal::put_u64;
 use crate::core::gcra::MAX_SPAN_NS;
@@ -31,9 +35,12 @@ const TAG_LEN: usize = 8;
 pub type Id = [u8; ID_LEN];
 pub const ID_LEN: usize = 16;
 
-/// The longest reservation text: the kind, four 19-digit numbers and their separators, the tag
+/// The longest reservation text: the kind, six 19-digit numbers and their separators, the tag
 /// and the id, and a calendar window's zone.
-pub const MAX_LEN: usize = 1 + 4 * 20 + 1 + TAG_LEN + ID_LEN + 1 + MAX_NAME_LEN;
+pub const MAX_LEN: usize = 1 + MAX_NUMBERS * 20 + 1 + TAG_LEN + ID_LEN + 1 + MAX_NAME_LEN;
+
+/// The most numbers a reservation holds (an adaptive limit's).
+const MAX_NUMBERS: usize = 6;
 
 /// The `n`th id of a process whose ids start from `seed`: SplitMix64's output for `seed + n·γ`,
 /// a bijection, so that one process never hands out the same id twice, and processes with random
@@ -55,6 +62,9 @@ pub enum Reserved<'z> {
     Slide { limit: i64, window_ms: i64, start_ms: i64, amount: i64 },
     /// RATELIMIT.GCRA's: tokens of a bucket of `capacity` tokens, one back every `emission_ns`.
     Gcra { capacity: i64, emission_ns: i64, amount: i64 },
+    /// RATELIMIT.ADAPT's: tokens of an adaptive limit of `bounds`, counted in the epoch that
+    /// started at `epoch_start_ms`.
+    Adapt { bounds: Bounds, epoch_start_ms: i64, amount: i64 },
 }
 
 /// Why a reservation is refused; `message()` is the error reply.
@@ -75,10 +85,10 @@ impl Refused {
     }
 }
 
-/// Exactly `count` (at most 4) ':'-separated decimal integers >= 0, as Redis reads them (no
-/// sign, no leading zero, 64-bit), read in one pass: SETTLE reads one on every call.
-fn naturals(text: &[u8], count: usize) -> Option<[i64; 4]> {
-    let mut numbers = [0i64; 4];
+/// Exactly `count` (at most `MAX_NUMBERS`) ':'-separated decimal integers >= 0, as Redis reads
+/// them (no sign, no leading zero, 64-bit), read in one pass: SETTLE reads one on every call.
+fn naturals(text: &[u8], count: usize) -> Option<[i64; MAX_NUMBERS]> {
+    let mut numbers = [0i64; MAX_NUMBERS];
     let (mut field, mut value, mut digits) = (0, 0u64, 0);
     for &b in text {
         if b == b':' {
@@ -150,6 +160,9 @@ impl<'z> Reserved<'z> {
                 (b"s", &[*limit, *window_ms, *start_ms, *amount], &[])
             }
             Reserved::Gcra { capacity, emission_ns, amount } => (b"g", &[*capacity, *emission_ns, *amount], &[]),
+            Reserved::Adapt { bounds: b, epoch_start_ms, amount } => {
+                (b"d", &[b.floor, b.start, b.ceiling, b.window_ms, *epoch_start_ms, *amount], &[])
+            }
         };
         buf[..name.len()].copy_from_slice(name);
         let mut len = name.len();
@@ -177,6 +190,7 @@ impl<'z> Reserved<'z> {
         let (name, rest, count) = match text {
             [name @ (b'h' | b'a' | b'c' | b's'), b':', rest @ ..] => (*name, rest, 4),
             [name @ b'g', b':', rest @ ..] => (*name, rest, 3),
+            [name @ b'd', b':', rest @ ..] => (*name, rest, 6),
             _ => return Err(Refused::Malformed),
         };
         // The numbers, then ':', the tag and the id, then for a calendar window ':' and its zone.
@@ -202,7 +216,7 @@ impl<'z> Reserved<'z> {
         if id.is_some_and(|id| hex_value(id).is_none()) {
             return Err(Refused::Malformed);
         }
-        let [a, b, c, d] = naturals(digits, count).ok_or(Refused::Malformed)?;
+        let [a, b, c, d, e, f] = naturals(digits, count).ok_or(Refused::Malformed)?;
         let window = |limit: i64, window_ms: i64| limit >= 1 && (1..=MAX_WINDOW_MS).contains(&window_ms);
         let hit = |window, zone| Reserved::Hit { limit: a, window, zone, window_end_ms: c, amount: d };
         let reserved = match name {
@@ -215,6 +229,19 @@ impl<'z> Reserved<'z> {
             b'g' if a >= 1 && b >= 1 && c >= 1 && within_span(b, a) && within_span(b, c) => {
                 Reserved::Gcra { capacity: a, emission_ns: b, amount: c }
             }
+            // As ADAPT takes them: floor <= start <= ceiling, ceiling and amount times the
+            // window within the state's bound, as every time.
+            b'd' if 1 <= a
+                && a <= b
+                && b <= c
+                && (1..=MAX_SPAN_MS).contains(&d)
+                && c <= MAX_SCALED / d
+                && e <= MAX_SCALED
+                && (1..=MAX_SCALED / d).contains(&f) =>
+            {
+                let bounds = Bounds { floor: a, start: b, ceiling: c, window_ms: d };
+                Reserved::Adapt { bounds, epoch_start_ms: e, amount: f }
+            }
             _ => return Err(Refused::Malformed),
         };
         match hex_value(tag) {
@@ -225,8 +252,9 @@ impl<'z> Reserved<'z> {
     }
 
     /// Until when (Unix ms) what was reserved counts: the end of a fixed window, of the sliding
-    /// window's count after the reserved one, or for a bucket (which has no windows) the time it
-    /// takes from empty to full, from `now_ms`.
+    /// window's count after the reserved one, for a bucket (which has no windows) the time it
+    /// takes from empty to full, from `now_ms`, and for an adaptive limit a window from `now_ms`
+    /// (its bucket fills in a sixth of one, its epoch ends within one).
     pub fn counts_until(&self, now_ms: i64) -> i64 {
         match *self {
             Reserved::Hit { window_end_ms, .. } => window_end_ms,
@@ -235,13 +263,17 @@ impl<'z> Reserved<'z> {
                 // Within MAX_SPAN_NS: `parse` checks it.
                 now_ms.saturating_add((capacity.saturating_mul(emission_ns) as u64).div_ceil(1_000_000) as i64)
             }
+            Reserved::Adapt { bounds, .. } => now_ms.saturating_add(bounds.window_ms),
         }
     }
 
     /// The amount reserved.
     pub fn amount(&self) -> i64 {
         match *self {
-            Reserved::Hit { amount, .. } | Reserved::Slide { amount, .. } | Reserved::Gcra { amount, .. } => amount,
+            Reserved::Hit { amount, .. }
+            | Reserved::Slide { amount, .. }
+            | Reserved::Gcra { amount, .. }
+            | Reserved::Adapt { amount, .. } => amount,
         }
     }
 }
@@ -314,6 +346,14 @@ mod tests {
                 "s:10:1000:1700000000000:1",
             ),
             (Reserved::Gcra { capacity: 5, emission_ns: 1_000_000_000, amount: 2 }, "g:5:1000000000:2"),
+            (
+                Reserved::Adapt {
+                    bounds: Bounds { floor: 10, start: 600, ceiling: 2_000, window_ms: 60_000 },
+                    epoch_start_ms: 1_700_000_000_000,
+                    amount: 4_000,
+                },
+                "d:10:600:2000:60000:1700000000000:4000",
+            ),
         ];
         let id = Some(ID);
         for (r, prefix) in all {
@@ -377,6 +417,9 @@ mod tests {
         // A bucket of 5 tokens, one back every 1.5 ms: full 7.5 ms after empty, rounded up.
         let gcra = Reserved::Gcra { capacity: 5, emission_ns: 1_500_000, amount: 1 };
         assert_eq!(gcra.counts_until(5_000), 5_008);
+        let bounds = Bounds { floor: 1, start: 1, ceiling: 1, window_ms: 60_000 };
+        let adapt = Reserved::Adapt { bounds, epoch_start_ms: 0, amount: 1 };
+        assert_eq!(adapt.counts_until(5_000), 65_000);
     }
 
     #[test]
@@ -432,6 +475,18 @@ mod tests {
             format!("h:10:1000:5000:1:{tag}0123456789ABCDEF"),
             format!("h:10:1000:5000:1:{tag}:0123456789abcdef"),
             format!("c:10:1:5000:1:{tag}0123456789abcdefUTC"),
+            // An adaptive limit's: its bounds as ADAPT takes them.
+            format!("d:10:600:2000:60000:0:{tag}"),
+            format!("d:0:600:2000:60000:0:1:{tag}"),
+            format!("d:601:600:2000:60000:0:1:{tag}"),
+            format!("d:10:2001:2000:60000:0:1:{tag}"),
+            format!("d:10:600:2000:0:0:1:{tag}"),
+            format!("d:10:600:2000:1099511627777:0:1:{tag}"),
+            format!("d:10:600:20000000000:60000:0:1:{tag}"),
+            format!("d:10:600:2000:60000:1125899906842625:1:{tag}"),
+            format!("d:10:600:2000:60000:0:0:{tag}"),
+            format!("d:10:600:2000:60000:0:20000000000:{tag}"),
+            format!("d:10:600:2000:60000:0:1:1:{tag}"),
         ] {
             assert_eq!(Reserved::parse(bad.as_bytes(), KEY), Err(Refused::Malformed), "{bad}");
         }
