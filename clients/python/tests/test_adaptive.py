@@ -93,6 +93,27 @@ def test_the_callers_learn_one_limit(server: Server) -> None:
     assert fleet[0].decide().retry_after == pytest.approx(22.858, abs=0.05)
 
 
+def test_an_estimate_is_reserved_and_settled_with_what_was_used(server: Server) -> None:
+    limit = AdaptiveLimit(
+        RateLimiter(redis.Redis(port=server.port)), "tokens", floor=600, start=6_000, ceiling=60_000, measure="tokens"
+    )
+    r = limit.reserve(1_000)
+    assert r.decision.allowed and r.token is not None and r.amount == 1_000 and r.decision.remaining == 0
+    # 300 used: the 700 unused back in the fleet's bucket, once; a retry applies nothing again.
+    s = limit.settle(r, 300)
+    assert (s.applied, s.decision.limit, s.decision.window) == (-700, 6_000, 60)
+    assert s.decision.remaining >= 700
+    assert limit.settle(r, 300).applied == -700
+    # Denied: no reservation to settle.
+    while (denied := limit.reserve(1_000)).decision.allowed:
+        pass
+    assert denied.token is None
+    with pytest.raises(ValueError, match="no reservation"):
+        limit.settle(denied, 0)
+    up_to = RateLimiter(redis.Redis(port=server.port)).reserve_adapt_up_to("tokens", 600, 6_000, 60_000, 60, cost=5_000)
+    assert up_to.amount < 5_000
+
+
 def test_a_report_on_a_limit_nobody_learned_writes_nothing(server: Server) -> None:
     r = redis.Redis(port=server.port)
     assert RateLimiter(r).report("nobody", "throttled", retry_after=5) is None

@@ -60,6 +60,18 @@ VARIANTS: dict[str, tuple[str, Any, set[str], dict[str, Any]]] = {
         set(),
         {"key": "k", "floor": 1, "start": 2, "ceiling": 3, "window": 60, "cost": 9},
     ),
+    "reserve_adapt": (
+        "ratelimit.adapt",
+        commands.reserve_adapt,
+        set(),
+        {"key": "k", "floor": 1, "start": 2, "ceiling": 3, "window": 60, "cost": 2},
+    ),
+    "reserve_adapt_up_to": (
+        "ratelimit.adapt",
+        commands.reserve_adapt_up_to,
+        set(),
+        {"key": "k", "floor": 1, "start": 2, "ceiling": 3, "window": 60, "cost": 9},
+    ),
     "gcra_up_to": (
         "ratelimit.gcra",
         commands.gcra_up_to,

@@ -280,8 +280,9 @@ async def test_from_the_sdk_the_limits_given_hold_and_a_denied_call_never_runs(s
 
 async def test_a_deployments_adaptive_limits_learn_from_the_providers_answers(server: Server, tmp_path: Path) -> None:
     """Through a Router (as the proxy routes), a deployment's limits of requests and tokens start at
-    its rpm and tpm; a provider's 429 with a Retry-After cuts both once and holds every caller
-    (the next call never reaches the provider); a stated limit caps them."""
+    its rpm and tpm; a call's tokens are reserved as estimated (prompt and max_tokens) and
+    settled with its usage; a provider's 429 with a Retry-After cuts both once and holds every
+    caller (the next call never reaches the provider); a stated limit caps them."""
     import litellm
     import redis.asyncio
 
@@ -300,9 +301,12 @@ async def test_a_deployments_adaptive_limits_learn_from_the_providers_answers(se
     }
     router = litellm.Router(model_list=[deployment], num_retries=0)
 
-    async def limit_of(counts: str) -> int:
+    async def field(counts: str, at: int) -> int:
         state = (await client.get(f"{prefix}{{d1}}:{counts}") or b"").decode()
-        return int(state.split(":")[4]) if state else 0
+        return int(state.split(":")[at]) if state else 0
+
+    async def limit_of(counts: str) -> int:
+        return await field(counts, 4)
 
     async def ask(content: str) -> Any:
         return await router.acompletion(model="fake", messages=[{"role": "user", "content": content}], max_tokens=100)
@@ -312,6 +316,13 @@ async def test_a_deployments_adaptive_limits_learn_from_the_providers_answers(se
         try:
             await ask("use 10")
             assert (await limit_of("requests"), await limit_of("tokens")) == (600, 100_000)
+            # The epoch's use of tokens is what the call used (the fake's 5 of prompt and 10), not
+            # its estimate (the prompt and max_tokens, 100).
+            for _ in range(200):
+                if await field("tokens", 8) == 15:
+                    break
+                await asyncio.sleep(0.05)
+            assert await field("tokens", 8) == 15
             with pytest.raises(litellm.RateLimitError):
                 await ask("throttle 20")
             for _ in range(200):

@@ -15,7 +15,7 @@ from . import commands
 from .commands import Call, Seconds
 from .errors import RateLimited
 from .provider_answers import ProviderAnswer, read_answer
-from .results import Decision, Learned
+from .results import Decision, Learned, Reservation, Settlement
 
 R = TypeVar("R")
 Measure = Literal["requests", "tokens"]
@@ -58,6 +58,14 @@ class _Terms:
     def decision(self, cost: int) -> Call[Decision]:
         return commands.adapt(self.key, self.floor, self.start, self.ceiling, self.window, cost=cost)
 
+    def reservation(self, estimate: int) -> Call[Reservation]:
+        return commands.reserve_adapt(self.key, self.floor, self.start, self.ceiling, self.window, cost=estimate)
+
+    def settlement(self, reservation: Reservation, used: int) -> Call[Settlement]:
+        if reservation.token is None:
+            raise ValueError("a denied call has no reservation to settle")
+        return commands.settle(self.key, reservation.token, used)
+
     def learned(self, answer: ProviderAnswer, throttled: bool | None) -> Call[Learned | None]:
         """The report of ``answer`` for this limit's measure; ``throttled`` overrides its status
         (a timeout counted as a throttle). A Retry-After longer than ``max_hold`` holds the fleet
@@ -82,6 +90,15 @@ class AdaptiveLimit(_Terms):
     def decide(self, cost: int = 1) -> Decision:
         """Whether a call of ``cost`` may go to the provider now."""
         return self.limiter.run(self.decision(cost))  # type: ignore[no-any-return]
+
+    def reserve(self, estimate: int) -> Reservation:
+        """Whether a call estimated at ``estimate`` (tokens, say) may go now, and if so its
+        reservation: ``settle`` it with what the call used once the answer says."""
+        return self.limiter.run(self.reservation(estimate))  # type: ignore[no-any-return]
+
+    def settle(self, reservation: Reservation, used: int) -> Settlement:
+        """The reservation settled with ``used``: the unused part back to the fleet (at most once)."""
+        return self.limiter.run(self.settlement(reservation, used))  # type: ignore[no-any-return]
 
     def report(
         self, status: int | None, headers: Headers = (), *, throttled: bool | None = None, now: datetime | None = None
@@ -112,6 +129,12 @@ class AsyncAdaptiveLimit(_Terms):
 
     async def decide(self, cost: int = 1) -> Decision:
         return await self.limiter.run(self.decision(cost))  # type: ignore[no-any-return]
+
+    async def reserve(self, estimate: int) -> Reservation:
+        return await self.limiter.run(self.reservation(estimate))  # type: ignore[no-any-return]
+
+    async def settle(self, reservation: Reservation, used: int) -> Settlement:
+        return await self.limiter.run(self.settlement(reservation, used))  # type: ignore[no-any-return]
 
     async def report(
         self, status: int | None, headers: Headers = (), *, throttled: bool | None = None, now: datetime | None = None

@@ -83,6 +83,8 @@ class AsyncRateLimiter:
     top = _sent(commands.top)
     adapt = _sent(commands.adapt)
     adapt_up_to = _sent(commands.adapt_up_to)
+    reserve_adapt = _sent(commands.reserve_adapt)
+    reserve_adapt_up_to = _sent(commands.reserve_adapt_up_to)
     report = _sent(commands.report)
 
     @property
@@ -209,6 +211,8 @@ class AsyncPipeline:
     renew = _queued(commands.renew)
     adapt = _queued(commands.adapt)
     adapt_up_to = _queued(commands.adapt_up_to)
+    reserve_adapt = _queued(commands.reserve_adapt)
+    reserve_adapt_up_to = _queued(commands.reserve_adapt_up_to)
     report = _queued(commands.report)
 
     def queue(self, call: Call[Any]) -> AsyncPipeline:

@@ -89,6 +89,8 @@ class RateLimiter:
     top = _sent(commands.top)
     adapt = _sent(commands.adapt)
     adapt_up_to = _sent(commands.adapt_up_to)
+    reserve_adapt = _sent(commands.reserve_adapt)
+    reserve_adapt_up_to = _sent(commands.reserve_adapt_up_to)
     report = _sent(commands.report)
 
     @property
@@ -217,6 +219,8 @@ class Pipeline:
     renew = _queued(commands.renew)
     adapt = _queued(commands.adapt)
     adapt_up_to = _queued(commands.adapt_up_to)
+    reserve_adapt = _queued(commands.reserve_adapt)
+    reserve_adapt_up_to = _queued(commands.reserve_adapt_up_to)
     report = _queued(commands.report)
 
     def queue(self, call: Call[Any]) -> Pipeline:

@@ -548,7 +548,8 @@ def _settlement(reply: Any) -> Settlement:
     reservation itself stays opaque."""
     *numbers, applied, kind, limit, window_ms = reply
     window = None if window_ms < 0 else window_ms / 1000
-    decision = {"fixed": _fixed(limit, window, 1), "sliding": _sliding(limit, window)}.get(_text(kind), _bucket(None))
+    readers = {"fixed": _fixed(limit, window, 1), "sliding": _sliding(limit, window), "adaptive": _adaptive(window)}
+    decision = readers.get(_text(kind), _bucket(None))
     return Settlement(decision(numbers), applied)
 
 
@@ -641,7 +642,7 @@ Outcome = Literal["ok", "throttled"]
 """How the provider answered: ``"throttled"`` for a 429, a 503, or a timeout counted as one."""
 
 
-def _adaptive(limit_window: float) -> Callable[[Any], Decision]:
+def _adaptive(limit_window: float | None) -> Callable[[Any], Decision]:
     """ADAPT's [allowed, limit, remaining, retry_after_ms, reset_ms]."""
 
     def parse(reply: Any) -> Decision:
@@ -675,6 +676,23 @@ def adapt_up_to(key: str, floor: int, start: int, ceiling: int, window: Seconds,
     """RATELIMIT.ADAPT with PARTIAL: as many of ``cost`` as the bucket has whole, at least one."""
     call = adapt(key, floor, start, ceiling, window, cost=_up_to(cost))
     return _granting(call, call.parse)
+
+
+def reserve_adapt(key: str, floor: int, start: int, ceiling: int, window: Seconds, *, cost: int) -> Call[Reservation]:
+    """RATELIMIT.ADAPT with RESERVE: ``cost`` (the estimate: an LLM call's tokens before the answer)
+    decided and taken as by ``adapt``, and a reservation to ``settle`` with what was used: the
+    unused part goes back to the fleet's bucket, and never counts as use that earns growth."""
+    return _reserving(adapt(key, floor, start, ceiling, window, cost=_reserved(cost, "COST")), cost)
+
+
+def reserve_adapt_up_to(
+    key: str, floor: int, start: int, ceiling: int, window: Seconds, *, cost: int
+) -> Call[Reservation]:
+    """RATELIMIT.ADAPT with PARTIAL and RESERVE: as many of ``cost`` as the bucket has whole, at
+    least one, and a reservation of what was granted (its ``amount``; 0, and no token, when none
+    was)."""
+    call = adapt(key, floor, start, ceiling, window, cost=_up_to(cost))
+    return _reserving_up_to(call, call.parse)
 
 
 def _span_ms(seconds: float | None, name: str) -> int | None:

@@ -9,10 +9,11 @@ A deployment's configured ``rpm`` and ``tpm`` are its ceilings (a deployment wit
 limited here): each limit starts there and learns down (and back up) from the provider's 429s,
 503s, ``Retry-After`` and ``x-ratelimit-*`` / ``anthropic-ratelimit-*`` headers, never below a
 twentieth of it. Once the Router has picked a deployment, the call is decided on its requests
-(one) and then its tokens (the prompt as LiteLLM counts it, plus ``max_tokens``), paced; a denied
-call is LiteLLM's rate-limit error (the Router then tries another deployment, or answers 429).
-After the call, its answer is reported: a success with the provider's headers, a failure with
-its status and headers (a timeout counts as a throttle with ``RATELIMIT_LITELLM_TIMEOUTS_THROTTLE``).
+(one) and then its tokens (the prompt as LiteLLM counts it, plus ``max_tokens``: reserved), paced;
+a denied call is LiteLLM's rate-limit error (the Router then tries another deployment, or answers
+429). After the call, its answer is reported: a success with the provider's headers, its tokens'
+reservation settled with the usage; a failure with its status and headers, its tokens given back
+(a timeout keeps them, and counts as a throttle with ``RATELIMIT_LITELLM_TIMEOUTS_THROTTLE``).
 
 The server and the window are found as for ``litellm_callback`` (``RATELIMIT_REDIS_URL``,
 ``REDIS_URL`` or ``REDIS_HOST``/``REDIS_PORT``/``REDIS_PASSWORD``; a minute, or
@@ -33,7 +34,8 @@ from .adaptive import AsyncAdaptiveLimit, Measure
 from .aio import AsyncRateLimiter
 from .errors import RateLimitError
 from .litellm_callback import client_from_environment
-from .litellm_policy import max_tokens, own_limits, prompt_tokens
+from .litellm_policy import max_tokens, own_limits, prompt_tokens, total_tokens
+from .results import Reservation
 
 log = logging.getLogger("redis_ratelimit_client")
 
@@ -99,9 +101,10 @@ class AdaptiveLimits(CustomLogger):
         self.prefix = prefix
         # Each deployment's limits, as its ceilings were when first seen.
         self._limits: dict[tuple[str, str, int], AsyncAdaptiveLimit] = {}
-        # The limits each call was decided on, until its answer is reported (the oldest dropped
-        # past MAX_PENDING: a call that never ends holds nothing for ever).
-        self._pending: OrderedDict[str, list[AsyncAdaptiveLimit]] = OrderedDict()
+        # The limits each call was decided on, with its reservation of tokens, until its answer
+        # is reported (the oldest dropped past MAX_PENDING: a call that never ends holds nothing
+        # for ever; its reservation keeps its estimate, the safe side).
+        self._pending: OrderedDict[str, list[tuple[AsyncAdaptiveLimit, Reservation | None]]] = OrderedDict()
 
     @property
     def limiter(self) -> AsyncRateLimiter:
@@ -133,10 +136,15 @@ class AdaptiveLimits(CustomLogger):
             return None
         estimate = prompt_tokens(kwargs) + max_tokens(kwargs, self.default_max_tokens)
         limits = self.limits(deployment, kwargs)
+        decided: list[tuple[AsyncAdaptiveLimit, Reservation | None]] = []
         for limit in limits:
-            cost = 1 if limit.measure == "requests" else max(1, estimate)
             try:
-                decision = await limit.decide(cost)
+                # Tokens are an estimate until the answer: reserved, then settled with the usage.
+                if limit.measure == "requests":
+                    decision, reserved = await limit.decide(1), None
+                else:
+                    reserved = await limit.reserve(max(1, estimate))
+                    decision = reserved.decision
             except RateLimitError:
                 raise
             except Exception as e:
@@ -149,26 +157,36 @@ class AdaptiveLimits(CustomLogger):
                     llm_provider="redis-ratelimit",
                     model=str(kwargs.get("model", "")),
                 )
-        if limits:
-            self._pending[str(kwargs.get("litellm_call_id", ""))] = limits
+            decided.append((limit, reserved))
+        if decided:
+            self._pending[str(kwargs.get("litellm_call_id", ""))] = decided
             while len(self._pending) > MAX_PENDING:
                 self._pending.popitem(last=False)
         return None
 
     async def report(
-        self, kwargs: Mapping[str, Any], status: int | None, headers: Mapping[str, str], throttled: bool | None
+        self,
+        kwargs: Mapping[str, Any],
+        status: int | None,
+        headers: Mapping[str, str],
+        throttled: bool | None,
+        used: int | None,
     ) -> None:
-        """The answer of the call, to the limits it was decided on."""
-        for limit in self._pending.pop(str(kwargs.get("litellm_call_id", "")), []):
+        """The answer of the call, to the limits it was decided on, its tokens' reservation
+        settled with ``used`` (None: as estimated)."""
+        for limit, reserved in self._pending.pop(str(kwargs.get("litellm_call_id", "")), []):
             try:
                 await limit.report(status, headers, throttled=throttled)
+                if reserved is not None and reserved.token is not None:
+                    await limit.settle(reserved, reserved.amount if used is None else used)
             except Exception:
                 log.warning("reporting a LiteLLM call's answer failed", exc_info=True)
 
     async def async_log_success_event(
         self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
     ) -> None:
-        await self.report(kwargs, 200, provider_headers(response_obj), None)
+        used = total_tokens(kwargs, response_obj)
+        await self.report(kwargs, 200, provider_headers(response_obj), None, used)
 
     async def async_log_failure_event(
         self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any
@@ -179,7 +197,10 @@ class AdaptiveLimits(CustomLogger):
             return  # a refusal of ours (this callback's or litellm_callback's): the provider never saw the call
         timed_out = isinstance(error, litellm.Timeout)
         throttled = True if timed_out and self.timeouts_throttle else None
-        await self.report(kwargs, status if isinstance(status, int) else None, provider_headers(error), throttled)
+        # An error the provider answered used no tokens: they go back. A call with no answer (a
+        # timeout) may have been counted: its estimate stays.
+        answered = status if isinstance(status, int) else None
+        await self.report(kwargs, answered, provider_headers(error), throttled, None if answered is None else 0)
 
 
 adaptive_limits = AdaptiveLimits()
