@@ -8,7 +8,7 @@ import type { RateLimiter } from './client.js';
 import * as commands from './commands.js';
 import { RateLimitError } from './errors.js';
 import { readAnswer, type HeadersLike, type ProviderAnswer } from './provider-answers.js';
-import type { Decision, Learned } from './results.js';
+import type { Decision, Learned, Reservation, Settlement } from './results.js';
 
 export interface AdaptiveLimitOptions {
   floor: number;
@@ -67,6 +67,18 @@ export class AdaptiveLimit {
   /** Whether a call of `cost` may go to the provider now. */
   decide(cost = 1): Promise<Decision> {
     return this.limiter.adapt(this.key, { ...this.#terms, cost });
+  }
+
+  /** Whether a call estimated at `estimate` (tokens, say) may go now, and if so its reservation:
+   * `settle` it with what the call used once the answer says. */
+  reserve(estimate: number): Promise<Reservation> {
+    return this.limiter.reserveAdapt(this.key, { ...this.#terms, cost: estimate });
+  }
+
+  /** The reservation settled with `used`: the unused part back to the fleet (at most once). */
+  settle(reservation: Reservation, used: number): Promise<Settlement> {
+    if (reservation.token === null) throw new RateLimitError('a denied call has no reservation to settle');
+    return this.limiter.settle(this.key, reservation.token, used);
   }
 
   /** How the provider answered (`status` null: no answer); `throttled` overrides its status (a

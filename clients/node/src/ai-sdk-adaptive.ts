@@ -1,16 +1,18 @@
 // The AI SDK (`ai` on npm): a language-model middleware for `wrapLanguageModel` that holds a model's
 // calls to the adaptive limits a whole fleet learns from its provider's answers (RATELIMIT.ADAPT and
 // RATELIMIT.REPORT; see docs/adaptive.md): before the model runs, its requests (one) and its tokens
-// (the call's estimate) are decided; after, the provider's answer is reported: the response's
-// headers, or an error's status and headers (the SDK's APICallError). The package does not depend
+// (the call's estimate, reserved) are decided; after, the provider's answer is reported: the
+// response's headers, or an error's status and headers (the SDK's APICallError), and the tokens
+// settled with the usage the model reports (a stream's at its finish). The package does not depend
 // on `ai`.
 
 import type { Client } from './adapters.js';
 import { AdaptiveLimit, RateLimitedError } from './adaptive.js';
 import { RateLimiter } from './client.js';
 import type { HeadersLike } from './provider-answers.js';
-import type { ModelCall, TokenLimitMiddleware } from './ai-sdk.js';
-import { estimateTokens } from './ai-sdk.js';
+import type { Generated, ModelCall, StreamPart, Streamed, TokenLimitMiddleware } from './ai-sdk.js';
+import { countedStream, estimateTokens, usedTokens } from './ai-sdk.js';
+import type { Reservation } from './results.js';
 
 /** One adaptive limit's bounds, per window. */
 export interface AdaptiveBounds {
@@ -62,34 +64,55 @@ export function adaptiveLimitMiddleware(options: AdaptiveLimitMiddlewareOptions)
     return bounds ? [new AdaptiveLimit(rl, `${options.key}:{${options.key}}:${measure}`, { ...bounds, windowMs, measure, maxHoldMs })] : [];
   });
 
+  /** The call decided on each limit, its tokens reserved; what settles them, once. */
   const decided = async (call: ModelCall) => {
+    const reserved: [AdaptiveLimit, Reservation][] = [];
     for (const limit of limits) {
-      const d = await limit.decide(limit.measure === 'requests' ? 1 : Math.max(1, Math.ceil(estimate(call))));
+      let d;
+      if (limit.measure === 'requests') d = await limit.decide(1);
+      else {
+        const r = await limit.reserve(Math.max(1, Math.ceil(estimate(call))));
+        if (r.token !== null) reserved.push([limit, r]);
+        d = r.decision;
+      }
       if (!d.allowed) throw new RateLimitedError(limit.key, d.retryAfterMs ?? 0);
     }
+    let done = false;
+    return async (used: number) => {
+      if (done) return;
+      done = true;
+      // A settle that fails keeps the estimate counted: the safe side.
+      for (const [limit, r] of reserved) await limit.settle(r, Math.max(0, Math.round(used))).catch(() => undefined);
+    };
   };
   const reported = async (status: number | null, headers: HeadersLike) => {
     for (const limit of limits) await limit.report(status, headers);
   };
-  const run = async <T>(call: ModelCall, model: () => PromiseLike<T>): Promise<T> => {
-    await decided(call);
+  const run = async <T>(call: ModelCall, model: () => PromiseLike<T>): Promise<[T, (used: number) => Promise<void>]> => {
+    const settle = await decided(call);
     let result: T;
     try {
       result = await model();
     } catch (error) {
-      await reported(...failure(error));
+      const [status, headers] = failure(error);
+      await reported(status, headers);
+      // An error the provider answered used no tokens; with no answer (a timeout), the estimate stays.
+      if (status !== null) await settle(0);
       throw error;
     }
     const headers = (result as Answered | null)?.response?.headers;
     await reported(200, typeof headers === 'object' && headers !== null ? (headers as HeadersLike) : {});
-    return result;
+    return [result, settle];
   };
   return {
-    wrapGenerate<R>({ doGenerate, params }: { doGenerate: () => PromiseLike<R>; params: ModelCall }) {
-      return run(params, doGenerate);
+    async wrapGenerate<R extends Generated>({ doGenerate, params }: { doGenerate: () => PromiseLike<R>; params: ModelCall }) {
+      const [result, settle] = await run(params, doGenerate);
+      await settle(usedTokens(result.usage) ?? estimate(params));
+      return result;
     },
-    wrapStream<S>({ doStream, params }: { doStream: () => PromiseLike<S>; params: ModelCall }) {
-      return run(params, doStream);
+    async wrapStream<P extends StreamPart, S extends Streamed<P>>({ doStream, params }: { doStream: () => PromiseLike<S>; params: ModelCall }) {
+      const [result, settle] = await run(params, doStream);
+      return countedStream(result, params, settle);
     },
   };
 }

@@ -76,15 +76,15 @@ export interface TokenLimitMiddleware {
   wrapStream<P extends StreamPart, S extends Streamed<P>>(options: { doStream: () => PromiseLike<S>; params: ModelCall }): Promise<S>;
 }
 
-interface Generated {
+export interface Generated {
   readonly usage?: unknown;
 }
 
-interface Streamed<P> {
+export interface Streamed<P> {
   readonly stream: ReadableStream<P>;
 }
 
-interface StreamPart {
+export interface StreamPart {
   readonly type: string;
   readonly usage?: unknown;
   readonly delta?: unknown;
@@ -169,45 +169,51 @@ export function tokenLimitMiddleware(options: TokenLimitOptions): TokenLimitMidd
     },
     async wrapStream<P extends StreamPart, S extends Streamed<P>>({ doStream, params }: { doStream: () => PromiseLike<S>; params: ModelCall }) {
       const [result, settle] = await admitted(params, doStream);
-      // What was streamed so far, in tokens, for a stream that ends without the model's count.
-      const input = promptTokens(params.prompt);
-      let characters = 0;
-      const streamed = () => input + Math.ceil(characters / CHARACTERS_PER_TOKEN);
-      const reader = result.stream.getReader();
-      const stream = new ReadableStream<P>({
-        async pull(controller) {
-          let next: Awaited<ReturnType<typeof reader.read>>;
-          try {
-            next = await reader.read();
-          } catch (error) {
-            await settle(streamed());
-            throw error;
-          }
-          if (next.done) {
-            await settle(streamed());
-            controller.close();
-            return;
-          }
-          const part = next.value;
-          const text = part.type === 'text-delta' ? (part.delta ?? part.textDelta) : undefined;
-          if (typeof text === 'string') characters += text.length;
-          if (part.type === 'finish') await settle(usedTokens(part.usage) ?? streamed());
-          controller.enqueue(part);
-        },
-        async cancel(reason) {
-          await settle(streamed());
-          await reader.cancel(reason);
-        },
-      });
-      // The model's result as it was, its stream read through.
-      return Object.assign({}, result, { stream });
+      return countedStream(result, params, settle);
     },
   };
 }
 
+/** A model's stream result as it was, its stream read through and counted: `settle` (called
+ * once is enough; later calls are the caller's to ignore) gets the usage of its finish part, or
+ * what was streamed (the prompt, and the text at 4 characters a token) when it ends, fails or is
+ * cancelled without one. */
+export function countedStream<P extends StreamPart, S extends Streamed<P>>(result: S, params: ModelCall, settle: (used: number) => Promise<void>): S {
+  const input = promptTokens(params.prompt);
+  let characters = 0;
+  const streamed = () => input + Math.ceil(characters / CHARACTERS_PER_TOKEN);
+  const reader = result.stream.getReader();
+  const stream = new ReadableStream<P>({
+    async pull(controller) {
+      let next: Awaited<ReturnType<typeof reader.read>>;
+      try {
+        next = await reader.read();
+      } catch (error) {
+        await settle(streamed());
+        throw error;
+      }
+      if (next.done) {
+        await settle(streamed());
+        controller.close();
+        return;
+      }
+      const part = next.value;
+      const text = part.type === 'text-delta' ? (part.delta ?? part.textDelta) : undefined;
+      if (typeof text === 'string') characters += text.length;
+      if (part.type === 'finish') await settle(usedTokens(part.usage) ?? streamed());
+      controller.enqueue(part);
+    },
+    async cancel(reason) {
+      await settle(streamed());
+      await reader.cancel(reason);
+    },
+  });
+  return Object.assign({}, result, { stream });
+}
+
 /** The tokens a usage reports: AI SDK 6 and 7's `{ inputTokens: { total }, outputTokens: { total } }`,
  * or 5's numbers; undefined when it reports none. */
-function usedTokens(usage: unknown): number | undefined {
+export function usedTokens(usage: unknown): number | undefined {
   if (typeof usage !== 'object' || usage === null) return undefined;
   const { inputTokens, outputTokens, totalTokens } = usage as Record<string, unknown>;
   if (typeof totalTokens === 'number') return totalTokens;

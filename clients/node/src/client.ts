@@ -126,6 +126,8 @@ export class RateLimiter {
   readonly reserveAll = this.#sent(commands.reserveAll);
   readonly adapt = this.#sent(commands.adapt);
   readonly adaptUpTo = this.#sent(commands.adaptUpTo);
+  readonly reserveAdapt = this.#sent(commands.reserveAdapt);
+  readonly reserveAdaptUpTo = this.#sent(commands.reserveAdaptUpTo);
   readonly report = this.#sent(commands.report);
 
   /** This process's share of `limit` per window on `key`, which many processes share the same

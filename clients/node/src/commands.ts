@@ -571,7 +571,12 @@ function settlement(reply: unknown): Settlement {
   const items = Array.isArray(reply) ? (reply as unknown[]) : [];
   const [kind, limit, windowMs] = [replyText(items.at(-3)), int(items.at(-2)), int(items.at(-1))];
   const window = windowMs < 0 ? null : windowMs;
-  const decision = kind === 'fixed' ? fixed(limit, window, 1) : kind === 'sliding' ? sliding(limit, window) : bucket(null);
+  const readers: Record<string, (reply: unknown) => Decision> = {
+    fixed: fixed(limit, window, 1),
+    sliding: sliding(limit, window),
+    adaptive: adaptive(windowMs),
+  };
+  const decision = readers[kind] ?? bucket(null);
   return { decision: decision(items.slice(0, -4)), applied: int(items.at(-4)) };
 }
 
@@ -728,6 +733,20 @@ export const adapt = define(['key', ...ADAPT], (key: string, o: AdaptOptions): C
 export const adaptUpTo = define(['key', ...ADAPT], (key: string, o: AdaptOptions & { cost: number }): Call<Grant> => {
   const call = adapt(key, { ...o, cost: upTo(o.cost) });
   return granting(call, call.parse, 5);
+});
+
+/** RATELIMIT.ADAPT with RESERVE: `cost` (the estimate: an LLM call's tokens before the answer)
+ * decided and taken as by `adapt`, and a reservation to `settle` with what was used: the unused part
+ * goes back to the fleet's bucket, and never counts as use that earns growth. */
+export const reserveAdapt = define(['key', ...ADAPT], (key: string, o: AdaptOptions & { cost: number }): Call<Reservation> =>
+  reserving(adapt(key, { ...o, cost: reserved(o.cost, 'COST') }), o.cost),
+);
+
+/** RATELIMIT.ADAPT with PARTIAL and RESERVE: as many of `cost` as the bucket has whole, at least
+ * one, and a reservation of what was granted (its `amount`; 0, and no token, when none was). */
+export const reserveAdaptUpTo = define(['key', ...ADAPT], (key: string, o: AdaptOptions & { cost: number }): Call<Reservation> => {
+  const call = adapt(key, { ...o, cost: upTo(o.cost) });
+  return reservingUpTo(call, call.parse, 5);
 });
 
 export type Outcome = 'ok' | 'throttled';

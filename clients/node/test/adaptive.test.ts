@@ -93,6 +93,21 @@ for (const kind of KINDS) {
       assert.equal(await (await limiter()).report('nobody', 'throttled', { retryAfterMs: 5_000 }), null);
     });
 
+    test('an estimate is reserved and settled with what was used', async () => {
+      const limit = new AdaptiveLimit(await limiter(), 'tokens', { floor: 600, start: 6_000, ceiling: 60_000, measure: 'tokens' });
+      const r = await limit.reserve(1_000);
+      assert.ok(r.decision.allowed && r.token !== null && r.amount === 1_000 && r.decision.remaining === 0);
+      // 300 used: the 700 unused back in the fleet's bucket, once; a retry applies nothing again.
+      const s = await limit.settle(r, 300);
+      assert.deepEqual([s.applied, s.decision.limit, s.decision.windowMs], [-700, 6_000, 60_000]);
+      assert.ok(s.decision.remaining >= 700);
+      assert.equal((await limit.settle(r, 300)).applied, -700);
+      let denied = await limit.reserve(1_000);
+      while (denied.decision.allowed) denied = await limit.reserve(1_000);
+      assert.equal(denied.token, null);
+      assert.throws(() => limit.settle(denied, 0), /no reservation/);
+    });
+
     test('the wrapper reports what the call returned or threw', async () => {
       const limit = new AdaptiveLimit(await limiter(), 'wrapped', { floor: 1, start: 600, ceiling: 1_000 });
       const url = `http://127.0.0.1:${String((provider.address() as AddressInfo).port)}/v1/chat/completions`;

@@ -193,7 +193,8 @@ for (const kind of KINDS) {
 
     test("the provider's answers teach the fleet's limits, and a held call never reaches the model", async () => {
       const key = `acct${String(++serial)}`;
-      const limitOf = async (measure: string) => Number((await client.get(`${key}:{${key}}:${measure}`))?.split(':')[4]);
+      const field = async (measure: string, at: number) => Number((await client.get(`${key}:{${key}}:${measure}`))?.split(':')[at]);
+      const limitOf = (measure: string) => field(measure, 4);
       let calls = 0;
       let throttled = false;
       const provider = new MockLanguageModelV4({
@@ -216,6 +217,7 @@ for (const kind of KINDS) {
       const model = wrapLanguageModel({ model: provider, middleware });
       await generateText({ model, prompt: 'hi', maxOutputTokens: 100, maxRetries: 0 });
       assert.deepEqual([await limitOf('requests'), await limitOf('tokens')], [50, 90_000], 'the stated limit caps the requests');
+      assert.equal(await field('tokens', 8), 10, "the epoch's use of tokens is the usage, not the estimate of 100 more");
       throttled = true;
       await assert.rejects(generateText({ model, prompt: 'hi', maxOutputTokens: 100, maxRetries: 0 }), /Too Many Requests/);
       assert.deepEqual([await limitOf('requests'), await limitOf('tokens')], [35, 63_000], 'one 429: both cut once');
