@@ -49,6 +49,20 @@ func (a *AdaptiveLimit) Decide(ctx context.Context, cost int64) (Decision, error
 	return a.Limiter.Adapt(ctx, a.Key, terms)
 }
 
+// Reserve is whether a call estimated at estimate (tokens, say) may go now, and if so its
+// reservation: Settle it with what the call used once the answer says.
+func (a *AdaptiveLimit) Reserve(ctx context.Context, estimate int64) (Reservation, error) {
+	terms := a.Terms
+	terms.Cost = estimate
+	return a.Limiter.ReserveAdapt(ctx, a.Key, terms)
+}
+
+// Settle settles a reservation with what was used: the unused part back to the fleet (at most
+// once).
+func (a *AdaptiveLimit) Settle(ctx context.Context, r Reservation, used int64) (Settlement, error) {
+	return a.Limiter.Settle(ctx, r, used)
+}
+
 // Answered reports how the provider answered (status 0: no answer); throttled overrides the
 // status (a timeout counted as a throttle).
 func (a *AdaptiveLimit) Answered(ctx context.Context, answer ProviderAnswer) (*Learned, error) {

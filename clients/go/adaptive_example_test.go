@@ -30,6 +30,20 @@ func ExampleAdaptiveLimit() {
 	// false 42
 }
 
+// An LLM call's tokens are an estimate until its answer: reserved, then settled with its usage.
+func ExampleAdaptiveLimit_Reserve() {
+	ctx := context.Background()
+	limit := &ratelimit.AdaptiveLimit{Limiter: newLimiter(), Key: "tpm:{gemini}", Tokens: true,
+		Terms: ratelimit.Adaptive{Floor: 600, Start: 6000, Ceiling: 60000, Window: time.Minute}}
+	r, _ := limit.Reserve(ctx, 1000)
+	fmt.Println(r.Allowed, r.Amount, r.Remaining)
+	s, _ := limit.Settle(ctx, r, 300) // the answer's usage
+	fmt.Println(s.Applied, s.Limit, s.Remaining >= 700)
+	// Output:
+	// true 1000 0
+	// -700 6000 true
+}
+
 // Do waits for the fleet's turn, sends, and reports the answer: here a provider with room for
 // two calls, then 429s with a Retry-After of a second.
 func ExampleAdaptiveLimit_Do() {

@@ -185,6 +185,23 @@ func (l *Limiter) AdaptUpTo(ctx context.Context, key string, a Adaptive) (Grant,
 	return send(ctx, l, grant, err)
 }
 
+// ReserveAdapt takes a.Cost, an estimate (an LLM call's tokens before the answer), as Adapt
+// does, and reserves it (RATELIMIT.ADAPT RESERVE): Settle it with what was used, and the unused
+// part goes back to the fleet's bucket, never counted as use that earns growth.
+func (l *Limiter) ReserveAdapt(ctx context.Context, key string, a Adaptive) (Reservation, error) {
+	call, err := adaptCall(key, a)
+	reserved, err := reserving(call, cost(a.Cost), "COST", err)
+	return send(ctx, l, reserved, err)
+}
+
+// ReserveAdaptUpTo takes as many of a.Cost as the adaptive limit's bucket has whole, at least
+// one, and reserves what was granted (Reservation.Amount; 0 and no Token when none was).
+func (l *Limiter) ReserveAdaptUpTo(ctx context.Context, key string, a Adaptive) (Reservation, error) {
+	call, err := adaptCall(key, a)
+	reserved, err := reservingUpTo(call, cost(a.Cost), call.parse, 5, err)
+	return send(ctx, l, reserved, err)
+}
+
 // Report tells the adaptive limit at key how its provider answered (RATELIMIT.REPORT); nil where
 // no limit is learned at key (nothing to steer, nothing written).
 func (l *Limiter) Report(ctx context.Context, key string, r Report) (*Learned, error) {

@@ -34,6 +34,8 @@ func readSettled(reply any) (Settlement, error) {
 		read = readFixed(limit, window, 1)
 	case "sliding":
 		read = readSliding(limit, window)
+	case "adaptive":
+		read = readAdaptive(window)
 	default:
 		read = readBucket(0)
 	}

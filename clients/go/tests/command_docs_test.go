@@ -33,7 +33,7 @@ var taken = map[string]map[string]string{
 	"ratelimit.renew":   {"key": "param", "id": "param", "lease": "param", "ms": "folded"},
 	"ratelimit.top":     {"denied": "TopOptions.View", "admitted": "TopOptions.View", "shadowed": "TopOptions.View", "count": "TopOptions.Count", "reset": "TopOptions.Reset"},
 	"ratelimit.adapt": {"key": "param", "floor": "Adaptive.Floor", "start": "Adaptive.Start", "ceiling": "Adaptive.Ceiling",
-		"window": "Adaptive.Window", "cost": "Adaptive.Cost", "ms": "folded", "partial": "folded"},
+		"window": "Adaptive.Window", "cost": "Adaptive.Cost", "ms": "folded", "partial": "folded", "reserve": "folded"},
 	"ratelimit.report": {"key": "param", "ok": "Report.Throttled", "throttled": "Report.Throttled", "retry": "Report.RetryAfter",
 		"limit": "Report.Limit", "remaining": "Bound.Remaining", "reset": "Bound.ResetAfter"},
 }
@@ -92,6 +92,8 @@ func everyOption(t *testing.T, rdb *redis.Client) map[string][][]string {
 	sent(l.Renew(ctx, "l", "i", 1500*time.Millisecond))
 	sent(l.Top(ctx, ratelimit.TopOptions{View: "admitted", Count: 3, Reset: true}))
 	sent(l.AdaptUpTo(ctx, "a", ratelimit.Adaptive{Floor: 1, Start: 2, Ceiling: 3, Window: 1500 * time.Millisecond, Cost: 2}))
+	sent(l.ReserveAdapt(ctx, "a", ratelimit.Adaptive{Floor: 1, Start: 2, Ceiling: 3, Window: time.Minute, Cost: 2}))
+	sent(l.ReserveAdaptUpTo(ctx, "a", ratelimit.Adaptive{Floor: 1, Start: 2, Ceiling: 3, Window: time.Minute, Cost: 9}))
 	bound := &ratelimit.Bound{Remaining: 2, ResetAfter: time.Second}
 	sent(l.Report(ctx, "a", ratelimit.Report{Throttled: true, RetryAfter: time.Second, Limit: 5, Bound: bound}))
 	return conn.sent
