@@ -61,6 +61,28 @@ public final class AdaptiveLimit {
     }
 
     /**
+     * Whether a call estimated at {@code estimate} (tokens, say) may go now, and if so its
+     * reservation: {@link #settle} it with what the call used once the answer says.
+     *
+     * @param estimate what the call is expected to take, at least 1
+     * @return the reservation (no token when denied)
+     */
+    public Reservation reserve(long estimate) {
+        return limiter.reserveAdapt(key, terms, estimate);
+    }
+
+    /**
+     * Settles a reservation with what was used: the unused part back to the fleet (at most once).
+     *
+     * @param reservation what {@link #reserve} answered
+     * @param used what the call used
+     * @return the settlement
+     */
+    public Settlement settle(Reservation reservation, long used) {
+        return limiter.settle(reservation, used);
+    }
+
+    /**
      * Reports how the provider answered.
      *
      * @param answer the answer, as {@link ProviderAnswer#read} reads it

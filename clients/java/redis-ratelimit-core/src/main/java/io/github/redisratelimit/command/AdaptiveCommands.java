@@ -8,11 +8,13 @@ import io.github.redisratelimit.Decision;
 import io.github.redisratelimit.Grant;
 import io.github.redisratelimit.Learned;
 import io.github.redisratelimit.Report;
+import io.github.redisratelimit.Reservation;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.function.Function;
 
 /**
  * The adaptive limit's calls ({@code RATELIMIT.ADAPT}, {@code RATELIMIT.REPORT}), each checked as
@@ -50,12 +52,47 @@ public final class AdaptiveCommands {
             args.add("MS");
         }
         CommandParts.signedCost(args, cost, "COST");
-        Duration window = terms.window();
-        return new Command<>("RATELIMIT.ADAPT", "ratelimit_adapt", List.of(CommandParts.key(key)), args, false, reply -> {
+        return new Command<>("RATELIMIT.ADAPT", "ratelimit_adapt", List.of(CommandParts.key(key)), args, false,
+                readAdaptive(terms.window()));
+    }
+
+    /** ADAPT's {@code [allowed, limit, remaining, retry_after_ms, reset_ms]}. */
+    static Function<Object, Decision> readAdaptive(Duration window) {
+        return reply -> {
             long[] n = integers(reply, 5, "an adaptive limit");
             boolean allowed = n[0] == 1;
             return new Decision(allowed, Math.max(n[1] - n[2], 0), n[2], n[1], ms(n[4]), allowed ? Duration.ZERO : ms(n[3]), window);
-        });
+        };
+    }
+
+    /**
+     * {@code RATELIMIT.ADAPT} with {@code RESERVE}: {@code estimate} (an LLM call's tokens before
+     * the answer) decided and taken as by {@link #adapt}, and a reservation to settle with what
+     * was used: the unused part goes back to the fleet's bucket, and never counts as use that
+     * earns growth.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param estimate what the call is expected to take, at least 1
+     * @return the call
+     */
+    public static Command<Reservation> reserveAdapt(String key, Adaptive terms, long estimate) {
+        return CommandParts.reserving(adapt(key, terms, estimate), estimate, "COST");
+    }
+
+    /**
+     * {@code RATELIMIT.ADAPT} with {@code PARTIAL} and {@code RESERVE}: as many of {@code cost} as
+     * the bucket has whole, at least one, and a reservation of what was granted (its amount; 0,
+     * and no token, when none was).
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param cost the most the call takes, at least 1
+     * @return the call
+     */
+    public static Command<Reservation> reserveAdaptUpTo(String key, Adaptive terms, long cost) {
+        Command<Decision> call = adapt(key, terms, cost);
+        return CommandParts.reservingUpTo(call, cost, call::read, 5);
     }
 
     /**

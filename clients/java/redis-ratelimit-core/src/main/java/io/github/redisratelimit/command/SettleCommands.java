@@ -42,6 +42,7 @@ public final class SettleCommands {
         Function<Object, Decision> read = switch (String.valueOf(items.get(n - 3))) {
             case "fixed" -> CommandParts.readFixed(limit, window, 1);
             case "sliding" -> CommandParts.readSliding(limit, window);
+            case "adaptive" -> AdaptiveCommands.readAdaptive(window);
             default -> CommandParts.readBucket(Duration.ZERO);
         };
         return new Settlement(read.apply(items.subList(0, n - 4)), applied);

@@ -183,6 +183,32 @@ public final class ReactiveRateLimiter {
     }
 
     /**
+     * {@code RATELIMIT.ADAPT RESERVE}: {@code estimate} decided and taken, and a reservation to
+     * settle with what was used.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param estimate what the call is expected to take, at least 1
+     * @return the reservation (no token when denied)
+     */
+    public Mono<Reservation> reserveAdapt(String key, Adaptive terms, long estimate) {
+        return mono(() -> async.reserveAdapt(key, terms, estimate));
+    }
+
+    /**
+     * {@code RATELIMIT.ADAPT PARTIAL RESERVE}: as many of {@code cost} as the bucket has whole, at
+     * least one, reserved.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param cost the most the call takes, at least 1
+     * @return the reservation of what was granted
+     */
+    public Mono<Reservation> reserveAdaptUpTo(String key, Adaptive terms, long cost) {
+        return mono(() -> async.reserveAdaptUpTo(key, terms, cost));
+    }
+
+    /**
      * Tells the adaptive limit at {@code key} how its provider answered ({@code RATELIMIT.REPORT}).
      *
      * @param key the adaptive limit

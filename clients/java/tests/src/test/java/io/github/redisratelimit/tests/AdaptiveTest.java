@@ -14,6 +14,8 @@ import io.github.redisratelimit.ProviderAnswer;
 import io.github.redisratelimit.RateLimitedException;
 import io.github.redisratelimit.RateLimiter;
 import io.github.redisratelimit.Report;
+import io.github.redisratelimit.Reservation;
+import io.github.redisratelimit.Settlement;
 import java.net.InetSocketAddress;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -60,6 +62,21 @@ class AdaptiveTest {
         assertTrue(held.retryAfter().toMillis() > 19_900);
         assertEquals(30, rl.report(k, Report.ok().withLimit(30)).orElseThrow().limit(), "a stated limit caps it");
         assertEquals(Optional.empty(), rl.report(key("nobody"), Report.throttle()));
+    }
+
+    @ParameterizedTest
+    @MethodSource("io.github.redisratelimit.tests.Stack#all")
+    void anEstimateIsReservedAndSettledWithWhatWasUsed(Stack stack) {
+        Adaptive tokens = new Adaptive(600, 6_000, 60_000, Duration.ofMinutes(1));
+        AdaptiveLimit limit = new AdaptiveLimit(stack.limiter(), key("tokens"), tokens, true, Duration.ofMinutes(1));
+        Reservation r = limit.reserve(1_000);
+        assertTrue(r.decision().allowed() && r.token() != null && r.amount() == 1_000);
+        assertEquals(0, r.decision().remaining());
+        // 300 used: the 700 unused back in the fleet's bucket, once; a retry applies nothing again.
+        Settlement s = limit.settle(r, 300);
+        assertEquals(List.of(-700L, 6_000L, 60_000L), List.of(s.applied(), s.decision().limit(), s.decision().window().toMillis()));
+        assertTrue(s.decision().remaining() >= 700);
+        assertEquals(-700, limit.settle(r, 300).applied());
     }
 
     @ParameterizedTest
