@@ -228,6 +228,18 @@ impl<T: Transport> Limiter<T> {
         self.send(adaptive::adapt_up_to(key, a)).await
     }
 
+    /// Takes an estimate (an LLM call's tokens before the answer) from an adaptive limit, and
+    /// reserves it (`ADAPT ... RESERVE`): settle it with what was used, and the unused part goes
+    /// back to the fleet's bucket, never counted as use that earns growth.
+    pub async fn reserve_adapt(&self, key: &str, a: &Adaptive) -> Result<Reservation, Error> {
+        self.send(adaptive::reserve_adapt(key, a)).await
+    }
+
+    /// Takes as much of the cost as the adaptive limit's bucket has, at least 1, and reserves it.
+    pub async fn reserve_adapt_up_to(&self, key: &str, a: &Adaptive) -> Result<Reservation, Error> {
+        self.send(adaptive::reserve_adapt_up_to(key, a)).await
+    }
+
     /// Tells the adaptive limit at `key` how its provider answered (`RATELIMIT.REPORT`); `None`
     /// where no limit is learned there (nothing to steer, nothing written).
     pub async fn report(&self, key: &str, r: &Report) -> Result<Option<Learned>, Error> {

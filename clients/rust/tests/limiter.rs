@@ -68,6 +68,14 @@ async fn an_adaptive_limit_learns_from_the_providers_answers() {
         assert_eq!(rl.report(&key("nobody"), &Report::throttled()).await.unwrap(), None);
         let up_to = rl.adapt_up_to(&key("partial"), &terms.with_cost(25)).await.unwrap();
         assert_eq!(up_to.granted, 10);
+        // An estimate reserved, then settled with what was used: the rest back, once.
+        let tokens = Adaptive::new(600, 6_000, 60_000, MINUTE).with_cost(1_000);
+        let r = rl.reserve_adapt(&key("tokens"), &tokens).await.unwrap();
+        assert!(r.decision.allowed && r.token().is_some() && r.amount == 1_000 && r.decision.remaining == 0);
+        let s = rl.settle(&r, 300).await.unwrap();
+        assert_eq!((s.applied, s.decision.limit, s.decision.window), (-700, 6_000, Some(MINUTE)));
+        assert!(s.decision.remaining >= 700, "{s:?}");
+        assert_eq!(rl.settle(&r, 300).await.unwrap().applied, -700);
     }
 }
 

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use super::{counted, granting, integers, length, ms, positive, Command};
+use super::{counted, granting, integers, length, ms, positive, reserving, reserving_up_to, Command, Parse};
 use crate::error::{invalid, unexpected_reply};
 use crate::limits::{Adaptive, Report};
 use crate::reply::Reply;
-use crate::results::{Decision, Grant, Learned};
+use crate::results::{Decision, Grant, Learned, Reservation};
 use crate::Error;
 
 /// Every scaled quantity of the module's adaptive limit stays within 2^50, every span within 2^40 ms.
@@ -39,8 +39,12 @@ pub(crate) fn adapt(key: &str, a: &Adaptive) -> Result<Command<Decision>, Error>
         args.push("MS".to_string());
     }
     args.extend(counted(cost, "COST"));
-    let period = a.window;
-    let parse = Box::new(move |reply: &Reply| {
+    Ok(Command::new("RATELIMIT.ADAPT", Some("ratelimit_adapt"), vec![key.to_string()], args, read_adaptive(a.window)))
+}
+
+/// ADAPT's `[allowed, limit, remaining, retry_after_ms, reset_ms]`.
+pub(crate) fn read_adaptive(window: Duration) -> Parse<Decision> {
+    Box::new(move |reply: &Reply| {
         let n = integers(reply, 5).ok_or_else(|| unexpected_reply("an adaptive limit", reply))?;
         let allowed = n[0] == 1;
         Ok(Decision {
@@ -50,15 +54,24 @@ pub(crate) fn adapt(key: &str, a: &Adaptive) -> Result<Command<Decision>, Error>
             limit: n[1],
             reset_after: ms(n[4]),
             retry_after: (!allowed).then(|| ms(n[3])),
-            window: Some(period),
+            window: Some(window),
         })
-    });
-    Ok(Command::new("RATELIMIT.ADAPT", Some("ratelimit_adapt"), vec![key.to_string()], args, parse))
+    })
 }
 
 /// RATELIMIT.ADAPT with PARTIAL: as many of the cost as the bucket has whole, at least one.
 pub(crate) fn adapt_up_to(key: &str, a: &Adaptive) -> Result<Command<Grant>, Error> {
     Ok(granting(adapt(key, a)?, None, 5))
+}
+
+/// RATELIMIT.ADAPT with RESERVE: the cost is an estimate, settled with what was used.
+pub(crate) fn reserve_adapt(key: &str, a: &Adaptive) -> Result<Command<Reservation>, Error> {
+    reserving(adapt(key, a)?, positive(a.cost, "COST")?, "COST")
+}
+
+/// RATELIMIT.ADAPT with PARTIAL and RESERVE.
+pub(crate) fn reserve_adapt_up_to(key: &str, a: &Adaptive) -> Result<Command<Reservation>, Error> {
+    reserving_up_to(adapt(key, a)?, positive(a.cost, "COST")?, "COST", None, 5)
 }
 
 /// A provider's wait in whole ms, rounded up, within the module's bound.

@@ -1,6 +1,7 @@
 //! RATELIMIT.SETTLE's calls: a reservation passed through as the server made it, the reply read
 //! by the shape that ends it.
 
+use super::adaptive::read_adaptive;
 use super::window::{read_fixed, read_sliding};
 use super::{gcra::read_bucket, ms, Command};
 use crate::error::{invalid, unexpected_reply};
@@ -20,6 +21,7 @@ fn read_settled(reply: &Reply) -> Result<Settlement, Error> {
     let read = match items[n - 3].as_text() {
         Some("fixed") => read_fixed(limit, window, 1),
         Some("sliding") => read_sliding(limit, window),
+        Some("adaptive") => read_adaptive(ms(window_ms)),
         _ => read_bucket(None),
     };
     Ok(Settlement { decision: read(&Reply::Array(items[..n - 4].to_vec()))?, applied })
