@@ -177,29 +177,41 @@ func (l *Limiter) Adapt(ctx context.Context, key string, a Adaptive) (Decision, 
 // AdaptUpTo grants as many of a.Cost as the adaptive limit's bucket has, at least one
 // (RATELIMIT.ADAPT PARTIAL).
 func (l *Limiter) AdaptUpTo(ctx context.Context, key string, a Adaptive) (Grant, error) {
-	if err := positive(cost(a.Cost), "COST"); err != nil {
-		return Grant{}, err
-	}
+	call, err := adaptUpToCall(key, a)
+	return send(ctx, l, call, err)
+}
+
+// adaptUpToCall is RATELIMIT.ADAPT with PARTIAL.
+func adaptUpToCall(key string, a Adaptive) (command[Grant], error) {
 	call, err := adaptCall(key, a)
-	grant, err := granting(call, call.parse, 5, err)
-	return send(ctx, l, grant, err)
+	return granting(call, call.parse, 5, err)
 }
 
 // ReserveAdapt takes a.Cost, an estimate (an LLM call's tokens before the answer), as Adapt
 // does, and reserves it (RATELIMIT.ADAPT RESERVE): Settle it with what was used, and the unused
 // part goes back to the fleet's bucket, never counted as use that earns growth.
 func (l *Limiter) ReserveAdapt(ctx context.Context, key string, a Adaptive) (Reservation, error) {
+	call, err := reserveAdaptCall(key, a)
+	return send(ctx, l, call, err)
+}
+
+// reserveAdaptCall is RATELIMIT.ADAPT with RESERVE.
+func reserveAdaptCall(key string, a Adaptive) (command[Reservation], error) {
 	call, err := adaptCall(key, a)
-	reserved, err := reserving(call, cost(a.Cost), "COST", err)
-	return send(ctx, l, reserved, err)
+	return reserving(call, cost(a.Cost), "COST", err)
 }
 
 // ReserveAdaptUpTo takes as many of a.Cost as the adaptive limit's bucket has whole, at least
 // one, and reserves what was granted (Reservation.Amount; 0 and no Token when none was).
 func (l *Limiter) ReserveAdaptUpTo(ctx context.Context, key string, a Adaptive) (Reservation, error) {
+	call, err := reserveAdaptUpToCall(key, a)
+	return send(ctx, l, call, err)
+}
+
+// reserveAdaptUpToCall is RATELIMIT.ADAPT with PARTIAL and RESERVE.
+func reserveAdaptUpToCall(key string, a Adaptive) (command[Reservation], error) {
 	call, err := adaptCall(key, a)
-	reserved, err := reservingUpTo(call, cost(a.Cost), call.parse, 5, err)
-	return send(ctx, l, reserved, err)
+	return reservingUpTo(call, cost(a.Cost), call.parse, 5, err)
 }
 
 // Report tells the adaptive limit at key how its provider answered (RATELIMIT.REPORT); nil where

@@ -207,6 +207,43 @@ func conformanceCall(command string, c map[string]any) (func() (reader, error), 
 		}
 		o := TopOptions{View: strings.Join(views, ""), Count: count, Reset: flag("RESET")}
 		return func() (reader, error) { return parsing(topCall(o)) }, nil
+	case "ratelimit.adapt":
+		floor, err := typedInt(c["floor"])
+		start, err2 := typedInt(c["start"])
+		ceiling, err3 := typedInt(c["ceiling"])
+		w, err4 := typedLength(c["window"], flag("MS"))
+		if err := errors.Join(err, err2, err3, err4); err != nil {
+			return nil, err
+		}
+		a := Adaptive{Floor: floor, Start: start, Ceiling: ceiling, Window: w, Cost: charge}
+		return map[[2]bool]func() (reader, error){
+			{false, false}: func() (reader, error) { return parsing(adaptCall(key, a)) },
+			{true, false}:  func() (reader, error) { return parsing(adaptUpToCall(key, a)) },
+			{false, true}:  func() (reader, error) { return parsing(reserveAdaptCall(key, a)) },
+			{true, true}:   func() (reader, error) { return parsing(reserveAdaptUpToCall(key, a)) },
+		}[flags], nil
+	case "ratelimit.report":
+		if flag("OK") == flag("THROTTLED") {
+			return nil, nil // a typed report has one outcome
+		}
+		var n [4]int64
+		for i, name := range []string{"RETRY", "LIMIT", "REMAINING", "RESET"} {
+			if v, ok := c[name]; ok {
+				if n[i], err = typedInt(v); err != nil {
+					return nil, err
+				}
+			}
+		}
+		_, said := c["REMAINING"]
+		_, reset := c["RESET"]
+		if said != reset || c["LIMIT"] == float64(0) {
+			return nil, errNotTyped // Report takes both or neither, and a Limit of 0 as none
+		}
+		r := Report{Throttled: flag("THROTTLED"), RetryAfter: time.Duration(n[0]) * time.Millisecond, Limit: n[1]}
+		if said {
+			r.Bound = &Bound{Remaining: n[2], ResetAfter: time.Duration(n[3]) * time.Millisecond}
+		}
+		return func() (reader, error) { return parsing(reportCall(key, r)) }, nil
 	}
 	return nil, fmt.Errorf("a case of %s, which this test does not know", command)
 }

@@ -117,6 +117,26 @@ function builder(command: string, c: Record<string, unknown>): Build | undefined
       const view = (views[0] ?? 'DENIED').toLowerCase() as 'denied';
       return () => commands.top({ view, ...(c.COUNT === undefined ? {} : { count: integer(c.COUNT) }), reset: flag('RESET') });
     }
+    case 'ratelimit.adapt': {
+      const o = { floor: integer(c.floor), start: integer(c.start), ceiling: integer(c.ceiling), windowMs: lengthMs(c.window, flag('MS')), cost };
+      return ({
+        'false,false': () => commands.adapt(key, o),
+        'true,false': () => commands.adaptUpTo(key, o),
+        'false,true': () => commands.reserveAdapt(key, o),
+        'true,true': () => commands.reserveAdaptUpTo(key, o),
+      } as Record<string, Build>)[flags];
+    }
+    case 'ratelimit.report': {
+      // A typed report has one outcome.
+      if (flag('OK') === flag('THROTTLED')) return undefined;
+      const o = {
+        ...(c.RETRY === undefined ? {} : { retryAfterMs: integer(c.RETRY) }),
+        ...(c.LIMIT === undefined ? {} : { limit: integer(c.LIMIT) }),
+        ...(c.REMAINING === undefined ? {} : { remaining: integer(c.REMAINING) }),
+        ...(c.RESET === undefined ? {} : { resetAfterMs: integer(c.RESET) }),
+      };
+      return () => commands.report(key, flag('OK') ? 'ok' : 'throttled', o);
+    }
     default:
       throw new Error(`a case of ${command}, which this test does not know`);
   }

@@ -114,6 +114,27 @@ def builder(command: str, c: dict[str, Any]) -> Callable[[], object] | None:
         view = views[0].lower() if views else "denied"
         count = integer(c["COUNT"]) if "COUNT" in c else None
         return lambda: commands.top(view, count=count, reset=bool(c.get("RESET")))  # type: ignore[arg-type]
+    if command == "ratelimit.adapt":
+        key, w = c["key"], length(c["window"], bool(c.get("MS")))
+        bounds = (integer(c["floor"]), integer(c["start"]), integer(c["ceiling"]))
+        adapting = {
+            (False, False): lambda: commands.adapt(key, *bounds, w, cost=cost),
+            (True, False): lambda: commands.adapt_up_to(key, *bounds, w, cost=cost),
+            (False, True): lambda: commands.reserve_adapt(key, *bounds, w, cost=cost),
+            (True, True): lambda: commands.reserve_adapt_up_to(key, *bounds, w, cost=cost),
+        }
+        return adapting[(partial, reserve)]
+    if command == "ratelimit.report":
+        if ("OK" in c) == ("THROTTLED" in c):
+            return None  # a typed report has one outcome
+        remaining = integer(c["REMAINING"]) if "REMAINING" in c else None
+        reset = integer(c["RESET"]) / 1000 if "RESET" in c else None
+        retry = integer(c["RETRY"]) / 1000 if "RETRY" in c else None
+        limit = integer(c["LIMIT"]) if "LIMIT" in c else None
+        outcome = "ok" if "OK" in c else "throttled"
+        return lambda: commands.report(
+            c["key"], outcome, retry_after=retry, limit=limit, remaining=remaining, reset_after=reset
+        )
     raise AssertionError(f"a case of {command}, which this test does not know")
 
 

@@ -21,6 +21,8 @@ fn refusal(command: &str, args: &[&[u8]]) -> Option<String> {
         "ratelimit.release" => parse_release(args).err(),
         "ratelimit.renew" => parse_renew(args).err(),
         "ratelimit.top" => parse_top(args).err(),
+        "ratelimit.adapt" => parse_adapt(args).err(),
+        "ratelimit.report" => parse_report(args).err(),
         other => panic!("a case of {other}, which has no parser here"),
     };
     refused.map(ArgError::message)

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::{gcra, lease, top, window, Command};
-use crate::limits::{AllOptions, Calendar, Fixed, Limit, Rate, Sliding, TopOptions, TopView, Window};
+use super::{adaptive, gcra, lease, top, window, Command};
+use crate::limits::{Adaptive, AllOptions, Calendar, Fixed, Limit, Rate, Report, Sliding, TopOptions, TopView, Window};
 use crate::results::{Decision, Grant, FOREVER};
 use crate::{Error, Reply};
 
@@ -174,6 +174,39 @@ fn typed_call(command: &str, c: &Map<String, Value>) -> Result<Result<Read, Erro
             let count = c.get("COUNT").map(count).transpose()?;
             let o = TopOptions { view: views.first().copied().unwrap_or_default(), count, reset: flag("RESET") };
             reading(top::top(&o), ignored)
+        }
+        "ratelimit.adapt" => {
+            let cost = u64::try_from(signed(c, "COST")?).map_err(|_| NotTyped)?;
+            let a = Adaptive::new(
+                count(&c["floor"])?,
+                count(&c["start"])?,
+                count(&c["ceiling"])?,
+                length(&c["window"], flag("MS"))?,
+            )
+            .with_cost(cost);
+            match (partial, reserve) {
+                (false, false) => reading(adaptive::adapt(&key, &a), decision),
+                (true, false) => reading(adaptive::adapt_up_to(&key, &a), grant),
+                (false, true) => reading(adaptive::reserve_adapt(&key, &a), ignored),
+                (true, true) => reading(adaptive::reserve_adapt_up_to(&key, &a), ignored),
+            }
+        }
+        "ratelimit.report" => {
+            // A typed report has one outcome, and a remaining with its reset.
+            if flag("OK") == flag("THROTTLED") || c.contains_key("REMAINING") != c.contains_key("RESET") {
+                return Err(NotTyped);
+            }
+            let mut r = if flag("OK") { Report::ok() } else { Report::throttled() };
+            if let Some(retry) = c.get("RETRY") {
+                r = r.with_retry_after(Duration::from_millis(count(retry)?));
+            }
+            if let Some(limit) = c.get("LIMIT") {
+                r = r.with_limit(count(limit)?);
+            }
+            if let (Some(left), Some(reset)) = (c.get("REMAINING"), c.get("RESET")) {
+                r = r.with_remaining(count(left)?, Duration::from_millis(count(reset)?));
+            }
+            reading(adaptive::report(&key, &r), ignored)
         }
         other => panic!("a case of {other}, which this test does not know"),
     })

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.github.redisratelimit.Adaptive;
 import io.github.redisratelimit.AllOptions;
 import io.github.redisratelimit.Calendar;
 import io.github.redisratelimit.Decision;
@@ -13,6 +14,7 @@ import io.github.redisratelimit.Grant;
 import io.github.redisratelimit.InvalidArgumentException;
 import io.github.redisratelimit.Limit;
 import io.github.redisratelimit.Rate;
+import io.github.redisratelimit.Report;
 import io.github.redisratelimit.Sliding;
 import io.github.redisratelimit.TopOptions;
 import java.io.IOException;
@@ -183,6 +185,29 @@ class ConformanceTest {
                 }
                 TopOptions.View view = views.isEmpty() ? TopOptions.View.DENIED : views.get(0);
                 return () -> TopCommands.top(new TopOptions(view, c.has("COUNT") ? integer(c.get("COUNT")) : 0, flag(c, "RESET")));
+            case "ratelimit.adapt":
+                long cost = c.has("COST") ? integer(c.get("COST")) : 1;
+                Supplier<Adaptive> terms = () -> new Adaptive(integer(c.get("floor")), integer(c.get("start")),
+                        integer(c.get("ceiling")), length(c.get("window"), flag(c, "MS")));
+                return switch (flags) {
+                    case "false,false" -> () -> AdaptiveCommands.adapt(key, terms.get(), cost);
+                    case "true,false" -> () -> AdaptiveCommands.adaptUpTo(key, terms.get(), cost);
+                    case "false,true" -> () -> AdaptiveCommands.reserveAdapt(key, terms.get(), cost);
+                    default -> () -> AdaptiveCommands.reserveAdaptUpTo(key, terms.get(), cost);
+                };
+            case "ratelimit.report":
+                if (flag(c, "OK") == flag(c, "THROTTLED") || c.has("REMAINING") != c.has("RESET")) {
+                    return null; // a typed report has one outcome, and a remaining with its reset
+                }
+                return () -> {
+                    Report r = flag(c, "OK") ? Report.ok() : Report.throttle();
+                    r = c.has("RETRY") ? r.withRetryAfter(Duration.ofMillis(integer(c.get("RETRY")))) : r;
+                    r = c.has("LIMIT") ? r.withLimit(integer(c.get("LIMIT"))) : r;
+                    if (c.has("REMAINING")) {
+                        r = r.withRemaining(integer(c.get("REMAINING")), Duration.ofMillis(integer(c.get("RESET"))));
+                    }
+                    return AdaptiveCommands.report(key, r);
+                };
             default:
                 throw new AssertionError("a case of " + command + ", which this test does not know");
         }
