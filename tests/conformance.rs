@@ -54,6 +54,12 @@ const RUN: &[(&str, &str)] = &[
     ("ratelimit.gcra", "g 2 1 60 TOKENS 2"),
     ("ratelimit.gcra", "gp 4 1 60 TOKENS 9 PARTIAL"),
     ("ratelimit.gcra", "gn 1 1 60 TOKENS 5"),
+    // A new adaptive limit's bucket holds a sixth of 60: 10 at once, then a token a second.
+    ("ratelimit.adapt", "a 6 60 600 60"),
+    ("ratelimit.adapt", "a 6 60 600 60 COST 9"),
+    ("ratelimit.adapt", "a 6 60 600 60"),
+    ("ratelimit.adapt", "ap 6 60 600 60 COST 15 PARTIAL"),
+    ("ratelimit.adapt", "ap 6 60 600 60 COST 15 PARTIAL"),
 ];
 
 /// 2026-12-01T12:00:00Z: the replies' run's clock.
@@ -94,6 +100,13 @@ fn decision(command: &str, call: &Map<String, Json>, reply: &[i64]) -> Json {
             let retry = if allowed { Json::Null } else { json!(never_if_negative(reply[3])) };
             let d = json!({"allowed": allowed, "count": reply[1], "remaining": reply[2], "limit": number("limit"),
                 "reset_after_ms": never_if_negative(reply[4]), "retry_after_ms": retry, "window_ms": window(call.get("window"))});
+            (d, reply.get(5))
+        }
+        "ratelimit.adapt" => {
+            let allowed = reply[0] == 1;
+            let retry = if allowed { Json::Null } else { json!(reply[3]) };
+            let d = json!({"allowed": allowed, "count": (reply[1] - reply[2]).max(0), "remaining": reply[2],
+                "limit": reply[1], "reset_after_ms": reply[4], "retry_after_ms": retry, "window_ms": window(call.get("window"))});
             (d, reply.get(5))
         }
         _ => {
