@@ -250,6 +250,10 @@ PY_LIMITS_BENCH = $(PY_ENVS)/latest/bin/python clients/python/bench/limits_stora
 PY_REPLICA_BENCH = $(PY_ENVS)/latest/bin/python clients/python/bench/replica_wait.py --module $(MODULE)
 # The adaptive limit's real run: a fleet over HTTP against a fake provider (benches/results/adaptive.md).
 PY_ADAPTIVE_RUN = $(PY_ENVS)/latest/bin/python clients/python/bench/adaptive_fleet.py --module $(MODULE)
+# The same provider behind 3 LiteLLM proxies on one server (benches/results/adaptive-litellm.md):
+# the proxies' start makes it too slow for bench-smoke; the callback is tested through a Router
+# and through one proxy (docs/adaptive.md) in make test.
+PY_ADAPTIVE_PROXIES = $(PY_ENVS)/litellm/bin/python clients/python/bench/adaptive_proxies.py --module $(MODULE)
 PY_FIRST_SERVER = $(firstword $(call server_binaries,$(SERVERS)))
 # $(1): the requirements set, $(2): the server binary, $(3): pytest's arguments.
 define py-test-on
@@ -560,7 +564,7 @@ memcheck: build
 # SERVERS=valkey-9.1` measures on one server; BENCH_ONLY (docs/development.md) runs a few rows of
 # the first bench alone and writes nothing. CLIENTS_READY=1 takes the clients' environments a
 # `make test` made as they are.
-bench-step = @echo "== make bench $(1)/11 ($$(date +%T)): $(2) =="
+bench-step = @echo "== make bench $(1)/12 ($$(date +%T)): $(2) =="
 bench: build servers redis-cell $(if $(CLIENTS_READY),,$(PY_ENVS)/latest $(PY_ENVS)/litellm node-installed go-ready)
 	$(call bench-step,1,the module against INCR and every alternative on $(SERVERS))
 	BENCH_SERVERS="$(call server_binaries,$(SERVERS))" cargo bench --locked --bench ratelimit
@@ -587,6 +591,8 @@ ifeq ($(BENCH_ONLY),)
 		--out $(CURDIR)/benches/results/rust.md $(call server_binaries,$(SERVERS))
 	$(call bench-step,11,the adaptive limit's real run on $(firstword $(SERVERS)))
 	$(PY_ADAPTIVE_RUN) --servers $(PY_FIRST_SERVER) --out benches/results/adaptive.md
+	$(call bench-step,12,the adaptive limit through 3 LiteLLM proxies on $(firstword $(SERVERS)))
+	$(PY_ADAPTIVE_PROXIES) --servers $(PY_FIRST_SERVER) --out benches/results/adaptive-litellm.md
 	@echo "== make bench done ($$(date +%T)) =="
 endif
 

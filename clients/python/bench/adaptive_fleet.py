@@ -36,6 +36,17 @@ from redis_ratelimit_client import AdaptiveLimit, RateLimited, RateLimiter
 PROCESSES, THREADS = 8, 4
 STATED = 1_200
 PHASES = (("600 a minute", 600), ("halved", 300), ("tripled", 900))
+# A whole chat completion, as an OpenAI client (LiteLLM's) reads one.
+ANSWER = json.dumps(
+    {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "fake",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+).encode()
 
 
 class Bucket:
@@ -46,6 +57,8 @@ class Bucket:
         self.start = start
         self.level = PHASES[0][1] / 6
         self.at = start
+        # Every call the provider was sent: when (time.monotonic()), and whether it was answered.
+        self.calls: list[tuple[float, bool]] = []
 
     def capacity(self, now: float, phase_s: float) -> int:
         return PHASES[min(int((now - self.start) / phase_s), len(PHASES) - 1)][1]
@@ -60,6 +73,7 @@ class Bucket:
             ok = self.level >= 1
             if ok:
                 self.level -= 1
+            self.calls.append((now, ok))
             return ok, self.level, capacity
 
 
@@ -77,7 +91,7 @@ def provider(bucket: Bucket, phase_s: float) -> ThreadingHTTPServer:
                 self.send_header("retry-after", "1")
             self.send_header("content-type", "application/json")
             self.end_headers()
-            self.wfile.write(b'{"choices": [{"message": {"content": "ok"}}]}')
+            self.wfile.write(ANSWER)
 
         def log_message(self, *args: Any) -> None:
             pass
