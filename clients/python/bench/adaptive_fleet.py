@@ -104,6 +104,29 @@ def provider(bucket: Bucket, phase_s: float) -> ThreadingHTTPServer:
     return server
 
 
+def sdk_backoff(sent: float, attempt: int) -> float:
+    """As the SDKs back off after a 429: 0.5 s doubling to 8 s, up to 25% jitter off (the
+    provider's Retry-After of 1 s honoured as the least)."""
+    jitter = 1 - 0.25 * (hash((sent, attempt)) % 100) / 100
+    return max(1.0, min(8.0, 0.5 * 2**attempt)) * jitter
+
+
+def jain(counts: list[int]) -> float:
+    """Jain's index of fairness of the counts (1: equal)."""
+    total = sum(counts)
+    return total**2 / (len(counts) * sum(x * x for x in counts)) if total else 0.0
+
+
+def table_rows(results: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Each fleet's phases as a table's rows: the phase, its capacity, 429s, use and Jain."""
+    return [
+        f"| {label} | {row['phase']} | {row['capacity']} | {row['throttled']:.1%} | {row['use']:.0%} "
+        f"| {row['jain']:.2f} |"
+        for label, rows in results.items()
+        for row in rows
+    ]
+
+
 def worker(port: int, url: str, until: float, ours: bool, out: Any) -> None:
     """One process: THREADS callers until `until` (time.monotonic()), each call's (time, status)."""
     calls: list[tuple[float, int]] = []
@@ -130,10 +153,7 @@ def worker(port: int, url: str, until: float, ours: bool, out: Any) -> None:
             with lock:
                 calls.append((sent, status))
             if status == 429 and not ours:
-                # As the SDKs back off: 0.5 s doubling to 8 s, up to 25% jitter off (the Retry-After of
-                # 1 s honoured as the least).
-                jitter = 1 - 0.25 * (hash((sent, backoff)) % 100) / 100
-                time.sleep(max(1.0, min(8.0, 0.5 * 2**backoff)) * jitter)
+                time.sleep(sdk_backoff(sent, backoff))
                 backoff += 1
 
     threads = [threading.Thread(target=caller) for _ in range(THREADS)]
@@ -144,7 +164,7 @@ def worker(port: int, url: str, until: float, ours: bool, out: Any) -> None:
     out.put(json.dumps(calls))
 
 
-def run(port: int, phase_s: float, ours: bool) -> dict[str, Any]:
+def run(port: int, phase_s: float, ours: bool) -> list[dict[str, Any]]:
     redis.Redis(port=port).flushall()
     bucket = Bucket(time.monotonic())
     http = provider(bucket, phase_s)
@@ -166,17 +186,16 @@ def run(port: int, phase_s: float, ours: bool) -> dict[str, Any]:
         steady = [s for t, s in calls if t >= start + min(10.0, phase_s / 3)]
         minutes = (end - start - min(10.0, phase_s / 3)) / 60
         answered = [sum(1 for t, s in calls if s == 200 and start <= t < end) for calls in per_process]
-        total = sum(answered)
         rows.append(
             {
                 "phase": name,
                 "capacity": capacity,
                 "throttled": sum(1 for _, s in calls if s == 429) / max(len(calls), 1),
                 "use": sum(1 for s in steady if s == 200) / (capacity * minutes),
-                "jain": total**2 / (PROCESSES * sum(x * x for x in answered)) if total else 0.0,
+                "jain": jain(answered),
             }
         )
-    return {"rows": rows}
+    return rows
 
 
 def main() -> None:
@@ -198,13 +217,7 @@ def main() -> None:
         "| fleet | phase | capacity a minute | 429s | use (after 10 s) | Jain |",
         "| --- | --- | ---: | ---: | ---: | ---: |",
     ]
-    for label, result in results.items():
-        for row in result["rows"]:
-            lines.append(
-                f"| {label} | {row['phase']} | {row['capacity']} | {row['throttled']:.1%} | {row['use']:.0%} "
-                f"| {row['jain']:.2f} |"
-            )
-    write_report([*lines, ""], args.out, args.quick, "the adaptive limit's real run")
+    write_report([*lines, *table_rows(results), ""], args.out, args.quick, "the adaptive limit's real run")
 
 
 if __name__ == "__main__":

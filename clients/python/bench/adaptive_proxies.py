@@ -28,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import redis
-from adaptive_fleet import PHASES, STATED, Bucket, provider
+from adaptive_fleet import PHASES, STATED, Bucket, jain, provider, sdk_backoff, table_rows
 from measuring import arguments, progress, server_name, write_report
 from servers import Server, free_port
 
@@ -110,8 +110,7 @@ def caller(port: int, until: float, answered: list[float]) -> None:
             time.sleep(min(float(told.group(1)), max(until - time.monotonic(), 0)) + 0.001)
         else:
             # The provider's 429 (or another error) passed on: backed off as the SDKs do.
-            jitter = 1 - 0.25 * (hash((now, backoff)) % 100) / 100
-            time.sleep(max(1.0, min(8.0, 0.5 * 2**backoff)) * jitter)
+            time.sleep(sdk_backoff(now, backoff))
             backoff += 1
 
 
@@ -147,14 +146,13 @@ def run(redis_port: int, phase_s: float, ours: bool) -> list[dict[str, Any]]:
         calls = [ok for t, ok in bucket.calls if start <= t < end]
         steady = [ok for t, ok in bucket.calls if start + settle <= t < end]
         per_proxy = [sum(1 for t in times if start <= t < end) for times in answered]
-        total = sum(per_proxy)
         rows.append(
             {
                 "phase": name,
                 "capacity": capacity,
                 "throttled": calls.count(False) / max(len(calls), 1),
                 "use": steady.count(True) / (capacity * (end - start - settle) / 60),
-                "jain": total**2 / (len(per_proxy) * sum(x * x for x in per_proxy)) if total else 0.0,
+                "jain": jain(per_proxy),
             }
         )
     return rows
@@ -179,13 +177,7 @@ def main() -> None:
         "| proxies | phase | capacity a minute | 429s at the provider | use (after 10 s) | Jain (per proxy) |",
         "| --- | --- | ---: | ---: | ---: | ---: |",
     ]
-    for label, rows in results.items():
-        for row in rows:
-            lines.append(
-                f"| {label} | {row['phase']} | {row['capacity']} | {row['throttled']:.1%} | {row['use']:.0%} "
-                f"| {row['jain']:.2f} |"
-            )
-    write_report([*lines, ""], args.out, args.quick, "the adaptive limit's LiteLLM run")
+    write_report([*lines, *table_rows(results), ""], args.out, args.quick, "the adaptive limit's LiteLLM run")
 
 
 if __name__ == "__main__":
