@@ -347,6 +347,40 @@ async def test_a_deployments_adaptive_limits_learn_from_the_providers_answers(se
             await client.aclose()
 
 
+async def test_the_adaptive_callbacks_pending_calls_are_bounded(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past MAX_PENDING calls decided and not yet answered, the oldest is dropped: its answer,
+    when it comes, teaches nothing (a call that never ends holds no memory for ever)."""
+    import litellm
+    import redis.asyncio
+
+    from redis_ratelimit_client import litellm_adaptive
+
+    monkeypatch.setattr(litellm_adaptive, "MAX_PENDING", 3)
+    client = redis.asyncio.Redis(port=server.port)
+    prefix = f"rl:{server.port}:pending:"
+    callback = litellm_adaptive.AdaptiveLimits(client, prefix=prefix)
+    throttled = litellm.RateLimitError(message="429", llm_provider="openai", model="fake")
+
+    def call(i: int) -> dict[str, Any]:
+        messages = [{"role": "user", "content": "hi"}]
+        return {"model_info": {"id": "d9"}, "rpm": 600, "litellm_call_id": f"c{i}", "messages": messages}
+
+    async def limit() -> int:
+        return int((await client.get(f"{prefix}{{d9}}:requests") or b"").decode().split(":")[4])
+
+    try:
+        for i in range(5):
+            await callback.async_pre_call_deployment_hook(call(i), "completion")
+        await callback.async_log_failure_event({**call(0), "exception": throttled}, None, None, None)
+        assert await limit() == 600, "the oldest call was dropped: its 429 teaches nothing"
+        await callback.async_log_failure_event({**call(2), "exception": throttled}, None, None, None)
+        assert await limit() == 420
+    finally:
+        await client.aclose()
+
+
 async def test_a_server_out_of_reach_lets_calls_through_or_refuses_them(caplog: pytest.LogCaptureFixture) -> None:
     """Fail open (the default) lets the call through and says so; fail closed refuses it with 503."""
     import types
