@@ -44,6 +44,8 @@ struct Settled<'a> {
     again: bool,
     /// Until when what was reserved counts (`Reserved::counts_until`).
     counts_until: i64,
+    /// An adaptive limit's epoch that ended with this settle earned a higher limit.
+    increased: bool,
 }
 
 /// What a reservation was of, ending SETTLE's reply so that a client reads the reply without
@@ -165,6 +167,9 @@ pub fn settle(call: &Call) -> Result<(), Error> {
         }
     }
     for (i, s) in settled.iter().enumerate() {
+        if s.increased {
+            stats::ADAPT_INCREASES.add(1);
+        }
         let applied = s.reply.0[s.reply.1 - 1];
         if s.again {
             stats::SETTLED_AGAIN.add(1);
@@ -203,7 +208,7 @@ fn decide<'a>(
     now: Now,
 ) -> Result<Settled<'a>, Error> {
     let amount = reserved.amount();
-    let mut shape = Shape::of(&reserved);
+    let (mut shape, mut increased) = (Shape::of(&reserved), false);
     let (write, reply) = match reserved {
         Reserved::Hit { limit, window, zone, window_end_ms, .. } => {
             let zone = if zone.is_empty() { Zone::Offset(0) } else { Zone::parse(zone).map_err(|_| INVALID)? };
@@ -236,9 +241,7 @@ fn decide<'a>(
             let stored = key.read::<State>()?;
             let o = adaptive::settle_reserved(&bounds, epoch_start_ms, amount, used, stored, now.ms)
                 .ok_or(WINDOW_DIFFERS)?;
-            if o.increased {
-                stats::ADAPT_INCREASES.add(1);
-            }
+            increased = o.increased;
             shape = Shape(b"adaptive", o.limit, bounds.window_ms);
             let change = o.write.map(|(state, at)| adaptive::change(state, at));
             (Write::Adaptive(stored, change), ([1, o.limit, o.remaining, -1, o.reset_ms, o.applied], 6))
@@ -251,7 +254,7 @@ fn decide<'a>(
             Write::Adaptive(stored, _) => refuse_new_over_maxmemory(call, &[*stored])?,
         }
     }
-    Ok(Settled { key, write, reply, shape, amount, marks: None, again: false, counts_until: 0 })
+    Ok(Settled { key, write, reply, shape, amount, marks: None, again: false, counts_until: 0, increased })
 }
 
 /// Makes a settle's change on the key read as `stored`; the key's expiry after it.

@@ -76,7 +76,7 @@ export class AdaptiveLimit {
   }
 
   /** The reservation settled with `used`: the unused part back to the fleet (at most once). */
-  settle(reservation: Reservation, used: number): Promise<Settlement> {
+  async settle(reservation: Reservation, used: number): Promise<Settlement> {
     if (reservation.token === null) throw new RateLimitError('a denied call has no reservation to settle');
     return this.limiter.settle(this.key, reservation.token, used);
   }

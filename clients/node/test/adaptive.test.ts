@@ -105,7 +105,7 @@ for (const kind of KINDS) {
       let denied = await limit.reserve(1_000);
       while (denied.decision.allowed) denied = await limit.reserve(1_000);
       assert.equal(denied.token, null);
-      assert.throws(() => limit.settle(denied, 0), /no reservation/);
+      await assert.rejects(limit.settle(denied, 0), /no reservation/);
     });
 
     test('the wrapper reports what the call returned or threw', async () => {
