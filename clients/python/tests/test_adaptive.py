@@ -108,7 +108,7 @@ def test_an_estimate_is_reserved_and_settled_with_what_was_used(server: Server) 
     while (denied := limit.reserve(1_000)).decision.allowed:
         pass
     assert denied.token is None
-    with pytest.raises(ValueError, match="no reservation"):
+    with pytest.raises(RateLimitError, match="no reservation"):
         limit.settle(denied, 0)
     up_to = RateLimiter(redis.Redis(port=server.port)).reserve_adapt_up_to("tokens", 600, 6_000, 60_000, 60, cost=5_000)
     assert up_to.amount < 5_000

@@ -13,7 +13,7 @@ from typing import Any, Literal, TypeVar
 
 from . import commands
 from .commands import Call, Seconds
-from .errors import RateLimited
+from .errors import RateLimited, RateLimitError
 from .provider_answers import ProviderAnswer, read_answer
 from .results import Decision, Learned, Reservation, Settlement
 
@@ -63,7 +63,7 @@ class _Terms:
 
     def settlement(self, reservation: Reservation, used: int) -> Call[Settlement]:
         if reservation.token is None:
-            raise ValueError("a denied call has no reservation to settle")
+            raise RateLimitError("a denied call has no reservation to settle")
         return commands.settle(self.key, reservation.token, used)
 
     def learned(self, answer: ProviderAnswer, throttled: bool | None) -> Call[Learned | None]:
