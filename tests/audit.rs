@@ -283,9 +283,18 @@ fn on_a_replica_audit_works_and_repair_is_refused() {
     assert_eq!(audit(&mut r, &["rl:"]).unwrap().found, 0);
 }
 
-/// 1,000,000 keys from DEBUG POPULATE plus 1% leaked counters under `rl:`.
-fn large_keyspace(con: &mut Connection, keys: u64) {
+/// `keys` keys from DEBUG POPULATE. Populating takes tens of seconds on a busy machine (two
+/// `make test` side by side read past the connection's 30 s): that call alone waits as long as
+/// it takes.
+fn populate(con: &mut Connection, keys: u64) {
+    con.set_read_timeout(None).unwrap();
     let _: () = redis::cmd("DEBUG").arg("POPULATE").arg(keys).query(con).unwrap();
+    con.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+}
+
+/// `keys` keys from DEBUG POPULATE plus 1% leaked counters under `rl:`.
+fn large_keyspace(con: &mut Connection, keys: u64) {
+    populate(con, keys);
     let mut pipe = redis::pipe();
     for i in 0..keys / 100 {
         pipe.cmd("SET").arg(format!("rl:leak:{i}")).arg(i).ignore();
@@ -329,11 +338,7 @@ fn a_client_that_disconnects_stops_the_walk() {
     let server = Server::start();
     let mut con = server.connect();
     const KEYS: i64 = 2_000_000;
-    // Populating takes tens of seconds on a busy machine (two `make test` side by side read past
-    // the connection's 30 s): that call alone waits as long as it takes.
-    con.set_read_timeout(None).unwrap();
-    let _: () = redis::cmd("DEBUG").arg("POPULATE").arg(KEYS).query(&mut con).unwrap();
-    con.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    populate(&mut con, KEYS as u64);
     // The shortest slices: the walk takes longer, the hang-up comes early in it.
     run_all(&mut con, &["CONFIG SET ratelimit.walk-slice-us 100"]);
     let scanned_before = keys_scanned(&mut con);
@@ -375,7 +380,7 @@ fn connected_clients(con: &mut Connection) -> String {
 fn hundreds_of_concurrent_walks_share_one_walker() {
     let server = Server::start();
     let mut admin = server.connect();
-    let _: () = redis::cmd("DEBUG").arg("POPULATE").arg(20_000).query(&mut admin).unwrap();
+    populate(&mut admin, 20_000);
     let mut pipe = redis::pipe();
     for i in 0..200 {
         pipe.cmd("SET").arg(format!("rl:leak:{i}")).arg(i).ignore();
@@ -475,7 +480,7 @@ fn past_max_walks_a_call_is_refused_and_a_leaver_frees_its_place() {
     let server = Server::start();
     let mut con = server.connect();
     const KEYS: i64 = 1_000_000;
-    let _: () = redis::cmd("DEBUG").arg("POPULATE").arg(KEYS).query(&mut con).unwrap();
+    populate(&mut con, KEYS as u64);
     run_all(&mut con, &["SELECT 1", "SET rl:small 1", "SELECT 0", "CONFIG SET ratelimit.max-walks 2"]);
     let scanned_before = keys_scanned(&mut con);
 
@@ -516,7 +521,7 @@ fn past_max_walks_a_call_is_refused_and_a_leaver_frees_its_place() {
 fn the_module_unloads_after_walks_and_not_during_one() {
     let server = Server::with(common::Config { args: &["--enable-module-command", "yes"], ..Default::default() });
     let mut con = server.connect();
-    let _: () = redis::cmd("DEBUG").arg("POPULATE").arg(1_000_000).query(&mut con).unwrap();
+    populate(&mut con, 1_000_000);
     let walking = leaver(&server);
     wait_for("a walk in progress", Duration::from_secs(60), || walks_in_progress(&mut con) != (0, 0));
     let error = error_of(redis::cmd("MODULE").arg(&["UNLOAD", "ratelimit"]).query::<()>(&mut con));
