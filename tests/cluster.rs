@@ -839,7 +839,9 @@ fn slots_move_back_and_forth_under_load_and_every_counter_keeps_its_value_and_ex
 
 /// AUDIT and REPAIR read counters through the key, not through commands, where the server refuses
 /// commands on keys: while the cluster is down (and for keys of a slot being imported by MIGRATE,
-/// seen in the test above).
+/// seen in the test above). Redis (not Valkey) answers a blocked module client CLUSTERDOWN while
+/// the cluster is down: a walk not ended by the server's next check of its blocked clients is
+/// refused so (docs/operations.md); this one's 20 keys end first unless the machine is busy.
 #[test]
 fn audit_and_repair_still_see_counters_while_the_cluster_is_down() {
     let node = Server::with(Config { cluster: true, ..Config::default() });
@@ -860,7 +862,20 @@ fn audit_and_repair_still_see_counters_while_the_cluster_is_down() {
     run_all(&mut con, &[&format!("CLUSTER DELSLOTS {empty_slot}")]);
     wait_for("cluster_state:fail", Duration::from_secs(60), || state(&mut con) == "fail");
     assert!(error_of(redis::cmd("GET").arg(&keys[0]).query::<Value>(&mut con)).starts_with("CLUSTERDOWN"));
-    assert_eq!(audit(&mut con, &["rl:"]).unwrap().found, 20, "leaked counters found while the cluster is down");
-    assert_eq!(repair(&mut con, &["rl:", "60"]).unwrap().found, 20);
-    assert_eq!(audit(&mut con, &["rl:"]).unwrap().found, 0);
+    let valkey = redis::cmd("INFO").arg("server").query::<String>(&mut con).unwrap().contains("valkey_version");
+    // A walk's answer, or None where Redis refused it as a blocked client while the cluster is down.
+    let mut walked =
+        |walk: fn(&mut Connection, &[&str]) -> redis::RedisResult<common::WalkReply>, args: &[&str]| match walk(
+            &mut con, args,
+        ) {
+            Err(e) if !valkey && e.code() == Some("CLUSTERDOWN") => None,
+            reply => Some(reply.unwrap().found),
+        };
+    let found = walked(audit, &["rl:"]);
+    assert!(found.is_none_or(|n| n == 20), "leaked counters found while the cluster is down: {found:?}");
+    let repaired = walked(repair, &["rl:", "60"]);
+    assert!(repaired.is_none_or(|n| n == 20), "{repaired:?}");
+    if repaired.is_some() {
+        assert!(walked(audit, &["rl:"]).is_none_or(|n| n == 0));
+    }
 }
