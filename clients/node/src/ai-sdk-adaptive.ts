@@ -10,8 +10,8 @@ import type { Client } from './adapters.js';
 import { AdaptiveLimit, RateLimitedError } from './adaptive.js';
 import { RateLimiter } from './client.js';
 import type { HeadersLike } from './provider-answers.js';
-import type { Generated, ModelCall, StreamPart, Streamed, TokenLimitMiddleware } from './ai-sdk.js';
-import { countedStream, estimateTokens, usedTokens } from './ai-sdk.js';
+import type { Admit, ModelCall, TokenLimitMiddleware } from './ai-sdk.js';
+import { estimateTokens, settlingMiddleware } from './ai-sdk.js';
 import type { Reservation } from './results.js';
 
 /** One adaptive limit's bounds, per window. */
@@ -88,7 +88,7 @@ export function adaptiveLimitMiddleware(options: AdaptiveLimitMiddlewareOptions)
   const reported = async (status: number | null, headers: HeadersLike) => {
     for (const limit of limits) await limit.report(status, headers);
   };
-  const run = async <T>(call: ModelCall, model: () => PromiseLike<T>): Promise<[T, (used: number) => Promise<void>]> => {
+  const admitted: Admit = async <T>(call: ModelCall, model: () => PromiseLike<T>): Promise<[T, (used: number) => Promise<void>]> => {
     const settle = await decided(call);
     let result: T;
     try {
@@ -104,15 +104,5 @@ export function adaptiveLimitMiddleware(options: AdaptiveLimitMiddlewareOptions)
     await reported(200, typeof headers === 'object' && headers !== null ? (headers as HeadersLike) : {});
     return [result, settle];
   };
-  return {
-    async wrapGenerate<R extends Generated>({ doGenerate, params }: { doGenerate: () => PromiseLike<R>; params: ModelCall }) {
-      const [result, settle] = await run(params, doGenerate);
-      await settle(usedTokens(result.usage) ?? estimate(params));
-      return result;
-    },
-    async wrapStream<P extends StreamPart, S extends Streamed<P>>({ doStream, params }: { doStream: () => PromiseLike<S>; params: ModelCall }) {
-      const [result, settle] = await run(params, doStream);
-      return countedStream(result, params, settle);
-    },
-  };
+  return settlingMiddleware(admitted, estimate);
 }

@@ -76,15 +76,15 @@ export interface TokenLimitMiddleware {
   wrapStream<P extends StreamPart, S extends Streamed<P>>(options: { doStream: () => PromiseLike<S>; params: ModelCall }): Promise<S>;
 }
 
-export interface Generated {
+interface Generated {
   readonly usage?: unknown;
 }
 
-export interface Streamed<P> {
+interface Streamed<P> {
   readonly stream: ReadableStream<P>;
 }
 
-export interface StreamPart {
+interface StreamPart {
   readonly type: string;
   readonly usage?: unknown;
   readonly delta?: unknown;
@@ -144,7 +144,7 @@ export function tokenLimitMiddleware(options: TokenLimitOptions): TokenLimitMidd
 
   /** The call decided, then the model run: its result, and how to settle (once, never over the
    * model's own outcome); a model that throws is settled at 0. */
-  const admitted = async <T>(call: ModelCall, run: () => PromiseLike<T>): Promise<[T, (used: number) => Promise<void>]> => {
+  const admitted: Admit = async <T>(call: ModelCall, run: () => PromiseLike<T>): Promise<[T, (used: number) => Promise<void>]> => {
     const held = await reserve(call);
     let done = false;
     const settle = async (used: number) => {
@@ -161,6 +161,16 @@ export function tokenLimitMiddleware(options: TokenLimitOptions): TokenLimitMidd
     }
   };
 
+  return settlingMiddleware(admitted, estimate);
+}
+
+/** How a middleware runs a model call: decided first, then run; its result, and how to settle
+ * the call's tokens with what it used (once; later calls are ignored). */
+export type Admit = <T>(call: ModelCall, run: () => PromiseLike<T>) => Promise<[T, (used: number) => Promise<void>]>;
+
+/** A middleware around `admitted`: a generation settled with the usage the model reports (else
+ * `estimate`), a stream counted as it is read (`countedStream`). */
+export function settlingMiddleware(admitted: Admit, estimate: (call: ModelCall) => number): TokenLimitMiddleware {
   return {
     async wrapGenerate<R extends Generated>({ doGenerate, params }: { doGenerate: () => PromiseLike<R>; params: ModelCall }) {
       const [result, settle] = await admitted(params, doGenerate);
@@ -178,7 +188,7 @@ export function tokenLimitMiddleware(options: TokenLimitOptions): TokenLimitMidd
  * once is enough; later calls are the caller's to ignore) gets the usage of its finish part, or
  * what was streamed (the prompt, and the text at 4 characters a token) when it ends, fails or is
  * cancelled without one. */
-export function countedStream<P extends StreamPart, S extends Streamed<P>>(result: S, params: ModelCall, settle: (used: number) => Promise<void>): S {
+function countedStream<P extends StreamPart, S extends Streamed<P>>(result: S, params: ModelCall, settle: (used: number) => Promise<void>): S {
   const input = promptTokens(params.prompt);
   let characters = 0;
   const streamed = () => input + Math.ceil(characters / CHARACTERS_PER_TOKEN);
@@ -213,7 +223,7 @@ export function countedStream<P extends StreamPart, S extends Streamed<P>>(resul
 
 /** The tokens a usage reports: AI SDK 6 and 7's `{ inputTokens: { total }, outputTokens: { total } }`,
  * or 5's numbers; undefined when it reports none. */
-export function usedTokens(usage: unknown): number | undefined {
+function usedTokens(usage: unknown): number | undefined {
   if (typeof usage !== 'object' || usage === null) return undefined;
   const { inputTokens, outputTokens, totalTokens } = usage as Record<string, unknown>;
   if (typeof totalTokens === 'number') return totalTokens;
