@@ -134,7 +134,7 @@ fn bad_calls_change_nothing() {
             "ADAPT",
             "llm",
             &["6", "60", "600", "60", "TOKENS", "1"],
-            "ERR syntax error: unknown option (expected COST, MS, PARTIAL or RESERVE)",
+            "ERR syntax error: unknown option (expected COST, MS, PARTIAL, RESERVE or TURN)",
         ),
         ("ADAPT", "list", &MINUTE, "WRONGTYPE Operation against a key holding the wrong kind of value"),
         ("ADAPT", "text", &MINUTE, "ERR value is not a ratelimit adaptive limit"),
@@ -214,6 +214,9 @@ fn random_args(rng: &mut Rng, adapt: bool, key: &str) -> Vec<String> {
         }
         if rng.below(3) == 0 {
             a.push("RESERVE".into());
+        }
+        if rng.below(3) == 0 {
+            a.push("TURN".into());
         }
         a
     } else {

@@ -58,6 +58,9 @@ const RUN: &[(&str, &str)] = &[
     ("ratelimit.adapt", "a 6 60 600 60"),
     ("ratelimit.adapt", "a 6 60 600 60 COST 9"),
     ("ratelimit.adapt", "a 6 60 600 60"),
+    // Denied twice: the second waits behind the first (2 s); back for a turn, the bucket's 1 s.
+    ("ratelimit.adapt", "a 6 60 600 60"),
+    ("ratelimit.adapt", "a 6 60 600 60 TURN"),
     ("ratelimit.adapt", "ap 6 60 600 60 COST 15 PARTIAL"),
     ("ratelimit.adapt", "ap 6 60 600 60 COST 15 PARTIAL"),
 ];
@@ -298,6 +301,8 @@ const CASES: &[(&str, &[&str])] = &[
             "k 6 60 600 60 COST 5 PARTIAL",
             "k 6 60 600 60 COST 5 RESERVE",
             "k 6 60 600 60 COST 5 PARTIAL RESERVE",
+            "k 6 60 600 60 TURN",
+            "k 6 60 600 60 COST 5 PARTIAL RESERVE TURN",
             "k 1 1 1 1",
             "k 6 60 600",
             "k 0 60 600 60",
@@ -321,6 +326,7 @@ const CASES: &[(&str, &[&str])] = &[
             "k 1 1 1 60 COST 18764998448",
             "k 6 60 600 60 MS MS",
             "k 6 60 600 60 RESERVE RESERVE",
+            "k 6 60 600 60 TURN TURN",
             "k 6 60 600 60 TOKENS 1",
         ],
     ),

@@ -44,8 +44,13 @@ type AdaptiveLimit struct {
 
 // Decide is whether a call of cost may go to the provider now.
 func (a *AdaptiveLimit) Decide(ctx context.Context, cost int64) (Decision, error) {
+	return a.decide(ctx, cost, false)
+}
+
+// decide asks with turn when a denial told this caller to come back.
+func (a *AdaptiveLimit) decide(ctx context.Context, cost int64, turn bool) (Decision, error) {
 	terms := a.Terms
-	terms.Cost = cost
+	terms.Cost, terms.Turn = cost, turn
 	return a.Limiter.Adapt(ctx, a.Key, terms)
 }
 
@@ -92,8 +97,8 @@ func (a *AdaptiveLimit) Answered(ctx context.Context, answer ProviderAnswer) (*L
 // error (a timeout), a throttle when countTimeouts is set.
 func (a *AdaptiveLimit) Do(ctx context.Context, cost int64, countTimeouts bool,
 	send func(context.Context) (*http.Response, error)) (*http.Response, error) {
-	for {
-		d, err := a.Decide(ctx, cost)
+	for turn := false; ; turn = true {
+		d, err := a.decide(ctx, cost, turn)
 		if err != nil {
 			return nil, err
 		}

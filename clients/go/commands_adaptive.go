@@ -22,6 +22,9 @@ type Adaptive struct {
 	Floor, Start, Ceiling int64
 	Window                time.Duration
 	Cost                  int64
+	// Turn: the caller is back at the RetryAfter a denial told it (TURN), so that, denied again,
+	// it waits only for the bucket and keeps its place in the fleet's line.
+	Turn bool
 }
 
 // Report is how the provider answered a call (RATELIMIT.REPORT).
@@ -98,6 +101,9 @@ func adaptCall(key string, a Adaptive) (command[Decision], error) {
 	}
 	if c := cost(a.Cost); c != 1 {
 		args = append(args, "COST", strconv.FormatInt(c, 10))
+	}
+	if a.Turn {
+		args = append(args, "TURN")
 	}
 	return command[Decision]{Command: "RATELIMIT.ADAPT", Function: "ratelimit_adapt", Keys: []string{key}, Args: args,
 		parse: readAdaptive(a.Window)}, nil

@@ -215,7 +215,7 @@ func conformanceCall(command string, c map[string]any) (func() (reader, error), 
 		if err := errors.Join(err, err2, err3, err4); err != nil {
 			return nil, err
 		}
-		a := Adaptive{Floor: floor, Start: start, Ceiling: ceiling, Window: w, Cost: charge}
+		a := Adaptive{Floor: floor, Start: start, Ceiling: ceiling, Window: w, Cost: charge, Turn: flag("TURN")}
 		return map[[2]bool]func() (reader, error){
 			{false, false}: func() (reader, error) { return parsing(adaptCall(key, a)) },
 			{true, false}:  func() (reader, error) { return parsing(adaptUpToCall(key, a)) },

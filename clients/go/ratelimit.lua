@@ -15,7 +15,7 @@
 --   FCALL ratelimit_renew 1 key id lease [MS]
 --   FCALL ratelimit_gcra 1 key max_burst tokens_per_period period [TOKENS count] [PARTIAL] [RESERVE] [ALIGN]
 --   FCALL ratelimit_settle numkeys key [key ...] reservation used   (a HITALL's token keys)
---   FCALL ratelimit_adapt 1 key floor start ceiling window [COST cost] [MS] [PARTIAL]
+--   FCALL ratelimit_adapt 1 key floor start ceiling window [COST cost] [MS] [PARTIAL] [RESERVE] [TURN]
 --   FCALL ratelimit_report 1 key OK|THROTTLED [RETRY ms] [LIMIT limit] [REMAINING remaining RESET ms]
 --
 -- Calendar windows take UTC and fixed offsets here; named time zones are the module's (NAMED_ZONE).
@@ -1953,7 +1953,13 @@ local ADAPT_FIELDS = { 'window', 'floor', 'ceiling', 'limit', 'wmax', 'earned', 
 local NOT_ADAPTIVE = 'ERR value is not a ratelimit adaptive limit'
 local MAX_SCALED = 2 ^ 50
 local MAX_SPAN_MS = 2 ^ 40
-local ADAPT_OPTIONS = { { name = 'COST', valued = true }, { name = 'MS' }, { name = 'PARTIAL' }, { name = 'RESERVE' } }
+local ADAPT_OPTIONS = {
+    { name = 'COST', valued = true },
+    { name = 'MS' },
+    { name = 'PARTIAL' },
+    { name = 'RESERVE' },
+    { name = 'TURN' },
+}
 local REPORT_OPTIONS = {
     { name = 'RETRY', valued = true },
     { name = 'LIMIT', valued = true },
@@ -2117,7 +2123,7 @@ local function adapt(keys, args)
         fail("ERR wrong number of arguments for 'ratelimit.adapt' command")
     end
     local floor_, start, ceiling = positive(args[1], 'floor'), positive(args[2], 'start'), positive(args[3], 'ceiling')
-    local opts = options(args, 5, ADAPT_OPTIONS, 'COST, MS, PARTIAL or RESERVE')
+    local opts = options(args, 5, ADAPT_OPTIONS, 'COST, MS, PARTIAL, RESERVE or TURN')
     local cost = opts.COST and positive(opts.COST, 'COST') or 1
     local w = window_ms(args[4], opts.MS)
     if w == BIG or w > MAX_SPAN_MS then
@@ -2165,10 +2171,13 @@ local function adapt(keys, args)
         if bound and bound < (partial and 1 or cost) then
             retry = max(retry, s.bound_until - now)
         end
-        -- After those told to come back before it, then its tokens' time for the next one; the
-        -- line never reaches past the state's keeping.
-        retry = max(retry, s.queue_until - now)
-        s.queue_until = min(now + retry + ceil_div(need * w, s.limit), now + 10 * w)
+        -- Back for its turn (TURN), its place is already in the line; else after those told to
+        -- come back before it, then its tokens' time for the next one; the line never reaches
+        -- past the state's keeping.
+        if not opts.TURN then
+            retry = max(retry, s.queue_until - now)
+            s.queue_until = min(now + retry + ceil_div(need * w, s.limit), now + 10 * w)
+        end
     else
         s.level = max(s.level - granted * w, -MAX_SCALED)
         s.used = min(s.used + granted, MAX_SCALED)

@@ -1,4 +1,4 @@
-//! `RATELIMIT.ADAPT key floor start ceiling window [COST cost] [MS] [PARTIAL] [RESERVE]`: a call
+//! `RATELIMIT.ADAPT key floor start ceiling window [COST cost] [MS] [PARTIAL] [RESERVE] [TURN]`: a call
 //! decided against the limit the fleet learns (`core::adaptive`), the key created at `start` with
 //! a full bucket; replies `[allowed, limit, remaining, retry_after_ms, reset_ms]`, with PARTIAL
 //! the tokens granted, with RESERVE a reservation (`RATELIMIT.SETTLE`).
@@ -46,13 +46,23 @@ pub const COMMAND: Command = Command {
             summary: Some(c"reply with a reservation as the last element, to settle with the tokens used (RATELIMIT.SETTLE)"),
             ..option(c"reserve", PURE_TOKEN, c"RESERVE")
         },
+        Arg {
+            summary: Some(c"the caller is back at the turn a denial told it: denied again, it waits only for the bucket, keeping its place in the line"),
+            ..option(c"turn", PURE_TOKEN, c"TURN")
+        },
     ],
 };
 
 pub fn adapt(call: &Call) -> Result<(), Error> {
     let args = parse_adapt(call.args())?;
     let now = clock::command_now();
-    let limit = Adaptive { bounds: args.bounds, cost: args.cost, partial: args.partial, increased: Cell::new(false) };
+    let limit = Adaptive {
+        bounds: args.bounds,
+        cost: args.cost,
+        partial: args.partial,
+        turn: args.turn,
+        increased: Cell::new(false),
+    };
     run(call, "ratelimit.adapt", &limit, (args.reserve, now), &COUNTING)?;
     if limit.increased.get() {
         stats::ADAPT_INCREASES.add(1);

@@ -360,17 +360,25 @@ impl State {
 }
 
 /// `RATELIMIT.ADAPT`'s call of `cost` (with `partial`, as many as the bucket has, at least one)
-/// on `stored` at `now` (Unix ms).
-pub fn decide(b: &Bounds, cost: i64, partial: bool, stored: Stored<State>, now: i64) -> Decided {
-    decide_or_admit(b, cost, partial, stored, now, false)
+/// on `stored` at `now` (Unix ms). With `turn`, the caller comes back at the turn a denial gave
+/// it: denied again (someone took the token its turn waited for), it keeps its place at the front
+/// and waits only for the bucket, rather than joining the end of the line.
+pub fn decide(b: &Bounds, cost: i64, partial: bool, turn: bool, stored: Stored<State>, now: i64) -> Decided {
+    decide_or_admit(b, cost, partial, stored, now, Admission::Decided { turn })
 }
 
 /// A call the limit denied, admitted anyway (shadow mode): its cost taken whatever the bucket.
 pub fn admit_anyway(b: &Bounds, cost: i64, stored: Stored<State>, now: i64) -> Decided {
-    decide_or_admit(b, cost, false, stored, now, true)
+    decide_or_admit(b, cost, false, stored, now, Admission::Anyway)
 }
 
-fn decide_or_admit(b: &Bounds, cost: i64, partial: bool, stored: Stored<State>, now: i64, anyway: bool) -> Decided {
+#[derive(Clone, Copy)]
+enum Admission {
+    Decided { turn: bool },
+    Anyway,
+}
+
+fn decide_or_admit(b: &Bounds, cost: i64, partial: bool, stored: Stored<State>, now: i64, how: Admission) -> Decided {
     let mut s = match stored {
         Stored::Present { value, .. } if value.window_ms == b.window_ms => value,
         _ => State::new(b, now),
@@ -387,7 +395,7 @@ fn decide_or_admit(b: &Bounds, cost: i64, partial: bool, stored: Stored<State>, 
         false => (s.level / w).max(0),
     };
     let whole = bound.map_or(whole, |left| whole.min(left));
-    let granted = if anyway {
+    let granted = if matches!(how, Admission::Anyway) {
         cost
     } else if partial {
         if whole >= 1 {
@@ -412,12 +420,18 @@ fn decide_or_admit(b: &Bounds, cost: i64, partial: bool, stored: Stored<State>, 
             Some(left) if left < if partial { 1 } else { cost } => s.bound_until - now,
             _ => 0,
         };
-        // After those told to come back before it, then its tokens' time for the next one; the
-        // line never reaches past the state's keeping (however many are denied, the numbers
-        // stay bounded).
-        let retry = bucket.max(provider).max(s.queue_until - now);
-        s.queue_until = (now + retry + ceil_div(need * w, s.limit)).min(now + KEPT_WINDOWS * w);
-        retry
+        match how {
+            // Back for its turn: its place is already in the line.
+            Admission::Decided { turn: true } => bucket.max(provider),
+            // After those told to come back before it, then its tokens' time for the next one;
+            // the line never reaches past the state's keeping (however many are denied, the
+            // numbers stay bounded).
+            _ => {
+                let retry = bucket.max(provider).max(s.queue_until - now);
+                s.queue_until = (now + retry + ceil_div(need * w, s.limit)).min(now + KEPT_WINDOWS * w);
+                retry
+            }
+        }
     };
     if allowed {
         s.level = (s.level - granted * w).max(-MAX_SCALED);
@@ -598,7 +612,7 @@ mod tests {
     fn calls(state: &mut Stored<State>, n: i64, now: i64) -> i64 {
         (0..n)
             .filter(|_| {
-                let d = decide(&MINUTE, 1, false, *state, now);
+                let d = decide(&MINUTE, 1, false, false, *state, now);
                 *state = stored(d.state);
                 d.allowed
             })
@@ -607,12 +621,12 @@ mod tests {
 
     #[test]
     fn a_new_limit_admits_its_burst_then_paces() {
-        let d = decide(&MINUTE, 1, false, Stored::Missing, NOW);
+        let d = decide(&MINUTE, 1, false, false, Stored::Missing, NOW);
         assert_eq!((d.allowed, d.limit, d.remaining, d.retry_after_ms, d.reset_ms), (true, 60, 9, -1, 1_000));
         let mut s = stored(d.state);
         assert_eq!(calls(&mut s, 20, NOW), 9);
         // The twelfth denied in a row: its turn comes after the eleven before it.
-        let denied = decide(&MINUTE, 1, false, s, NOW);
+        let denied = decide(&MINUTE, 1, false, false, s, NOW);
         assert_eq!((denied.allowed, denied.remaining, denied.retry_after_ms), (false, 0, 12_000));
         // A token a second comes back: 60 a minute.
         assert_eq!(calls(&mut s, 5, NOW + 999), 0);
@@ -623,10 +637,10 @@ mod tests {
 
     #[test]
     fn denied_callers_are_told_to_come_back_one_by_one() {
-        let mut s = stored(decide(&MINUTE, 10, false, Stored::Missing, NOW).state);
+        let mut s = stored(decide(&MINUTE, 10, false, false, Stored::Missing, NOW).state);
         let turns: Vec<i64> = (0..4)
             .map(|_| {
-                let d = decide(&MINUTE, 1, false, s, NOW);
+                let d = decide(&MINUTE, 1, false, false, s, NOW);
                 s = stored(d.state);
                 d.retry_after_ms
             })
@@ -634,20 +648,42 @@ mod tests {
         assert_eq!(turns, [1_000, 2_000, 3_000, 4_000]);
         // Each comes back at its turn and finds its token.
         for turn in [1_000, 2_000, 3_000, 4_000] {
-            let d = decide(&MINUTE, 1, false, s, NOW + turn);
+            let d = decide(&MINUTE, 1, false, false, s, NOW + turn);
             assert!(d.allowed, "{turn}");
             s = stored(d.state);
         }
         // Once the turns have passed, a denied caller waits only for the bucket.
-        assert_eq!(decide(&MINUTE, 1, false, s, NOW + 4_000).retry_after_ms, 1_000);
+        assert_eq!(decide(&MINUTE, 1, false, false, s, NOW + 4_000).retry_after_ms, 1_000);
+    }
+
+    #[test]
+    fn a_caller_back_for_its_turn_keeps_its_place_when_its_token_was_taken() {
+        let mut s = stored(decide(&MINUTE, 10, false, false, Stored::Missing, NOW).state);
+        for _ in 0..3 {
+            s = stored(decide(&MINUTE, 1, false, false, s, NOW).state);
+        }
+        // Told 1 s, 2 s and 3 s; someone else takes the first turn's token at 1 s.
+        let taken = decide(&MINUTE, 1, false, false, s, NOW + 1_000);
+        assert!(taken.allowed);
+        s = stored(taken.state);
+        let back = decide(&MINUTE, 1, false, true, s, NOW + 1_010);
+        assert!(!back.allowed);
+        // It waits for the bucket's next token, not behind the line, and the line is as it was.
+        assert_eq!(back.retry_after_ms, 990);
+        assert_eq!(back.state.queue_until, taken.state.queue_until);
+        // A caller not back for a turn joins the line's end, at 4 s.
+        let fresh = decide(&MINUTE, 1, false, false, s, NOW + 1_010);
+        assert_eq!(fresh.retry_after_ms, 2_990);
+        // A turn is admitted as any call is when the token is there.
+        assert!(decide(&MINUTE, 1, false, true, stored(back.state), NOW + 2_000).allowed);
     }
 
     #[test]
     fn the_line_of_denied_callers_stays_within_the_states_keeping() {
         let huge = Bounds { floor: 1, start: 1, ceiling: 1, window_ms: MAX_SPAN_MS };
-        let mut s = stored(decide(&huge, 1, false, Stored::Missing, NOW).state);
+        let mut s = stored(decide(&huge, 1, false, false, Stored::Missing, NOW).state);
         for _ in 0..100 {
-            let d = decide(&huge, 1, false, s, NOW);
+            let d = decide(&huge, 1, false, false, s, NOW);
             assert!(!d.allowed);
             s = stored(d.state);
         }
@@ -658,18 +694,18 @@ mod tests {
 
     #[test]
     fn a_call_above_the_burst_waits_for_a_full_bucket_and_leaves_a_debt() {
-        let d = decide(&MINUTE, 30, false, Stored::Missing, NOW);
+        let d = decide(&MINUTE, 30, false, false, Stored::Missing, NOW);
         assert!(d.allowed);
         assert_eq!((d.remaining, d.reset_ms), (0, 30_000));
-        let again = decide(&MINUTE, 30, false, stored(d.state), NOW + 20_000);
+        let again = decide(&MINUTE, 30, false, false, stored(d.state), NOW + 20_000);
         assert_eq!((again.allowed, again.retry_after_ms), (false, 10_000));
-        let partial = decide(&MINUTE, 30, true, stored(d.state), NOW + 25_000);
+        let partial = decide(&MINUTE, 30, true, false, stored(d.state), NOW + 25_000);
         assert_eq!((partial.allowed, partial.granted), (true, 5));
     }
 
     #[test]
     fn a_throttle_cuts_once_per_epoch_whoever_reports_it() {
-        let s = decide(&MINUTE, 1, false, Stored::Missing, NOW).state;
+        let s = decide(&MINUTE, 1, false, false, Stored::Missing, NOW).state;
         let first = report(&throttled(None), stored(s), NOW + 10).unwrap();
         assert_eq!((first.limit, first.decreased, first.held), (42, true, false));
         let second = report(&throttled(None), stored(first.state), NOW + 20).unwrap();
@@ -685,11 +721,11 @@ mod tests {
 
     #[test]
     fn a_hold_stops_the_fleet_and_no_stampede_follows_it() {
-        let s = decide(&MINUTE, 1, false, Stored::Missing, NOW).state;
+        let s = decide(&MINUTE, 1, false, false, Stored::Missing, NOW).state;
         let held = report(&throttled(Some(30_000)), stored(s), NOW).unwrap();
         assert_eq!((held.held, held.hold_ms, held.limit), (true, 30_000, 42));
         let mut state = stored(held.state);
-        let d = decide(&MINUTE, 1, false, state, NOW + 29_999);
+        let d = decide(&MINUTE, 1, false, false, state, NOW + 29_999);
         assert_eq!((d.allowed, d.retry_after_ms), (false, 1 + 60_000 / 42 + 1));
         assert_eq!(calls(&mut state, 50, NOW + 29_999), 0);
         // From the hold's end the bucket fills from empty: its first epoch (10 s) takes at most
@@ -716,35 +752,35 @@ mod tests {
         // An epoch (10 s) that used less than half the limit's share (1000 / 6 / 2) earns nothing.
         let mut state = State::new(&b, NOW);
         state.used = 83;
-        let d = decide(&b, 1, false, stored(state), NOW + 10_000);
+        let d = decide(&b, 1, false, false, stored(state), NOW + 10_000);
         assert_eq!((d.limit, d.increased), (1_000, false));
         state.used = 84;
-        let d = decide(&b, 1, false, stored(state), NOW + 10_000);
+        let d = decide(&b, 1, false, false, stored(state), NOW + 10_000);
         assert_eq!((d.limit, d.increased, d.state.earned), (1_004, true, 5));
         // At most twice the rate admitted.
         state.stated = 3_000;
-        assert_eq!(decide(&b, 1, false, stored(state), NOW + 10_000).limit, 1_008);
+        assert_eq!(decide(&b, 1, false, false, stored(state), NOW + 10_000).limit, 1_008);
         // A stated limit above steers it half the way there.
         state.used = 200;
-        assert_eq!(decide(&b, 1, false, stored(state), NOW + 10_000).limit, 2_000);
+        assert_eq!(decide(&b, 1, false, false, stored(state), NOW + 10_000).limit, 2_000);
         // An epoch with a cut earns nothing; the ceiling caps.
         state.cut = true;
-        assert_eq!(decide(&b, 1, false, stored(state), NOW + 10_000).limit, 1_000);
+        assert_eq!(decide(&b, 1, false, false, stored(state), NOW + 10_000).limit, 1_000);
         state.cut = false;
         let low = Bounds { ceiling: 1_002, ..b };
-        assert_eq!(decide(&low, 1, false, stored(state), NOW + 10_000).limit, 1_002);
+        assert_eq!(decide(&low, 1, false, false, stored(state), NOW + 10_000).limit, 1_002);
     }
 
     #[test]
     fn the_providers_figures_cap_the_limit_and_bound_the_window() {
-        let s = decide(&MINUTE, 1, false, Stored::Missing, NOW).state;
+        let s = decide(&MINUTE, 1, false, false, Stored::Missing, NOW).state;
         let stated = Report { outcome: Outcome::Ok, retry_ms: None, limit: Some(30), remaining: Some((2, 5_000)) };
         let r = report(&stated, stored(s), NOW).unwrap();
         assert_eq!((r.limit, r.decreased, r.held), (30, false, false));
         let mut state = stored(r.state);
         assert_eq!(calls(&mut state, 2, NOW), 2);
         // Bound until the provider's next token: its 28 missing come back over 5 s, one in 179 ms.
-        let d = decide(&MINUTE, 1, false, state, NOW);
+        let d = decide(&MINUTE, 1, false, false, state, NOW);
         assert_eq!((d.allowed, d.retry_after_ms, d.remaining), (false, 179, 0));
         // Past it, the bucket's own pace: full again (5, a sixth of 30) 5 s later.
         assert_eq!(calls(&mut state, 10, NOW + 5_000), 5);
@@ -753,7 +789,7 @@ mod tests {
         let spent = Report { limit: None, remaining: Some((0, 60_000)), ..stated };
         let r = report(&spent, stored(s), NOW).unwrap();
         assert_eq!((r.limit, r.decreased), (42, true));
-        let held = decide(&MINUTE, 1, false, stored(r.state), NOW + 9_999);
+        let held = decide(&MINUTE, 1, false, false, stored(r.state), NOW + 9_999);
         assert_eq!((held.allowed, held.retry_after_ms), (false, 1));
         // A stated limit never takes it under the floor.
         let tiny = Report { limit: Some(1), ..stated };
@@ -762,7 +798,7 @@ mod tests {
 
     #[test]
     fn shadow_mode_takes_the_cost_whatever_the_bucket() {
-        let mut s = stored(decide(&MINUTE, 1, false, Stored::Missing, NOW).state);
+        let mut s = stored(decide(&MINUTE, 1, false, false, Stored::Missing, NOW).state);
         calls(&mut s, 20, NOW);
         let d = admit_anyway(&MINUTE, 5, s, NOW);
         assert!(d.allowed);
@@ -772,7 +808,7 @@ mod tests {
     #[test]
     fn a_settle_gives_back_to_the_bucket_and_the_epoch_and_charges_the_rest() {
         // A reservation of the whole burst (10 of a 60-a-minute limit).
-        let d = decide(&MINUTE, 10, false, Stored::Missing, NOW);
+        let d = decide(&MINUTE, 10, false, false, Stored::Missing, NOW);
         let reserved = stored(d.state);
         let settled = |used, s, now| settle_reserved(&MINUTE, NOW, 10, used, s, now).unwrap();
         // 3 used: 7 back to the bucket and out of the epoch's use, which then earns no growth.
@@ -780,8 +816,8 @@ mod tests {
         assert_eq!((back.applied, back.remaining, back.limit), (-7, 7, 60));
         let (state, expires_at) = back.write.unwrap();
         assert_eq!((state.used, expires_at), (3, NOW + 100 + 600_000));
-        assert_eq!(decide(&MINUTE, 1, false, stored(state), NOW + 10_000).state.earned, RECOVERY_EPOCHS);
-        assert_eq!(decide(&MINUTE, 1, false, reserved, NOW + 10_000).state.earned, RECOVERY_EPOCHS + 1);
+        assert_eq!(decide(&MINUTE, 1, false, false, stored(state), NOW + 10_000).state.earned, RECOVERY_EPOCHS);
+        assert_eq!(decide(&MINUTE, 1, false, false, reserved, NOW + 10_000).state.earned, RECOVERY_EPOCHS + 1);
         // Never past a full bucket; in a later epoch, the bucket only.
         assert_eq!(settled(0, reserved, NOW + 5_000).applied, -5);
         let later = settled(0, reserved, NOW + 10_000);
@@ -802,7 +838,7 @@ mod tests {
 
     #[test]
     fn a_stored_state_reads_back_and_junk_is_refused() {
-        let d = decide(&MINUTE, 3, false, Stored::Missing, NOW);
+        let d = decide(&MINUTE, 3, false, false, Stored::Missing, NOW);
         let mut buf = [0; MAX_TEXT];
         let text = d.state.write(&mut buf);
         assert_eq!(text, b"adapt:60000:6:600:60:60:4:1700000000000:3:0:420000:1700000000000:-1:0:0:0");
@@ -820,6 +856,6 @@ mod tests {
         }
         // Another window starts afresh.
         let other = Bounds { window_ms: 1_000, ..MINUTE };
-        assert_eq!(decide(&other, 1, false, stored(d.state), NOW).state.window_ms, 1_000);
+        assert_eq!(decide(&other, 1, false, false, stored(d.state), NOW).state.window_ms, 1_000);
     }
 }

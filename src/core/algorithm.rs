@@ -245,6 +245,8 @@ pub struct Adaptive {
     pub bounds: Bounds,
     pub cost: i64,
     pub partial: bool,
+    /// The caller is back for the turn a denial gave it (`TURN`).
+    pub turn: bool,
     /// Whether the call ended an epoch that earned a higher limit (INFO counts the increases).
     pub increased: Cell<bool>,
 }
@@ -269,7 +271,7 @@ impl Algorithm for Adaptive {
     }
 
     fn decide(&self, stored: Stored<State>, at: At) -> Option<Decision<State>> {
-        Some(self.decision(adaptive::decide(&self.bounds, self.cost, self.partial, stored, at.ms)))
+        Some(self.decision(adaptive::decide(&self.bounds, self.cost, self.partial, self.turn, stored, at.ms)))
     }
 
     fn admit_anyway(&self, stored: Stored<State>, at: At) -> Option<Decision<State>> {
@@ -356,7 +358,7 @@ mod tests {
     #[test]
     fn an_adaptive_limit_replies_as_adapt_and_always_writes_its_state() {
         let bounds = adaptive::Bounds { floor: 1, start: 6, ceiling: 60, window_ms: 60_000 };
-        let limit = |partial| Adaptive { bounds, cost: 2, partial, increased: Cell::new(false) };
+        let limit = |partial| Adaptive { bounds, cost: 2, partial, turn: false, increased: Cell::new(false) };
         let d = limit(false).decide(Stored::Missing, AT).unwrap();
         // Above the burst (1 of 6): admitted on a full bucket, leaving a token's debt.
         assert_eq!((d.allowed, d.granted, d.numbers()), (true, 2, &[1, 6, 0, -1, 20_000][..]));

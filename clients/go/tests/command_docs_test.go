@@ -33,7 +33,8 @@ var taken = map[string]map[string]string{
 	"ratelimit.renew":   {"key": "param", "id": "param", "lease": "param", "ms": "folded"},
 	"ratelimit.top":     {"denied": "TopOptions.View", "admitted": "TopOptions.View", "shadowed": "TopOptions.View", "count": "TopOptions.Count", "reset": "TopOptions.Reset"},
 	"ratelimit.adapt": {"key": "param", "floor": "Adaptive.Floor", "start": "Adaptive.Start", "ceiling": "Adaptive.Ceiling",
-		"window": "Adaptive.Window", "cost": "Adaptive.Cost", "ms": "folded", "partial": "folded", "reserve": "folded"},
+		"window": "Adaptive.Window", "cost": "Adaptive.Cost", "ms": "folded", "partial": "folded", "reserve": "folded",
+		"turn": "Adaptive.Turn"},
 	"ratelimit.report": {"key": "param", "ok": "Report.Throttled", "throttled": "Report.Throttled", "retry": "Report.RetryAfter",
 		"limit": "Report.Limit", "remaining": "Bound.Remaining", "reset": "Bound.ResetAfter"},
 }
@@ -91,7 +92,7 @@ func everyOption(t *testing.T, rdb *redis.Client) map[string][][]string {
 	sent(l.Release(ctx, "l", "i"))
 	sent(l.Renew(ctx, "l", "i", 1500*time.Millisecond))
 	sent(l.Top(ctx, ratelimit.TopOptions{View: "admitted", Count: 3, Reset: true}))
-	sent(l.AdaptUpTo(ctx, "a", ratelimit.Adaptive{Floor: 1, Start: 2, Ceiling: 3, Window: 1500 * time.Millisecond, Cost: 2}))
+	sent(l.AdaptUpTo(ctx, "a", ratelimit.Adaptive{Floor: 1, Start: 2, Ceiling: 3, Window: 1500 * time.Millisecond, Cost: 2, Turn: true}))
 	sent(l.ReserveAdapt(ctx, "a", ratelimit.Adaptive{Floor: 1, Start: 2, Ceiling: 3, Window: time.Minute, Cost: 2}))
 	sent(l.ReserveAdaptUpTo(ctx, "a", ratelimit.Adaptive{Floor: 1, Start: 2, Ceiling: 3, Window: time.Minute, Cost: 9}))
 	bound := &ratelimit.Bound{Remaining: 2, ResetAfter: time.Second}

@@ -64,15 +64,16 @@ export class AdaptiveLimit {
     this.maxHoldMs = maxHoldMs;
   }
 
-  /** Whether a call of `cost` may go to the provider now. */
-  decide(cost = 1): Promise<Decision> {
-    return this.limiter.adapt(this.key, { ...this.#terms, cost });
+  /** Whether a call of `cost` may go to the provider now. `turn`: asked again at the
+   * `retryAfterMs` a denial told, so that it keeps its place in the fleet's line. */
+  decide(cost = 1, o: { turn?: boolean } = {}): Promise<Decision> {
+    return this.limiter.adapt(this.key, { ...this.#terms, cost, turn: o.turn ?? false });
   }
 
   /** Whether a call estimated at `estimate` (tokens, say) may go now, and if so its reservation:
    * `settle` it with what the call used once the answer says. */
-  reserve(estimate: number): Promise<Reservation> {
-    return this.limiter.reserveAdapt(this.key, { ...this.#terms, cost: estimate });
+  reserve(estimate: number, o: { turn?: boolean } = {}): Promise<Reservation> {
+    return this.limiter.reserveAdapt(this.key, { ...this.#terms, cost: estimate, turn: o.turn ?? false });
   }
 
   /** The reservation settled with `used`: the unused part back to the fleet (at most once). */
@@ -105,8 +106,8 @@ export class AdaptiveLimit {
   async call<R>(send: () => Promise<R>, o: { cost?: number; maxWaitMs?: number } = {}): Promise<R> {
     const { cost = 1, maxWaitMs = 30_000 } = o;
     const deadline = Date.now() + maxWaitMs;
-    for (;;) {
-      const d = await this.decide(cost);
+    for (let turn = false; ; turn = true) {
+      const d = await this.decide(cost, { turn });
       if (d.allowed) break;
       const pause = d.retryAfterMs ?? 0;
       if (Date.now() + pause > deadline) throw new RateLimitedError(this.key, pause);

@@ -701,9 +701,12 @@ export interface AdaptOptions {
   windowMs: number;
   /** The tokens this call takes (default 1). */
   cost?: number;
+  /** The caller is back at the `retryAfterMs` a denial told it (TURN): denied again, it waits
+   * only for the bucket, keeping its place in the fleet's line. */
+  turn?: boolean;
 }
 
-const ADAPT = ['floor', 'start', 'ceiling', 'windowMs', 'cost'] as const;
+const ADAPT = ['floor', 'start', 'ceiling', 'windowMs', 'cost', 'turn'] as const;
 
 /** ADAPT's [allowed, limit, remaining, retry_after_ms, reset_ms]. */
 function adaptive(windowMs: number) {
@@ -717,7 +720,7 @@ function adaptive(windowMs: number) {
  * between `floor` and `ceiling`, starting at `start`), paced: at most a sixth of a window's limit at
  * once. The decision's `limit` is the learned one. See docs/adaptive.md. */
 export const adapt = define(['key', ...ADAPT], (key: string, o: AdaptOptions): Call<Decision> => {
-  const { floor, start, ceiling, windowMs, cost } = options(o, ADAPT, 'adapt');
+  const { floor, start, ceiling, windowMs, cost, turn } = options(o, ADAPT, 'adapt');
   const [low, first, high] = [integer(floor, 'floor'), integer(start, 'start'), integer(ceiling, 'ceiling')];
   const window = duration(windowMs, 'windowMs');
   if (window > MAX_SPAN_MS) throw new RateLimitError('window is too large');
@@ -725,7 +728,7 @@ export const adapt = define(['key', ...ADAPT], (key: string, o: AdaptOptions): C
   if (high * window > MAX_SCALED) throw new RateLimitError('ceiling * window is too large');
   if (integer(cost ?? 1, 'COST') * window > MAX_SCALED) throw new RateLimitError('COST * window is too large');
   const windowArgs: Arg[] = window % 1000 === 0 ? [window / 1000] : [window, 'MS'];
-  const args = [low, first, high, ...windowArgs, ...costArgs(cost)];
+  const args = [low, first, high, ...windowArgs, ...costArgs(cost), ...(turn === true ? ['TURN'] : [])];
   return { command: 'RATELIMIT.ADAPT', fn: 'ratelimit_adapt', keys: [text(key, 'key')], args, parse: adaptive(window) };
 });
 

@@ -118,7 +118,7 @@ function builder(command: string, c: Record<string, unknown>): Build | undefined
       return () => commands.top({ view, ...(c.COUNT === undefined ? {} : { count: integer(c.COUNT) }), reset: flag('RESET') });
     }
     case 'ratelimit.adapt': {
-      const o = { floor: integer(c.floor), start: integer(c.start), ceiling: integer(c.ceiling), windowMs: lengthMs(c.window, flag('MS')), cost };
+      const o = { floor: integer(c.floor), start: integer(c.start), ceiling: integer(c.ceiling), windowMs: lengthMs(c.window, flag('MS')), cost, turn: flag('TURN') };
       return ({
         'false,false': () => commands.adapt(key, o),
         'true,false': () => commands.adaptUpTo(key, o),

@@ -107,7 +107,8 @@ class Tally:
     """Each call's send time."""
     ok: list[tuple[int, int]] = field(default_factory=list)
     """Each call answered 200: its send time and process."""
-    throttled: int = 0
+    throttled: list[int] = field(default_factory=list)
+    """Each call answered 429: its send time."""
 
 
 # The strategies: how a process's worker decides to send, and hears the answer.
@@ -125,10 +126,18 @@ class Ours:
             for _ in range(processes)
         ]
 
+        self.denied: set[int] = set()
+        """The workers a denial told to come back: they ask again for their turn."""
+        self.worker = 0
+
     def wait(self, process: int, t: int) -> int:
         self.clock.stand(START_MS + t)
-        d = self.limits[process].decide()
-        return 0 if d.allowed else math.ceil((d.retry_after or 0) * 1000)
+        d = self.limits[process].decide(turn=self.worker in self.denied)
+        if d.allowed:
+            self.denied.discard(self.worker)
+            return 0
+        self.denied.add(self.worker)
+        return math.ceil((d.retry_after or 0) * 1000)
 
     def heard(self, process: int, t: int, status: int, headers: dict[str, str]) -> None:
         self.clock.stand(START_MS + t)
@@ -256,7 +265,7 @@ def simulate(scenario: Scenario, processes: int, strategy: Any, headers: bool, s
         if t >= DURATION:
             break
         process = worker % processes
-        if isinstance(strategy, Backoff):
+        if isinstance(strategy, (Backoff, Ours)):
             strategy.worker = worker
         if kind == 0:
             pause = strategy.wait(process, t)
@@ -269,7 +278,7 @@ def simulate(scenario: Scenario, processes: int, strategy: Any, headers: bool, s
                 if status_next == 200:
                     tally.ok.append((t, process))
                 else:
-                    tally.throttled += 1
+                    tally.throttled.append(t)
                 following, kind_next = t + rng.randrange(200, 800), 1
         else:
             strategy.heard(process, t, status, answer)
@@ -283,6 +292,8 @@ def simulate(scenario: Scenario, processes: int, strategy: Any, headers: bool, s
 class Figures:
     throttled_share: float
     """Of the calls sent, those answered 429."""
+    steady_throttled: float
+    """The same in the steady minutes (those of ``steady_use``)."""
     steady_use: float
     """Calls answered 200 over the capacity, in the two minutes before the change and the last
     two (above 100%: drawing on what the provider's bucket had stored)."""
@@ -310,6 +321,9 @@ def figures(scenario: Scenario, processes: int, tally: Tally) -> Figures:
     sent = sorted(tally.sent)
     steady = [(CHANGE - 2 * MINUTE, CHANGE), (DURATION - 2 * MINUTE, DURATION)]
     use = sum(count(ok, a, b) for a, b in steady) / sum(available(scenario, a, b) for a, b in steady)
+    throttled = sorted(tally.throttled)
+    steady_sent = sum(count(sent, a, b) for a, b in steady)
+    steady_throttled = sum(count(throttled, a, b) for a, b in steady) / max(steady_sent, 1)
     after = scenario.capacity(DURATION) / 6
     epochs = range((DURATION - CHANGE) // EPOCH)
     starts = [CHANGE + k * EPOCH for k in epochs]
@@ -327,7 +341,8 @@ def figures(scenario: Scenario, processes: int, tally: Tally) -> Figures:
         per_process[p] += 1
     total = sum(per_process)
     jain = total**2 / (processes * sum(x * x for x in per_process)) if total else 0.0
-    return Figures(tally.throttled / max(len(tally.sent), 1), use, epochs_under, to_90, jain, after_hold)
+    share = len(throttled) / max(len(sent), 1)
+    return Figures(share, steady_throttled, use, epochs_under, to_90, jain, after_hold)
 
 
 STRATEGIES = ("ours", "ours, loss only", "static", "backoff", "per-process CUBIC")
@@ -364,12 +379,12 @@ def table(results: dict[tuple[str, int, str], Figures]) -> str:
         return "-" if v is None else format(v, fmt)
 
     lines = [
-        "| scenario | processes | strategy | 429s | use | epochs under | s to 90% | Jain | after hold |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| scenario | processes | strategy | 429s | 429s steady | use | epochs under | s to 90% | Jain | after hold |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for (scenario, processes, name), f in results.items():
         lines.append(
-            f"| {scenario} | {processes} | {name} | {f.throttled_share:.1%} | {f.steady_use:.0%} | "
+            f"| {scenario} | {processes} | {name} | {f.throttled_share:.1%} | {f.steady_throttled:.1%} | {f.steady_use:.0%} | "
             f"{cell(f.epochs_under, 'd')} | {cell(f.to_90_s, '.0f')} | {f.jain:.2f} | {cell(f.after_hold, '.2f')} |"
         )
     return "\n".join(lines)

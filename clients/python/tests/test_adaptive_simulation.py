@@ -43,8 +43,10 @@ def test_the_targets_hold(results: dict[tuple[str, int, str], sim.Figures], stra
             continue
         where = f"{scenario}, {processes} processes, {name}: {f}"
         backoff = results[(scenario, processes, "backoff")]
-        # Steady: few 429s (loss only: one probe's calls in flight per cut), the capacity used.
-        assert f.throttled_share <= (0.02 if headers else 0.05), where
+        # Few 429s (loss only: the probes past a capacity the provider's stored minute hides), the
+        # capacity used.
+        assert f.throttled_share <= (0.02 if headers else 0.06), where
+        assert f.steady_throttled <= (0.02 if headers else 0.08), where
         assert f.steady_use >= 0.9, where
         assert f.throttled_share <= backoff.throttled_share / 10, where
         if f.epochs_under is not None:
@@ -55,7 +57,7 @@ def test_the_targets_hold(results: dict[tuple[str, int, str], sim.Figures], stra
             assert f.to_90_s <= (50 if headers else 150), where
         if f.after_hold is not None:
             assert f.after_hold <= (1.0 if headers else 1.05), where
-        assert f.jain >= 0.85, where
+        assert f.jain >= 0.9, where
 
 
 def test_the_cubic_baseline_follows_awss_vectors() -> None:

@@ -299,17 +299,25 @@ pub struct Adaptive {
     pub(crate) ceiling: u64,
     pub(crate) window: Duration,
     pub(crate) cost: u64,
+    pub(crate) turn: bool,
 }
 
 impl Adaptive {
     /// Between `floor` and `ceiling` per `window`, starting at `start`.
     pub fn new(floor: u64, start: u64, ceiling: u64, window: Duration) -> Adaptive {
-        Adaptive { floor, start, ceiling, window, cost: 1 }
+        Adaptive { floor, start, ceiling, window, cost: 1, turn: false }
     }
 
     /// Each call takes `cost` (at least 1): an LLM call's tokens, say.
     pub fn with_cost(mut self, cost: u64) -> Adaptive {
         self.cost = cost;
+        self
+    }
+
+    /// The call is asked again at the `retry_after` a denial told it (`TURN`): denied again, it
+    /// waits only for the bucket, keeping its place in the fleet's line.
+    pub fn at_turn(mut self) -> Adaptive {
+        self.turn = true;
         self
     }
 }

@@ -102,6 +102,7 @@ const TAKEN: &[(&str, &[(&str, &str)])] = &[
             ("ceiling", "Adaptive::new"),
             ("window", "Adaptive::new"),
             ("cost", "Adaptive::with_cost"),
+            ("turn", "Adaptive::at_turn"),
             ("ms", "folded"),
             ("partial", "folded"),
             ("reserve", "folded"),
@@ -170,7 +171,7 @@ async fn every_option(rl: &Limiter<Recording>) {
     refused(rl.release("l", "i").await.map(drop));
     refused(rl.renew("l", "i", ms).await.map(drop));
     refused(rl.top(&TopOptions { view: TopView::Admitted, count: Some(3), reset: true }).await.map(drop));
-    refused(rl.adapt_up_to("a", &Adaptive::new(1, 2, 3, ms).with_cost(2)).await.map(drop));
+    refused(rl.adapt_up_to("a", &Adaptive::new(1, 2, 3, ms).with_cost(2).at_turn()).await.map(drop));
     refused(rl.reserve_adapt("a", &Adaptive::new(1, 2, 3, ms).with_cost(2)).await.map(drop));
     refused(rl.reserve_adapt_up_to("a", &Adaptive::new(1, 2, 3, ms).with_cost(9)).await.map(drop));
     let report = Report::throttled().with_retry_after(ms).with_limit(5).with_remaining(2, ms);

@@ -6,16 +6,17 @@ use crate::core::decimal::parse_i64;
 use super::error::ArgError;
 use super::read::*;
 
-/// `RATELIMIT.ADAPT key floor start ceiling window [COST cost] [MS] [PARTIAL] [RESERVE]`, validated.
+/// `RATELIMIT.ADAPT key floor start ceiling window [COST cost] [MS] [PARTIAL] [RESERVE] [TURN]`, validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AdaptArgs {
     pub bounds: Bounds,
     pub cost: i64,
     pub partial: bool,
     pub reserve: bool,
+    pub turn: bool,
 }
 
-/// `key floor start ceiling window [COST cost] [MS] [PARTIAL] [RESERVE]`, after the command name.
+/// `key floor start ceiling window [COST cost] [MS] [PARTIAL] [RESERVE] [TURN]`, after the command name.
 pub fn parse_adapt<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<AdaptArgs, ArgError> {
     let mut args = args.into_iter();
     let (Some(_key), Some(floor), Some(start), Some(ceiling), Some(window)) =
@@ -29,8 +30,9 @@ pub fn parse_adapt<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Adapt
         Opt { name: "MS", values: 0 },
         Opt { name: "PARTIAL", values: 0 },
         Opt { name: "RESERVE", values: 0 },
+        Opt { name: "TURN", values: 0 },
     ];
-    let [cost, ms, partial, reserve] = options(args, spec, "COST, MS, PARTIAL or RESERVE")?;
+    let [cost, ms, partial, reserve, turn] = options(args, spec, "COST, MS, PARTIAL, RESERVE or TURN")?;
     let cost = cost.map_or(Ok(1), |c| positive(c, "COST"))?;
     let window_ms = window_ms(window, ms.is_some()).and_then(|w| match w > MAX_SPAN_MS {
         true => Err(ArgError::TooLarge("window")),
@@ -46,7 +48,7 @@ pub fn parse_adapt<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Adapt
         return Err(ArgError::TooLarge("COST * window"));
     }
     let bounds = Bounds { floor, start, ceiling, window_ms };
-    Ok(AdaptArgs { bounds, cost, partial: partial.is_some(), reserve: reserve.is_some() })
+    Ok(AdaptArgs { bounds, cost, partial: partial.is_some(), reserve: reserve.is_some(), turn: turn.is_some() })
 }
 
 /// An integer >= `min` and at most `max`, named `name`.
@@ -109,6 +111,7 @@ mod tests {
         assert_eq!(a.bounds, Bounds { floor: 10, start: 100, ceiling: 1000, window_ms: 60_000 });
         assert_eq!((a.cost, a.partial, a.reserve), (3, true, false));
         assert!(adapt("k 10 100 1000 60 reserve").unwrap().reserve);
+        assert!(adapt("k 10 100 1000 60 turn").unwrap().turn);
         assert_eq!(adapt("k 1 1 1 250 ms").unwrap().bounds.window_ms, 250);
         for (line, error) in [
             ("k 1 2 3", "ERR wrong number of arguments for 'ratelimit.adapt' command"),
@@ -117,8 +120,9 @@ mod tests {
             ("k 1 2 -3 60", "ERR ceiling must be an integer >= 1"),
             ("k 1 2 3 0", "ERR window must be an integer >= 1"),
             ("k 1 2 3 60 COST 0", "ERR COST must be an integer >= 1"),
-            ("k 1 2 3 60 TOKENS 1", "ERR syntax error: unknown option (expected COST, MS, PARTIAL or RESERVE)"),
+            ("k 1 2 3 60 TOKENS 1", "ERR syntax error: unknown option (expected COST, MS, PARTIAL, RESERVE or TURN)"),
             ("k 1 2 3 60 RESERVE RESERVE", "ERR syntax error: RESERVE given more than once"),
+            ("k 1 2 3 60 TURN TURN", "ERR syntax error: TURN given more than once"),
             ("k 1 2 3 60 MS MS", "ERR syntax error: MS given more than once"),
             ("k 3 2 3 60", "ERR floor <= start <= ceiling must hold"),
             ("k 1 4 3 60", "ERR floor <= start <= ceiling must hold"),

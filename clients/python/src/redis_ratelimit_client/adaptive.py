@@ -55,11 +55,12 @@ class _Terms:
         self.window, self.measure, self.max_hold = window, measure, max_hold
         commands.adapt(key, floor, start, ceiling, window)  # checks the terms once, here
 
-    def decision(self, cost: int) -> Call[Decision]:
-        return commands.adapt(self.key, self.floor, self.start, self.ceiling, self.window, cost=cost)
+    def decision(self, cost: int, turn: bool) -> Call[Decision]:
+        return commands.adapt(self.key, self.floor, self.start, self.ceiling, self.window, cost=cost, turn=turn)
 
-    def reservation(self, estimate: int) -> Call[Reservation]:
-        return commands.reserve_adapt(self.key, self.floor, self.start, self.ceiling, self.window, cost=estimate)
+    def reservation(self, estimate: int, turn: bool) -> Call[Reservation]:
+        terms = (self.key, self.floor, self.start, self.ceiling, self.window)
+        return commands.reserve_adapt(*terms, cost=estimate, turn=turn)
 
     def settlement(self, reservation: Reservation, used: int) -> Call[Settlement]:
         if reservation.token is None:
@@ -87,14 +88,15 @@ class _Terms:
 class AdaptiveLimit(_Terms):
     """An adaptive limit on the synchronous client (a RateLimiter)."""
 
-    def decide(self, cost: int = 1) -> Decision:
-        """Whether a call of ``cost`` may go to the provider now."""
-        return self.limiter.run(self.decision(cost))  # type: ignore[no-any-return]
+    def decide(self, cost: int = 1, *, turn: bool = False) -> Decision:
+        """Whether a call of ``cost`` may go to the provider now. ``turn``: asked again at the
+        ``retry_after`` a denial told, so that it keeps its place in the fleet's line."""
+        return self.limiter.run(self.decision(cost, turn))  # type: ignore[no-any-return]
 
-    def reserve(self, estimate: int) -> Reservation:
+    def reserve(self, estimate: int, *, turn: bool = False) -> Reservation:
         """Whether a call estimated at ``estimate`` (tokens, say) may go now, and if so its
         reservation: ``settle`` it with what the call used once the answer says."""
-        return self.limiter.run(self.reservation(estimate))  # type: ignore[no-any-return]
+        return self.limiter.run(self.reservation(estimate, turn))  # type: ignore[no-any-return]
 
     def settle(self, reservation: Reservation, used: int) -> Settlement:
         """The reservation settled with ``used``: the unused part back to the fleet (at most once)."""
@@ -110,11 +112,13 @@ class AdaptiveLimit(_Terms):
         """``send()`` once the fleet's limit has room (waiting up to ``max_wait`` seconds, else
         RateLimited), its answer reported whether it returns or raises."""
         deadline = time.monotonic() + max_wait
-        while not (d := self.decide(cost)).allowed:
+        turn = False
+        while not (d := self.decide(cost, turn=turn)).allowed:
             wait = d.retry_after or 0.0
             if time.monotonic() + wait > deadline:
                 raise RateLimited(self.key, wait)
             time.sleep(wait)
+            turn = True
         try:
             result = send()
         except BaseException as error:
@@ -127,11 +131,11 @@ class AdaptiveLimit(_Terms):
 class AsyncAdaptiveLimit(_Terms):
     """An adaptive limit on the asyncio client (an AsyncRateLimiter)."""
 
-    async def decide(self, cost: int = 1) -> Decision:
-        return await self.limiter.run(self.decision(cost))  # type: ignore[no-any-return]
+    async def decide(self, cost: int = 1, *, turn: bool = False) -> Decision:
+        return await self.limiter.run(self.decision(cost, turn))  # type: ignore[no-any-return]
 
-    async def reserve(self, estimate: int) -> Reservation:
-        return await self.limiter.run(self.reservation(estimate))  # type: ignore[no-any-return]
+    async def reserve(self, estimate: int, *, turn: bool = False) -> Reservation:
+        return await self.limiter.run(self.reservation(estimate, turn))  # type: ignore[no-any-return]
 
     async def settle(self, reservation: Reservation, used: int) -> Settlement:
         return await self.limiter.run(self.settlement(reservation, used))  # type: ignore[no-any-return]
@@ -143,11 +147,13 @@ class AsyncAdaptiveLimit(_Terms):
 
     async def call(self, send: Callable[[], Awaitable[R]], *, cost: int = 1, max_wait: float = 30.0) -> R:
         deadline = time.monotonic() + max_wait
-        while not (d := await self.decide(cost)).allowed:
+        turn = False
+        while not (d := await self.decide(cost, turn=turn)).allowed:
             wait = d.retry_after or 0.0
             if time.monotonic() + wait > deadline:
                 raise RateLimited(self.key, wait)
             await asyncio.sleep(wait)
+            turn = True
         try:
             result = await send()
         except BaseException as error:

@@ -653,10 +653,14 @@ def _adaptive(limit_window: float | None) -> Callable[[Any], Decision]:
     return parse
 
 
-def adapt(key: str, floor: int, start: int, ceiling: int, window: Seconds, *, cost: int = 1) -> Call[Decision]:
+def adapt(
+    key: str, floor: int, start: int, ceiling: int, window: Seconds, *, cost: int = 1, turn: bool = False
+) -> Call[Decision]:
     """RATELIMIT.ADAPT: ``cost`` decided against the limit the fleet learns at ``key`` (per
     ``window`` seconds, between ``floor`` and ``ceiling``, starting at ``start``), paced: at most a
-    sixth of a window's limit at once. ``limit`` in the decision is the learned limit."""
+    sixth of a window's limit at once. ``limit`` in the decision is the learned limit. ``turn``:
+    the caller is back at the ``retry_after`` a denial told it (TURN), so that denied again it
+    keeps its place in the line."""
     low, first, high = _integer(floor, "floor"), _integer(start, "start"), _integer(ceiling, "ceiling")
     value, in_ms = _duration(window, "window")
     ms = int(value) if in_ms else int(value) * 1000
@@ -668,30 +672,34 @@ def adapt(key: str, floor: int, start: int, ceiling: int, window: Seconds, *, co
         raise RateLimitError("ceiling * window is too large")
     if _integer(cost, "COST") * ms > MAX_SCALED:
         raise RateLimitError("COST * window is too large")
-    args = (low, first, high, value, *_cost_args(cost), *(("MS",) if in_ms else ()))
+    args = (low, first, high, value, *_cost_args(cost), *(("MS",) if in_ms else ()), *(("TURN",) if turn else ()))
     return Call("RATELIMIT.ADAPT", "ratelimit_adapt", (_key(key),), args, _adaptive(ms / 1000))
 
 
-def adapt_up_to(key: str, floor: int, start: int, ceiling: int, window: Seconds, *, cost: int) -> Call[Grant]:
+def adapt_up_to(
+    key: str, floor: int, start: int, ceiling: int, window: Seconds, *, cost: int, turn: bool = False
+) -> Call[Grant]:
     """RATELIMIT.ADAPT with PARTIAL: as many of ``cost`` as the bucket has whole, at least one."""
-    call = adapt(key, floor, start, ceiling, window, cost=_up_to(cost))
+    call = adapt(key, floor, start, ceiling, window, cost=_up_to(cost), turn=turn)
     return _granting(call, call.parse)
 
 
-def reserve_adapt(key: str, floor: int, start: int, ceiling: int, window: Seconds, *, cost: int) -> Call[Reservation]:
+def reserve_adapt(
+    key: str, floor: int, start: int, ceiling: int, window: Seconds, *, cost: int, turn: bool = False
+) -> Call[Reservation]:
     """RATELIMIT.ADAPT with RESERVE: ``cost`` (the estimate: an LLM call's tokens before the answer)
     decided and taken as by ``adapt``, and a reservation to ``settle`` with what was used: the
     unused part goes back to the fleet's bucket, and never counts as use that earns growth."""
-    return _reserving(adapt(key, floor, start, ceiling, window, cost=_reserved(cost, "COST")), cost)
+    return _reserving(adapt(key, floor, start, ceiling, window, cost=_reserved(cost, "COST"), turn=turn), cost)
 
 
 def reserve_adapt_up_to(
-    key: str, floor: int, start: int, ceiling: int, window: Seconds, *, cost: int
+    key: str, floor: int, start: int, ceiling: int, window: Seconds, *, cost: int, turn: bool = False
 ) -> Call[Reservation]:
     """RATELIMIT.ADAPT with PARTIAL and RESERVE: as many of ``cost`` as the bucket has whole, at
     least one, and a reservation of what was granted (its ``amount``; 0, and no token, when none
     was)."""
-    call = adapt(key, floor, start, ceiling, window, cost=_up_to(cost))
+    call = adapt(key, floor, start, ceiling, window, cost=_up_to(cost), turn=turn)
     return _reserving_up_to(call, call.parse)
 
 

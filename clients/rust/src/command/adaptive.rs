@@ -39,6 +39,9 @@ pub(crate) fn adapt(key: &str, a: &Adaptive) -> Result<Command<Decision>, Error>
         args.push("MS".to_string());
     }
     args.extend(counted(cost, "COST"));
+    if a.turn {
+        args.push("TURN".to_string());
+    }
     Ok(Command::new("RATELIMIT.ADAPT", Some("ratelimit_adapt"), vec![key.to_string()], args, read_adaptive(a.window)))
 }
 

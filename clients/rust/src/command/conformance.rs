@@ -184,6 +184,7 @@ fn typed_call(command: &str, c: &Map<String, Value>) -> Result<Result<Read, Erro
                 length(&c["window"], flag("MS"))?,
             )
             .with_cost(cost);
+            let a = if flag("TURN") { a.at_turn() } else { a };
             match (partial, reserve) {
                 (false, false) => reading(adaptive::adapt(&key, &a), decision),
                 (true, false) => reading(adaptive::adapt_up_to(&key, &a), grant),

@@ -57,7 +57,19 @@ public final class AdaptiveLimit {
      * @return the decision, its limit the learned one
      */
     public Decision decide(long cost) {
-        return limiter.adapt(key, terms, cost);
+        return decide(cost, false);
+    }
+
+    /**
+     * Whether a call of {@code cost} may go now, asked again at the turn a denial told.
+     *
+     * @param cost what the call takes, at least 1
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
+     *     again, it keeps its place in the fleet's line
+     * @return the decision, its limit the learned one
+     */
+    public Decision decide(long cost, boolean turn) {
+        return limiter.adapt(key, terms, cost, turn);
     }
 
     /**
@@ -68,7 +80,18 @@ public final class AdaptiveLimit {
      * @return the reservation (no token when denied)
      */
     public Reservation reserve(long estimate) {
-        return limiter.reserveAdapt(key, terms, estimate);
+        return reserve(estimate, false);
+    }
+
+    /**
+     * As {@link #reserve(long)}, asked again at the turn a denial told.
+     *
+     * @param estimate what the call is expected to take, at least 1
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it
+     * @return the reservation (no token when denied)
+     */
+    public Reservation reserve(long estimate, boolean turn) {
+        return limiter.reserveAdapt(key, terms, estimate, turn);
     }
 
     /**
@@ -119,7 +142,7 @@ public final class AdaptiveLimit {
      */
     public <T> HttpResponse<T> call(long cost, Duration maxWait, Callable<HttpResponse<T>> send) throws Exception {
         Instant deadline = Instant.now().plus(maxWait);
-        for (Decision d = decide(cost); !d.allowed(); d = decide(cost)) {
+        for (Decision d = decide(cost); !d.allowed(); d = decide(cost, true)) {
             if (Instant.now().plus(d.retryAfter()).isAfter(deadline)) {
                 throw new RateLimitedException(key, d.retryAfter());
             }

@@ -297,6 +297,20 @@ public final class AsyncRateLimiter {
     }
 
     /**
+     * As {@link #adapt(String, Adaptive, long)}, asked again at the turn a denial told.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param cost see {@link #adapt(String, Adaptive, long)}
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
+     *     again, it waits only for the bucket, keeping its place in the fleet's line
+     * @return as {@link #adapt(String, Adaptive, long)}
+     */
+    public CompletableFuture<Decision> adapt(String key, Adaptive terms, long cost, boolean turn) {
+        return execute(AdaptiveCommands.adapt(key, terms, cost, turn));
+    }
+
+    /**
      * Takes as many of {@code cost} as the adaptive limit's bucket has, at least one
      * ({@code ADAPT ... PARTIAL}).
      *
@@ -307,6 +321,20 @@ public final class AsyncRateLimiter {
      */
     public CompletableFuture<Grant> adaptUpTo(String key, Adaptive terms, long cost) {
         return execute(AdaptiveCommands.adaptUpTo(key, terms, cost));
+    }
+
+    /**
+     * As {@link #adaptUpTo(String, Adaptive, long)}, asked again at the turn a denial told.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param cost see {@link #adaptUpTo(String, Adaptive, long)}
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
+     *     again, it waits only for the bucket, keeping its place in the fleet's line
+     * @return as {@link #adaptUpTo(String, Adaptive, long)}
+     */
+    public CompletableFuture<Grant> adaptUpTo(String key, Adaptive terms, long cost, boolean turn) {
+        return execute(AdaptiveCommands.adaptUpTo(key, terms, cost, turn));
     }
 
     /**
@@ -323,6 +351,20 @@ public final class AsyncRateLimiter {
     }
 
     /**
+     * As {@link #reserveAdapt(String, Adaptive, long)}, asked again at the turn a denial told.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param estimate see {@link #reserveAdapt(String, Adaptive, long)}
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
+     *     again, it waits only for the bucket, keeping its place in the fleet's line
+     * @return as {@link #reserveAdapt(String, Adaptive, long)}
+     */
+    public CompletableFuture<Reservation> reserveAdapt(String key, Adaptive terms, long estimate, boolean turn) {
+        return execute(AdaptiveCommands.reserveAdapt(key, terms, estimate, turn));
+    }
+
+    /**
      * {@code RATELIMIT.ADAPT PARTIAL RESERVE}: as many of {@code cost} as the bucket has whole, at
      * least one, reserved.
      *
@@ -333,6 +375,20 @@ public final class AsyncRateLimiter {
      */
     public CompletableFuture<Reservation> reserveAdaptUpTo(String key, Adaptive terms, long cost) {
         return execute(AdaptiveCommands.reserveAdaptUpTo(key, terms, cost));
+    }
+
+    /**
+     * As {@link #reserveAdaptUpTo(String, Adaptive, long)}, asked again at the turn a denial told.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param cost see {@link #reserveAdaptUpTo(String, Adaptive, long)}
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
+     *     again, it waits only for the bucket, keeping its place in the fleet's line
+     * @return as {@link #reserveAdaptUpTo(String, Adaptive, long)}
+     */
+    public CompletableFuture<Reservation> reserveAdaptUpTo(String key, Adaptive terms, long cost, boolean turn) {
+        return execute(AdaptiveCommands.reserveAdaptUpTo(key, terms, cost, turn));
     }
 
     /**

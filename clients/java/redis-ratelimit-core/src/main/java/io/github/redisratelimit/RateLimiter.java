@@ -176,6 +176,20 @@ public final class RateLimiter {
     }
 
     /**
+     * As {@link #adapt(String, Adaptive, long)}, asked again at the turn a denial told.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param cost see {@link #adapt(String, Adaptive, long)}
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
+     *     again, it waits only for the bucket, keeping its place in the fleet's line
+     * @return as {@link #adapt(String, Adaptive, long)}
+     */
+    public Decision adapt(String key, Adaptive terms, long cost, boolean turn) {
+        return Futures.join(async.adapt(key, terms, cost, turn));
+    }
+
+    /**
      * Takes as many of {@code cost} as the adaptive limit's bucket has, at least one.
      *
      * @param key the adaptive limit
@@ -185,6 +199,20 @@ public final class RateLimiter {
      */
     public Grant adaptUpTo(String key, Adaptive terms, long cost) {
         return Futures.join(async.adaptUpTo(key, terms, cost));
+    }
+
+    /**
+     * As {@link #adaptUpTo(String, Adaptive, long)}, asked again at the turn a denial told.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param cost see {@link #adaptUpTo(String, Adaptive, long)}
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
+     *     again, it waits only for the bucket, keeping its place in the fleet's line
+     * @return as {@link #adaptUpTo(String, Adaptive, long)}
+     */
+    public Grant adaptUpTo(String key, Adaptive terms, long cost, boolean turn) {
+        return Futures.join(async.adaptUpTo(key, terms, cost, turn));
     }
 
     /**
@@ -201,6 +229,20 @@ public final class RateLimiter {
     }
 
     /**
+     * As {@link #reserveAdapt(String, Adaptive, long)}, asked again at the turn a denial told.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param estimate see {@link #reserveAdapt(String, Adaptive, long)}
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
+     *     again, it waits only for the bucket, keeping its place in the fleet's line
+     * @return as {@link #reserveAdapt(String, Adaptive, long)}
+     */
+    public Reservation reserveAdapt(String key, Adaptive terms, long estimate, boolean turn) {
+        return Futures.join(async.reserveAdapt(key, terms, estimate, turn));
+    }
+
+    /**
      * {@code RATELIMIT.ADAPT PARTIAL RESERVE}: as many of {@code cost} as the bucket has whole, at
      * least one, reserved.
      *
@@ -211,6 +253,20 @@ public final class RateLimiter {
      */
     public Reservation reserveAdaptUpTo(String key, Adaptive terms, long cost) {
         return Futures.join(async.reserveAdaptUpTo(key, terms, cost));
+    }
+
+    /**
+     * As {@link #reserveAdaptUpTo(String, Adaptive, long)}, asked again at the turn a denial told.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param cost see {@link #reserveAdaptUpTo(String, Adaptive, long)}
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
+     *     again, it waits only for the bucket, keeping its place in the fleet's line
+     * @return as {@link #reserveAdaptUpTo(String, Adaptive, long)}
+     */
+    public Reservation reserveAdaptUpTo(String key, Adaptive terms, long cost, boolean turn) {
+        return Futures.join(async.reserveAdaptUpTo(key, terms, cost, turn));
     }
 
     /**

@@ -37,6 +37,20 @@ public final class AdaptiveCommands {
      * @return the call
      */
     public static Command<Decision> adapt(String key, Adaptive terms, long cost) {
+        return adapt(key, terms, cost, false);
+    }
+
+    /**
+     * {@code RATELIMIT.ADAPT} as {@link #adapt(String, Adaptive, long)}, asked again at a turn.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param cost what the call takes, at least 1
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it ({@code TURN}):
+     *     denied again, it waits only for the bucket, keeping its place in the fleet's line
+     * @return the call
+     */
+    public static Command<Decision> adapt(String key, Adaptive terms, long cost, boolean turn) {
         Objects.requireNonNull(terms, "terms");
         Checks.positive(cost, "COST");
         long windowMs = terms.window().toMillis();
@@ -52,6 +66,9 @@ public final class AdaptiveCommands {
             args.add("MS");
         }
         CommandParts.signedCost(args, cost, "COST");
+        if (turn) {
+            args.add("TURN");
+        }
         return new Command<>("RATELIMIT.ADAPT", "ratelimit_adapt", List.of(CommandParts.key(key)), args, false,
                 readAdaptive(terms.window()));
     }
@@ -77,7 +94,21 @@ public final class AdaptiveCommands {
      * @return the call
      */
     public static Command<Reservation> reserveAdapt(String key, Adaptive terms, long estimate) {
-        return CommandParts.reserving(adapt(key, terms, estimate), estimate, "COST");
+        return reserveAdapt(key, terms, estimate, false);
+    }
+
+    /**
+     * {@link #reserveAdapt(String, Adaptive, long)}, asked again at a turn.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param estimate see {@link #reserveAdapt(String, Adaptive, long)}
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it ({@code TURN}):
+     *     denied again, it waits only for the bucket, keeping its place in the fleet's line
+     * @return the call
+     */
+    public static Command<Reservation> reserveAdapt(String key, Adaptive terms, long estimate, boolean turn) {
+        return CommandParts.reserving(adapt(key, terms, estimate, turn), estimate, "COST");
     }
 
     /**
@@ -91,7 +122,21 @@ public final class AdaptiveCommands {
      * @return the call
      */
     public static Command<Reservation> reserveAdaptUpTo(String key, Adaptive terms, long cost) {
-        Command<Decision> call = adapt(key, terms, cost);
+        return reserveAdaptUpTo(key, terms, cost, false);
+    }
+
+    /**
+     * {@link #reserveAdaptUpTo(String, Adaptive, long)}, asked again at a turn.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param cost see {@link #reserveAdaptUpTo(String, Adaptive, long)}
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it ({@code TURN}):
+     *     denied again, it waits only for the bucket, keeping its place in the fleet's line
+     * @return the call
+     */
+    public static Command<Reservation> reserveAdaptUpTo(String key, Adaptive terms, long cost, boolean turn) {
+        Command<Decision> call = adapt(key, terms, cost, turn);
         return CommandParts.reservingUpTo(call, cost, call::read, 5);
     }
 
@@ -105,7 +150,21 @@ public final class AdaptiveCommands {
      * @return the call
      */
     public static Command<Grant> adaptUpTo(String key, Adaptive terms, long cost) {
-        Command<Decision> call = adapt(key, terms, cost);
+        return adaptUpTo(key, terms, cost, false);
+    }
+
+    /**
+     * {@link #adaptUpTo(String, Adaptive, long)}, asked again at a turn.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param cost see {@link #adaptUpTo(String, Adaptive, long)}
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it ({@code TURN}):
+     *     denied again, it waits only for the bucket, keeping its place in the fleet's line
+     * @return the call
+     */
+    public static Command<Grant> adaptUpTo(String key, Adaptive terms, long cost, boolean turn) {
+        Command<Decision> call = adapt(key, terms, cost, turn);
         return CommandParts.granting(call, call::read, 5);
     }
 

@@ -189,11 +189,12 @@ class ConformanceTest {
                 long cost = c.has("COST") ? integer(c.get("COST")) : 1;
                 Supplier<Adaptive> terms = () -> new Adaptive(integer(c.get("floor")), integer(c.get("start")),
                         integer(c.get("ceiling")), length(c.get("window"), flag(c, "MS")));
+                boolean turn = flag(c, "TURN");
                 return switch (flags) {
-                    case "false,false" -> () -> AdaptiveCommands.adapt(key, terms.get(), cost);
-                    case "true,false" -> () -> AdaptiveCommands.adaptUpTo(key, terms.get(), cost);
-                    case "false,true" -> () -> AdaptiveCommands.reserveAdapt(key, terms.get(), cost);
-                    default -> () -> AdaptiveCommands.reserveAdaptUpTo(key, terms.get(), cost);
+                    case "false,false" -> () -> AdaptiveCommands.adapt(key, terms.get(), cost, turn);
+                    case "true,false" -> () -> AdaptiveCommands.adaptUpTo(key, terms.get(), cost, turn);
+                    case "false,true" -> () -> AdaptiveCommands.reserveAdapt(key, terms.get(), cost, turn);
+                    default -> () -> AdaptiveCommands.reserveAdaptUpTo(key, terms.get(), cost, turn);
                 };
             case "ratelimit.report":
                 if (flag(c, "OK") == flag(c, "THROTTLED") || c.has("REMAINING") != c.has("RESET")) {

@@ -171,6 +171,20 @@ public final class ReactiveRateLimiter {
     }
 
     /**
+     * As {@link #adapt(String, Adaptive, long)}, asked again at the turn a denial told.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param cost see {@link #adapt(String, Adaptive, long)}
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
+     *     again, it waits only for the bucket, keeping its place in the fleet's line
+     * @return as {@link #adapt(String, Adaptive, long)}
+     */
+    public Mono<Decision> adapt(String key, Adaptive terms, long cost, boolean turn) {
+        return mono(() -> async.adapt(key, terms, cost, turn));
+    }
+
+    /**
      * Takes as many of {@code cost} as the adaptive limit's bucket has, at least one.
      *
      * @param key the adaptive limit
@@ -180,6 +194,20 @@ public final class ReactiveRateLimiter {
      */
     public Mono<Grant> adaptUpTo(String key, Adaptive terms, long cost) {
         return mono(() -> async.adaptUpTo(key, terms, cost));
+    }
+
+    /**
+     * As {@link #adaptUpTo(String, Adaptive, long)}, asked again at the turn a denial told.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param cost see {@link #adaptUpTo(String, Adaptive, long)}
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
+     *     again, it waits only for the bucket, keeping its place in the fleet's line
+     * @return as {@link #adaptUpTo(String, Adaptive, long)}
+     */
+    public Mono<Grant> adaptUpTo(String key, Adaptive terms, long cost, boolean turn) {
+        return mono(() -> async.adaptUpTo(key, terms, cost, turn));
     }
 
     /**
@@ -196,6 +224,20 @@ public final class ReactiveRateLimiter {
     }
 
     /**
+     * As {@link #reserveAdapt(String, Adaptive, long)}, asked again at the turn a denial told.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param estimate see {@link #reserveAdapt(String, Adaptive, long)}
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
+     *     again, it waits only for the bucket, keeping its place in the fleet's line
+     * @return as {@link #reserveAdapt(String, Adaptive, long)}
+     */
+    public Mono<Reservation> reserveAdapt(String key, Adaptive terms, long estimate, boolean turn) {
+        return mono(() -> async.reserveAdapt(key, terms, estimate, turn));
+    }
+
+    /**
      * {@code RATELIMIT.ADAPT PARTIAL RESERVE}: as many of {@code cost} as the bucket has whole, at
      * least one, reserved.
      *
@@ -206,6 +248,20 @@ public final class ReactiveRateLimiter {
      */
     public Mono<Reservation> reserveAdaptUpTo(String key, Adaptive terms, long cost) {
         return mono(() -> async.reserveAdaptUpTo(key, terms, cost));
+    }
+
+    /**
+     * As {@link #reserveAdaptUpTo(String, Adaptive, long)}, asked again at the turn a denial told.
+     *
+     * @param key the adaptive limit
+     * @param terms its bounds and window
+     * @param cost see {@link #reserveAdaptUpTo(String, Adaptive, long)}
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
+     *     again, it waits only for the bucket, keeping its place in the fleet's line
+     * @return as {@link #reserveAdaptUpTo(String, Adaptive, long)}
+     */
+    public Mono<Reservation> reserveAdaptUpTo(String key, Adaptive terms, long cost, boolean turn) {
+        return mono(() -> async.reserveAdaptUpTo(key, terms, cost, turn));
     }
 
     /**

@@ -63,7 +63,7 @@ class CommandDocsTest {
                     "count", "TopOptions.count", "reset", "TopOptions.reset")),
             Map.entry("ratelimit.adapt", Map.of("key", "param", "floor", "Adaptive.floor", "start", "Adaptive.start",
                     "ceiling", "Adaptive.ceiling", "window", "Adaptive.window", "cost", "param", "ms", "folded", "partial", "folded",
-                    "reserve", "folded")),
+                    "reserve", "folded", "turn", "param")),
             Map.entry("ratelimit.report", Map.of("key", "param", "ok", "Report.throttled", "throttled", "Report.throttled",
                     "retry", "Report.retryAfter", "limit", "Report.limit", "remaining", "Report.remaining", "reset", "Report.resetAfter")));
 
@@ -99,7 +99,7 @@ class CommandDocsTest {
                 () -> rl.release("l", "i"),
                 () -> rl.renew("l", "i", Duration.ofMillis(1500)),
                 () -> rl.top(new TopOptions(TopOptions.View.ADMITTED, 3, true)),
-                () -> rl.adaptUpTo("a", new Adaptive(1, 2, 3, Duration.ofMillis(1500)), 2),
+                () -> rl.adaptUpTo("a", new Adaptive(1, 2, 3, Duration.ofMillis(1500)), 2, true),
                 () -> rl.reserveAdapt("a", new Adaptive(1, 2, 3, Duration.ofMinutes(1)), 2),
                 () -> rl.reserveAdaptUpTo("a", new Adaptive(1, 2, 3, Duration.ofMinutes(1)), 9),
                 () -> rl.report("a", Report.throttle().withRetryAfter(Duration.ofSeconds(1)).withLimit(5)
