@@ -2156,12 +2156,16 @@ local function adapt(keys, args)
     if bound then
         whole = min(whole, bound)
     end
+    -- Back at its turn (TURN), admitted on a bucket not in debt: what it lacks, a debt.
+    local turn = opts.TURN and s.level >= 0 and now >= s.at
     local granted = 0
     if partial then
         if whole >= 1 then
             granted = min(cost, whole)
+        elseif turn and (not bound or bound >= 1) then
+            granted = 1
         end
-    elseif s.level >= min(cost, burst) * w and now >= s.at and (not bound or cost <= bound) then
+    elseif (s.level >= min(cost, burst) * w or turn) and now >= s.at and (not bound or cost <= bound) then
         granted = cost
     end
     local retry = -1
@@ -2171,13 +2175,10 @@ local function adapt(keys, args)
         if bound and bound < (partial and 1 or cost) then
             retry = max(retry, s.bound_until - now)
         end
-        -- Back for its turn (TURN), its place is already in the line; else after those told to
-        -- come back before it, then its tokens' time for the next one; the line never reaches
-        -- past the state's keeping.
-        if not opts.TURN then
-            retry = max(retry, s.queue_until - now)
-            s.queue_until = min(now + retry + ceil_div(need * w, s.limit), now + 10 * w)
-        end
+        -- After those told to come back before it, then its tokens' time for the next one; the
+        -- line never reaches past the state's keeping.
+        retry = max(retry, s.queue_until - now)
+        s.queue_until = min(now + retry + ceil_div(need * w, s.limit), now + 10 * w)
     else
         s.level = max(s.level - granted * w, -MAX_SCALED)
         s.used = min(s.used + granted, MAX_SCALED)

@@ -58,7 +58,8 @@ const RUN: &[(&str, &str)] = &[
     ("ratelimit.adapt", "a 6 60 600 60"),
     ("ratelimit.adapt", "a 6 60 600 60 COST 9"),
     ("ratelimit.adapt", "a 6 60 600 60"),
-    // Denied twice: the second waits behind the first (2 s); back for a turn, the bucket's 1 s.
+    // Denied twice: the second waits behind the first (2 s). One back at its turn is admitted on a
+    // bucket not in debt: a token's debt, the bucket full in 11 s.
     ("ratelimit.adapt", "a 6 60 600 60"),
     ("ratelimit.adapt", "a 6 60 600 60 TURN"),
     ("ratelimit.adapt", "ap 6 60 600 60 COST 15 PARTIAL"),

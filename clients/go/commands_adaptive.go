@@ -22,8 +22,8 @@ type Adaptive struct {
 	Floor, Start, Ceiling int64
 	Window                time.Duration
 	Cost                  int64
-	// Turn: the caller is back at the RetryAfter a denial told it (TURN), so that, denied again,
-	// it waits only for the bucket and keeps its place in the fleet's line.
+	// Turn: the caller is back at the RetryAfter a denial told it (TURN): it is then admitted on
+	// a bucket not in debt, so that no one who was not waiting takes its turn.
 	Turn bool
 }
 

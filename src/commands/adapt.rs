@@ -47,7 +47,7 @@ pub const COMMAND: Command = Command {
             ..option(c"reserve", PURE_TOKEN, c"RESERVE")
         },
         Arg {
-            summary: Some(c"the caller is back at the turn a denial told it: denied again, it waits only for the bucket, keeping its place in the line"),
+            summary: Some(c"the caller is back at the turn a denial told it: admitted on a bucket not in debt, what it lacks a debt"),
             ..option(c"turn", PURE_TOKEN, c"TURN")
         },
     ],

@@ -361,8 +361,7 @@ impl State {
 
 /// `RATELIMIT.ADAPT`'s call of `cost` (with `partial`, as many as the bucket has, at least one)
 /// on `stored` at `now` (Unix ms). With `turn`, the caller comes back at the turn a denial gave
-/// it: denied again (someone took the token its turn waited for), it keeps its place at the front
-/// and waits only for the bucket, rather than joining the end of the line.
+/// it, and is admitted on a bucket not in debt.
 pub fn decide(b: &Bounds, cost: i64, partial: bool, turn: bool, stored: Stored<State>, now: i64) -> Decided {
     decide_or_admit(b, cost, partial, stored, now, Admission::Decided { turn })
 }
@@ -395,16 +394,21 @@ fn decide_or_admit(b: &Bounds, cost: i64, partial: bool, stored: Stored<State>, 
         false => (s.level / w).max(0),
     };
     let whole = bound.map_or(whole, |left| whole.min(left));
+    // Back at its turn, a caller is admitted on a bucket not in debt: if someone not waiting took
+    // the token it was told to come for, it takes it from the next one (a debt of at most its
+    // own tokens), and the line keeps its order instead of each next turn arriving before its
+    // token.
+    let turn = matches!(how, Admission::Decided { turn: true }) && s.level >= 0 && now >= s.at;
     let granted = if matches!(how, Admission::Anyway) {
         cost
     } else if partial {
-        if whole >= 1 {
-            cost.min(whole)
-        } else {
-            0
+        match (whole >= 1, turn && bound.is_none_or(|left| left >= 1)) {
+            (true, _) => cost.min(whole),
+            (false, true) => 1,
+            (false, false) => 0,
         }
     } else {
-        let fits = s.level >= cost.min(burst) * w && now >= s.at;
+        let fits = (s.level >= cost.min(burst) * w || turn) && now >= s.at;
         match fits && bound.is_none_or(|left| cost <= left) {
             true => cost,
             false => 0,
@@ -420,18 +424,12 @@ fn decide_or_admit(b: &Bounds, cost: i64, partial: bool, stored: Stored<State>, 
             Some(left) if left < if partial { 1 } else { cost } => s.bound_until - now,
             _ => 0,
         };
-        match how {
-            // Back for its turn: its place is already in the line.
-            Admission::Decided { turn: true } => bucket.max(provider),
-            // After those told to come back before it, then its tokens' time for the next one;
-            // the line never reaches past the state's keeping (however many are denied, the
-            // numbers stay bounded).
-            _ => {
-                let retry = bucket.max(provider).max(s.queue_until - now);
-                s.queue_until = (now + retry + ceil_div(need * w, s.limit)).min(now + KEPT_WINDOWS * w);
-                retry
-            }
-        }
+        // After those told to come back before it, then its tokens' time for the next one; the
+        // line never reaches past the state's keeping (however many are denied, the numbers
+        // stay bounded).
+        let retry = bucket.max(provider).max(s.queue_until - now);
+        s.queue_until = (now + retry + ceil_div(need * w, s.limit)).min(now + KEPT_WINDOWS * w);
+        retry
     };
     if allowed {
         s.level = (s.level - granted * w).max(-MAX_SCALED);
@@ -657,25 +655,32 @@ mod tests {
     }
 
     #[test]
-    fn a_caller_back_for_its_turn_keeps_its_place_when_its_token_was_taken() {
+    fn a_caller_back_at_its_turn_is_admitted_on_a_bucket_not_in_debt() {
         let mut s = stored(decide(&MINUTE, 10, false, false, Stored::Missing, NOW).state);
         for _ in 0..3 {
             s = stored(decide(&MINUTE, 1, false, false, s, NOW).state);
         }
-        // Told 1 s, 2 s and 3 s; someone else takes the first turn's token at 1 s.
+        // Told 1 s, 2 s and 3 s; someone not waiting takes the first turn's token at 1 s.
         let taken = decide(&MINUTE, 1, false, false, s, NOW + 1_000);
         assert!(taken.allowed);
-        s = stored(taken.state);
-        let back = decide(&MINUTE, 1, false, true, s, NOW + 1_010);
-        assert!(!back.allowed);
-        // It waits for the bucket's next token, not behind the line, and the line is as it was.
-        assert_eq!(back.retry_after_ms, 990);
-        assert_eq!(back.state.queue_until, taken.state.queue_until);
-        // A caller not back for a turn joins the line's end, at 4 s.
-        let fresh = decide(&MINUTE, 1, false, false, s, NOW + 1_010);
-        assert_eq!(fresh.retry_after_ms, 2_990);
-        // A turn is admitted as any call is when the token is there.
-        assert!(decide(&MINUTE, 1, false, true, stored(back.state), NOW + 2_000).allowed);
+        // The first comes back 10 ms later: admitted all the same, in debt of what it lacked.
+        let back = decide(&MINUTE, 1, false, true, stored(taken.state), NOW + 1_010);
+        assert!(back.allowed);
+        assert_eq!(back.state.level, 600 - 60_000);
+        s = stored(back.state);
+        // No one else is admitted on the debt: a caller not waiting joins the line's end (4 s),
+        // and one saying it is back at its turn waits there too.
+        assert_eq!(decide(&MINUTE, 1, false, false, s, NOW + 1_020).retry_after_ms, 2_980);
+        assert_eq!(decide(&MINUTE, 1, false, true, s, NOW + 1_500).retry_after_ms, 2_500);
+        // The next turns come as the debt is paid, each admitted on time.
+        for turn in [2_000, 3_000] {
+            let d = decide(&MINUTE, 1, false, true, s, NOW + turn);
+            assert!(d.allowed, "{turn}");
+            s = stored(d.state);
+        }
+        // With PARTIAL, a turn is granted one token on a bucket not in debt.
+        let partial = decide(&MINUTE, 5, true, true, s, NOW + 4_000);
+        assert_eq!((partial.allowed, partial.granted), (true, 1));
     }
 
     #[test]

@@ -65,7 +65,7 @@ export class AdaptiveLimit {
   }
 
   /** Whether a call of `cost` may go to the provider now. `turn`: asked again at the
-   * `retryAfterMs` a denial told, so that it keeps its place in the fleet's line. */
+   * `retryAfterMs` a denial told (TURN: admitted on a bucket not in debt). */
   decide(cost = 1, o: { turn?: boolean } = {}): Promise<Decision> {
     return this.limiter.adapt(this.key, { ...this.#terms, cost, turn: o.turn ?? false });
   }

@@ -701,8 +701,8 @@ export interface AdaptOptions {
   windowMs: number;
   /** The tokens this call takes (default 1). */
   cost?: number;
-  /** The caller is back at the `retryAfterMs` a denial told it (TURN): denied again, it waits
-   * only for the bucket, keeping its place in the fleet's line. */
+  /** The caller is back at the `retryAfterMs` a denial told it (TURN): it is then admitted on a
+   * bucket not in debt, so that no one who was not waiting takes its turn. */
   turn?: boolean;
 }
 

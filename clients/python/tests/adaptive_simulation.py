@@ -384,8 +384,9 @@ def table(results: dict[tuple[str, int, str], Figures]) -> str:
     ]
     for (scenario, processes, name), f in results.items():
         lines.append(
-            f"| {scenario} | {processes} | {name} | {f.throttled_share:.1%} | {f.steady_throttled:.1%} | {f.steady_use:.0%} | "
-            f"{cell(f.epochs_under, 'd')} | {cell(f.to_90_s, '.0f')} | {f.jain:.2f} | {cell(f.after_hold, '.2f')} |"
+            f"| {scenario} | {processes} | {name} | {f.throttled_share:.1%} | {f.steady_throttled:.1%} | "
+            f"{f.steady_use:.0%} | {cell(f.epochs_under, 'd')} | {cell(f.to_90_s, '.0f')} | {f.jain:.2f} | "
+            f"{cell(f.after_hold, '.2f')} |"
         )
     return "\n".join(lines)
 

@@ -314,8 +314,8 @@ impl Adaptive {
         self
     }
 
-    /// The call is asked again at the `retry_after` a denial told it (`TURN`): denied again, it
-    /// waits only for the bucket, keeping its place in the fleet's line.
+    /// The call is asked again at the `retry_after` a denial told it (`TURN`): it is then admitted
+    /// on a bucket not in debt, so that no one who was not waiting takes its turn.
     pub fn at_turn(mut self) -> Adaptive {
         self.turn = true;
         self

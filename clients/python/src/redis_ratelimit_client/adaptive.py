@@ -90,7 +90,7 @@ class AdaptiveLimit(_Terms):
 
     def decide(self, cost: int = 1, *, turn: bool = False) -> Decision:
         """Whether a call of ``cost`` may go to the provider now. ``turn``: asked again at the
-        ``retry_after`` a denial told, so that it keeps its place in the fleet's line."""
+        ``retry_after`` a denial told (TURN: admitted on a bucket not in debt)."""
         return self.limiter.run(self.decision(cost, turn))  # type: ignore[no-any-return]
 
     def reserve(self, estimate: int, *, turn: bool = False) -> Reservation:

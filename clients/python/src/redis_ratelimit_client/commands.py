@@ -659,8 +659,8 @@ def adapt(
     """RATELIMIT.ADAPT: ``cost`` decided against the limit the fleet learns at ``key`` (per
     ``window`` seconds, between ``floor`` and ``ceiling``, starting at ``start``), paced: at most a
     sixth of a window's limit at once. ``limit`` in the decision is the learned limit. ``turn``:
-    the caller is back at the ``retry_after`` a denial told it (TURN), so that denied again it
-    keeps its place in the line."""
+    the caller is back at the ``retry_after`` a denial told it (TURN): it is then admitted on a
+    bucket not in debt, so that no one who was not waiting takes its turn."""
     low, first, high = _integer(floor, "floor"), _integer(start, "start"), _integer(ceiling, "ceiling")
     value, in_ms = _duration(window, "window")
     ms = int(value) if in_ms else int(value) * 1000

@@ -64,8 +64,8 @@ public final class AdaptiveLimit {
      * Whether a call of {@code cost} may go now, asked again at the turn a denial told.
      *
      * @param cost what the call takes, at least 1
-     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
-     *     again, it keeps its place in the fleet's line
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: it is
+     *     then admitted on a bucket not in debt, so that no one who was not waiting takes its turn
      * @return the decision, its limit the learned one
      */
     public Decision decide(long cost, boolean turn) {

@@ -302,8 +302,8 @@ public final class AsyncRateLimiter {
      * @param key the adaptive limit
      * @param terms its bounds and window
      * @param cost see {@link #adapt(String, Adaptive, long)}
-     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
-     *     again, it waits only for the bucket, keeping its place in the fleet's line
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: it is
+     *     then admitted on a bucket not in debt, so that no one who was not waiting takes its turn
      * @return as {@link #adapt(String, Adaptive, long)}
      */
     public CompletableFuture<Decision> adapt(String key, Adaptive terms, long cost, boolean turn) {
@@ -329,8 +329,8 @@ public final class AsyncRateLimiter {
      * @param key the adaptive limit
      * @param terms its bounds and window
      * @param cost see {@link #adaptUpTo(String, Adaptive, long)}
-     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
-     *     again, it waits only for the bucket, keeping its place in the fleet's line
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: it is
+     *     then admitted on a bucket not in debt, so that no one who was not waiting takes its turn
      * @return as {@link #adaptUpTo(String, Adaptive, long)}
      */
     public CompletableFuture<Grant> adaptUpTo(String key, Adaptive terms, long cost, boolean turn) {
@@ -356,8 +356,8 @@ public final class AsyncRateLimiter {
      * @param key the adaptive limit
      * @param terms its bounds and window
      * @param estimate see {@link #reserveAdapt(String, Adaptive, long)}
-     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
-     *     again, it waits only for the bucket, keeping its place in the fleet's line
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: it is
+     *     then admitted on a bucket not in debt, so that no one who was not waiting takes its turn
      * @return as {@link #reserveAdapt(String, Adaptive, long)}
      */
     public CompletableFuture<Reservation> reserveAdapt(String key, Adaptive terms, long estimate, boolean turn) {
@@ -383,8 +383,8 @@ public final class AsyncRateLimiter {
      * @param key the adaptive limit
      * @param terms its bounds and window
      * @param cost see {@link #reserveAdaptUpTo(String, Adaptive, long)}
-     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
-     *     again, it waits only for the bucket, keeping its place in the fleet's line
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: it is
+     *     then admitted on a bucket not in debt, so that no one who was not waiting takes its turn
      * @return as {@link #reserveAdaptUpTo(String, Adaptive, long)}
      */
     public CompletableFuture<Reservation> reserveAdaptUpTo(String key, Adaptive terms, long cost, boolean turn) {

@@ -47,7 +47,7 @@ public final class AdaptiveCommands {
      * @param terms its bounds and window
      * @param cost what the call takes, at least 1
      * @param turn whether the caller is back at the {@code retryAfter} a denial told it ({@code TURN}):
-     *     denied again, it waits only for the bucket, keeping its place in the fleet's line
+     *     it is then admitted on a bucket not in debt, so that no one who was not waiting takes its turn
      * @return the call
      */
     public static Command<Decision> adapt(String key, Adaptive terms, long cost, boolean turn) {
@@ -104,7 +104,7 @@ public final class AdaptiveCommands {
      * @param terms its bounds and window
      * @param estimate see {@link #reserveAdapt(String, Adaptive, long)}
      * @param turn whether the caller is back at the {@code retryAfter} a denial told it ({@code TURN}):
-     *     denied again, it waits only for the bucket, keeping its place in the fleet's line
+     *     it is then admitted on a bucket not in debt, so that no one who was not waiting takes its turn
      * @return the call
      */
     public static Command<Reservation> reserveAdapt(String key, Adaptive terms, long estimate, boolean turn) {
@@ -132,7 +132,7 @@ public final class AdaptiveCommands {
      * @param terms its bounds and window
      * @param cost see {@link #reserveAdaptUpTo(String, Adaptive, long)}
      * @param turn whether the caller is back at the {@code retryAfter} a denial told it ({@code TURN}):
-     *     denied again, it waits only for the bucket, keeping its place in the fleet's line
+     *     it is then admitted on a bucket not in debt, so that no one who was not waiting takes its turn
      * @return the call
      */
     public static Command<Reservation> reserveAdaptUpTo(String key, Adaptive terms, long cost, boolean turn) {
@@ -160,7 +160,7 @@ public final class AdaptiveCommands {
      * @param terms its bounds and window
      * @param cost see {@link #adaptUpTo(String, Adaptive, long)}
      * @param turn whether the caller is back at the {@code retryAfter} a denial told it ({@code TURN}):
-     *     denied again, it waits only for the bucket, keeping its place in the fleet's line
+     *     it is then admitted on a bucket not in debt, so that no one who was not waiting takes its turn
      * @return the call
      */
     public static Command<Grant> adaptUpTo(String key, Adaptive terms, long cost, boolean turn) {

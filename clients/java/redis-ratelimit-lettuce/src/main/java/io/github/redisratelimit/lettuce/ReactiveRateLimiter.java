@@ -176,8 +176,8 @@ public final class ReactiveRateLimiter {
      * @param key the adaptive limit
      * @param terms its bounds and window
      * @param cost see {@link #adapt(String, Adaptive, long)}
-     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
-     *     again, it waits only for the bucket, keeping its place in the fleet's line
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: it is
+     *     then admitted on a bucket not in debt, so that no one who was not waiting takes its turn
      * @return as {@link #adapt(String, Adaptive, long)}
      */
     public Mono<Decision> adapt(String key, Adaptive terms, long cost, boolean turn) {
@@ -202,8 +202,8 @@ public final class ReactiveRateLimiter {
      * @param key the adaptive limit
      * @param terms its bounds and window
      * @param cost see {@link #adaptUpTo(String, Adaptive, long)}
-     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
-     *     again, it waits only for the bucket, keeping its place in the fleet's line
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: it is
+     *     then admitted on a bucket not in debt, so that no one who was not waiting takes its turn
      * @return as {@link #adaptUpTo(String, Adaptive, long)}
      */
     public Mono<Grant> adaptUpTo(String key, Adaptive terms, long cost, boolean turn) {
@@ -229,8 +229,8 @@ public final class ReactiveRateLimiter {
      * @param key the adaptive limit
      * @param terms its bounds and window
      * @param estimate see {@link #reserveAdapt(String, Adaptive, long)}
-     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
-     *     again, it waits only for the bucket, keeping its place in the fleet's line
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: it is
+     *     then admitted on a bucket not in debt, so that no one who was not waiting takes its turn
      * @return as {@link #reserveAdapt(String, Adaptive, long)}
      */
     public Mono<Reservation> reserveAdapt(String key, Adaptive terms, long estimate, boolean turn) {
@@ -256,8 +256,8 @@ public final class ReactiveRateLimiter {
      * @param key the adaptive limit
      * @param terms its bounds and window
      * @param cost see {@link #reserveAdaptUpTo(String, Adaptive, long)}
-     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: denied
-     *     again, it waits only for the bucket, keeping its place in the fleet's line
+     * @param turn whether the caller is back at the {@code retryAfter} a denial told it: it is
+     *     then admitted on a bucket not in debt, so that no one who was not waiting takes its turn
      * @return as {@link #reserveAdaptUpTo(String, Adaptive, long)}
      */
     public Mono<Reservation> reserveAdaptUpTo(String key, Adaptive terms, long cost, boolean turn) {
