@@ -449,24 +449,24 @@ java-test: $(BUILT) servers
 # rustdoc with warnings denied, then
 # its tests (the conformance cases, the limiter on the module and the library, the layer on axum
 # and tonic, the README's examples compiled) on the first server, and the limiter's on the last.
-# No debug info and no incremental state: a test build made once, in less time. clippy and rustdoc
-# run on the crate's stated MSRV (RUST_MSRV, its rust-version; rustup installs it in the set-up),
-# the tests on the machine's toolchain: the MSRV proven without a third build of the dependencies.
-# rustdoc documents the bench beside the library, so that it takes clippy's checks of the
-# dependencies as made.
+# No debug info and no incremental state: a test build made once, in less time. All of it runs on
+# the crate's stated MSRV (RUST_MSRV, its rust-version; rustup installs it in the set-up): the build
+# and the tests prove it. clippy lints the workspace's crates as they build (clippy-driver as their
+# compiler, cargo clippy's own way), so that the dependencies are built once, not checked first.
+# rustdoc documents the bench beside the library: the redis dependency takes its runtime there.
 RUST_MSRV := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' clients/rust/Cargo.toml)
 RUST_ENV = CARGO_TARGET_DIR=$(CURDIR)/target/rust CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0
 RUST_IN = cd clients/rust && $(RUST_ENV) RATELIMIT_MODULE=$(CURDIR)/$(MODULE)
 # The crate and make bench's program (clients/rust/bench) in one build: one set of features for the
 # dependencies they share (cargo test without --all-targets: with it, no doctests).
-# tower-rate-limiter, the bench's peer, declares rustc 1.96: it is checked with 1.88 and built with 1.95.
+# tower-rate-limiter, the bench's peer, declares rustc 1.96 and builds on 1.88 (--ignore-rust-version).
 RUST_PACKAGES = --locked --ignore-rust-version --workspace --all-features
 RUST_WORKSPACE = $(RUST_PACKAGES) --all-targets
 # make bench's Rust rows (clients/rust/bench), as the rust phase built them.
 RUST_BENCH = $(CURDIR)/target/rust/debug/ratelimit-rust-bench --module $(CURDIR)/$(MODULE)
 # The crate's and the bench's build alone (what bench-smoke runs, when no rust phase made it).
 rust-build:
-	$(RUST_IN) cargo build $(RUST_WORKSPACE)
+	$(RUST_IN) $(RUST_LINTED) cargo $(RUST_CHECKER) build $(RUST_WORKSPACE)
 
 # The crate's MSRV toolchain, with clippy (the rust phase's checks run on it). Where rustup cannot
 # fetch it (static.rust-lang.org is not a package registry), they run on the default toolchain
@@ -477,17 +477,20 @@ rust-msrv:
 RUST_HAS_MSRV = rustup run $(RUST_MSRV) cargo clippy --version >/dev/null 2>&1
 # `+MSRV` where that toolchain is here, else nothing: the default toolchain.
 RUST_CHECKER = $$($(RUST_HAS_MSRV) && echo +$(RUST_MSRV))
+# That toolchain's clippy-driver compiles the workspace's crates, its warnings denied (the form
+# cargo clippy hands it `-- -D warnings` in); the dependencies are compiled by rustc as ever.
+RUST_LINTED = RUSTC_WORKSPACE_WRAPPER=$$(rustup which $$($(RUST_HAS_MSRV) && echo --toolchain $(RUST_MSRV)) clippy-driver) \
+	CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
 rust-test: $(BUILT) servers $(if $(BUILT),rust-msrv)
-	@$(RUST_HAS_MSRV) || echo "warning: no Rust $(RUST_MSRV) here: clippy and rustdoc on the default toolchain, the MSRV unchecked"
+	@$(RUST_HAS_MSRV) || echo "warning: no Rust $(RUST_MSRV) here: the crate built, linted and tested on the default toolchain, the MSRV unchecked"
 	$(RUST_IN) cargo fmt --all --check && rustfmt --check --edition 2021 peers/testcontainers/src/lib.rs
-	$(RUST_IN) cargo $(RUST_CHECKER) clippy $(RUST_WORKSPACE) -- -D warnings
+	$(MAKE) --no-print-directory rust-build
 	$(RUST_IN) RUSTDOCFLAGS="-D warnings" cargo $(RUST_CHECKER) doc --locked --ignore-rust-version --workspace --no-deps --all-features \
 		--lib --bins
-	$(RUST_IN) cargo build $(RUST_WORKSPACE)
-	$(RUST_IN) REDIS_SERVER=$(PY_FIRST_SERVER) cargo test $(RUST_PACKAGES) -- --show-output
-	$(if $(filter-out $(firstword $(SERVERS)),$(lastword $(SERVERS))),$(RUST_IN) REDIS_SERVER=$(lastword \
-		$(call server_binaries,$(SERVERS))) cargo test $(RUST_PACKAGES) --test limiter)
+	$(RUST_IN) $(RUST_LINTED) REDIS_SERVER=$(PY_FIRST_SERVER) cargo $(RUST_CHECKER) test $(RUST_PACKAGES) -- --show-output
+	$(if $(filter-out $(firstword $(SERVERS)),$(lastword $(SERVERS))),$(RUST_IN) $(RUST_LINTED) REDIS_SERVER=$(lastword \
+		$(call server_binaries,$(SERVERS))) cargo $(RUST_CHECKER) test $(RUST_PACKAGES) --test limiter)
 
 # The Rust peers' own tests against the module's CL.THROTTLE (scripts/rust-peers.sh): redis-cell-rs's
 # on the first server (its redis-cell image) and the last (its valkey-cell image), tower-redis-cell's.

@@ -31,6 +31,5 @@ testcontainers = { path = "$root/clients/rust/peers/testcontainers" }
 redis-cell-rs = { path = "redis-cell-rs" }
 TOML
 cd "$out"
-cargo test -p redis-cell-rs --all-features
-# As their Makefiles run them: every feature.
-cargo test -p tower-redis-cell --all-features
+# As their Makefiles run them, every feature; both in one build (their dependencies built once).
+cargo test -p redis-cell-rs -p tower-redis-cell --all-features
