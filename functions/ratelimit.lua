@@ -1954,11 +1954,7 @@ local NOT_ADAPTIVE = 'ERR value is not a ratelimit adaptive limit'
 local MAX_SCALED = 2 ^ 50
 local MAX_SPAN_MS = 2 ^ 40
 local ADAPT_OPTIONS = {
-    { name = 'COST', valued = true },
-    { name = 'MS' },
-    { name = 'PARTIAL' },
-    { name = 'RESERVE' },
-    { name = 'TURN' },
+    { name = 'COST', valued = true }, { name = 'MS' }, { name = 'PARTIAL' }, { name = 'RESERVE' }, { name = 'TURN' },
 }
 local REPORT_OPTIONS = {
     { name = 'RETRY', valued = true },
