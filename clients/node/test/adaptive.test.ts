@@ -125,7 +125,21 @@ for (const kind of KINDS) {
       assert.ok(!held.allowed && held.limit === 70 && held.retryAfterMs !== null && held.retryAfterMs > 900);
       await assert.rejects(limit.call(send, { maxWaitMs: 0 }), RateLimitedError);
       calls = 0;
+      // Waited out, then asked again at the turn the denial told (TURN; the server's slow log keeps
+      // every command's words).
+      const admin = await createClient({ socket: { host: '127.0.0.1', port: server.port } }).connect();
+      clients.push(admin);
+      await admin.configSet('slowlog-log-slower-than', '0');
+      await admin.sendCommand(['SLOWLOG', 'RESET']);
       assert.equal((await limit.call(send, { maxWaitMs: 5_000 })).status, 200);
+      const logged = (await admin.sendCommand(['SLOWLOG', 'GET', '128'])) as [number, number, number, string[]][];
+      await admin.configSet('slowlog-log-slower-than', '10000');
+      const asked = logged
+        .reverse()
+        .map((entry) => entry[3].join(' '))
+        .filter((c) => c.startsWith('RATELIMIT.ADAPT') || c.startsWith('FCALL ratelimit_adapt'));
+      assert.ok(asked.length >= 2 && !asked[0]!.endsWith(' TURN'), asked.join('; '));
+      assert.ok(asked.slice(1).every((c) => c.endsWith(' TURN')), asked.join('; '));
     });
   });
 }

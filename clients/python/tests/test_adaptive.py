@@ -165,9 +165,18 @@ def test_the_wrapper_reports_what_the_call_returned_or_raised(server: Server, pr
     assert held.retry_after is not None and held.retry_after > 0.9
     with pytest.raises(RateLimited):
         limit.call(send, max_wait=0)
-    # Waited out: the hold, then the first token back (one every 60/70 s).
+    # Waited out: the hold, then the first token back (one every 60/70 s), asked again at the turn
+    # the denial told (TURN; the server's slow log keeps every command's words).
     Provider.calls = 0
+    r = redis.Redis(port=server.port)
+    r.config_set("slowlog-log-slower-than", 0)
+    r.slowlog_reset()
     assert limit.call(send, max_wait=5).status == 200
+    logged = [e["command"] for e in reversed(r.slowlog_get(128))]
+    asked = [c for c in logged if c.startswith((b"RATELIMIT.ADAPT", b"FCALL ratelimit_adapt"))]
+    r.config_set("slowlog-log-slower-than", 10_000)
+    assert len(asked) >= 2 and not asked[0].endswith(b" TURN"), asked
+    assert all(a.endswith(b" TURN") for a in asked[1:]), asked
 
 
 async def test_the_async_limit_decides_and_reports(server: Server) -> None:

@@ -24,13 +24,17 @@ import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
+import redis.clients.jedis.Jedis;
+import redis.clients.jedis.resps.Slowlog;
 
 /** The adaptive limit on a real server (the module and the library), and around real HTTP calls. */
 class AdaptiveTest {
@@ -79,6 +83,35 @@ class AdaptiveTest {
         assertEquals(-700, limit.settle(r, 300).applied());
     }
 
+    /** Every command logged from here on (below 0 µs: none), up to 4,096 of them, on each of the stack's servers. */
+    private static void slowLogs(Stack stack, String slowerThanMicros) {
+        for (Server server : stack.servers()) {
+            try (Jedis j = server.jedis()) {
+                j.configSet("slowlog-max-len", "4096", "slowlog-log-slower-than", slowerThanMicros);
+                j.slowlogReset();
+            }
+        }
+    }
+
+    /** The ADAPT calls on {@code key} the stack's servers logged, oldest first. */
+    private static List<String> adaptCalls(Stack stack, String key) {
+        List<String> asked = new ArrayList<>();
+        for (Server server : stack.servers()) {
+            try (Jedis j = server.jedis()) {
+                List<Slowlog> entries = new ArrayList<>(j.slowlogGet(4096));
+                Collections.reverse(entries);
+                for (Slowlog entry : entries) {
+                    String command = String.join(" ", entry.getArgs());
+                    String lower = command.toLowerCase(Locale.ROOT);
+                    if ((lower.startsWith("ratelimit.adapt") || lower.startsWith("fcall ratelimit_adapt")) && command.contains(key)) {
+                        asked.add(command);
+                    }
+                }
+            }
+        }
+        return asked;
+    }
+
     @ParameterizedTest
     @MethodSource("io.github.redisratelimit.tests.Stack#all")
     void theWrapperReportsWhatTheCallAnswered(Stack stack) throws Exception {
@@ -98,7 +131,8 @@ class AdaptiveTest {
         try {
             URI uri = URI.create("http://127.0.0.1:" + provider.getAddress().getPort() + "/v1/chat/completions");
             HttpRequest request = HttpRequest.newBuilder(uri).POST(HttpRequest.BodyPublishers.noBody()).build();
-            AdaptiveLimit limit = new AdaptiveLimit(stack.limiter(), key("wrapped"), new Adaptive(1, 600, 1000, Duration.ofMinutes(1)));
+            String key = key("wrapped");
+            AdaptiveLimit limit = new AdaptiveLimit(stack.limiter(), key, new Adaptive(1, 600, 1000, Duration.ofMinutes(1)));
             List<Integer> statuses = new ArrayList<>();
             for (int i = 0; i < 3; i++) {
                 statuses.add(limit.call(1, Duration.ofSeconds(5), () -> http.send(request, HttpResponse.BodyHandlers.discarding())).statusCode());
@@ -109,6 +143,16 @@ class AdaptiveTest {
             assertEquals(70, held.limit());
             assertFalse(held.allowed());
             assertThrows(RateLimitedException.class, () -> limit.call(1, Duration.ZERO, () -> http.send(request, HttpResponse.BodyHandlers.discarding())));
+            // Waited out, then asked again at the turn the denial told: TURN (the servers' slow logs
+            // keep every command's words). The core's call: one adapter's stacks, both backends.
+            if (!stack.lettuce && !stack.cluster) {
+                slowLogs(stack, "0");
+                limit.call(1, Duration.ofSeconds(5), () -> http.send(request, HttpResponse.BodyHandlers.discarding()));
+                List<String> asked = adaptCalls(stack, key);
+                slowLogs(stack, "10000");
+                assertTrue(asked.size() >= 2 && !asked.get(0).endsWith(" TURN"), asked.toString());
+                assertTrue(asked.subList(1, asked.size()).stream().allMatch(c -> c.endsWith(" TURN")), asked.toString());
+            }
             assertEquals(Optional.of(Duration.ofSeconds(7)),
                     ProviderAnswer.read(429, Map.of("Retry-After", List.of("7")), Instant.now()).retryAfter());
         } finally {
