@@ -725,7 +725,7 @@ def report(
     reset_after: float | None = None,
 ) -> Call[Learned | None]:
     """RATELIMIT.REPORT: how the provider answered a call decided at ``key``. ``"throttled"`` cuts
-    the fleet's limit (once per window, however many callers report the same burst) and with
+    the fleet's limit (once per epoch, however many callers report the same burst) and with
     ``retry_after`` (seconds) holds every caller until then; the provider's stated ``limit`` caps
     the learned one, its ``remaining`` bounds the fleet for ``reset_after`` seconds. None where no
     limit is learned at ``key``."""
