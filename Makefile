@@ -468,9 +468,9 @@ RUST_BENCH = $(CURDIR)/target/rust/debug/ratelimit-rust-bench --module $(CURDIR)
 rust-build:
 	$(RUST_IN) $(RUST_LINTED) cargo $(RUST_CHECKER) build $(RUST_WORKSPACE)
 
-# The crate's MSRV toolchain, with clippy (the rust phase's checks run on it). Where rustup cannot
-# fetch it (static.rust-lang.org is not a package registry), they run on the default toolchain
-# and the rust phase says that the MSRV went unchecked.
+# The crate's MSRV toolchain, with clippy (the rust phase runs on it). Where rustup cannot fetch
+# it (static.rust-lang.org is not a package registry), the phase runs on the default toolchain and
+# says that the MSRV went unchecked.
 rust-msrv:
 	timeout 300 rustup toolchain install $(RUST_MSRV) --profile minimal --component clippy --no-self-update || \
 		echo "warning: Rust $(RUST_MSRV) could not be installed"
