@@ -684,6 +684,33 @@ mod tests {
     }
 
     #[test]
+    fn the_longest_state_is_written_whole() {
+        // A window of 1 ms lets every count reach 2^50 (`ceiling * window <= 2^50`).
+        let big = MAX_SCALED;
+        let longest = State {
+            window_ms: 1,
+            floor: big,
+            ceiling: big,
+            limit: big,
+            wmax: big,
+            earned: MAX_EARNED,
+            epoch_start: big,
+            used: big,
+            cut: true,
+            level: -big,
+            at: big,
+            bound_left: big,
+            bound_until: big,
+            stated: big,
+            queue_until: big,
+        };
+        let mut buf = [0; MAX_TEXT];
+        let text = longest.write(&mut buf);
+        assert_eq!(text.len(), 217);
+        assert_eq!(State::parse(text), Some(longest));
+    }
+
+    #[test]
     fn the_line_of_denied_callers_stays_within_the_states_keeping() {
         let huge = Bounds { floor: 1, start: 1, ceiling: 1, window_ms: MAX_SPAN_MS };
         let mut s = stored(decide(&huge, 1, false, false, Stored::Missing, NOW).state);
