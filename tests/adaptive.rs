@@ -246,6 +246,40 @@ fn random_args(rng: &mut Rng, adapt: bool, key: &str) -> Vec<String> {
 }
 
 #[test]
+fn the_longest_state_is_stored_by_both() {
+    // A 1 ms window lets the counts reach 2^50, and a denial sets the line's end: a state of over
+    // 200 bytes, which the module once failed to write ("internal error").
+    let dir = TempDir::new();
+    let (_clock, server) = at_start(&dir);
+    let mut con = server.connect();
+    let big = "1125899906842624";
+    let adapt_args = [big, big, big, "1", "MS", "COST", big];
+    let report_args = ["OK", "LIMIT", big, "REMAINING", big, "RESET", "1000"];
+    let mut stored = Vec::new();
+    for (side, adapt_cmd, report_cmd) in [
+        ("m", redis::cmd("RATELIMIT.ADAPT"), redis::cmd("RATELIMIT.REPORT")),
+        ("l", fcall("ratelimit_adapt"), fcall("ratelimit_report")),
+    ] {
+        let key = format!("{side}:longest");
+        let first: Vec<i64> = adapt_cmd.clone().arg(&key).arg(&adapt_args).query(&mut con).unwrap();
+        let _: Vec<i64> = report_cmd.clone().arg(&key).arg(&report_args).query(&mut con).unwrap();
+        // At the same instant the debt of the first call denies the second.
+        let second: Vec<i64> = adapt_cmd.clone().arg(&key).arg(&adapt_args).query(&mut con).unwrap();
+        assert_eq!((first[0], second[0]), (1, 0), "{side}");
+        let text: String = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+        stored.push((first, second, text));
+    }
+    assert!(stored[0].2.len() > 200, "{}", stored[0].2);
+    assert_eq!(stored[0], stored[1]);
+}
+
+fn fcall(function: &str) -> redis::Cmd {
+    let mut cmd = redis::cmd("FCALL");
+    cmd.arg(function).arg(1);
+    cmd
+}
+
+#[test]
 fn the_library_answers_as_the_module_does() {
     let (mut rng, _) = Rng::from_env();
     let dir = TempDir::new();
