@@ -346,6 +346,16 @@ impl State {
         (self.bound_left >= 0 && now < self.bound_until).then_some(self.bound_left)
     }
 
+    /// Whole tokens the fleet may take at `now`: none while it is held, and no more than the
+    /// provider's stated remaining.
+    fn whole(&self, now: i64) -> i64 {
+        let whole = match now < self.at {
+            true => 0,
+            false => (self.level / self.window_ms).max(0),
+        };
+        self.bound_at(now).map_or(whole, |left| whole.min(left))
+    }
+
     /// The ms from `now` until `level` holds `need` (scaled).
     fn wait_for(&self, need: i64, now: i64) -> i64 {
         let from = self.at.max(now) - now;
@@ -389,11 +399,7 @@ fn decide_or_admit(b: &Bounds, cost: i64, partial: bool, stored: Stored<State>, 
     let w = s.window_ms;
     let burst = s.capacity() / w;
     let bound = s.bound_at(now);
-    let whole = match now < s.at {
-        true => 0,
-        false => (s.level / w).max(0),
-    };
-    let whole = bound.map_or(whole, |left| whole.min(left));
+    let whole = s.whole(now);
     // Back at its turn, a caller is admitted on a bucket not in debt: if someone not waiting took
     // the token it was told to come for, it takes it from the next one (a debt of at most its
     // own tokens), and the line keeps its order instead of each next turn arriving before its
@@ -402,10 +408,12 @@ fn decide_or_admit(b: &Bounds, cost: i64, partial: bool, stored: Stored<State>, 
     let granted = if matches!(how, Admission::Anyway) {
         cost
     } else if partial {
-        match (whole >= 1, turn && bound.is_none_or(|left| left >= 1)) {
-            (true, _) => cost.min(whole),
-            (false, true) => 1,
-            (false, false) => 0,
+        if whole >= 1 {
+            cost.min(whole)
+        } else if turn && bound.is_none_or(|left| left >= 1) {
+            1
+        } else {
+            0
         }
     } else {
         let fits = (s.level >= cost.min(burst) * w || turn) && now >= s.at;
@@ -438,11 +446,7 @@ fn decide_or_admit(b: &Bounds, cost: i64, partial: bool, stored: Stored<State>, 
             s.bound_left = (s.bound_left - granted).max(0);
         }
     }
-    let left = match now < s.at {
-        true => 0,
-        false => (s.level / w).max(0),
-    };
-    let remaining = s.bound_at(now).map_or(left, |bound| left.min(bound));
+    let remaining = s.whole(now);
     let reset_ms = s.wait_for(s.capacity(), now);
     Decided {
         allowed,
@@ -572,13 +576,9 @@ pub fn settle_reserved(
         }
         _ => 0,
     };
-    let left = match now < s.at {
-        true => 0,
-        false => (s.level / w).max(0),
-    };
     Some(Settled {
         limit: s.limit,
-        remaining: s.bound_at(now).map_or(left, |bound| left.min(bound)),
+        remaining: s.whole(now),
         reset_ms: s.wait_for(s.capacity(), now),
         applied,
         increased,
