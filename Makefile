@@ -34,7 +34,7 @@ UNPLANNED := $(filter-out $(SERVER_TESTS) $(MODULE_TESTS),$(basename $(notdir $(
 $(if $(UNPLANNED),$(error tests/ has files the Makefile's test plan runs nowhere: $(UNPLANNED)))
 test_args = $(foreach t,$(1),--test $(t))
 
-.PHONY: all deps package-deps test-deps build envoy-dist package package-test lint test integration $(INTEGRATION) servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
+.PHONY: all deps package-deps test-deps build envoy-dist package package-test lint format test integration $(INTEGRATION) servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
 	monitoring-tools monitoring-test \
 	bench-smoke \
 	python-dist python-envs python-test node-dist node-installed node-test go-ready go-test java-test java-dist clients docs-test \
@@ -43,9 +43,19 @@ test_args = $(foreach t,$(1),--test $(t))
 all: build
 
 # The gates: formatting (rustfmt.toml) and every clippy warning, on every target.
-lint: test-deps
-	cargo fmt --all --check
+lint: format
 	cargo clippy --workspace --release --locked --all-targets -- -D warnings
+format: test-deps
+	cargo fmt --all --check
+
+# make test lints the module's workspace as it builds it (LINT_AS_BUILT=1): clippy-driver compiles
+# the workspace's crates, its warnings denied (the form cargo clippy hands it `-- -D warnings` in),
+# instead of a clippy run that checks every crate a second time. The builds it makes cover what
+# make lint's targets do: the module, its unit tests, the integration tests with the testkit, the
+# bench. Every cargo call on the workspace takes it: one without would build the crates again.
+MODULE_ENV = $(if $(LINT_AS_BUILT),RUSTC_WORKSPACE_WRAPPER=$$(rustup which clippy-driver) \
+	CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__)
+MODULE_CARGO = $(MODULE_ENV) cargo
 
 # Debian packages: what building and running need, and what the tests need on top.
 deps:
@@ -58,7 +68,7 @@ test-deps:
 	@scripts/deps.sh test
 
 build: deps
-	cargo build --release --locked
+	$(MODULE_CARGO) build --release --locked
 
 servers: test-deps $(FETCHED)
 
@@ -121,9 +131,9 @@ redis-cell: deps
 # (RATELIMIT_IMPL=library): $(1) the server binary, $(2) the module's files, $(3) the library's.
 define test-on
 	@echo "== integration tests on $$($(1) --version | cut -d' ' -f1-3) =="
-	REDIS_SERVER=$(1) $(TIMES) suite "$$($(1) --version | cut -d' ' -f1-3)" $(TEST_FILES_AT_ONCE) -- $(call test_args,$(2))
+	$(MODULE_ENV) REDIS_SERVER=$(1) $(TIMES) suite "$$($(1) --version | cut -d' ' -f1-3)" $(TEST_FILES_AT_ONCE) -- $(call test_args,$(2))
 	@echo "== the limiter's tests against the Functions library on $$($(1) --version | cut -d' ' -f1-3) =="
-	RATELIMIT_IMPL=library REDIS_SERVER=$(1) $(TIMES) suite "library, $$($(1) --version | cut -d' ' -f1-3)" \
+	$(MODULE_ENV) RATELIMIT_IMPL=library REDIS_SERVER=$(1) $(TIMES) suite "library, $$($(1) --version | cut -d' ' -f1-3)" \
 		$(TEST_FILES_AT_ONCE) -- $(call test_args,$(3))
 
 endef
@@ -141,7 +151,7 @@ $(INTEGRATION): integration-%:
 		$(filter $*,$(lastword $(SERVERS))),$(LIBRARY_TESTS),$(LIBRARY_SERVER_TESTS)))
 
 integration: $(BUILT) servers redis-cell monitoring-tools
-	cargo test --release --locked --no-run --test '*'
+	$(MODULE_CARGO) test --release --locked --no-run --test '*'
 	$(MAKE) --no-print-directory -j2 --output-sync=target $(INTEGRATION)
 
 # The benchmark's smoke run: the smallest run of each bench that still executes its code, on the
@@ -168,8 +178,8 @@ SUITES := suite-java suite-python suite-environments suite-rust suite-integratio
 test:
 	$(TIMES) start
 	$(TIMES) phase set-up -- $(MAKE) --no-print-directory -j3 --output-sync=target build servers redis-cell \
-		monitoring-tools lint rust-msrv && \
-	$(MAKE) --no-print-directory -j3 --output-sync=target suites; \
+		monitoring-tools format rust-msrv LINT_AS_BUILT=1 && \
+	$(MAKE) --no-print-directory -j3 --output-sync=target suites LINT_AS_BUILT=1; \
 	code=$$?; $(TIMES) report; exit $$code
 
 suites: $(SUITES)
@@ -186,7 +196,7 @@ suite-environments:
 suite-integration:
 	$(TIMES) phase integration -- $(MAKE) --no-print-directory integration BUILT=
 suite-unit:
-	$(TIMES) phase unit -- cargo test --release --locked --lib
+	$(MODULE_ENV) $(TIMES) phase unit -- cargo test --release --locked --lib
 suite-rust:
 	$(TIMES) phase rust -- $(MAKE) --no-print-directory rust-test BUILT=
 suite-rust-peers:
@@ -209,7 +219,7 @@ suite-bench-smoke: suite-python suite-environments suite-rust
 
 # Every bench, briefly, so that `make bench` cannot rot (its output goes under target/).
 bench-smoke: $(BUILT) servers redis-cell $(if $(CLIENTS_READY),,clients rust-build)
-	BENCH_SERVERS="$(call server_binaries,$(BENCH_SMOKE_SERVERS))" cargo bench --locked --bench ratelimit -- --quick
+	BENCH_SERVERS="$(call server_binaries,$(BENCH_SMOKE_SERVERS))" $(MODULE_CARGO) bench --locked --bench ratelimit -- --quick
 	$(PY_LIMITS_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/python.md --quick
 	$(PY_REPLICA_BENCH) --servers $(PY_FIRST_SERVER) --out target/bench-quick/replicas.md --quick
 	$(PY_ADAPTIVE_RUN) --servers $(PY_FIRST_SERVER) --out target/bench-quick/adaptive.md --quick
@@ -266,18 +276,21 @@ endef
 python-dist: package-deps
 	rm -rf $(PY_DIST) target/python/tools
 	python3 -m venv target/python/tools
-	target/python/tools/bin/pip install --quiet --disable-pip-version-check build==1.6.1
+	target/python/tools/bin/pip install --quiet --disable-pip-version-check build==1.6.1 uv==$(UV_VERSION)
 	target/python/tools/bin/python -m build --outdir $(PY_DIST) clients/python
 	python3 -c "import sys, tarfile; names = tarfile.open(sys.argv[1]).getnames(); \
 		assert any(n.endswith('redis_ratelimit_client/ratelimit.lua') for n in names), 'the sdist lacks the library'" \
 		$(PY_DIST)/redis_ratelimit_client-*.tar.gz
 
 # A fresh environment per requirements set: the wheel, with both clients' extras (bare: redis-py's
-# alone, and no limits; litellm: its extra too, as the docs install it), and the set.
+# alone, and no limits; litellm: its extra too, as the docs install it), and the set. uv makes them
+# (PyPI's packages, resolved as pip would; its cache under ~/.cache/uv): pip took ten times its CPU.
+UV_VERSION := 0.13.9
+PY_UV := UV_LINK_MODE=copy target/python/tools/bin/uv
 $(PY_ENVS)/%: python-dist
 	rm -rf $@
-	$(if $(filter oldest,$*),$(PYTHON_OLDEST),python3) -m venv $@
-	$@/bin/pip install --quiet --disable-pip-version-check --no-compile \
+	$(PY_UV) venv --quiet --python $$($(if $(filter oldest,$*),$(PYTHON_OLDEST),python3) -c 'import sys; print(sys.executable)') $@
+	$(PY_UV) pip install --quiet --python $@/bin/python \
 		"$$(ls $(PY_DIST)/redis_ratelimit_client-*.whl)[redis$(if $(filter bare,$*),,$(comma)valkey)$(if $(filter litellm,$*),$(comma)litellm)]" \
 		-r clients/python/tests/requirements$(if $(filter latest,$*),,-$*).txt
 
@@ -453,7 +466,8 @@ java-test: $(BUILT) servers
 # the crate's stated MSRV (RUST_MSRV, its rust-version; rustup installs it in the set-up): the build
 # and the tests prove it. clippy lints the workspace's crates as they build (clippy-driver as their
 # compiler, cargo clippy's own way), so that the dependencies are built once, not checked first.
-# rustdoc documents the bench beside the library: the redis dependency takes its runtime there.
+# rustdoc documents the library as docs.rs does (its metadata: every feature, redis-rs on tokio), and
+# only it: the bench's own dependencies are not checked for it.
 RUST_MSRV := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' clients/rust/Cargo.toml)
 RUST_ENV = CARGO_TARGET_DIR=$(CURDIR)/target/rust CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0
 RUST_IN = cd clients/rust && $(RUST_ENV) RATELIMIT_MODULE=$(CURDIR)/$(MODULE)
@@ -486,8 +500,8 @@ rust-test: $(BUILT) servers $(if $(BUILT),rust-msrv)
 	@$(RUST_HAS_MSRV) || echo "warning: no Rust $(RUST_MSRV) here: the crate built, linted and tested on the default toolchain, the MSRV unchecked"
 	$(RUST_IN) cargo fmt --all --check && rustfmt --check --edition 2021 peers/testcontainers/src/lib.rs
 	$(MAKE) --no-print-directory rust-build
-	$(RUST_IN) RUSTDOCFLAGS="-D warnings" cargo $(RUST_CHECKER) doc --locked --ignore-rust-version --workspace --no-deps --all-features \
-		--lib --bins
+	$(RUST_IN) RUSTDOCFLAGS="-D warnings" cargo $(RUST_CHECKER) doc --locked --ignore-rust-version -p redis-ratelimit-client \
+		--no-deps --all-features --features redis/tokio-comp --lib
 	$(RUST_IN) $(RUST_LINTED) REDIS_SERVER=$(PY_FIRST_SERVER) cargo $(RUST_CHECKER) test $(RUST_PACKAGES) -- --show-output
 	$(if $(filter-out $(firstword $(SERVERS)),$(lastword $(SERVERS))),$(RUST_IN) $(RUST_LINTED) REDIS_SERVER=$(lastword \
 		$(call server_binaries,$(SERVERS))) cargo $(RUST_CHECKER) test $(RUST_PACKAGES) --test limiter)
