@@ -16,7 +16,7 @@
 --   FCALL ratelimit_gcra 1 key max_burst tokens_per_period period [TOKENS count] [PARTIAL] [RESERVE] [ALIGN]
 --   FCALL ratelimit_settle numkeys key [key ...] reservation used   (a HITALL's token keys)
 --   FCALL ratelimit_adapt 1 key floor start ceiling window [COST cost] [MS] [PARTIAL] [RESERVE] [TURN]
---   FCALL ratelimit_report 1 key OK|THROTTLED [RETRY ms] [LIMIT limit] [REMAINING remaining RESET ms]
+--   FCALL ratelimit_report 1 key OK|THROTTLED [RETRY ms] [LIMIT limit] [REMAINING remaining RESET ms] [AGE ms]
 --
 -- Calendar windows take UTC and fixed offsets here; named time zones are the module's (NAMED_ZONE).
 --
@@ -1946,10 +1946,10 @@ local function settle_reservation(keys, args)
 end
 
 -- The adaptive limit (the module's core/adaptive.rs): a bucket at the learned rate, its state one
--- text `adapt:` and 14 integers. Every number stays within 2^50 (the arguments are bounded so),
+-- text `adapt:` and 16 integers (15 in a state written before `cut_at` was kept). Every number stays within 2^50 (the arguments are bounded so),
 -- so the doubles here are exact; divisions go through `idiv` and `ceil_div`.
 local ADAPT_FIELDS = { 'window', 'floor', 'ceiling', 'limit', 'wmax', 'earned', 'epoch_start', 'used', 'cut',
-    'level', 'at', 'bound_left', 'bound_until', 'stated', 'queue_until' }
+    'level', 'at', 'bound_left', 'bound_until', 'stated', 'queue_until', 'cut_at' }
 local NOT_ADAPTIVE = 'ERR value is not a ratelimit adaptive limit'
 local MAX_SCALED = 2 ^ 50
 local MAX_SPAN_MS = 2 ^ 40
@@ -1961,6 +1961,7 @@ local REPORT_OPTIONS = {
     { name = 'LIMIT', valued = true },
     { name = 'REMAINING', valued = true },
     { name = 'RESET', valued = true },
+    { name = 'AGE', valued = true },
 }
 
 -- The state at `key`, nil if missing; NOT_ADAPTIVE for a string that is not one.
@@ -1989,6 +1990,10 @@ adapt_read = function(key)
     local function within(v, lo, hi)
         return v >= lo and v <= hi
     end
+    if n == #ADAPT_FIELDS - 1 then
+        -- Written before the cut's time was kept: a cut in its epoch as made at the epoch's end.
+        s.cut_at, n = s.cut == 1 and MAX_SCALED or 0, n + 1
+    end
     local valid = n == #ADAPT_FIELDS and within(s.window, 1, MAX_SPAN_MS) and s.floor >= 1
         and s.floor <= s.limit and s.limit <= s.ceiling and s.ceiling * s.window <= MAX_SCALED
         and within(s.wmax, 1, MAX_SCALED) and within(s.earned, 0, 15) and within(s.used, 0, MAX_SCALED)
@@ -1996,6 +2001,7 @@ adapt_read = function(key)
         and within(s.bound_left, -1, MAX_SCALED) and within(s.stated, 0, MAX_SCALED)
         and within(s.epoch_start, 0, MAX_SCALED) and within(s.at, 0, MAX_SCALED)
         and within(s.bound_until, 0, MAX_SCALED) and within(s.queue_until, 0, MAX_SCALED)
+        and within(s.cut_at, 0, MAX_SCALED)
     if not valid then
         fail(NOT_ADAPTIVE)
     end
@@ -2019,7 +2025,7 @@ end
 
 -- A new limit at `start`, its bucket full, as if it had just recovered to `start`.
 local function adapt_new(floor_, start, ceiling, w, now)
-    local s = { window = w, floor = floor_, ceiling = ceiling, limit = start, wmax = start, earned = 4, epoch_start = now, used = 0, cut = 0, at = now,
+    local s = { window = w, floor = floor_, ceiling = ceiling, limit = start, wmax = start, earned = 4, epoch_start = now, used = 0, cut = 0, cut_at = 0, at = now,
         bound_left = -1, bound_until = 0, stated = 0, queue_until = 0 }
     s.level = adapt_capacity(s)
     return s
@@ -2264,11 +2270,12 @@ local function report(keys, args)
     if outcome ~= 'OK' and outcome ~= 'THROTTLED' then
         fail('ERR outcome must be OK or THROTTLED')
     end
-    local opts = options(args, 2, REPORT_OPTIONS, 'RETRY, LIMIT, REMAINING or RESET')
+    local opts = options(args, 2, REPORT_OPTIONS, 'RETRY, LIMIT, REMAINING, RESET or AGE')
     local retry = opts.RETRY and report_value(opts.RETRY, 'RETRY', 0, MAX_SPAN_MS)
     local limit = opts.LIMIT and report_value(opts.LIMIT, 'LIMIT', 1, MAX_SCALED)
     local remaining = opts.REMAINING and report_value(opts.REMAINING, 'REMAINING', 0, MAX_SCALED)
     local reset = opts.RESET and report_value(opts.RESET, 'RESET', 0, MAX_SPAN_MS)
+    local age = opts.AGE and report_value(opts.AGE, 'AGE', 0, MAX_SPAN_MS)
     if remaining and not reset then
         fail('ERR syntax error: REMAINING needs RESET')
     elseif reset and not remaining then
@@ -2298,10 +2305,11 @@ local function report(keys, args)
     end
     local decreased = 0
     if outcome == 'THROTTLED' or remaining == 0 then
-        if s.cut == 0 then
+        -- Once per epoch for the burst that many saw; again for a call the last cut admitted.
+        if s.cut == 0 or (age and now - age > s.cut_at) then
             s.wmax = s.limit
             s.limit = max(idiv(s.limit * 7, 10), s.floor)
-            s.earned, s.cut, decreased = 0, 1, 1
+            s.earned, s.cut, s.cut_at, decreased = 0, 1, now, 1
         end
         s.level = min(s.level, 0)
     end

@@ -184,6 +184,7 @@ fn random_args(rng: &mut Rng, adapt: bool, key: &str) -> Vec<String> {
         "LIMIT",
         "REMAINING",
         "RESET",
+        "AGE",
         "OK",
         "-1",
         "0",
@@ -236,6 +237,10 @@ fn random_args(rng: &mut Rng, adapt: bool, key: &str) -> Vec<String> {
                 pick(rng, &["0", "700", "9000"]),
             ]);
         }
+        // How long ago the call was decided: before or after the epoch's cut.
+        if rng.below(2) == 0 {
+            a.extend(["AGE".into(), pick(rng, &["0", "0", "5", "400", "20000", "1099511627776"])]);
+        }
         a
     };
     if rng.below(6) == 0 {
@@ -243,6 +248,36 @@ fn random_args(rng: &mut Rng, adapt: bool, key: &str) -> Vec<String> {
         args.insert(at, pick(rng, JUNK));
     }
     args
+}
+
+#[test]
+fn a_throttle_on_a_call_decided_after_the_cut_cuts_again_in_both() {
+    let dir = TempDir::new();
+    let (clock, server) = at_start(&dir);
+    let mut con = server.connect();
+    // A state written before the cut's time was kept (15 fields), cut in its epoch: no report in
+    // that epoch cuts again, whatever its AGE; the next epoch's first does, and keeps its time.
+    let old = format!("adapt:60000:6:600:42:60:0:{START}:10:1:0:{START}:-1:0:0:0");
+    for side in ["m", "l"] {
+        let _: () = redis::cmd("SET").arg(format!("{side}:old")).arg(&old).query(&mut con).unwrap();
+    }
+    let mut replies: [Vec<Vec<i64>>; 2] = Default::default();
+    for (at, age) in [(START + 5_000, "0"), (START + 10_000, "9000"), (START + 10_010, "10"), (START + 10_020, "15")] {
+        clock.move_to(&mut con, at);
+        for (seen, (side, cmd)) in
+            replies.iter_mut().zip([("m", redis::cmd("RATELIMIT.REPORT")), ("l", fcall("ratelimit_report"))])
+        {
+            let key = format!("{side}:old");
+            seen.push(cmd.clone().arg(&key).arg(&["THROTTLED", "AGE", age]).query(&mut con).unwrap());
+        }
+    }
+    let stored: Vec<String> =
+        ["m:old", "l:old"].iter().map(|key| redis::cmd("GET").arg(key).query(&mut con).unwrap()).collect();
+    // 42, not cut in its epoch; cut to 29 at 10 s; not by a call decided at that instant; to 20
+    // by one decided at 10.005 s, after the cut.
+    assert_eq!(replies[0], vec![vec![42, 0, 0], vec![29, 1, 0], vec![29, 0, 0], vec![20, 1, 0]]);
+    assert!(stored[0].ends_with(&format!(":{}", START + 10_020)), "{}", stored[0]);
+    assert_eq!((&replies[0], &stored[0]), (&replies[1], &stored[1]));
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! `RATELIMIT.REPORT key OK|THROTTLED [RETRY ms] [LIMIT limit] [REMAINING remaining RESET ms]`: how
+//! `RATELIMIT.REPORT key OK|THROTTLED [RETRY ms] [LIMIT limit] [REMAINING remaining RESET ms] [AGE ms]`: how
 //! the provider answered a call, steering the adaptive limit at `key` (`core::adaptive`). Replies
 //! `[limit, decreased, hold_ms]`, or nil where no limit is learned at `key` (nothing to steer, and
 //! nothing written).
@@ -21,7 +21,7 @@ pub const COMMAND: Command = Command {
     arity: -3,
     entry: entry_point!(report),
     opt_in: None,
-    summary: c"Tells an adaptive limit how its provider answered: THROTTLED cuts the limit (once per epoch for the whole fleet) and with RETRY holds every caller until then; the provider's stated LIMIT caps the limit, its REMAINING bounds the fleet until RESET. Replies [limit, decreased, hold_ms], or nil when the key holds no limit.",
+    summary: c"Tells an adaptive limit how its provider answered: THROTTLED cuts the limit (once per epoch for the whole fleet, and again for a call decided after the cut, as AGE tells) and with RETRY holds every caller until then; the provider's stated LIMIT caps the limit, its REMAINING bounds the fleet until RESET. Replies [limit, decreased, hold_ms], or nil when the key holds no limit.",
     complexity: c"O(1)",
     args: &[
         Arg { summary: Some(c"the adaptive limit"), ..arg(c"key", KEY) },
@@ -37,6 +37,10 @@ pub const COMMAND: Command = Command {
         Arg { summary: Some(c"the provider's stated limit per window"), ..option(c"limit", INTEGER, c"LIMIT") },
         Arg { summary: Some(c"what the provider says remains, until RESET"), ..option(c"remaining", INTEGER, c"REMAINING") },
         Arg { summary: Some(c"in how many ms the provider's REMAINING resets"), ..option(c"reset", INTEGER, c"RESET") },
+        Arg {
+            summary: Some(c"how many ms ago the call was decided (its ADAPT's reply): throttled after the epoch's cut, it cuts again"),
+            ..option(c"age", INTEGER, c"AGE")
+        },
     ],
 };
 

@@ -14,7 +14,9 @@
 //! per-minute limit), fleet-wide, since the state is one key:
 //! - a throttle (`Outcome::Throttled`, or the provider stating nothing remains) cuts the limit to
 //!   `DECREASE_TENTHS` of itself at most once per epoch, however many callers saw the same burst,
-//!   and empties the bucket;
+//!   and empties the bucket; a throttle on a call decided after that cut (its report's `AGE`
+//!   says when) cuts again: the cut was not enough, and the provider, drawing on what it had
+//!   stored, hid it until then;
 //! - a `RETRY` holds the whole fleet: nothing is admitted before that instant, and the bucket
 //!   starts empty there: no stampede when it ends;
 //! - an epoch earns growth when nothing cut it and the fleet used at least half the limit's share
@@ -79,6 +81,8 @@ pub struct State {
     pub used: i64,
     /// Whether a throttle cut the limit in this epoch.
     pub cut: bool,
+    /// When it did (Unix ms): a throttle on a call decided after it cuts again.
+    pub cut_at: i64,
     /// Tokens in the bucket, scaled by `window_ms`; negative: a debt.
     pub level: i64,
     /// When `level` was counted (Unix ms); after now while the fleet is held.
@@ -99,14 +103,25 @@ impl Value for State {
     fn parse(text: &[u8]) -> Option<State> {
         let mut fields = text.strip_prefix(TAG)?.split(|&b| b == b':');
         let mut f = [0; FIELDS];
+        let mut n = 0;
         for slot in &mut f {
-            *slot = parse_i64(fields.next()?)?;
+            let Some(field) = fields.next() else { break };
+            *slot = parse_i64(field)?;
+            n += 1;
         }
         if fields.next().is_some() {
             return None;
         }
-        let [window_ms, floor, ceiling, limit, wmax, earned, epoch_start, used, cut, level, at, bound_left, bound_until, stated, queue_until] =
+        let [window_ms, floor, ceiling, limit, wmax, earned, epoch_start, used, cut, level, at, bound_left, bound_until, stated, queue_until, cut_at] =
             f;
+        // A state written before the cut's time was kept (15 fields): a cut in its epoch counts as
+        // made at its end, so that nothing decided in it cuts again.
+        let cut_at = match n {
+            FIELDS => cut_at,
+            OLD_FIELDS if cut == 1 => MAX_SCALED,
+            OLD_FIELDS => 0,
+            _ => return None,
+        };
         let s = State {
             window_ms,
             floor,
@@ -117,6 +132,7 @@ impl Value for State {
             epoch_start,
             used,
             cut: cut == 1,
+            cut_at,
             level,
             at,
             bound_left,
@@ -137,7 +153,7 @@ impl Value for State {
             && (-MAX_SCALED..=MAX_SCALED).contains(&level)
             && (-1..=MAX_SCALED).contains(&bound_left)
             && (0..=MAX_SCALED).contains(&stated)
-            && [epoch_start, at, bound_until, queue_until].iter().all(|t| time.contains(t));
+            && [epoch_start, at, bound_until, queue_until, cut_at].iter().all(|t| time.contains(t));
         valid.then_some(s)
     }
 
@@ -158,7 +174,9 @@ impl Value for State {
     }
 }
 
-const FIELDS: usize = 15;
+const FIELDS: usize = 16;
+/// The fields of a state written before `cut_at` was kept.
+const OLD_FIELDS: usize = 15;
 
 /// How the provider answered a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,6 +196,8 @@ pub struct Report {
     pub limit: Option<i64>,
     /// The provider's stated remaining, and in how many ms it resets.
     pub remaining: Option<(i64, i64)>,
+    /// How many ms ago the reported call was decided (its ADAPT's reply).
+    pub age_ms: Option<i64>,
 }
 
 /// A call decided: its reply's numbers and the state to store.
@@ -238,6 +258,7 @@ impl State {
             self.bound_until,
             self.stated,
             self.queue_until,
+            self.cut_at,
         ]
     }
 
@@ -254,6 +275,7 @@ impl State {
             epoch_start: now,
             used: 0,
             cut: false,
+            cut_at: 0,
             level: 0,
             at: now,
             bound_left: -1,
@@ -485,11 +507,13 @@ pub fn report(r: &Report, stored: Stored<State>, now: i64) -> Option<Reported> {
     let mut held = false;
     let spent = matches!(r.remaining, Some((0, _)));
     if r.outcome == Outcome::Throttled || spent {
-        if !s.cut {
+        // Once per epoch for the burst that many saw; again for a call the last cut admitted.
+        let after_the_cut = r.age_ms.is_some_and(|age| now - age > s.cut_at);
+        if !s.cut || after_the_cut {
             s.wmax = s.limit;
             s.limit = (s.limit * DECREASE_TENTHS / 10).max(s.floor);
             s.earned = 0;
-            s.cut = true;
+            (s.cut, s.cut_at) = (true, now);
             decreased = true;
         }
         s.level = s.level.min(0);
@@ -603,7 +627,7 @@ mod tests {
     }
 
     fn throttled(retry_ms: Option<i64>) -> Report {
-        Report { outcome: Outcome::Throttled, retry_ms, limit: None, remaining: None }
+        Report { outcome: Outcome::Throttled, retry_ms, limit: None, remaining: None, age_ms: None }
     }
 
     /// `n` calls of 1 at `now`, the state carried: how many were admitted.
@@ -697,6 +721,7 @@ mod tests {
             epoch_start: big,
             used: big,
             cut: true,
+            cut_at: big,
             level: -big,
             at: big,
             bound_left: big,
@@ -706,7 +731,7 @@ mod tests {
         };
         let mut buf = [0; MAX_TEXT];
         let text = longest.write(&mut buf);
-        assert_eq!(text.len(), 217);
+        assert_eq!(text.len(), 234);
         assert_eq!(State::parse(text), Some(longest));
     }
 
@@ -742,6 +767,14 @@ mod tests {
         assert_eq!((first.limit, first.decreased, first.held), (42, true, false));
         let second = report(&throttled(None), stored(first.state), NOW + 20).unwrap();
         assert_eq!((second.limit, second.decreased), (42, false));
+        // A call decided after the cut, and throttled, cuts again (the cut was not enough); one
+        // decided before it is the burst already cut for.
+        let before = Report { age_ms: Some(20), ..throttled(None) };
+        assert!(!report(&before, stored(first.state), NOW + 30).unwrap().decreased);
+        let after = Report { age_ms: Some(19), ..throttled(None) };
+        let again = report(&after, stored(first.state), NOW + 30).unwrap();
+        assert_eq!((again.limit, again.decreased, again.state.cut_at), (29, true, NOW + 30));
+        assert!(!report(&before, stored(again.state), NOW + 40).unwrap().decreased);
         // The next epoch may cut again, not below the floor.
         let mut state = second.state;
         for i in 1..20 {
@@ -806,7 +839,8 @@ mod tests {
     #[test]
     fn the_providers_figures_cap_the_limit_and_bound_the_window() {
         let s = decide(&MINUTE, 1, false, false, Stored::Missing, NOW).state;
-        let stated = Report { outcome: Outcome::Ok, retry_ms: None, limit: Some(30), remaining: Some((2, 5_000)) };
+        let stated =
+            Report { outcome: Outcome::Ok, retry_ms: None, limit: Some(30), remaining: Some((2, 5_000)), age_ms: None };
         let r = report(&stated, stored(s), NOW).unwrap();
         assert_eq!((r.limit, r.decreased, r.held), (30, false, false));
         let mut state = stored(r.state);
@@ -873,15 +907,23 @@ mod tests {
         let d = decide(&MINUTE, 3, false, false, Stored::Missing, NOW);
         let mut buf = [0; MAX_TEXT];
         let text = d.state.write(&mut buf);
-        assert_eq!(text, b"adapt:60000:6:600:60:60:4:1700000000000:3:0:420000:1700000000000:-1:0:0:0");
+        assert_eq!(text, b"adapt:60000:6:600:60:60:4:1700000000000:3:0:420000:1700000000000:-1:0:0:0:0");
         assert_eq!(State::parse(text), Some(d.state));
+        // A state of 15 fields (written before the cut's time was kept) reads back; a cut in its
+        // epoch as made at the epoch's end.
+        let old = State::parse(b"adapt:60000:6:600:42:60:0:1700000000000:3:1:0:1700000000000:-1:0:0:0").unwrap();
+        assert_eq!((old.limit, old.cut, old.cut_at), (42, true, MAX_SCALED));
+        let old = State::parse(b"adapt:60000:6:600:60:60:4:1700000000000:3:0:420000:1700000000000:-1:0:0:0").unwrap();
+        assert_eq!((old.cut, old.cut_at), (false, 0));
         for junk in [
             &b"adapt:60000:6:600:60:60:2:1700000000000:3:0:420000:1700000000000:-1:0:0"[..],
-            b"adapt:60000:6:600:60:60:2:1700000000000:3:0:420000:1700000000000:-1:0:0:0:0",
+            b"adapt:60000:6:600:60:60:2:1700000000000:3:0:420000:1700000000000:-1:0:0:0:0:0",
+            b"adapt:60000:6:600:60:60:2:1700000000000:3:0:420000:1700000000000:-1:0:0:0:-1",
             b"adapt:60000:6:600:700:60:2:1700000000000:3:0:420000:1700000000000:-1:0:0:0",
             b"adapt:0:6:600:60:60:2:1700000000000:3:0:420000:1700000000000:-1:0:0:0",
             b"adapt:60000:6:600:60:60:2:1700000000000:3:2:420000:1700000000000:-1:0:0:0",
             b"adapt:60000:6:600:60:60:2:+1700000000000:3:0:420000:1700000000000:-1:0:0:0",
+            b"adapt:60000:6:600:60:60:2:1700000000000:3:0:420000:1700000000000:-1:0:0:0:",
             b"12",
         ] {
             assert_eq!(State::parse(junk), None, "{}", String::from_utf8_lossy(junk));

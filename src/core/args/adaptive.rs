@@ -58,8 +58,8 @@ fn within(text: &[u8], name: &'static str, min: i64, max: i64) -> Result<i64, Ar
     (value <= max).then_some(value).ok_or(ArgError::TooLarge(name))
 }
 
-/// `key OK|THROTTLED [RETRY ms] [LIMIT limit] [REMAINING remaining RESET ms]`, after the command
-/// name.
+/// `key OK|THROTTLED [RETRY ms] [LIMIT limit] [REMAINING remaining RESET ms] [AGE ms]`, after the
+/// command name.
 pub fn parse_report<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Report, ArgError> {
     let mut args = args.into_iter();
     let (Some(_key), Some(outcome)) = (args.next(), args.next()) else {
@@ -75,12 +75,14 @@ pub fn parse_report<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Repo
         Opt { name: "LIMIT", values: 1 },
         Opt { name: "REMAINING", values: 1 },
         Opt { name: "RESET", values: 1 },
+        Opt { name: "AGE", values: 1 },
     ];
-    let [retry, limit, remaining, reset] = options(args, spec, "RETRY, LIMIT, REMAINING or RESET")?;
+    let [retry, limit, remaining, reset, age] = options(args, spec, "RETRY, LIMIT, REMAINING, RESET or AGE")?;
     let retry_ms = retry.map(|r| within(r, "RETRY", 0, MAX_SPAN_MS)).transpose()?;
     let limit = limit.map(|l| within(l, "LIMIT", 1, MAX_SCALED)).transpose()?;
     let remaining = remaining.map(|r| within(r, "REMAINING", 0, MAX_SCALED)).transpose()?;
     let reset = reset.map(|r| within(r, "RESET", 0, MAX_SPAN_MS)).transpose()?;
+    let age_ms = age.map(|a| within(a, "AGE", 0, MAX_SPAN_MS)).transpose()?;
     let remaining = match (remaining, reset) {
         (Some(left), Some(reset)) => Some((left, reset)),
         (Some(_), None) => return Err(ArgError::Needs("REMAINING", "RESET")),
@@ -90,7 +92,7 @@ pub fn parse_report<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<Repo
     if retry_ms.is_some() && outcome == Outcome::Ok {
         return Err(ArgError::Needs("RETRY", "THROTTLED"));
     }
-    Ok(Report { outcome, retry_ms, limit, remaining })
+    Ok(Report { outcome, retry_ms, limit, remaining, age_ms })
 }
 
 #[cfg(test)]
@@ -139,12 +141,19 @@ mod tests {
         let r = report("k throttled RETRY 1500 LIMIT 60 REMAINING 0 RESET 20000").unwrap();
         assert_eq!(
             r,
-            Report { outcome: Outcome::Throttled, retry_ms: Some(1500), limit: Some(60), remaining: Some((0, 20_000)) }
+            Report {
+                outcome: Outcome::Throttled,
+                retry_ms: Some(1500),
+                limit: Some(60),
+                remaining: Some((0, 20_000)),
+                age_ms: None
+            }
         );
         assert_eq!(
             report("k OK").unwrap(),
-            Report { outcome: Outcome::Ok, retry_ms: None, limit: None, remaining: None }
+            Report { outcome: Outcome::Ok, retry_ms: None, limit: None, remaining: None, age_ms: None }
         );
+        assert_eq!(report("k THROTTLED age 2500").unwrap().age_ms, Some(2_500));
         for (line, error) in [
             ("k", "ERR wrong number of arguments for 'ratelimit.report' command"),
             ("k 429", "ERR outcome must be OK or THROTTLED"),
@@ -155,7 +164,10 @@ mod tests {
             ("k OK REMAINING 3", "ERR syntax error: REMAINING needs RESET"),
             ("k OK RESET 3", "ERR syntax error: RESET needs REMAINING"),
             ("k OK REMAINING", "ERR syntax error: REMAINING needs a value"),
-            ("k OK COST 1", "ERR syntax error: unknown option (expected RETRY, LIMIT, REMAINING or RESET)"),
+            ("k OK COST 1", "ERR syntax error: unknown option (expected RETRY, LIMIT, REMAINING, RESET or AGE)"),
+            ("k OK AGE -1", "ERR AGE must be an integer >= 0"),
+            ("k OK AGE 1099511627777", "ERR AGE is too large"),
+            ("k OK AGE 1 AGE 2", "ERR syntax error: AGE given more than once"),
         ] {
             assert_eq!(report(line).unwrap_err(), error, "{line}");
         }
