@@ -128,6 +128,8 @@ class Ours:
 
         self.denied: set[int] = set()
         """The workers a denial told to come back: they ask again for their turn."""
+        self.decided: dict[int, int] = {}
+        """When each worker's call in flight was admitted: its report says how long ago (AGE)."""
         self.worker = 0
 
     def wait(self, process: int, t: int) -> int:
@@ -135,6 +137,7 @@ class Ours:
         d = self.limits[process].decide(turn=self.worker in self.denied)
         if d.allowed:
             self.denied.discard(self.worker)
+            self.decided[self.worker] = t
             return 0
         self.denied.add(self.worker)
         return math.ceil((d.retry_after or 0) * 1000)
@@ -142,7 +145,8 @@ class Ours:
     def heard(self, process: int, t: int, status: int, headers: dict[str, str]) -> None:
         self.clock.stand(START_MS + t)
         now = datetime.fromtimestamp((START_MS + t) / 1000, timezone.utc)
-        self.limits[process].report(status, headers, now=now)
+        age = (t - self.decided.pop(self.worker)) / 1000
+        self.limits[process].report(status, headers, now=now, age=age)
 
 
 class Static:

@@ -174,9 +174,12 @@ def test_the_wrapper_reports_what_the_call_returned_or_raised(server: Server, pr
     assert limit.call(send, max_wait=5).status == 200
     logged = [e["command"] for e in reversed(r.slowlog_get(128))]
     asked = [c for c in logged if c.startswith((b"RATELIMIT.ADAPT", b"FCALL ratelimit_adapt"))]
+    reported = [c for c in logged if c.startswith((b"RATELIMIT.REPORT", b"FCALL ratelimit_report"))]
     r.config_set("slowlog-log-slower-than", 10_000)
     assert len(asked) >= 2 and not asked[0].endswith(b" TURN"), asked
     assert all(a.endswith(b" TURN") for a in asked[1:]), asked
+    # Its answer reported with the call's age: the ms since it was admitted (AGE).
+    assert len(reported) == 1 and re.search(rb" AGE \d+$", reported[0]), reported
 
 
 async def test_the_async_limit_decides_and_reports(server: Server) -> None:

@@ -43,10 +43,10 @@ def test_the_targets_hold(results: dict[tuple[str, int, str], sim.Figures], stra
             continue
         where = f"{scenario}, {processes} processes, {name}: {f}"
         backoff = results[(scenario, processes, "backoff")]
-        # Few 429s (loss only: the probes past a capacity the provider's stored minute hides), the
-        # capacity used.
-        assert f.throttled_share <= (0.02 if headers else 0.07), where
-        assert f.steady_throttled <= (0.02 if headers else 0.08), where
+        # Few 429s in the steady minutes; in all, loss only, also the probes past the first
+        # minute's capacity that the provider's stored minute hides. The capacity used.
+        assert f.throttled_share <= (0.02 if headers else 0.03), where
+        assert f.steady_throttled <= 0.02, where
         assert f.steady_use >= 0.9, where
         assert f.throttled_share <= backoff.throttled_share / 10, where
         if f.epochs_under is not None:

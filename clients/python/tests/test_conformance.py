@@ -131,9 +131,10 @@ def builder(command: str, c: dict[str, Any]) -> Callable[[], object] | None:
         reset = integer(c["RESET"]) / 1000 if "RESET" in c else None
         retry = integer(c["RETRY"]) / 1000 if "RETRY" in c else None
         limit = integer(c["LIMIT"]) if "LIMIT" in c else None
+        age = integer(c["AGE"]) / 1000 if "AGE" in c else None
         outcome = "ok" if "OK" in c else "throttled"
         return lambda: commands.report(
-            c["key"], outcome, retry_after=retry, limit=limit, remaining=remaining, reset_after=reset
+            c["key"], outcome, retry_after=retry, limit=limit, remaining=remaining, reset_after=reset, age=age
         )
     raise AssertionError(f"a case of {command}, which this test does not know")
 

@@ -67,10 +67,11 @@ class _Terms:
             raise RateLimitError("a denied call has no reservation to settle")
         return commands.settle(self.key, reservation.token, used)
 
-    def learned(self, answer: ProviderAnswer, throttled: bool | None) -> Call[Learned | None]:
+    def learned(self, answer: ProviderAnswer, throttled: bool | None, age: float | None) -> Call[Learned | None]:
         """The report of ``answer`` for this limit's measure; ``throttled`` overrides its status
-        (a timeout counted as a throttle). A Retry-After longer than ``max_hold`` holds the fleet
-        ``max_hold`` seconds (as the SDKs honour at most 60 s)."""
+        (a timeout counted as a throttle); ``age``, the seconds since the call was decided. A
+        Retry-After longer than ``max_hold`` holds the fleet ``max_hold`` seconds (as the SDKs
+        honour at most 60 s)."""
         stated = answer.requests if self.measure == "requests" else answer.tokens
         hit = answer.throttled if throttled is None else throttled
         retry = min(answer.retry_after, self.max_hold) if hit and answer.retry_after else None
@@ -82,6 +83,7 @@ class _Terms:
             limit=stated.limit,
             remaining=stated.remaining if both else None,
             reset_after=stated.reset_after if both else None,
+            age=age,
         )
 
 
@@ -103,10 +105,18 @@ class AdaptiveLimit(_Terms):
         return self.limiter.run(self.settlement(reservation, used))  # type: ignore[no-any-return]
 
     def report(
-        self, status: int | None, headers: Headers = (), *, throttled: bool | None = None, now: datetime | None = None
+        self,
+        status: int | None,
+        headers: Headers = (),
+        *,
+        throttled: bool | None = None,
+        now: datetime | None = None,
+        age: float | None = None,
     ) -> Learned | None:
-        """How the provider answered (``status`` None: no answer)."""
-        return self.limiter.run(self.learned(read_answer(status, headers, now=now), throttled))  # type: ignore[no-any-return]
+        """How the provider answered (``status`` None: no answer). ``age``: the seconds since the
+        call was decided: a throttle on a call decided after the epoch's cut cuts again."""
+        answer = read_answer(status, headers, now=now)
+        return self.limiter.run(self.learned(answer, throttled, age))  # type: ignore[no-any-return]
 
     def call(self, send: Callable[[], R], *, cost: int = 1, max_wait: float = 30.0) -> R:
         """``send()`` once the fleet's limit has room (waiting up to ``max_wait`` seconds, else
@@ -119,12 +129,13 @@ class AdaptiveLimit(_Terms):
                 raise RateLimited(self.key, wait)
             time.sleep(wait)
             turn = True
+        decided = time.monotonic()
         try:
             result = send()
         except BaseException as error:
-            self.report(*answer_of(error))
+            self.report(*answer_of(error), age=time.monotonic() - decided)
             raise
-        self.report(*answer_of(result))
+        self.report(*answer_of(result), age=time.monotonic() - decided)
         return result
 
 
@@ -141,9 +152,16 @@ class AsyncAdaptiveLimit(_Terms):
         return await self.limiter.run(self.settlement(reservation, used))  # type: ignore[no-any-return]
 
     async def report(
-        self, status: int | None, headers: Headers = (), *, throttled: bool | None = None, now: datetime | None = None
+        self,
+        status: int | None,
+        headers: Headers = (),
+        *,
+        throttled: bool | None = None,
+        now: datetime | None = None,
+        age: float | None = None,
     ) -> Learned | None:
-        return await self.limiter.run(self.learned(read_answer(status, headers, now=now), throttled))  # type: ignore[no-any-return]
+        answer = read_answer(status, headers, now=now)
+        return await self.limiter.run(self.learned(answer, throttled, age))  # type: ignore[no-any-return]
 
     async def call(self, send: Callable[[], Awaitable[R]], *, cost: int = 1, max_wait: float = 30.0) -> R:
         deadline = time.monotonic() + max_wait
@@ -154,10 +172,11 @@ class AsyncAdaptiveLimit(_Terms):
                 raise RateLimited(self.key, wait)
             await asyncio.sleep(wait)
             turn = True
+        decided = time.monotonic()
         try:
             result = await send()
         except BaseException as error:
-            await self.report(*answer_of(error))
+            await self.report(*answer_of(error), age=time.monotonic() - decided)
             raise
-        await self.report(*answer_of(result))
+        await self.report(*answer_of(result), age=time.monotonic() - decided)
         return result

@@ -723,12 +723,14 @@ def report(
     limit: int | None = None,
     remaining: int | None = None,
     reset_after: float | None = None,
+    age: float | None = None,
 ) -> Call[Learned | None]:
     """RATELIMIT.REPORT: how the provider answered a call decided at ``key``. ``"throttled"`` cuts
     the fleet's limit (once per epoch, however many callers report the same burst) and with
     ``retry_after`` (seconds) holds every caller until then; the provider's stated ``limit`` caps
-    the learned one, its ``remaining`` bounds the fleet for ``reset_after`` seconds. None where no
-    limit is learned at ``key``."""
+    the learned one, its ``remaining`` bounds the fleet for ``reset_after`` seconds. ``age``: the
+    seconds since the call was decided (AGE): throttled though decided after the epoch's cut, it
+    cuts again. None where no limit is learned at ``key``."""
     if outcome not in ("ok", "throttled"):
         raise RateLimitError("outcome must be OK or THROTTLED")
     if (remaining is None) != (reset_after is None):
@@ -749,6 +751,9 @@ def report(
         if _integer(remaining, "REMAINING", minimum=0) > MAX_SCALED:
             raise RateLimitError("REMAINING is too large")
         args += ("REMAINING", remaining, "RESET", _span_ms(reset_after, "RESET") or 0)
+    age_ms = _span_ms(age, "AGE")
+    if age_ms is not None:
+        args += ("AGE", age_ms)
 
     def parse(reply: Any) -> Learned | None:
         if reply is None:

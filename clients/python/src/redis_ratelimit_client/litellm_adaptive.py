@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -101,10 +102,12 @@ class AdaptiveLimits(CustomLogger):
         self.prefix = prefix
         # Each deployment's limits, as its ceilings were when first seen.
         self._limits: dict[tuple[str, str, int], AsyncAdaptiveLimit] = {}
-        # The limits each call was decided on, with its reservation of tokens, until its answer
-        # is reported (the oldest dropped past MAX_PENDING: a call that never ends holds nothing
-        # for ever; its reservation keeps its estimate, the safe side).
-        self._pending: OrderedDict[str, list[tuple[AsyncAdaptiveLimit, Reservation | None]]] = OrderedDict()
+        # When each call was decided (time.monotonic()), and on which limits, with its reservation
+        # of tokens, until its answer is reported (the oldest dropped past MAX_PENDING: a call that
+        # never ends holds nothing for ever; its reservation keeps its estimate, the safe side).
+        self._pending: OrderedDict[str, tuple[float, list[tuple[AsyncAdaptiveLimit, Reservation | None]]]] = (
+            OrderedDict()
+        )
 
     @property
     def limiter(self) -> AsyncRateLimiter:
@@ -159,7 +162,7 @@ class AdaptiveLimits(CustomLogger):
                 )
             decided.append((limit, reserved))
         if decided:
-            self._pending[str(kwargs.get("litellm_call_id", ""))] = decided
+            self._pending[str(kwargs.get("litellm_call_id", ""))] = (time.monotonic(), decided)
             while len(self._pending) > MAX_PENDING:
                 self._pending.popitem(last=False)
         return None
@@ -174,9 +177,10 @@ class AdaptiveLimits(CustomLogger):
     ) -> None:
         """The answer of the call, to the limits it was decided on, its tokens' reservation
         settled with ``used`` (None: as estimated)."""
-        for limit, reserved in self._pending.pop(str(kwargs.get("litellm_call_id", "")), []):
+        decided_at, decided = self._pending.pop(str(kwargs.get("litellm_call_id", "")), (0.0, []))
+        for limit, reserved in decided:
             try:
-                await limit.report(status, headers, throttled=throttled)
+                await limit.report(status, headers, throttled=throttled, age=time.monotonic() - decided_at)
                 if reserved is not None and reserved.token is not None:
                     await limit.settle(reserved, reserved.amount if used is None else used)
             except Exception:
