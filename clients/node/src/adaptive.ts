@@ -83,15 +83,21 @@ export class AdaptiveLimit {
   }
 
   /** How the provider answered (`status` null: no answer); `throttled` overrides its status (a
-   * timeout counted as a throttle). */
-  report(status: number | null, headers: HeadersLike = {}, o: { throttled?: boolean; nowMs?: number } = {}): Promise<Learned | null> {
-    return this.limiter.report(this.key, ...this.#reported(readAnswer(status, headers, o.nowMs), o.throttled));
+   * timeout counted as a throttle); `ageMs`, the ms since the call was decided: a throttle on a
+   * call decided after the epoch's cut cuts again. */
+  report(
+    status: number | null,
+    headers: HeadersLike = {},
+    o: { throttled?: boolean; nowMs?: number; ageMs?: number } = {},
+  ): Promise<Learned | null> {
+    return this.limiter.report(this.key, ...this.#reported(readAnswer(status, headers, o.nowMs), o.throttled, o.ageMs));
   }
 
-  #reported(answer: ProviderAnswer, throttled?: boolean): [commands.Outcome, commands.ReportOptions] {
+  #reported(answer: ProviderAnswer, throttled?: boolean, ageMs?: number): [commands.Outcome, commands.ReportOptions] {
     const stated = this.measure === 'requests' ? answer.requests : answer.tokens;
     const hit = throttled ?? answer.throttled;
     const o: commands.ReportOptions = {};
+    if (ageMs !== undefined) o.ageMs = ageMs;
     if (hit && answer.retryAfterMs !== null) o.retryAfterMs = Math.min(answer.retryAfterMs, this.maxHoldMs);
     if (stated.limit !== null) o.limit = stated.limit;
     if (stated.remaining !== null && stated.resetAfterMs !== null) {
@@ -113,14 +119,16 @@ export class AdaptiveLimit {
       if (Date.now() + pause > deadline) throw new RateLimitedError(this.key, pause);
       await sleep(pause);
     }
+    const decided = performance.now();
+    const age = () => ({ ageMs: performance.now() - decided });
     let result: R;
     try {
       result = await send();
     } catch (error) {
-      await this.report(...answerOf(error));
+      await this.report(...answerOf(error), age());
       throw error;
     }
-    await this.report(...answerOf(result));
+    await this.report(...answerOf(result), age());
     return result;
   }
 }

@@ -85,23 +85,26 @@ export function adaptiveLimitMiddleware(options: AdaptiveLimitMiddlewareOptions)
       for (const [limit, r] of reserved) await limit.settle(r, Math.max(0, Math.round(used))).catch(() => undefined);
     };
   };
-  const reported = async (status: number | null, headers: HeadersLike) => {
-    for (const limit of limits) await limit.report(status, headers);
+  /** The answer reported to each limit, with the ms since the call was decided. */
+  const reported = async (status: number | null, headers: HeadersLike, decidedAt: number) => {
+    const ageMs = performance.now() - decidedAt;
+    for (const limit of limits) await limit.report(status, headers, { ageMs });
   };
   const admitted: Admit = async <T>(call: ModelCall, model: () => PromiseLike<T>): Promise<[T, (used: number) => Promise<void>]> => {
     const settle = await decided(call);
+    const decidedAt = performance.now();
     let result: T;
     try {
       result = await model();
     } catch (error) {
       const [status, headers] = failure(error);
-      await reported(status, headers);
+      await reported(status, headers, decidedAt);
       // An error the provider answered used no tokens; with no answer (a timeout), the estimate stays.
       if (status !== null) await settle(0);
       throw error;
     }
     const headers = (result as Answered | null)?.response?.headers;
-    await reported(200, typeof headers === 'object' && headers !== null ? (headers as HeadersLike) : {});
+    await reported(200, typeof headers === 'object' && headers !== null ? (headers as HeadersLike) : {}, decidedAt);
     return [result, settle];
   };
   return settlingMiddleware(admitted, estimate);

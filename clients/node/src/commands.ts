@@ -762,9 +762,12 @@ export interface ReportOptions {
   /** What the provider says remains, until `resetAfterMs` (both or neither). */
   remaining?: number;
   resetAfterMs?: number;
+  /** The ms since the call was decided (its ADAPT's answer): throttled though decided after the
+   * epoch's cut, it cuts again. */
+  ageMs?: number;
 }
 
-const REPORT = ['retryAfterMs', 'limit', 'remaining', 'resetAfterMs'] as const;
+const REPORT = ['retryAfterMs', 'limit', 'remaining', 'resetAfterMs', 'ageMs'] as const;
 
 /** A provider's wait in whole ms, rounded up, within the module's bound. */
 function spanMs(value: number, name: string): number {
@@ -775,11 +778,12 @@ function spanMs(value: number, name: string): number {
 }
 
 /** RATELIMIT.REPORT: how the provider answered a call decided at `key`. 'throttled' cuts the
- * fleet's limit (once per epoch, however many callers report the same burst) and with
- * `retryAfterMs` holds every caller until then; the provider's stated `limit` caps the learned one,
- * its `remaining` bounds the fleet until `resetAfterMs`. null where no limit is learned at `key`. */
+ * fleet's limit (once per epoch, however many callers report the same burst, and again for a call
+ * decided after the cut, as `ageMs` tells) and with `retryAfterMs` holds every caller until then;
+ * the provider's stated `limit` caps the learned one, its `remaining` bounds the fleet until
+ * `resetAfterMs`. null where no limit is learned at `key`. */
 export const report = define(['key', 'outcome', ...REPORT], (key: string, outcome: Outcome, o?: ReportOptions): Call<Learned | null> => {
-  const { retryAfterMs, limit, remaining, resetAfterMs } = options(o, REPORT, 'report');
+  const { retryAfterMs, limit, remaining, resetAfterMs, ageMs } = options(o, REPORT, 'report');
   const said: string = outcome;
   if (said !== 'ok' && said !== 'throttled') throw new RateLimitError('outcome must be OK or THROTTLED');
   if ((remaining === undefined) !== (resetAfterMs === undefined)) {
@@ -796,6 +800,7 @@ export const report = define(['key', 'outcome', ...REPORT], (key: string, outcom
     if (integer(remaining, 'REMAINING', 0) > MAX_SCALED) throw new RateLimitError('REMAINING is too large');
     args.push('REMAINING', remaining, 'RESET', spanMs(resetAfterMs, 'RESET'));
   }
+  if (ageMs !== undefined) args.push('AGE', spanMs(ageMs, 'AGE'));
   const parse = (reply: unknown): Learned | null => {
     if (reply === null || reply === undefined) return null;
     const [learned, decreased, holdMs] = row(reply, 3).map(int) as [number, number, number];

@@ -134,12 +134,13 @@ for (const kind of KINDS) {
       assert.equal((await limit.call(send, { maxWaitMs: 5_000 })).status, 200);
       const logged = (await admin.sendCommand(['SLOWLOG', 'GET', '128'])) as [number, number, number, string[]][];
       await admin.configSet('slowlog-log-slower-than', '10000');
-      const asked = logged
-        .reverse()
-        .map((entry) => entry[3].join(' '))
-        .filter((c) => c.startsWith('RATELIMIT.ADAPT') || c.startsWith('FCALL ratelimit_adapt'));
+      const words = logged.reverse().map((entry) => entry[3].join(' '));
+      const asked = words.filter((c) => c.startsWith('RATELIMIT.ADAPT') || c.startsWith('FCALL ratelimit_adapt'));
       assert.ok(asked.length >= 2 && !asked[0]!.endsWith(' TURN'), asked.join('; '));
       assert.ok(asked.slice(1).every((c) => c.endsWith(' TURN')), asked.join('; '));
+      // Its answer reported with the call's age: the ms since it was admitted (AGE).
+      const reported = words.filter((c) => c.startsWith('RATELIMIT.REPORT') || c.startsWith('FCALL ratelimit_report'));
+      assert.ok(reported.length === 1 && / AGE \d+$/.test(reported[0]!), reported.join('; '));
     });
   });
 }

@@ -134,6 +134,7 @@ function builder(command: string, c: Record<string, unknown>): Build | undefined
         ...(c.LIMIT === undefined ? {} : { limit: integer(c.LIMIT) }),
         ...(c.REMAINING === undefined ? {} : { remaining: integer(c.REMAINING) }),
         ...(c.RESET === undefined ? {} : { resetAfterMs: integer(c.RESET) }),
+        ...(c.AGE === undefined ? {} : { ageMs: integer(c.AGE) }),
       };
       return () => commands.report(key, flag('OK') ? 'ok' : 'throttled', o);
     }
