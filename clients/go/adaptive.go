@@ -71,11 +71,17 @@ func (a *AdaptiveLimit) Settle(ctx context.Context, r Reservation, used int64) (
 // Answered reports how the provider answered (status 0: no answer); throttled overrides the
 // status (a timeout counted as a throttle).
 func (a *AdaptiveLimit) Answered(ctx context.Context, answer ProviderAnswer) (*Learned, error) {
+	return a.AnsweredAfter(ctx, answer, 0)
+}
+
+// AnsweredAfter reports the answer to a call decided age ago: a throttle on a call decided after
+// the epoch's cut cuts again.
+func (a *AdaptiveLimit) AnsweredAfter(ctx context.Context, answer ProviderAnswer, age time.Duration) (*Learned, error) {
 	s := answer.Requests
 	if a.Tokens {
 		s = answer.Tokens
 	}
-	r := Report{Throttled: answer.Throttled}
+	r := Report{Throttled: answer.Throttled, Age: age}
 	if r.Throttled && answer.RetryAfter > 0 {
 		hold := a.MaxHold
 		if hold <= 0 {
@@ -114,12 +120,13 @@ func (a *AdaptiveLimit) Do(ctx context.Context, cost int64, countTimeouts bool,
 		case <-time.After(d.RetryAfter):
 		}
 	}
+	decided := time.Now()
 	res, err := send(ctx)
 	answer := ProviderAnswer{Throttled: err != nil && countTimeouts, Requests: notStated, Tokens: notStated}
 	if err == nil {
 		answer = ReadAnswer(res.StatusCode, res.Header, time.Now())
 	}
-	if _, rerr := a.Answered(context.WithoutCancel(ctx), answer); rerr != nil && err == nil {
+	if _, rerr := a.AnsweredAfter(context.WithoutCancel(ctx), answer, time.Since(decided)); rerr != nil && err == nil {
 		return res, rerr
 	}
 	return res, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -11,8 +12,8 @@ import (
 	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
 )
 
-// Do asks again at the turn a denial told it with TURN: the server's slow log keeps the words of
-// every command.
+// Do asks again at the turn a denial told it with TURN, and reports each answer with its call's
+// age (AGE): the server's slow log keeps the words of every command.
 func TestDoAsksAgainAtItsTurn(t *testing.T) {
 	ctx := context.Background()
 	provider := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
@@ -46,7 +47,7 @@ func TestDoAsksAgainAtItsTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var asked []string
+	var asked, reported []string
 	entries, _ := logged.([]any)
 	for i := len(entries) - 1; i >= 0; i-- {
 		entry, _ := entries[i].([]any)
@@ -58,12 +59,20 @@ func TestDoAsksAgainAtItsTurn(t *testing.T) {
 				words = append(words, w)
 			}
 		}
-		if c := strings.Join(words, " "); strings.HasPrefix(c, "RATELIMIT.ADAPT") || strings.HasPrefix(c, "FCALL ratelimit_adapt") {
+		c := strings.Join(words, " ")
+		switch {
+		case strings.HasPrefix(c, "RATELIMIT.ADAPT") || strings.HasPrefix(c, "FCALL ratelimit_adapt"):
 			asked = append(asked, c)
+		case strings.HasPrefix(c, "RATELIMIT.REPORT") || strings.HasPrefix(c, "FCALL ratelimit_report"):
+			reported = append(reported, c)
 		}
 	}
 	// Admitted, denied, then admitted at its turn.
 	if len(asked) < 3 || strings.HasSuffix(asked[1], " TURN") || !strings.HasSuffix(asked[len(asked)-1], " TURN") {
 		t.Fatalf("the ADAPT calls sent: %q", asked)
+	}
+	age := regexp.MustCompile(` AGE [1-9][0-9]*$`)
+	if len(reported) != 2 || !age.MatchString(reported[0]) || !age.MatchString(reported[1]) {
+		t.Fatalf("the REPORT calls sent: %q", reported)
 	}
 }

@@ -37,6 +37,9 @@ type Report struct {
 	Limit int64
 	// Bound is what the provider says remains, and when it resets (nil: nothing said).
 	Bound *Bound
+	// Age is how long ago the call was decided (AGE; 0: not said): a throttle on a call decided
+	// after the epoch's cut cuts again.
+	Age time.Duration
 }
 
 // Bound is a provider's stated remaining and the time until it resets.
@@ -158,6 +161,13 @@ func reportCall(key string, r Report) (command[*Learned], error) {
 			return command[*Learned]{}, err
 		}
 		args = append(args, "REMAINING", strconv.FormatInt(b.Remaining, 10), "RESET", reset)
+	}
+	if r.Age != 0 {
+		age, err := spanMS(r.Age, "AGE")
+		if err != nil {
+			return command[*Learned]{}, err
+		}
+		args = append(args, "AGE", age)
 	}
 	parse := func(reply any) (*Learned, error) {
 		if reply == nil {

@@ -226,8 +226,8 @@ func conformanceCall(command string, c map[string]any) (func() (reader, error), 
 		if flag("OK") == flag("THROTTLED") {
 			return nil, nil // a typed report has one outcome
 		}
-		var n [4]int64
-		for i, name := range []string{"RETRY", "LIMIT", "REMAINING", "RESET"} {
+		var n [5]int64
+		for i, name := range []string{"RETRY", "LIMIT", "REMAINING", "RESET", "AGE"} {
 			if v, ok := c[name]; ok {
 				if n[i], err = typedInt(v); err != nil {
 					return nil, err
@@ -236,10 +236,11 @@ func conformanceCall(command string, c map[string]any) (func() (reader, error), 
 		}
 		_, said := c["REMAINING"]
 		_, reset := c["RESET"]
-		if said != reset || c["LIMIT"] == float64(0) {
-			return nil, errNotTyped // Report takes both or neither, and a Limit of 0 as none
+		if said != reset || c["LIMIT"] == float64(0) || c["AGE"] == float64(0) {
+			return nil, errNotTyped // Report takes both or neither, and a Limit or an Age of 0 as none
 		}
-		r := Report{Throttled: flag("THROTTLED"), RetryAfter: time.Duration(n[0]) * time.Millisecond, Limit: n[1]}
+		r := Report{Throttled: flag("THROTTLED"), RetryAfter: time.Duration(n[0]) * time.Millisecond, Limit: n[1],
+			Age: time.Duration(n[4]) * time.Millisecond}
 		if said {
 			r.Bound = &Bound{Remaining: n[2], ResetAfter: time.Duration(n[3]) * time.Millisecond}
 		}
