@@ -113,8 +113,24 @@ public final class AdaptiveLimit {
      * @return what the limit learned; empty where none is learned at the key
      */
     public Optional<Learned> report(ProviderAnswer answer, boolean throttled) {
+        return report(answer, throttled, null);
+    }
+
+    /**
+     * Reports how the provider answered a call decided {@code age} ago: a throttle on a call
+     * decided after the epoch's cut cuts again.
+     *
+     * @param answer the answer, as {@link ProviderAnswer#read} reads it
+     * @param throttled whether the call counts as throttled (its status, or a timeout counted as one)
+     * @param age how long ago the call was decided (null: not said)
+     * @return what the limit learned; empty where none is learned at the key
+     */
+    public Optional<Learned> report(ProviderAnswer answer, boolean throttled, Duration age) {
         ProviderAnswer.Stated stated = tokens ? answer.tokens() : answer.requests();
         Report report = throttled ? Report.throttle() : Report.ok();
+        if (age != null) {
+            report = report.withAge(age);
+        }
         if (throttled && answer.retryAfter().isPresent()) {
             Duration wait = answer.retryAfter().get();
             report = report.withRetryAfter(wait.compareTo(maxHold) > 0 ? maxHold : wait);
@@ -148,15 +164,16 @@ public final class AdaptiveLimit {
             }
             Thread.sleep(d.retryAfter().toMillis() + 1);
         }
+        long decided = System.nanoTime();
         HttpResponse<T> response;
         try {
             response = send.call();
         } catch (Exception e) {
-            report(ProviderAnswer.read(0, Map.of(), Instant.now()), false);
+            report(ProviderAnswer.read(0, Map.of(), Instant.now()), false, Duration.ofNanos(System.nanoTime() - decided));
             throw e;
         }
         ProviderAnswer answer = ProviderAnswer.read(response.statusCode(), response.headers().map(), Instant.now());
-        report(answer, answer.throttled());
+        report(answer, answer.throttled(), Duration.ofNanos(System.nanoTime() - decided));
         return response;
     }
 }

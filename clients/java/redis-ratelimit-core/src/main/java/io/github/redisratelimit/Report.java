@@ -2,6 +2,7 @@ package io.github.redisratelimit;
 
 import io.github.redisratelimit.command.Checks;
 import java.time.Duration;
+import java.util.Objects;
 
 /**
  * How the provider answered a call ({@code RATELIMIT.REPORT}): build it from {@link #ok()} or
@@ -12,8 +13,10 @@ import java.time.Duration;
  * @param limit the provider's stated limit per window (0: none)
  * @param remaining what the provider says remains (-1: nothing said), until {@code resetAfter}
  * @param resetAfter when the provider's remaining resets (null with no remaining)
+ * @param age how long ago the call was decided (null: not said): a throttle on a call decided
+ *     after the epoch's cut cuts again
  */
-public record Report(boolean throttled, Duration retryAfter, long limit, long remaining, Duration resetAfter) {
+public record Report(boolean throttled, Duration retryAfter, long limit, long remaining, Duration resetAfter, Duration age) {
     /**
      * Checks the report as the server would.
      *
@@ -22,6 +25,7 @@ public record Report(boolean throttled, Duration retryAfter, long limit, long re
      * @param limit see the record
      * @param remaining see the record
      * @param resetAfter see the record
+     * @param age see the record
      * @throws InvalidArgumentException what {@code report} would refuse
      */
     public Report {
@@ -37,6 +41,22 @@ public record Report(boolean throttled, Duration retryAfter, long limit, long re
         if (remaining > Adaptive.MAX_SCALED) {
             throw Checks.invalid("REMAINING is too large");
         }
+        if (age != null && age.isNegative()) {
+            throw Checks.invalid("AGE must be an integer >= 0");
+        }
+    }
+
+    /**
+     * A report that does not say when its call was decided.
+     *
+     * @param throttled see the record
+     * @param retryAfter see the record
+     * @param limit see the record
+     * @param remaining see the record
+     * @param resetAfter see the record
+     */
+    public Report(boolean throttled, Duration retryAfter, long limit, long remaining, Duration resetAfter) {
+        this(throttled, retryAfter, limit, remaining, resetAfter, null);
     }
 
     /**
@@ -64,7 +84,7 @@ public record Report(boolean throttled, Duration retryAfter, long limit, long re
      * @return this report with it
      */
     public Report withRetryAfter(Duration wait) {
-        return new Report(throttled, wait, limit, remaining, resetAfter);
+        return new Report(throttled, wait, limit, remaining, resetAfter, age);
     }
 
     /**
@@ -75,7 +95,7 @@ public record Report(boolean throttled, Duration retryAfter, long limit, long re
      */
     public Report withLimit(long stated) {
         Checks.positive(stated, "LIMIT");
-        return new Report(throttled, retryAfter, stated, remaining, resetAfter);
+        return new Report(throttled, retryAfter, stated, remaining, resetAfter, age);
     }
 
     /**
@@ -89,6 +109,17 @@ public record Report(boolean throttled, Duration retryAfter, long limit, long re
         if (left < 0) {
             throw Checks.invalid("REMAINING must be an integer >= 0");
         }
-        return new Report(throttled, retryAfter, limit, left, java.util.Objects.requireNonNull(reset, "reset"));
+        return new Report(throttled, retryAfter, limit, left, Objects.requireNonNull(reset, "reset"), age);
+    }
+
+    /**
+     * With how long ago the call was decided (its ADAPT's answer): a throttle on a call decided
+     * after the epoch's cut cuts again, where the burst before it cuts once.
+     *
+     * @param since the call's age, at least 0
+     * @return this report with it
+     */
+    public Report withAge(Duration since) {
+        return new Report(throttled, retryAfter, limit, remaining, resetAfter, Objects.requireNonNull(since, "since"));
     }
 }

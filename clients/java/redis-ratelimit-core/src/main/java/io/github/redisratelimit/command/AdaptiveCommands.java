@@ -183,7 +183,7 @@ public final class AdaptiveCommands {
     /**
      * {@code RATELIMIT.REPORT}: how the provider answered a call decided at {@code key}. A
      * throttle cuts the fleet's limit (once per epoch, however many callers report the same
-     * burst), and with a Retry-After holds every caller until then; the provider's stated limit
+     * burst, and again for a call decided after the cut, as its age tells), and with a Retry-After holds every caller until then; the provider's stated limit
      * caps the learned one, its remaining bounds the fleet until its reset. Empty where no limit is
      * learned at {@code key}.
      *
@@ -204,6 +204,10 @@ public final class AdaptiveCommands {
         }
         if (report.remaining() >= 0) {
             args.addAll(List.of("REMAINING", Long.toString(report.remaining()), "RESET", spanMs(report.resetAfter(), "RESET")));
+        }
+        if (report.age() != null) {
+            args.add("AGE");
+            args.add(spanMs(report.age(), "AGE"));
         }
         return new Command<>("RATELIMIT.REPORT", "ratelimit_report", List.of(CommandParts.key(key)), args, false, reply -> {
             if (reply == null) {

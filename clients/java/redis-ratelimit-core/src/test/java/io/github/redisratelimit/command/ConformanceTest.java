@@ -207,6 +207,7 @@ class ConformanceTest {
                     if (c.has("REMAINING")) {
                         r = r.withRemaining(integer(c.get("REMAINING")), Duration.ofMillis(integer(c.get("RESET"))));
                     }
+                    r = c.has("AGE") ? r.withAge(Duration.ofMillis(integer(c.get("AGE")))) : r;
                     return AdaptiveCommands.report(key, r);
                 };
             default:

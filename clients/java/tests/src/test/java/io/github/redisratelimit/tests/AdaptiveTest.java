@@ -93,9 +93,9 @@ class AdaptiveTest {
         }
     }
 
-    /** The ADAPT calls on {@code key} the stack's servers logged, oldest first. */
-    private static List<String> adaptCalls(Stack stack, String key) {
-        List<String> asked = new ArrayList<>();
+    /** The calls of {@code name} (adapt, report) on {@code key} the stack's servers logged, oldest first. */
+    private static List<String> logged(Stack stack, String name, String key) {
+        List<String> found = new ArrayList<>();
         for (Server server : stack.servers()) {
             try (Jedis j = server.jedis()) {
                 List<Slowlog> entries = new ArrayList<>(j.slowlogGet(4096));
@@ -103,13 +103,13 @@ class AdaptiveTest {
                 for (Slowlog entry : entries) {
                     String command = String.join(" ", entry.getArgs());
                     String lower = command.toLowerCase(Locale.ROOT);
-                    if ((lower.startsWith("ratelimit.adapt") || lower.startsWith("fcall ratelimit_adapt")) && command.contains(key)) {
-                        asked.add(command);
+                    if ((lower.startsWith("ratelimit." + name) || lower.startsWith("fcall ratelimit_" + name)) && command.contains(key)) {
+                        found.add(command);
                     }
                 }
             }
         }
-        return asked;
+        return found;
     }
 
     @ParameterizedTest
@@ -148,10 +148,13 @@ class AdaptiveTest {
             if (!stack.lettuce && !stack.cluster) {
                 slowLogs(stack, "0");
                 limit.call(1, Duration.ofSeconds(5), () -> http.send(request, HttpResponse.BodyHandlers.discarding()));
-                List<String> asked = adaptCalls(stack, key);
+                List<String> asked = logged(stack, "adapt", key);
+                List<String> reported = logged(stack, "report", key);
                 slowLogs(stack, "10000");
                 assertTrue(asked.size() >= 2 && !asked.get(0).endsWith(" TURN"), asked.toString());
                 assertTrue(asked.subList(1, asked.size()).stream().allMatch(c -> c.endsWith(" TURN")), asked.toString());
+                // Its answer reported with the call's age: the ms since it was admitted (AGE).
+                assertTrue(reported.size() == 1 && reported.get(0).matches(".* AGE [1-9][0-9]*"), reported.toString());
             }
             assertEquals(Optional.of(Duration.ofSeconds(7)),
                     ProviderAnswer.read(429, Map.of("Retry-After", List.of("7")), Instant.now()).retryAfter());

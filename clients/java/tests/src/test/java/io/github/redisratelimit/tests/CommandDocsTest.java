@@ -65,7 +65,7 @@ class CommandDocsTest {
                     "ceiling", "Adaptive.ceiling", "window", "Adaptive.window", "cost", "param", "ms", "folded", "partial", "folded",
                     "reserve", "folded", "turn", "param")),
             Map.entry("ratelimit.report", Map.of("key", "param", "ok", "Report.throttled", "throttled", "Report.throttled",
-                    "retry", "Report.retryAfter", "limit", "Report.limit", "remaining", "Report.remaining", "reset", "Report.resetAfter")));
+                    "retry", "Report.retryAfter", "limit", "Report.limit", "remaining", "Report.remaining", "reset", "Report.resetAfter", "age", "Report.age")));
 
     private static final Map<String, Class<?>> TYPES = Map.of("Fixed", Fixed.class, "Sliding", Sliding.class, "Limit", Limit.class,
             "AllOptions", AllOptions.class, "Rate", Rate.class, "Reservation", Reservation.class, "TopOptions", TopOptions.class,
@@ -103,7 +103,7 @@ class CommandDocsTest {
                 () -> rl.reserveAdapt("a", new Adaptive(1, 2, 3, Duration.ofMinutes(1)), 2),
                 () -> rl.reserveAdaptUpTo("a", new Adaptive(1, 2, 3, Duration.ofMinutes(1)), 9),
                 () -> rl.report("a", Report.throttle().withRetryAfter(Duration.ofSeconds(1)).withLimit(5)
-                        .withRemaining(2, Duration.ofSeconds(1))));
+                        .withRemaining(2, Duration.ofSeconds(1)).withAge(Duration.ofMillis(5))));
         for (Runnable call : calls) {
             try {
                 call.run();
