@@ -36,7 +36,7 @@ var taken = map[string]map[string]string{
 		"window": "Adaptive.Window", "cost": "Adaptive.Cost", "ms": "folded", "partial": "folded", "reserve": "folded",
 		"turn": "Adaptive.Turn"},
 	"ratelimit.report": {"key": "param", "ok": "Report.Throttled", "throttled": "Report.Throttled", "retry": "Report.RetryAfter",
-		"limit": "Report.Limit", "remaining": "Bound.Remaining", "reset": "Bound.ResetAfter"},
+		"limit": "Report.Limit", "remaining": "Bound.Remaining", "reset": "Bound.ResetAfter", "age": "Report.Age"},
 }
 
 var types = map[string]reflect.Type{
@@ -96,7 +96,7 @@ func everyOption(t *testing.T, rdb *redis.Client) map[string][][]string {
 	sent(l.ReserveAdapt(ctx, "a", ratelimit.Adaptive{Floor: 1, Start: 2, Ceiling: 3, Window: time.Minute, Cost: 2}))
 	sent(l.ReserveAdaptUpTo(ctx, "a", ratelimit.Adaptive{Floor: 1, Start: 2, Ceiling: 3, Window: time.Minute, Cost: 9}))
 	bound := &ratelimit.Bound{Remaining: 2, ResetAfter: time.Second}
-	sent(l.Report(ctx, "a", ratelimit.Report{Throttled: true, RetryAfter: time.Second, Limit: 5, Bound: bound}))
+	sent(l.Report(ctx, "a", ratelimit.Report{Throttled: true, RetryAfter: time.Second, Limit: 5, Bound: bound, Age: 4 * time.Millisecond}))
 	return conn.sent
 }
 

@@ -17,7 +17,7 @@ const RENAMED: Record<string, Record<string, string>> = {
   'ratelimit.top': { denied: 'view', admitted: 'view', shadowed: 'view' },
   'ratelimit.hit': { zone: 'tz' },
   'ratelimit.hitall': { zone: 'tz', numtokenkeys: 'tokenKeys' },
-  'ratelimit.report': { ok: 'outcome', throttled: 'outcome', retry: 'retryAfterMs', reset: 'resetAfterMs' },
+  'ratelimit.report': { ok: 'outcome', throttled: 'outcome', retry: 'retryAfterMs', reset: 'resetAfterMs', age: 'ageMs' },
 };
 const DURATIONS = new Set(['window', 'lease', 'period']);
 // A fixed window is taken as windowMs or as a calendar unit.
@@ -60,7 +60,7 @@ const CASES: [string, string, Builder, string[], () => { command: string; args: 
   ['ratelimit.adapt', 'adaptUpTo', commands.adaptUpTo, [], () => commands.adaptUpTo('k', { floor: 1, start: 2, ceiling: 3, windowMs: 60_000, cost: 9 })],
   ['ratelimit.adapt', 'reserveAdapt', commands.reserveAdapt, [], () => commands.reserveAdapt('k', { floor: 1, start: 2, ceiling: 3, windowMs: 60_000, cost: 2 })],
   ['ratelimit.adapt', 'reserveAdaptUpTo', commands.reserveAdaptUpTo, [], () => commands.reserveAdaptUpTo('k', { floor: 1, start: 2, ceiling: 3, windowMs: 60_000, cost: 9 })],
-  ['ratelimit.report', 'report', commands.report, [], () => commands.report('k', 'throttled', { retryAfterMs: 1, limit: 5, remaining: 2, resetAfterMs: 3 })],
+  ['ratelimit.report', 'report', commands.report, [], () => commands.report('k', 'throttled', { retryAfterMs: 1, limit: 5, remaining: 2, resetAfterMs: 3, ageMs: 4 })],
   ['ratelimit.hit', 'reserveHit', commands.reserveHit, [], () => commands.reserveHit('k', { limit: 5, calendar: 'month', cost: 2, align: true, tz: '+05:30' })],
   ['ratelimit.hit', 'reserveHitUpTo', commands.reserveHitUpTo, [], () => commands.reserveHitUpTo('k', { limit: 5, calendar: 'month', cost: 9, align: true, tz: '+05:30' })],
   ['ratelimit.slide', 'reserveSlide', commands.reserveSlide, ['peek'], () => commands.reserveSlide('k', { limit: 5, windowMs: 1_500, cost: 2 })],

@@ -102,7 +102,7 @@ BUILDERS: dict[str, tuple[Any, dict[str, str], dict[str, Any]]] = {
     "ratelimit.report": (
         commands.report,
         {"ok": "outcome", "throttled": "outcome", "retry": "retry_after", "reset": "reset_after"},
-        {"key": "k", "outcome": "throttled", "retry_after": 1, "limit": 5, "remaining": 2, "reset_after": 3},
+        {"key": "k", "outcome": "throttled", "retry_after": 1, "limit": 5, "remaining": 2, "reset_after": 3, "age": 4},
     ),
     "ratelimit.slide": (commands.slide, {}, {"key": "k", "limit": 5, "window": 1.5, "cost": 2, "peek": True}),
     "ratelimit.hitall": (
