@@ -330,12 +330,13 @@ pub struct Report {
     pub(crate) retry_after: Option<Duration>,
     pub(crate) limit: Option<u64>,
     pub(crate) remaining: Option<(u64, Duration)>,
+    pub(crate) age: Option<Duration>,
 }
 
 impl Report {
     /// The provider answered.
     pub fn ok() -> Report {
-        Report { throttled: false, retry_after: None, limit: None, remaining: None }
+        Report { throttled: false, retry_after: None, limit: None, remaining: None, age: None }
     }
 
     /// The provider throttled the call: a 429, a 503, or a timeout counted as one.
@@ -358,6 +359,14 @@ impl Report {
     /// What the provider says remains, and when it resets: the fleet takes no more until then.
     pub fn with_remaining(mut self, remaining: u64, reset_after: Duration) -> Report {
         self.remaining = Some((remaining, reset_after));
+        self
+    }
+
+    /// How long ago the call was decided (`AGE`; an [`Instant`](std::time::Instant)'s
+    /// `elapsed()` since its decision): a throttle on a call decided after the epoch's cut cuts
+    /// again, where the burst before the cut cuts once.
+    pub fn with_age(mut self, age: Duration) -> Report {
+        self.age = Some(age);
         self
     }
 }

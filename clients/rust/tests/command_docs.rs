@@ -118,6 +118,7 @@ const TAKEN: &[(&str, &[(&str, &str)])] = &[
             ("limit", "Report::with_limit"),
             ("remaining", "Report::with_remaining"),
             ("reset", "Report::with_remaining"),
+            ("age", "Report::with_age"),
         ],
     ),
 ];
@@ -174,7 +175,7 @@ async fn every_option(rl: &Limiter<Recording>) {
     refused(rl.adapt_up_to("a", &Adaptive::new(1, 2, 3, ms).with_cost(2).at_turn()).await.map(drop));
     refused(rl.reserve_adapt("a", &Adaptive::new(1, 2, 3, ms).with_cost(2)).await.map(drop));
     refused(rl.reserve_adapt_up_to("a", &Adaptive::new(1, 2, 3, ms).with_cost(9)).await.map(drop));
-    let report = Report::throttled().with_retry_after(ms).with_limit(5).with_remaining(2, ms);
+    let report = Report::throttled().with_retry_after(ms).with_limit(5).with_remaining(2, ms).with_age(ms);
     refused(rl.report("a", &report).await.map(drop));
 }
 

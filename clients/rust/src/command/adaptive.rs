@@ -108,6 +108,9 @@ pub(crate) fn report(key: &str, r: &Report) -> Result<Command<Option<Learned>>, 
         }
         args.extend(["REMAINING".to_string(), remaining.to_string(), "RESET".to_string(), span_ms(reset, "RESET")?]);
     }
+    if let Some(age) = r.age {
+        args.extend(["AGE".to_string(), span_ms(age, "AGE")?]);
+    }
     let parse = Box::new(|reply: &Reply| {
         if matches!(reply, Reply::Nil) {
             return Ok(None);

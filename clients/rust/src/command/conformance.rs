@@ -207,6 +207,9 @@ fn typed_call(command: &str, c: &Map<String, Value>) -> Result<Result<Read, Erro
             if let (Some(left), Some(reset)) = (c.get("REMAINING"), c.get("RESET")) {
                 r = r.with_remaining(count(left)?, Duration::from_millis(count(reset)?));
             }
+            if let Some(age) = c.get("AGE") {
+                r = r.with_age(Duration::from_millis(count(age)?));
+            }
             reading(adaptive::report(&key, &r), ignored)
         }
         other => panic!("a case of {other}, which this test does not know"),
