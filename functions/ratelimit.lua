@@ -1946,8 +1946,9 @@ local function settle_reservation(keys, args)
 end
 
 -- The adaptive limit (the module's core/adaptive.rs): a bucket at the learned rate, its state one
--- text `adapt:` and 16 integers (15 in a state written before `cut_at` was kept). Every number stays within 2^50 (the arguments are bounded so),
--- so the doubles here are exact; divisions go through `idiv` and `ceil_div`.
+-- text `adapt:` and 16 integers (15 in a state written before `cut_at` was kept). Every number
+-- stays within 2^50 (the arguments are bounded so), so the doubles here are exact; divisions go
+-- through `idiv` and `ceil_div`.
 local ADAPT_FIELDS = { 'window', 'floor', 'ceiling', 'limit', 'wmax', 'earned', 'epoch_start', 'used', 'cut',
     'level', 'at', 'bound_left', 'bound_until', 'stated', 'queue_until', 'cut_at' }
 local NOT_ADAPTIVE = 'ERR value is not a ratelimit adaptive limit'
