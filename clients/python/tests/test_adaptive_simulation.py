@@ -56,7 +56,7 @@ def test_the_targets_hold(results: dict[tuple[str, int, str], sim.Figures], stra
         if f.to_90_s is not None:
             assert f.to_90_s <= (50 if headers else 150), where
         if f.after_hold is not None:
-            assert f.after_hold <= (1.0 if headers else 1.05), where
+            assert f.after_hold <= 1.0, where
         assert f.jain >= 0.9, where
 
 
