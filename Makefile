@@ -199,7 +199,8 @@ suite-unit:
 	$(MODULE_ENV) $(TIMES) phase unit -- cargo test --release --locked --lib
 suite-rust:
 	$(TIMES) phase rust -- $(MAKE) --no-print-directory rust-test BUILT=
-suite-rust-peers:
+# The peers build in the crate's folder, after it (cargo would wait on its lock).
+suite-rust-peers: suite-rust
 	$(TIMES) phase rust-peers -- $(MAKE) --no-print-directory rust-peers BUILT=
 suite-node: suite-environments
 	$(TIMES) phase node -- $(MAKE) --no-print-directory node-test $(READY)
@@ -356,7 +357,7 @@ node-test: $(BUILT) servers $(if $(CLIENTS_READY),,node-installed)
 # first server, as make run starts it (on a port of its own), with the Python package's latest and
 # litellm environments, the installed Node package, and Go.
 docs-test: $(BUILT) servers $(if $(CLIENTS_READY),,python-envs node-installed)
-	$(RUST_ENV) scripts/docs-test.py --server $(PY_FIRST_SERVER) --python $(PY_ENVS)/latest/bin/python \
+	$(RUST_ENV) $(RUST_SHARED) scripts/docs-test.py --server $(PY_FIRST_SERVER) --python $(PY_ENVS)/latest/bin/python \
 		--node-dir $(NODE_INSTALLED) --litellm-bin $(PY_ENVS)/litellm/bin
 
 # The Go packages (clients/go, one module per client and integration, tied by go.work): vetted,
@@ -493,6 +494,10 @@ RUST_HAS_MSRV = rustup run $(RUST_MSRV) cargo clippy --version >/dev/null 2>&1
 RUST_CHECKER = $$($(RUST_HAS_MSRV) && echo +$(RUST_MSRV))
 # That toolchain's clippy-driver compiles the workspace's crates, its warnings denied (the form
 # cargo clippy hands it `-- -D warnings` in); the dependencies are compiled by rustc as ever.
+# Projects of their own that the crate's build shares its dependencies with (the peers' tests, the
+# docs' Rust project): on its toolchain, in its folder (RUST_ENV), their dependencies resolved as
+# that toolchain takes them, so that what the crate's build made is not made again.
+RUST_SHARED = env $$($(RUST_HAS_MSRV) && echo RUSTUP_TOOLCHAIN=$(RUST_MSRV)) CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback
 RUST_LINTED = RUSTC_WORKSPACE_WRAPPER=$$(rustup which $$($(RUST_HAS_MSRV) && echo --toolchain $(RUST_MSRV)) clippy-driver) \
 	CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
@@ -509,7 +514,7 @@ rust-test: $(BUILT) servers $(if $(BUILT),rust-msrv)
 # The Rust peers' own tests against the module's CL.THROTTLE (scripts/rust-peers.sh): redis-cell-rs's
 # on the first server (its redis-cell image) and the last (its valkey-cell image), tower-redis-cell's.
 rust-peers: $(BUILT) servers
-	$(RUST_ENV) CARGO_TARGET_DIR=$(CURDIR)/target/rust-peers-build REDIS_SERVER=$(PY_FIRST_SERVER) \
+	$(RUST_ENV) $(RUST_SHARED) REDIS_SERVER=$(PY_FIRST_SERVER) \
 		VALKEY_SERVER=$(lastword $(call server_binaries,$(SERVERS))) RATELIMIT_MODULE=$(CURDIR)/$(MODULE) \
 		scripts/rust-peers.sh $(CURDIR)/target/rust-peers
 
