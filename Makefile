@@ -167,19 +167,21 @@ BENCH_SMOKE_SERVERS := $(firstword $(SERVERS))
 # timed, and the end prints each against its budget (docs/development.md), and the slowest tests
 # (scripts/test-times.py), also when a phase failed.
 TIMES := $(CURDIR)/scripts/test-times.py
+TEST_SETTINGS := LINT_AS_BUILT=1 TEST_JVM=-XX:TieredStopAtLevel=1
 # The module, built by the set-up: a step after it that asked cargo again would wait on its lock
 # while the unit tests compile.
 BUILT ?= build
 READY := CLIENTS_READY=1 GO_READY=1 BUILT=
-# The longest first, so that the short ones fill the end.
-SUITES := suite-java suite-python suite-environments suite-rust suite-integration suite-unit suite-docs suite-go \
+# The longest first, so that the short ones fill the end; the docs as soon as what they take is
+# made (alone at the end, they left a core idle).
+SUITES := suite-java suite-python suite-environments suite-rust suite-docs suite-integration suite-unit suite-go \
 	suite-node suite-demo suite-monitoring suite-release suite-bench-smoke suite-rust-peers
 .PHONY: suites $(SUITES)
 test:
 	$(TIMES) start
 	$(TIMES) phase set-up -- $(MAKE) --no-print-directory -j3 --output-sync=target build servers redis-cell \
-		monitoring-tools format rust-msrv LINT_AS_BUILT=1 && \
-	$(MAKE) --no-print-directory -j3 --output-sync=target suites LINT_AS_BUILT=1; \
+		monitoring-tools format rust-msrv $(TEST_SETTINGS) && \
+	$(MAKE) --no-print-directory -j3 --output-sync=target suites $(TEST_SETTINGS); \
 	code=$$?; $(TIMES) report; exit $$code
 
 suites: $(SUITES)
@@ -429,7 +431,12 @@ go-test: $(BUILT) servers $(if $(GO_READY),,go-ready)
 # last, the client's and the gateway's tests run as built by the newest JDK there is (JAVA_NEWEST:
 # Java 25, where the machine has it). Maven keeps its downloads in ~/.m2.
 JAVA_DIR := clients/java
-MVN := mvn -B --no-transfer-progress
+# make test's JVMs (Maven's, the tests' forks) stop at the first JIT tier (TEST_JVM): in runs this
+# short, C2 compiled more than it saved (the java phase took twice the CPU). `make bench` never does.
+MVN := mvn -B --no-transfer-progress $(if $(TEST_JVM),-DargLine=$(TEST_JVM))
+ifneq ($(TEST_JVM),)
+export MAVEN_OPTS += $(TEST_JVM)
+endif
 JAVA_NEWEST ?= $(firstword $(wildcard /usr/lib/jvm/temurin-25-jdk-amd64))
 # $(1): the server binary, $(2): the JDK ("": the machine's), $(3): Maven's goals.
 define java-test-on
