@@ -172,10 +172,14 @@ TEST_SETTINGS := LINT_AS_BUILT=1 TEST_JVM=-XX:TieredStopAtLevel=1
 # while the unit tests compile.
 BUILT ?= build
 READY := CLIENTS_READY=1 GO_READY=1 BUILT=
-# The longest first, so that the short ones fill the end; the docs as soon as what they take is
-# made (alone at the end, they left a core idle).
-SUITES := suite-java suite-python suite-environments suite-rust suite-docs suite-integration suite-unit suite-go \
+# The longest first, so that the short ones fill the end. make starts a phase whose prerequisites
+# are running only once it has started every ready one after it: the docs, started last so, ran
+# alone at the end with a core idle. So the phases after the docs wait for the crate's phase as
+# they do, and the docs, first of them, start as it ends.
+SUITES := suite-java suite-python suite-environments suite-rust suite-integration suite-unit suite-docs suite-go \
 	suite-node suite-demo suite-monitoring suite-release suite-bench-smoke suite-rust-peers
+AFTER_THE_DOCS := suite-go suite-node suite-demo suite-monitoring suite-release suite-bench-smoke
+$(AFTER_THE_DOCS): | suite-rust
 .PHONY: suites $(SUITES)
 test:
 	$(TIMES) start

@@ -215,7 +215,14 @@ for (const kind of KINDS) {
         tokens: { floor: 1_000, start: 90_000, ceiling: 450_000 },
       });
       const model = wrapLanguageModel({ model: provider, middleware });
+      // Every command's words in the server's slow log: each answer is reported with the call's age (AGE).
+      await client.configSet('slowlog-log-slower-than', '0');
+      await client.sendCommand(['SLOWLOG', 'RESET']);
       await generateText({ model, prompt: 'hi', maxOutputTokens: 100, maxRetries: 0 });
+      const logged = (await client.sendCommand(['SLOWLOG', 'GET', '128'])) as [number, number, number, string[]][];
+      await client.configSet('slowlog-log-slower-than', '10000');
+      const reported = logged.map((entry) => entry[3].join(' ')).filter((c) => /^(RATELIMIT\.REPORT|FCALL ratelimit_report) /.test(c));
+      assert.ok(reported.length === 2 && reported.every((c) => / AGE \d+$/.test(c)), reported.join('; '));
       assert.deepEqual([await limitOf('requests'), await limitOf('tokens')], [50, 90_000], 'the stated limit caps the requests');
       assert.equal(await field('tokens', 8), 10, "the epoch's use of tokens is the usage, not the estimate of 100 more");
       throttled = true;
