@@ -2306,8 +2306,9 @@ local function report(keys, args)
     end
     local decreased = 0
     if outcome == 'THROTTLED' or remaining == 0 then
-        -- Once per epoch for the burst that many saw; again for a call the last cut admitted.
-        if s.cut == 0 or (age and now - age > s.cut_at) then
+        -- Once per epoch for the burst that many saw; again for a call the last cut admitted and
+        -- a provider that states nothing throttled: one that states what remains bounds the fleet.
+        if s.cut == 0 or (outcome == 'THROTTLED' and not remaining and age and now - age > s.cut_at) then
             s.wmax = s.limit
             s.limit = max(idiv(s.limit * 7, 10), s.floor)
             s.earned, s.cut, s.cut_at, decreased = 0, 1, now, 1

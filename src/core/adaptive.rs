@@ -14,9 +14,10 @@
 //! per-minute limit), fleet-wide, since the state is one key:
 //! - a throttle (`Outcome::Throttled`, or the provider stating nothing remains) cuts the limit to
 //!   `DECREASE_TENTHS` of itself at most once per epoch, however many callers saw the same burst,
-//!   and empties the bucket; a throttle on a call decided after that cut (its report's `AGE`
-//!   says when) cuts again: the cut was not enough, and the provider, drawing on what it had
-//!   stored, hid it until then;
+//!   and empties the bucket; where the provider states no remaining, a `Throttled` call decided
+//!   after that cut (its report's `AGE` says when) cuts again: the cut was not enough, and the
+//!   provider, drawing on what it had stored, hid it until then (a stated remaining bounds the
+//!   fleet instead: there, more cuts only starved it);
 //! - a `RETRY` holds the whole fleet: nothing is admitted before that instant, and the bucket
 //!   starts empty there: no stampede when it ends;
 //! - an epoch earns growth when nothing cut it and the fleet used at least half the limit's share
@@ -507,8 +508,11 @@ pub fn report(r: &Report, stored: Stored<State>, now: i64) -> Option<Reported> {
     let mut held = false;
     let spent = matches!(r.remaining, Some((0, _)));
     if r.outcome == Outcome::Throttled || spent {
-        // Once per epoch for the burst that many saw; again for a call the last cut admitted.
-        let after_the_cut = r.age_ms.is_some_and(|age| now - age > s.cut_at);
+        // Once per epoch for the burst that many saw; again for a call the last cut admitted and
+        // a provider that states nothing throttled: one that states what remains bounds the fleet.
+        let after_the_cut = r.outcome == Outcome::Throttled
+            && r.remaining.is_none()
+            && r.age_ms.is_some_and(|age| now - age > s.cut_at);
         if !s.cut || after_the_cut {
             s.wmax = s.limit;
             s.limit = (s.limit * DECREASE_TENTHS / 10).max(s.floor);
@@ -775,6 +779,9 @@ mod tests {
         let again = report(&after, stored(first.state), NOW + 30).unwrap();
         assert_eq!((again.limit, again.decreased, again.state.cut_at), (29, true, NOW + 30));
         assert!(!report(&before, stored(again.state), NOW + 40).unwrap().decreased);
+        // Where the provider states what remains, its bound steers the fleet: once per epoch.
+        let stating = Report { remaining: Some((3, 1_000)), ..after };
+        assert!(!report(&stating, stored(first.state), NOW + 30).unwrap().decreased);
         // The next epoch may cut again, not below the floor.
         let mut state = second.state;
         for i in 1..20 {
