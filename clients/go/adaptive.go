@@ -75,7 +75,7 @@ func (a *AdaptiveLimit) Answered(ctx context.Context, answer ProviderAnswer) (*L
 }
 
 // AnsweredAfter reports the answer to a call decided age ago: a throttle on a call decided after
-// the epoch's cut cuts again.
+// the epoch's cut cuts again (where the provider states no remaining).
 func (a *AdaptiveLimit) AnsweredAfter(ctx context.Context, answer ProviderAnswer, age time.Duration) (*Learned, error) {
 	s := answer.Requests
 	if a.Tokens {

@@ -38,7 +38,7 @@ type Report struct {
 	// Bound is what the provider says remains, and when it resets (nil: nothing said).
 	Bound *Bound
 	// Age is how long ago the call was decided (AGE; 0: not said): a throttle on a call decided
-	// after the epoch's cut cuts again.
+	// after the epoch's cut cuts again (where no Bound is stated).
 	Age time.Duration
 }
 

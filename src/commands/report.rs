@@ -38,7 +38,7 @@ pub const COMMAND: Command = Command {
         Arg { summary: Some(c"what the provider says remains, until RESET"), ..option(c"remaining", INTEGER, c"REMAINING") },
         Arg { summary: Some(c"in how many ms the provider's REMAINING resets"), ..option(c"reset", INTEGER, c"RESET") },
         Arg {
-            summary: Some(c"how many ms ago the call was decided (its ADAPT's reply): throttled after the epoch's cut, it cuts again"),
+            summary: Some(c"how many ms ago the call was decided (its ADAPT's reply): throttled after the epoch's cut with no REMAINING stated, it cuts again"),
             ..option(c"age", INTEGER, c"AGE")
         },
     ],

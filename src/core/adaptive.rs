@@ -82,7 +82,7 @@ pub struct State {
     pub used: i64,
     /// Whether a throttle cut the limit in this epoch.
     pub cut: bool,
-    /// When it did (Unix ms): a throttle on a call decided after it cuts again.
+    /// When it did (Unix ms): a throttle on a call decided after it cuts again (no remaining stated).
     pub cut_at: i64,
     /// Tokens in the bucket, scaled by `window_ms`; negative: a debt.
     pub level: i64,

@@ -84,7 +84,7 @@ export class AdaptiveLimit {
 
   /** How the provider answered (`status` null: no answer); `throttled` overrides its status (a
    * timeout counted as a throttle); `ageMs`, the ms since the call was decided: a throttle on a
-   * call decided after the epoch's cut cuts again. */
+   * call decided after the epoch's cut cuts again (no remaining stated). */
   report(
     status: number | null,
     headers: HeadersLike = {},

@@ -763,7 +763,7 @@ export interface ReportOptions {
   remaining?: number;
   resetAfterMs?: number;
   /** The ms since the call was decided (its ADAPT's answer): throttled though decided after the
-   * epoch's cut, it cuts again. */
+   * epoch's cut, it cuts again (where no remaining is stated). */
   ageMs?: number;
 }
 

@@ -363,8 +363,8 @@ impl Report {
     }
 
     /// How long ago the call was decided (`AGE`; an [`Instant`](std::time::Instant)'s
-    /// `elapsed()` since its decision): a throttle on a call decided after the epoch's cut cuts
-    /// again, where the burst before the cut cuts once.
+    /// `elapsed()` since its decision): where the provider states no remaining, a throttle on a
+    /// call decided after the epoch's cut cuts again, where the burst before the cut cuts once.
     pub fn with_age(mut self, age: Duration) -> Report {
         self.age = Some(age);
         self

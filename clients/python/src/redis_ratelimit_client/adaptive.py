@@ -114,7 +114,8 @@ class AdaptiveLimit(_Terms):
         age: float | None = None,
     ) -> Learned | None:
         """How the provider answered (``status`` None: no answer). ``age``: the seconds since the
-        call was decided: a throttle on a call decided after the epoch's cut cuts again."""
+        call was decided: a throttle on a call decided after the epoch's cut cuts again, where the
+        provider states no remaining."""
         answer = read_answer(status, headers, now=now)
         return self.limiter.run(self.learned(answer, throttled, age))  # type: ignore[no-any-return]
 

@@ -730,7 +730,7 @@ def report(
     ``retry_after`` (seconds) holds every caller until then; the provider's stated ``limit`` caps
     the learned one, its ``remaining`` bounds the fleet for ``reset_after`` seconds. ``age``: the
     seconds since the call was decided (AGE): throttled though decided after the epoch's cut, it
-    cuts again. None where no limit is learned at ``key``."""
+    cuts again (with no ``remaining`` stated). None where no limit is learned at ``key``."""
     if outcome not in ("ok", "throttled"):
         raise RateLimitError("outcome must be OK or THROTTLED")
     if (remaining is None) != (reset_after is None):

@@ -118,7 +118,7 @@ public final class AdaptiveLimit {
 
     /**
      * Reports how the provider answered a call decided {@code age} ago: a throttle on a call
-     * decided after the epoch's cut cuts again.
+     * decided after the epoch's cut cuts again (where the provider states no remaining).
      *
      * @param answer the answer, as {@link ProviderAnswer#read} reads it
      * @param throttled whether the call counts as throttled (its status, or a timeout counted as one)

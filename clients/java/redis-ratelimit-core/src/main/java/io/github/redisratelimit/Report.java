@@ -14,7 +14,7 @@ import java.util.Objects;
  * @param remaining what the provider says remains (-1: nothing said), until {@code resetAfter}
  * @param resetAfter when the provider's remaining resets (null with no remaining)
  * @param age how long ago the call was decided (null: not said): a throttle on a call decided
- *     after the epoch's cut cuts again
+ *     after the epoch's cut cuts again (with no remaining stated)
  */
 public record Report(boolean throttled, Duration retryAfter, long limit, long remaining, Duration resetAfter, Duration age) {
     /**
@@ -114,7 +114,7 @@ public record Report(boolean throttled, Duration retryAfter, long limit, long re
 
     /**
      * With how long ago the call was decided (its ADAPT's answer): a throttle on a call decided
-     * after the epoch's cut cuts again, where the burst before it cuts once.
+     * after the epoch's cut cuts again (with no remaining stated), where the burst before it cuts once.
      *
      * @param since the call's age, at least 0
      * @return this report with it
