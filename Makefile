@@ -503,12 +503,12 @@ rust-msrv:
 RUST_HAS_MSRV = rustup run $(RUST_MSRV) cargo clippy --version >/dev/null 2>&1
 # `+MSRV` where that toolchain is here, else nothing: the default toolchain.
 RUST_CHECKER = $$($(RUST_HAS_MSRV) && echo +$(RUST_MSRV))
-# That toolchain's clippy-driver compiles the workspace's crates, its warnings denied (the form
-# cargo clippy hands it `-- -D warnings` in); the dependencies are compiled by rustc as ever.
 # Projects of their own that the crate's build shares its dependencies with (the peers' tests, the
 # docs' Rust project): on its toolchain, in its folder (RUST_ENV), their dependencies resolved as
 # that toolchain takes them, so that what the crate's build made is not made again.
 RUST_SHARED = env $$($(RUST_HAS_MSRV) && echo RUSTUP_TOOLCHAIN=$(RUST_MSRV)) CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback
+# That toolchain's clippy-driver compiles the workspace's crates, its warnings denied (the form
+# cargo clippy hands it `-- -D warnings` in); the dependencies are compiled by rustc as ever.
 RUST_LINTED = RUSTC_WORKSPACE_WRAPPER=$$(rustup which $$($(RUST_HAS_MSRV) && echo --toolchain $(RUST_MSRV)) clippy-driver) \
 	CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
