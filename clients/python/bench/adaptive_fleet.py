@@ -1,14 +1,17 @@
-"""`make bench`'s real run of the adaptive limit: a fleet of 8 processes (4 threads each) calling a
+"""`make bench`'s real run of the adaptive limit: fleets of 8 processes (4 threads each) calling a
 fake provider over HTTP on loopback, each call through ``AdaptiveLimit.call`` on one server with
 the module, against the same fleet backing off as the SDKs do (no shared limit), for comparison.
+The fleets run at once, each against its own provider, from the instant every process is ready.
 
 The provider is a real HTTP server, OpenAI-compatible in what it answers: a token bucket of
 ``capacity`` calls a minute holding ten seconds' worth, its capacity hidden and changing: 600 a
 minute, then halved, then tripled (a phase each). It states the account's limit (1,200) in
 ``x-ratelimit-limit-requests`` and its bucket's level in ``x-ratelimit-remaining-requests`` (with
 ``x-ratelimit-reset-requests``), and answers 429 with a ``Retry-After`` of a second when empty.
-Figures per phase: the share of calls answered 429, the calls answered 200 over the capacity
-(after the phase's first 10 s), and Jain's index of the calls answered per process.
+The loss-only fleet's provider states nothing but the 429 and its ``Retry-After`` (as Gemini's and
+Bedrock's). Figures per phase, at the provider: the share of the calls it was sent that it
+answered 429 (in the whole phase, and after its first 10 s), the calls it answered over its
+capacity (after the first 10 s), and Jain's index of the calls answered per process.
 ``--quick`` is the smoke run `make test` makes so that this cannot rot: phases of 3 s."""
 
 from __future__ import annotations
@@ -54,6 +57,10 @@ class Bucket:
 
     def __init__(self, start: float) -> None:
         self.lock = threading.Lock()
+        self.begin(start)
+
+    def begin(self, start: float) -> None:
+        """The first phase starts at `start` (time.monotonic()), the bucket full, no call made."""
         self.start = start
         self.level = PHASES[0][1] / 6
         self.at = start
@@ -77,16 +84,19 @@ class Bucket:
             return ok, self.level, capacity
 
 
-def provider(bucket: Bucket, phase_s: float) -> ThreadingHTTPServer:
+def provider(bucket: Bucket, phase_s: float, stated: bool = True) -> ThreadingHTTPServer:
+    """The provider on a free loopback port; `stated`: whether it sends its x-ratelimit-* headers."""
+
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("content-length") or 0))
             ok, level, capacity = bucket.take(phase_s)
             self.send_response(200 if ok else 429)
-            self.send_header("x-ratelimit-limit-requests", str(STATED))
-            self.send_header("x-ratelimit-remaining-requests", str(max(math.floor(level), 0)))
-            refill_s = (capacity / 6 - level) * 60 / capacity
-            self.send_header("x-ratelimit-reset-requests", f"{max(refill_s, 0):.3f}s")
+            if stated:
+                self.send_header("x-ratelimit-limit-requests", str(STATED))
+                self.send_header("x-ratelimit-remaining-requests", str(max(math.floor(level), 0)))
+                refill_s = (capacity / 6 - level) * 60 / capacity
+                self.send_header("x-ratelimit-reset-requests", f"{max(refill_s, 0):.3f}s")
             if not ok:
                 self.send_header("retry-after", "1")
             self.send_header("content-type", "application/json")
@@ -117,21 +127,47 @@ def jain(counts: list[int]) -> float:
     return total**2 / (len(counts) * sum(x * x for x in counts)) if total else 0.0
 
 
+def phase_rows(bucket: Bucket, phase_s: float, answered: list[list[float]]) -> list[dict[str, Any]]:
+    """Each phase's figures, from the calls the provider was sent and the times (time.monotonic())
+    of the calls answered to each caller (a process, a proxy) whose fairness is measured."""
+    rows = []
+    settle = min(10.0, phase_s / 3)
+    for i, (name, capacity) in enumerate(PHASES):
+        start, end = bucket.start + i * phase_s, bucket.start + (i + 1) * phase_s
+        calls = [ok for t, ok in bucket.calls if start <= t < end]
+        steady = [ok for t, ok in bucket.calls if start + settle <= t < end]
+        rows.append(
+            {
+                "phase": name,
+                "capacity": capacity,
+                "throttled": calls.count(False) / max(len(calls), 1),
+                "steady": steady.count(False) / max(len(steady), 1),
+                "use": steady.count(True) / (capacity * (end - start - settle) / 60),
+                "jain": jain([sum(1 for t in times if start <= t < end) for times in answered]),
+            }
+        )
+    return rows
+
+
+TABLE_HEAD = "phase | capacity a minute | 429s at the provider | 429s after 10 s | use (after 10 s)"
+
+
 def table_rows(results: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """Each fleet's phases as a table's rows: the phase, its capacity, 429s, use and Jain."""
+    """Each fleet's phases as a table's rows, in TABLE_HEAD's columns and then Jain's index."""
     return [
-        f"| {label} | {row['phase']} | {row['capacity']} | {row['throttled']:.1%} | {row['use']:.0%} "
-        f"| {row['jain']:.2f} |"
+        f"| {label} | {row['phase']} | {row['capacity']} | {row['throttled']:.1%} | {row['steady']:.1%} "
+        f"| {row['use']:.0%} | {row['jain']:.2f} |"
         for label, rows in results.items()
         for row in rows
     ]
 
 
-def worker(port: int, url: str, until: float, ours: bool, out: Any) -> None:
-    """One process: THREADS callers until `until` (time.monotonic()), each call's (time, status)."""
-    calls: list[tuple[float, int]] = []
+def worker(port: int, url: str, key: str, ours: bool, ready: Any, go: Any, until: Any, out: Any) -> None:
+    """One process: THREADS callers from `go` until `until` (time.monotonic()); puts the times of
+    the calls answered."""
+    answered: list[float] = []
     lock = threading.Lock()
-    limit = AdaptiveLimit(RateLimiter(redis.Redis(port=port)), "fleet", floor=30, start=600, ceiling=STATED)
+    limit = AdaptiveLimit(RateLimiter(redis.Redis(port=port)), key, floor=30, start=600, ceiling=STATED)
 
     def send() -> Any:
         request = urllib.request.Request(url, b'{"model": "fake"}', {"content-type": "application/json"})
@@ -139,63 +175,72 @@ def worker(port: int, url: str, until: float, ours: bool, out: Any) -> None:
 
     def caller() -> None:
         backoff = 0
-        while time.monotonic() < until:
+        while time.monotonic() < until.value:
             sent = time.monotonic()
             try:
-                (limit.call(send, max_wait=until - sent) if ours else send()).read()
-                status, backoff = 200, 0
+                (limit.call(send, max_wait=until.value - sent) if ours else send()).read()
             except urllib.error.HTTPError as e:
-                status = e.code
-            except RateLimited:
+                if e.code == 429 and not ours:
+                    time.sleep(sdk_backoff(sent, backoff))
+                    backoff += 1
                 continue
-            except OSError:
-                status = 0  # no answer: counted as sent, neither answered nor throttled
+            except (RateLimited, OSError):
+                continue
+            backoff = 0
             with lock:
-                calls.append((sent, status))
-            if status == 429 and not ours:
-                time.sleep(sdk_backoff(sent, backoff))
-                backoff += 1
+                answered.append(time.monotonic())
 
+    ready.put(None)
+    go.wait()
     threads = [threading.Thread(target=caller) for _ in range(THREADS)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    out.put(json.dumps(calls))
+    out.put(json.dumps(answered))
 
 
-def run(port: int, phase_s: float, ours: bool) -> list[dict[str, Any]]:
+FLEETS = (
+    ("ours (AdaptiveLimit)", True, True),
+    ("ours, loss only", True, False),
+    ("per-process backoff", False, True),
+)
+
+
+def run(port: int, phase_s: float) -> dict[str, list[dict[str, Any]]]:
+    """Every fleet at once, each against its own provider, on its own key; each fleet's rows."""
     redis.Redis(port=port).flushall()
-    bucket = Bucket(time.monotonic())
-    http = provider(bucket, phase_s)
-    url = f"http://127.0.0.1:{http.server_address[1]}/v1/chat/completions"
-    until = bucket.start + phase_s * len(PHASES)
     context = multiprocessing.get_context("spawn")
-    out = context.Queue()
-    processes = [context.Process(target=worker, args=(port, url, until, ours, out)) for _ in range(PROCESSES)]
-    for p in processes:
-        p.start()
-    per_process = [[(t - bucket.start, s) for t, s in json.loads(out.get())] for _ in processes]
-    for p in processes:
-        p.join()
-    http.shutdown()
-    rows = []
-    for i, (name, capacity) in enumerate(PHASES):
-        start, end = i * phase_s, (i + 1) * phase_s
-        calls = [(t, s) for calls in per_process for t, s in calls if start <= t < end]
-        steady = [s for t, s in calls if t >= start + min(10.0, phase_s / 3)]
-        minutes = (end - start - min(10.0, phase_s / 3)) / 60
-        answered = [sum(1 for t, s in calls if s == 200 and start <= t < end) for calls in per_process]
-        rows.append(
-            {
-                "phase": name,
-                "capacity": capacity,
-                "throttled": sum(1 for _, s in calls if s == 429) / max(len(calls), 1),
-                "use": sum(1 for s in steady if s == 200) / (capacity * minutes),
-                "jain": jain(answered),
-            }
-        )
-    return rows
+    ready, go, until = context.Queue(), context.Event(), context.Value("d", math.inf)
+    fleets = []
+    for label, ours, stated in FLEETS:
+        bucket = Bucket(time.monotonic())
+        http = provider(bucket, phase_s, stated)
+        url = f"http://127.0.0.1:{http.server_address[1]}/v1/chat/completions"
+        out = context.Queue()
+        args = (port, url, f"fleet:{len(fleets)}", ours, ready, go, until, out)
+        processes = [context.Process(target=worker, args=args) for _ in range(PROCESSES)]
+        fleets.append((label, bucket, http, out, processes))
+    for *_, processes in fleets:
+        for p in processes:
+            p.start()
+    for _ in range(len(fleets) * PROCESSES):
+        ready.get()
+    # The phases start once every process is ready to call: spawning 24 interpreters on a small
+    # machine takes seconds, and a process that has not started yet is not treated unfairly.
+    start = time.monotonic()
+    for _, bucket, *_ in fleets:
+        bucket.begin(start)
+    until.value = start + phase_s * len(PHASES)
+    go.set()
+    results = {}
+    for label, bucket, http, out, processes in fleets:
+        answered = [json.loads(out.get()) for _ in processes]
+        for p in processes:
+            p.join()
+        http.shutdown()
+        results[label] = phase_rows(bucket, phase_s, answered)
+    return results
 
 
 def main() -> None:
@@ -204,18 +249,16 @@ def main() -> None:
     server = Server(module=True, binary=args.servers[0], module_path=args.module)
     try:
         name = server_name(redis.Redis(port=server.port))
-        results = {}
-        for label, ours in (("ours (AdaptiveLimit)", True), ("per-process backoff", False)):
-            progress(f"{label}: {len(PHASES)} phases of {phase_s:.0f} s")
-            results[label] = run(server.port, phase_s, ours)
+        progress(f"{len(FLEETS)} fleets at once: {len(PHASES)} phases of {phase_s:.0f} s")
+        results = run(server.port, phase_s)
     finally:
         server.close()
     lines = [
-        f"# The adaptive limit, a real run ({name}, {PROCESSES} processes of {THREADS} callers, "
-        f"phases of {phase_s:.0f} s)",
+        f"# The adaptive limit, a real run ({name}, fleets of {PROCESSES} processes of {THREADS} callers "
+        f"at once, phases of {phase_s:.0f} s)",
         "",
-        "| fleet | phase | capacity a minute | 429s | use (after 10 s) | Jain |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
+        f"| fleet | {TABLE_HEAD} | Jain (per process) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     write_report([*lines, *table_rows(results), ""], args.out, args.quick, "the adaptive limit's real run")
 
