@@ -19,20 +19,20 @@ SERVER_valkey-9.1 := $(CURDIR)/target/servers/valkey-9.1/valkey-server
 server_binaries = $(foreach s,$(1),$(or $(SERVER_$(s)),$(error unknown server '$(s)': known are redis-7.0 redis-8.0 valkey-8.1 valkey-9.1)))
 # The binaries make fetches (Redis 7.0 comes with the Debian packages).
 FETCHED := $(filter /%,$(call server_binaries,$(SERVERS)))
-# The integration test files (tests/*.rs), each run where it proves something no other run does
-# (docs/development.md's test plan): what depends on the server (replication, AOF, cluster, ACLs,
-# the module API's and Lua's differences, keyspace events, walks) on every server; the module's own
-# rules on the first (the differential, tests/functions.rs, holds every server's answers to the
-# library's); the library's rules on the last, and its replication on every server.
+# The integration tests' files (tests/*.rs, each a module of one test binary: tests/integration.rs),
+# each run where it proves something no other run does (docs/development.md's test plan): what
+# depends on the server (replication, AOF, cluster, ACLs, the module API's and Lua's differences,
+# keyspace events, walks) on every server; the module's own rules on the first (the differential,
+# tests/functions.rs, holds every server's answers to the library's); the library's rules on the
+# last, and its replication on every server.
 # Each list the slowest first (each server's files are run in that order).
 SERVER_TESTS := audit cluster monitoring guard top stress server_features functions persistence replication \
 	hostile_input shadow acl
 MODULE_TESTS := conformance adaptive lease llm_tokens slide settle gcra hitall hit peek docs
 LIBRARY_TESTS := conformance lease slide settle gcra hitall hit peek replication
 LIBRARY_SERVER_TESTS := replication
-UNPLANNED := $(filter-out $(SERVER_TESTS) $(MODULE_TESTS),$(basename $(notdir $(wildcard tests/*.rs))))
+UNPLANNED := $(filter-out $(SERVER_TESTS) $(MODULE_TESTS),$(basename $(notdir $(filter-out tests/integration.rs,$(wildcard tests/*.rs)))))
 $(if $(UNPLANNED),$(error tests/ has files the Makefile's test plan runs nowhere: $(UNPLANNED)))
-test_args = $(foreach t,$(1),--test $(t))
 
 .PHONY: all deps package-deps test-deps build envoy-dist package package-test lint format test integration $(INTEGRATION) servers examples demo pydeps bench soak memcheck install run clean redis-cell functions top \
 	monitoring-tools monitoring-test \
@@ -131,17 +131,17 @@ redis-cell: deps
 # (RATELIMIT_IMPL=library): $(1) the server binary, $(2) the module's files, $(3) the library's.
 define test-on
 	@echo "== integration tests on $$($(1) --version | cut -d' ' -f1-3) =="
-	$(MODULE_ENV) REDIS_SERVER=$(1) $(TIMES) suite "$$($(1) --version | cut -d' ' -f1-3)" $(TEST_FILES_AT_ONCE) -- $(call test_args,$(2))
+	$(MODULE_ENV) REDIS_SERVER=$(1) $(TIMES) suite "$$($(1) --version | cut -d' ' -f1-3)" $(TEST_FILES_AT_ONCE) -- $(2)
 	@echo "== the limiter's tests against the Functions library on $$($(1) --version | cut -d' ' -f1-3) =="
 	$(MODULE_ENV) RATELIMIT_IMPL=library REDIS_SERVER=$(1) $(TIMES) suite "library, $$($(1) --version | cut -d' ' -f1-3)" \
-		$(TEST_FILES_AT_ONCE) -- $(call test_args,$(3))
+		$(TEST_FILES_AT_ONCE) -- $(3)
 
 endef
 
 # Each server's integration tests, two servers at a time, and two test files at a time within
 # each (scripts/test-times.py suite): they mostly wait on windows, leases and servers, and four
 # files at once load the machine as two `make test` side by side do (which they pass). The test
-# binaries are built first, once; each file's output is printed whole when it is done.
+# binary is built first, once; each file's output is printed whole when it is done.
 TEST_FILES_AT_ONCE := 2
 INTEGRATION := $(addprefix integration-,$(SERVERS))
 
@@ -151,7 +151,7 @@ $(INTEGRATION): integration-%:
 		$(filter $*,$(lastword $(SERVERS))),$(LIBRARY_TESTS),$(LIBRARY_SERVER_TESTS)))
 
 integration: $(BUILT) servers redis-cell monitoring-tools
-	$(MODULE_CARGO) test --release --locked --no-run --test '*'
+	$(MODULE_CARGO) test --release --locked --no-run --test integration
 	$(MAKE) --no-print-directory -j2 --output-sync=target $(INTEGRATION)
 
 # The benchmark's smoke run: the smallest run of each bench that still executes its code, on the
@@ -364,7 +364,7 @@ node-test: $(BUILT) servers $(if $(CLIENTS_READY),,node-installed)
 # litellm environments, the installed Node package, and Go.
 docs-test: $(BUILT) servers $(if $(CLIENTS_READY),,python-envs node-installed)
 	$(RUST_ENV) $(RUST_SHARED) scripts/docs-test.py --server $(PY_FIRST_SERVER) --python $(PY_ENVS)/latest/bin/python \
-		--node-dir $(NODE_INSTALLED) --litellm-bin $(PY_ENVS)/litellm/bin
+		--node-dir $(NODE_INSTALLED) --litellm-bin $(PY_ENVS)/litellm/bin --jobs 3
 
 # The Go packages (clients/go, one module per client and integration, tied by go.work): vetted,
 # checked by staticcheck, and their tests built once with the race detector: the ratelimit
@@ -574,7 +574,7 @@ demo: build pydeps
 
 # The long forms of the stress, soak and crash scenarios (RATELIMIT_SOAK=1), on every server.
 define soak-on
-	RATELIMIT_SOAK=1 REDIS_SERVER=$(1) cargo test --release --locked --test stress --test persistence --test guard -- --nocapture
+	RATELIMIT_SOAK=1 REDIS_SERVER=$(1) cargo test --release --locked --test integration -- stress:: persistence:: guard:: --nocapture
 
 endef
 

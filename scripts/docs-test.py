@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Every example of the README and the docs, run as written (`make docs-test`, part of `make test`).
 
-    scripts/docs-test.py --server SERVER --python PYTHON --node-dir NODE_DIR --litellm-bin BIN [PAGE...]
+    scripts/docs-test.py --server SERVER --python PYTHON --node-dir NODE_DIR --litellm-bin BIN [--jobs N] [PAGE...]
 
 SERVER is the server binary; PYTHON the interpreter of an environment with the Python package and
 the frameworks its pages name (make's `latest` set); NODE_DIR the folder where the Node package is
 installed beside its frameworks (target/node/installed); BIN the bin folder of an environment made
-with the Python package's `litellm` extra. Go comes from the PATH. PAGE: only these pages.
+with the Python package's `litellm` extra. Go comes from the PATH. PAGE: only these pages. N: pages
+run at a time (1).
 
 Each page is tried as a reader would: one terminal and one server for the page, its code blocks in
 the order they come. The server is `make run`'s (redis.conf.example, the built module), on a free
@@ -58,6 +59,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import maven_repository
@@ -523,6 +525,7 @@ def main():
     parser.add_argument("--python", required=True)
     parser.add_argument("--node-dir", required=True)
     parser.add_argument("--litellm-bin", required=True)
+    parser.add_argument("--jobs", type=int, default=1, help="pages run at a time")
     parser.add_argument("pages", nargs="*")
     args = parser.parse_args()
     for name in ("python", "node_dir", "litellm_bin"):
@@ -532,22 +535,35 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="docs-test-"))
     args.clock_lib = work / "libclock.so"
     subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", args.clock_lib, ROOT / "testkit/clock/clock.c"], check=True)
-    ran = skipped = 0
-    failures = []
     started = time.monotonic()
-    for path in pages(args.pages):
+
+    def run(path):
         text = path.read_text()
         blocks = blocks_of(str(path.relative_to(ROOT)), text)
         if not any(b.lang in CODE for b in blocks):
-            continue
-        page = Page(path, args, work)
+            return None
+        page, began = Page(path, args, work), time.monotonic()
         try:
             page.run(text, blocks)
+            failure = None
         except Failure as e:
-            failures.append(str(e))
-        ran += page.ran
-        skipped += page.skipped
-        print(f"{page.name}: {page.ran} run, {page.skipped} not run", flush=True)
+            failure = str(e)
+        return page, failure, time.monotonic() - began
+
+    # Each page has its own folder, server, ports and clock, and mostly waits (on servers, builds,
+    # proxies): a few at a time, each one's line printed in the pages' order.
+    ran = skipped = 0
+    failures = []
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for done in pool.map(run, pages(args.pages)):
+            if done is None:
+                continue
+            page, failure, seconds = done
+            if failure:
+                failures.append(failure)
+            ran += page.ran
+            skipped += page.skipped
+            print(f"{page.name}: {page.ran} run, {page.skipped} not run, in {seconds:.0f} s", flush=True)
     print(f"docs: {ran} blocks run, {skipped} marked not run, in {time.monotonic() - started:.0f} s")
     for failure in failures:
         print(f"\nFAILED {failure}", file=sys.stderr)

@@ -7,8 +7,9 @@
                                                   time of each test it reports (pytest's --durations,
                                                   node --test's spec reporter, Maven Surefire's
                                                   classes), named with LABEL
-  scripts/test-times.py suite LABEL JOBS -- ARGS   run the test files `cargo test --release --locked
-                                                  ARGS` builds, JOBS at a time (they mostly wait on
+  scripts/test-times.py suite LABEL JOBS -- MODS  run the modules MODS of the integration tests'
+                                                  binary (tests/integration.rs), each in a process of
+                                                  its own, JOBS at a time (they mostly wait on
                                                   windows, leases and servers), each one's output
                                                   printed whole when it is done, and keep their times
   scripts/test-times.py report                    print when each phase began, its time and CPU
@@ -91,9 +92,9 @@ def tests(args):
 
 
 def suite(args):
-    (label, jobs), cargo_args = command(args)
+    (label, jobs), modules = command(args)
     built = subprocess.run(
-        ["cargo", "test", "--release", "--locked", "--no-run", "--message-format=json", *cargo_args],
+        ["cargo", "test", "--release", "--locked", "--no-run", "--message-format=json", "--test", "integration"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -101,35 +102,37 @@ def suite(args):
     if built.returncode != 0:
         sys.stderr.write(built.stderr)
         return built.returncode
-    files = []
-    for line in built.stdout.splitlines():
-        artifact = json.loads(line)
-        if artifact.get("reason") != "compiler-artifact" or not artifact.get("executable"):
-            continue
-        if "test" in artifact["target"]["kind"]:
-            files.append((os.path.relpath(artifact["target"]["src_path"], ROOT), artifact["executable"]))
+    artifacts = [json.loads(line) for line in built.stdout.splitlines()]
+    (executable,) = [
+        a["executable"]
+        for a in artifacts
+        if a.get("reason") == "compiler-artifact" and a.get("executable") and "test" in a["target"]["kind"]
+    ]
+    listed = subprocess.run([executable, "--list", "--format", "terse"], capture_output=True, text=True, check=True)
+    tests = [line.removesuffix(": test") for line in listed.stdout.splitlines() if line.endswith(": test")]
 
-    # In the order the command names them (the slowest first, so that the last to start are short).
-    named = [cargo_args[i + 1] for i, a in enumerate(cargo_args[:-1]) if a == "--test"]
-
-    def order(file):
-        name = os.path.splitext(os.path.basename(file[0]))[0]
-        return named.index(name) if name in named else len(named)
-
-    files.sort(key=order)
-
-    def run(file):
-        name, executable = file
+    # In the order named (the slowest first, so that the last to start are short); each module's
+    # tests by their exact names, as a filter would also take a module whose name holds another's.
+    def run(module):
+        names = [t for t in tests if t.startswith(module + "::")]
         started = time.monotonic()
+        if not names:
+            return module, 1, f"test-times: tests/integration.rs has no tests in a module {module}\n", 0.0
         done = subprocess.run(
-            [executable], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+            [executable, "--exact", *names],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
         )
-        return name, executable, done.returncode, done.stdout, time.monotonic() - started
+        return module, done.returncode, done.stdout, time.monotonic() - started
 
     failed = []
     with ThreadPoolExecutor(max_workers=int(jobs)) as pool:
-        for name, executable, code, output, seconds in pool.map(run, files):
-            sys.stdout.write(f"     Running {name} ({os.path.relpath(executable, ROOT)})\n{output}")
+        for module, code, output, seconds in pool.map(run, modules):
+            name = f"tests/{module}.rs"
+            sys.stdout.write(f"     Running {name} ({os.path.relpath(executable, ROOT)} {module}::)\n{output}")
             sys.stdout.flush()
             append(TESTS, label, name, f"{seconds:.2f}")
             if code != 0:
