@@ -11,7 +11,9 @@ minute, then halved, then tripled (a phase each). It states the account's limit 
 The loss-only fleet's provider states nothing but the 429 and its ``Retry-After`` (as Gemini's and
 Bedrock's). Figures per phase, at the provider: the share of the calls it was sent that it
 answered 429 (in the whole phase, and after its first 10 s), the calls it answered over its
-capacity (after the first 10 s), and Jain's index of the calls answered per process.
+capacity (after the first 10 s), after a change the epochs (10 s) until one sends no more than a
+lower capacity or the time until one's calls answered reach 90% of a higher one, and Jain's index
+of the calls answered per process.
 ``--quick`` is the smoke run `make test` makes so that this cannot rot: phases of 3 s."""
 
 from __future__ import annotations
@@ -127,6 +129,24 @@ def jain(counts: list[int]) -> float:
     return total**2 / (len(counts) * sum(x * x for x in counts)) if total else 0.0
 
 
+EPOCH_S = 10.0  # the adaptive limit's epoch: a sixth of its minute
+
+
+def changed(bucket: Bucket, start: float, end: float, before: int, after: int) -> str:
+    """After a change of capacity at `start`, lower: the epochs until one sends no more than the
+    new capacity's; higher: the seconds until an epoch's calls answered reach 90% of it."""
+    per_epoch = after * EPOCH_S / 60
+    epochs = int((end - start) // EPOCH_S)
+    for k in range(epochs):
+        a, b = start + k * EPOCH_S, start + (k + 1) * EPOCH_S
+        calls = [ok for t, ok in bucket.calls if a <= t < b]
+        if after < before and len(calls) <= per_epoch:
+            return f"under in {k} epochs"
+        if after > before and calls.count(True) >= 0.9 * per_epoch:
+            return f"90% in {(k + 1) * EPOCH_S:.0f} s"
+    return f"not in {epochs * EPOCH_S:.0f} s" if after != before else "-"
+
+
 def phase_rows(bucket: Bucket, phase_s: float, answered: list[list[float]]) -> list[dict[str, Any]]:
     """Each phase's figures, from the calls the provider was sent and the times (time.monotonic())
     of the calls answered to each caller (a process, a proxy) whose fairness is measured."""
@@ -143,20 +163,21 @@ def phase_rows(bucket: Bucket, phase_s: float, answered: list[list[float]]) -> l
                 "throttled": calls.count(False) / max(len(calls), 1),
                 "steady": steady.count(False) / max(len(steady), 1),
                 "use": steady.count(True) / (capacity * (end - start - settle) / 60),
+                "change": changed(bucket, start, end, PHASES[i - 1][1], capacity) if i else "-",
                 "jain": jain([sum(1 for t in times if start <= t < end) for times in answered]),
             }
         )
     return rows
 
 
-TABLE_HEAD = "phase | capacity a minute | 429s at the provider | 429s after 10 s | use (after 10 s)"
+TABLE_HEAD = "phase | capacity a minute | 429s at the provider | 429s after 10 s | use (after 10 s) | after the change"
 
 
 def table_rows(results: dict[str, list[dict[str, Any]]]) -> list[str]:
     """Each fleet's phases as a table's rows, in TABLE_HEAD's columns and then Jain's index."""
     return [
         f"| {label} | {row['phase']} | {row['capacity']} | {row['throttled']:.1%} | {row['steady']:.1%} "
-        f"| {row['use']:.0%} | {row['jain']:.2f} |"
+        f"| {row['use']:.0%} | {row['change']} | {row['jain']:.2f} |"
         for label, rows in results.items()
         for row in rows
     ]
@@ -245,7 +266,7 @@ def run(port: int, phase_s: float) -> dict[str, list[dict[str, Any]]]:
 
 def main() -> None:
     args = arguments(__doc__ or "")
-    phase_s = 3.0 if args.quick else 40.0
+    phase_s = 3.0 if args.quick else 60.0
     server = Server(module=True, binary=args.servers[0], module_path=args.module)
     try:
         name = server_name(redis.Redis(port=server.port))
@@ -258,7 +279,7 @@ def main() -> None:
         f"at once, phases of {phase_s:.0f} s)",
         "",
         f"| fleet | {TABLE_HEAD} | Jain (per process) |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: |",
     ]
     write_report([*lines, *table_rows(results), ""], args.out, args.quick, "the adaptive limit's real run")
 

@@ -6,9 +6,8 @@ completions to the proxies; a call a proxy refuses with its adaptive limit is re
 refusal says, a provider's 429 the proxy passes on is backed off as the SDKs do. The same proxies
 without the callback (LiteLLM's own handling: its cooldowns, each proxy alone) for comparison.
 
-Figures per phase, at the provider: the share of the calls it was sent that it answered 429 (in
-the whole phase, and after its first 10 s), the calls it answered over its capacity (after the
-first 10 s); and Jain's index of the calls answered per proxy."""
+Figures per phase, at the provider, as ``adaptive_fleet``'s: 429s, use, what followed the change
+of capacity; and Jain's index of the calls answered per proxy."""
 
 from __future__ import annotations
 
@@ -159,7 +158,7 @@ def main() -> None:
         f"each, phases of {phase_s:.0f} s)",
         "",
         f"| proxies | {TABLE_HEAD} | Jain (per proxy) |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: |",
     ]
     write_report([*lines, *table_rows(results), ""], args.out, args.quick, "the adaptive limit's LiteLLM run")
 
