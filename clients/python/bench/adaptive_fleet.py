@@ -141,7 +141,7 @@ def changed(bucket: Bucket, start: float, end: float, before: int, after: int) -
         a, b = start + k * EPOCH_S, start + (k + 1) * EPOCH_S
         calls = [ok for t, ok in bucket.calls if a <= t < b]
         if after < before and len(calls) <= per_epoch:
-            return f"under in {k} epochs"
+            return f"under in {k} epoch{'' if k == 1 else 's'}"
         if after > before and calls.count(True) >= 0.9 * per_epoch:
             return f"90% in {(k + 1) * EPOCH_S:.0f} s"
     return f"not in {epochs * EPOCH_S:.0f} s" if after != before else "-"
