@@ -50,6 +50,7 @@ import datetime
 import json
 import os
 import pty
+import random
 import re
 import select
 import shutil
@@ -128,9 +129,17 @@ MAVEN_REPOSITORY = str(ROOT / "target" / "docs-test-maven")
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
+    """A free loopback port below those the kernel hands out to outgoing connections
+    (ip_local_port_range): a page's server binds it long after (a build may come first), and a
+    port from bind(0) is one of those, which any connection could take meanwhile."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    while True:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", random.randrange(10_000, low) if low > 11_000 else 0))
+            except OSError:
+                continue
+            return str(s.getsockname()[1])
 
 
 class Block:

@@ -6,6 +6,7 @@ works the same) and RATELIMIT_MODULE the built module; ``make test`` sets both."
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -20,21 +21,21 @@ SERVER = os.environ.get("REDIS_SERVER", "redis-server")
 MODULE = os.environ.get("RATELIMIT_MODULE", "")
 
 
-def free_port(cluster: bool = False) -> int:
-    """A free loopback port; for a cluster node, one whose bus port (+10000) is free too."""
+def free_port() -> int:
+    """A free loopback port whose cluster bus port (+10000) is free too, both below the ports the
+    kernel hands out to outgoing connections (ip_local_port_range): a port from bind(0) is one of
+    those, and any connection could take it before a slow process (a LiteLLM proxy takes seconds to
+    start) binds it. Where that range starts too low, a port from bind(0)."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if not cluster:
-            return port
-        if port <= 55535:
-            with socket.socket() as bus:
-                try:
-                    bus.bind(("127.0.0.1", port + 10000))
-                except OSError:
-                    continue
-            return port
+        with socket.socket() as s, socket.socket() as bus:
+            try:
+                s.bind(("127.0.0.1", random.randrange(10_000, low - 10_000) if low > 20_000 else 0))
+                port = int(s.getsockname()[1])
+                bus.bind(("127.0.0.1", port + 10_000))
+            except (OSError, OverflowError):  # taken, or no bus port above it
+                continue
+        return port
 
 
 def wait_until(condition: Any, what: str, timeout: float = 20) -> None:
@@ -107,7 +108,7 @@ class Server:
         # A port found free can be taken by another test's server before ours binds it: ours then
         # exits, and another port is tried.
         for _ in range(5):
-            self.port = free_port(cluster)
+            self.port = free_port()
             try:
                 self.start()
                 break
