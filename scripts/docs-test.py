@@ -333,7 +333,7 @@ class Page:
         env.update({"TERM": "dumb", "LC_ALL": "C.UTF-8", "HOME": str(self.folder)})
         env.update(GO_CACHES)
         env.update(RUST_HOMES)
-        env["MAVEN_OPTS"] = f"-Dmaven.repo.local={maven_repository.seeded(MAVEN_REPOSITORY)}"
+        env["MAVEN_OPTS"] = f"-Dmaven.repo.local={self.args.maven_repository}"
         env.pop("REDIS_URL", None)
         return env
 
@@ -461,7 +461,9 @@ class Page:
         self.held_to_output(block, answer["printed"])
 
     def js(self, block):
-        script = Path(self.args.node_dir) / f"docs-test-{os.getpid()}.mjs"
+        # Beside the installed clients (Node resolves them from the script's folder); named for the
+        # process and the page, as pages run side by side.
+        script = Path(self.args.node_dir) / f"docs-test-{os.getpid()}-{self.folder.name}.mjs"
         script.write_text(self.local(block.text))
         try:
             done = subprocess.run(
@@ -543,6 +545,8 @@ def main():
     # (cargo new would join the clone's workspace).
     work = Path(tempfile.mkdtemp(prefix="docs-test-"))
     args.clock_lib = work / "libclock.so"
+    # Seeded once, before the pages run side by side (two copies at once would collide).
+    args.maven_repository = maven_repository.seeded(MAVEN_REPOSITORY)
     subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", args.clock_lib, ROOT / "testkit/clock/clock.c"], check=True)
     started = time.monotonic()
 
