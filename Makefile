@@ -159,8 +159,8 @@ integration: $(BUILT) servers redis-cell monitoring-tools
 BENCH_SMOKE_SERVERS := $(firstword $(SERVERS))
 
 # make test: the set-up, then the suites as phases three at a time (many of them mostly wait, on
-# windows, leases, servers and HTTP), each as soon as what it takes is made, the longest first and
-# the shortest last. Each proof runs once, in the cheapest place that proves it
+# windows, leases, servers and HTTP), each as soon as what it takes is made, the release files and
+# the benches' smoke runs last. Each proof runs once, in the cheapest place that proves it
 # (docs/development.md's test plan). The clients' packages and environments are made once, by the
 # phases python-environments and environments, and the phases after take them as made
 # (CLIENTS_READY=1, GO_READY=1); each of those steps run alone makes them afresh. Each phase is
@@ -172,14 +172,13 @@ TEST_SETTINGS := LINT_AS_BUILT=1 TEST_JVM=-XX:TieredStopAtLevel=1
 # while the unit tests compile.
 BUILT ?= build
 READY := CLIENTS_READY=1 GO_READY=1 BUILT=
-# The longest first, so that the short ones fill the end (the release files' and the benches'
-# smoke runs, ready long before, ran last and alone with a core idle). make starts a phase whose prerequisites
+# The longest first, so that the short ones fill the end. make starts a phase whose prerequisites
 # are running only once it has started every ready one after it: the docs, started last so, ran
 # alone at the end with a core idle. So the phases after the docs wait for the crate's phase as
 # they do, and the docs, first of them, start as it ends.
-SUITES := suite-java suite-python suite-environments suite-rust suite-integration suite-unit suite-docs \
-	suite-release suite-bench-smoke suite-go suite-node suite-rust-peers suite-demo suite-monitoring
-AFTER_THE_DOCS := suite-release suite-bench-smoke suite-go suite-node suite-demo suite-monitoring
+SUITES := suite-java suite-python suite-environments suite-rust suite-integration suite-unit suite-docs suite-go \
+	suite-node suite-demo suite-monitoring suite-release suite-bench-smoke suite-rust-peers
+AFTER_THE_DOCS := suite-go suite-node suite-demo suite-monitoring suite-release suite-bench-smoke
 $(AFTER_THE_DOCS): | suite-rust
 .PHONY: suites $(SUITES)
 test:
