@@ -247,7 +247,10 @@ func everyCommand(t *testing.T, l *ratelimit.Limiter, kind Kind) {
 	if l.Conn().Cluster() { // "a" and "b" are in slots 15495 and 3300
 		check(errors.Is(err, ratelimit.ErrInvalidArgument), "cross slot", err)
 	}
-	_, err = l.GCRA(ctx, tag+"s", rate)
+	// A sliding window of its own, for a minute: the one above (1.5 s) may be gone by now.
+	_, err = l.Slide(ctx, tag+"w", ratelimit.Sliding{Limit: 3, Window: time.Minute})
+	must(err)
+	_, err = l.GCRA(ctx, tag+"w", rate)
 	var server *ratelimit.ServerError
 	check(errors.As(err, &server) && strings.Contains(server.Message, "not an integer"), "a sliding window read as a bucket", err)
 	if kind == "module" {
